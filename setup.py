@@ -1,0 +1,29 @@
+"""Packaging for sharedsub: JMS 2.0 topic subscriptions over AMQP 1.0 on Delta Lake."""
+
+from setuptools import find_packages, setup
+
+# Pinned: these are the versions the suite runs against (see README "Setup").
+RUNTIME = [
+    "pyspark==4.2.0",
+    "deltalake==1.6.6",
+    "delta-spark==4.4.1",
+    "python-qpid-proton==0.40.0",
+    "pyarrow==26.0.1",
+]
+DEV = [
+    "pytest==9.2.0",
+    "pytest-timeout==2.4.0",
+    "hypothesis==6.155.2",
+]
+
+setup(
+    name="sharedsub",
+    version="0.1.0",
+    description="JMS 2.0 shared/durable topic subscriptions over AMQP 1.0, stored in Delta Lake, routed by Spark",
+    python_requires=">=3.11",
+    packages=find_packages(include=["sharedsub", "sharedsub.*", "connectors", "connectors.*", "jobs", "jobs.*"]),
+    package_data={"sharedsub": ["py.typed"]},
+    install_requires=RUNTIME,
+    extras_require={"dev": DEV},
+    entry_points={"console_scripts": ["sharedsub = sharedsub.cli:main"]},
+)

@@ -1,0 +1,200 @@
+"""Settings: conf/sharedsub.toml defaults, then SHAREDSUB_* environment overrides, then flags.
+
+``parse_settings`` is pure; ``load_settings`` reads files and is called only by entry points.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sharedsub.errors import ConfigError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "conf" / "sharedsub.toml"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """[server]: the AMQP listener."""
+
+    host: str = "127.0.0.1"
+    port: int = 5672
+    auto_create_topics: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """[storage]: where the tables live."""
+
+    data_dir: str = "./data"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PublishSettings:
+    """[publish]: publisher credit and group commit."""
+
+    credit: int = 1000
+    max_batch_messages: int = 5000
+    max_batch_bytes: int = 16 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    """[delivery]: tailing subscription tables."""
+
+    poll_interval: float = 0.005
+    payload_cache_bytes: int = 128 * 1024 * 1024
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FanoutSettings:
+    """[fanout]: the Spark job."""
+
+    spark_master: str = "local[2]"
+    trigger_interval: float = 0.0
+    max_commits_per_batch: int = 1000
+    startup_timeout: float = 180.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """All settings; frozen, passed down from the entry point."""
+
+    server: ServerSettings = ServerSettings()
+    storage: StorageSettings = StorageSettings()
+    publish: PublishSettings = PublishSettings()
+    delivery: DeliverySettings = DeliverySettings()
+    fanout: FanoutSettings = FanoutSettings()
+
+    @property
+    def data_dir(self) -> str:
+        """Absolute data dir (URIs are kept as they are)."""
+        d = self.storage.data_dir
+        return d if "://" in d else os.path.abspath(d)
+
+
+_SECTIONS: dict[str, type] = {
+    "server": ServerSettings,
+    "storage": StorageSettings,
+    "publish": PublishSettings,
+    "delivery": DeliverySettings,
+    "fanout": FanoutSettings,
+}
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    kind_name = kind if isinstance(kind, str) else kind.__name__
+    try:
+        if kind_name == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind_name == "int":
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        if kind_name == "float":
+            return float(value)
+        return str(value)
+    except (TypeError, ValueError):
+        msg = f"expected {kind_name}, got {value!r}"
+        raise ConfigError(key, msg) from None
+
+
+def _check(settings: Settings) -> None:
+    s = settings
+    if not 0 <= s.server.port <= 65535:
+        raise ConfigError("server.port", f"must be 0..65535, got {s.server.port}")
+    for key, value in (
+        ("publish.credit", s.publish.credit),
+        ("publish.max_batch_messages", s.publish.max_batch_messages),
+        ("publish.max_batch_bytes", s.publish.max_batch_bytes),
+        ("delivery.payload_cache_bytes", s.delivery.payload_cache_bytes),
+        ("fanout.max_commits_per_batch", s.fanout.max_commits_per_batch),
+    ):
+        if value <= 0:
+            raise ConfigError(key, f"must be positive, got {value}")
+    if s.delivery.poll_interval <= 0:
+        raise ConfigError("delivery.poll_interval", "must be positive")
+    if s.fanout.trigger_interval < 0:
+        raise ConfigError("fanout.trigger_interval", "must not be negative")
+    if not s.storage.data_dir:
+        raise ConfigError("storage.data_dir", "must not be empty")
+
+
+def parse_settings(
+    document: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build Settings from a TOML document, SHAREDSUB_SECTION_KEY variables and ``section.key`` overrides.
+
+    Raises:
+        ConfigError: an unknown section or key, or a value of the wrong type or range.
+    """
+    values: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    for section, body in document.items():
+        if section not in _SECTIONS:
+            raise ConfigError(section, f"unknown section (known: {', '.join(_SECTIONS)})")
+        if not isinstance(body, Mapping):
+            raise ConfigError(section, "must be a table")
+        for key, value in body.items():
+            values[section][key] = value
+    for name, value in (environ or {}).items():
+        if not name.startswith("SHAREDSUB_"):
+            continue
+        rest = name[len("SHAREDSUB_") :].lower()
+        section, _, key = rest.partition("_")
+        if section in _SECTIONS and key:
+            values[section][key] = value
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        values.setdefault(section, {})[key] = value
+    built: dict[str, Any] = {}
+    for section, cls in _SECTIONS.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in values[section].items():
+            if key not in fields:
+                raise ConfigError(f"{section}.{key}", f"unknown key (known: {', '.join(fields)})")
+            kwargs[key] = _coerce(f"{section}.{key}", value, fields[key].type)
+        built[section] = cls(**kwargs)
+    settings = Settings(**built)
+    _check(settings)
+    return settings
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Read the defaults file (and ``path`` on top of it), then apply environment and flag overrides."""
+    document: dict[str, Any] = {}
+    for p in (DEFAULT_CONFIG, path):
+        if p is None or not os.path.exists(p):
+            if p is not None and p != DEFAULT_CONFIG:
+                raise ConfigError("--config", f"file {str(p)!r} does not exist")
+            continue
+        with open(p, "rb") as fh:
+            try:
+                loaded = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(str(p), f"not valid TOML: {exc}") from None
+        for section, body in loaded.items():
+            if isinstance(body, dict):
+                document.setdefault(section, {}).update(body)
+            else:
+                document[section] = body
+    return parse_settings(document, environ if environ is not None else os.environ, overrides)

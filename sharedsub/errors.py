@@ -1,0 +1,68 @@
+"""Typed errors; each carries the facts and the AMQP condition it maps to (one mapping, here)."""
+
+from __future__ import annotations
+
+from sharedsub.conditions import AmqpCondition
+
+
+class SharedSubError(Exception):
+    """Root of sharedsub's errors. ``condition`` is what a link or delivery refusal carries."""
+
+    condition: AmqpCondition = AmqpCondition.INTERNAL_ERROR
+
+    def __init__(self, description: str) -> None:
+        super().__init__(description)
+        self.description = description
+
+
+class TopicNotFound(SharedSubError):
+    """An address names a topic that does not exist (and auto-creation is off)."""
+
+    condition = AmqpCondition.NOT_FOUND
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(
+            f"topic {topic!r} does not exist; create it with 'sharedsub topics create {topic}' "
+            "or set auto_create_topics = true"
+        )
+        self.topic = topic
+
+
+class TopicExists(SharedSubError):
+    """``topics create`` of a topic that is already there."""
+
+    condition = AmqpCondition.RESOURCE_LOCKED
+
+    def __init__(self, topic: str) -> None:
+        super().__init__(f"topic {topic!r} already exists")
+        self.topic = topic
+
+
+class InvalidAddress(SharedSubError):
+    """An address that cannot name a topic."""
+
+    condition = AmqpCondition.INVALID_FIELD
+
+    def __init__(self, address: str | None, reason: str) -> None:
+        super().__init__(f"invalid address {address!r}: {reason}")
+        self.address = address
+
+
+class NotSupported(SharedSubError):
+    """A feature the peer asked for that sharedsub does not implement."""
+
+    condition = AmqpCondition.NOT_IMPLEMENTED
+
+
+class MessageDecodeError(SharedSubError):
+    """A transfer whose bytes are not an AMQP message."""
+
+    condition = AmqpCondition.DECODE_ERROR
+
+
+class ConfigError(SharedSubError):
+    """An invalid configuration value, named by its key."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"configuration {key!r}: {reason}")
+        self.key = key

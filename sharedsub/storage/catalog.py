@@ -1,0 +1,73 @@
+"""The subscription catalog: a Delta table of append-only subscription revisions.
+
+The current state of a subscription is its row with the highest ``revision``. The front end is
+the catalog's only writer; the fan-out job and the CLI read it. ``CatalogReader`` keeps the
+current state in memory and applies only new commits on each refresh.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import pyarrow as pa
+
+from sharedsub.model import SubscriptionRecord
+from sharedsub.storage import delta, layout, schemas
+
+
+def append_records(appender: delta.TableAppender, records: Iterable[SubscriptionRecord]) -> int:
+    """Commit ``records`` to the catalog in one commit; return the catalog version."""
+    rows = [r.to_row() for r in records]
+    return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG))
+
+
+def catalog_appender(root: str) -> delta.TableAppender:
+    """Appender for the catalog table under ``root``."""
+    return delta.TableAppender(layout.catalog_table(root), schemas.CATALOG)
+
+
+class CatalogReader:
+    """Current catalog state, refreshed incrementally from the Delta log."""
+
+    def __init__(self, root: str) -> None:
+        self.path = layout.catalog_table(root)
+        self._version = -1
+        self._records: dict[str, SubscriptionRecord] = {}
+
+    @property
+    def version(self) -> int:
+        """Catalog version this state reflects (-1 before the first commit)."""
+        return self._version
+
+    def refresh(self) -> dict[str, SubscriptionRecord]:
+        """Apply commits made since the last refresh; return every record by key."""
+        if self._version < 0:
+            latest = delta.latest_version(self.path)
+            if latest < 0:
+                return self._records
+            self._apply(delta.read_table(self.path, version=latest))
+            self._version = latest
+            return self._records
+        while True:
+            commit = delta.read_commit(self.path, self._version + 1)
+            if commit is None:
+                break
+            self._apply(delta.read_files(commit.added))
+            self._version = commit.version
+        return self._records
+
+    def _apply(self, data: pa.Table | None) -> None:
+        for row in delta.iter_rows(data):
+            rec = SubscriptionRecord.from_row(row)
+            cur = self._records.get(rec.key)
+            if cur is None or rec.revision >= cur.revision:
+                self._records[rec.key] = rec
+
+    def active(self) -> list[SubscriptionRecord]:
+        """Active records after a refresh, ordered by key."""
+        return sorted((r for r in self.refresh().values() if r.active), key=lambda r: r.key)
+
+
+def load_catalog(root: str) -> dict[str, SubscriptionRecord]:
+    """Every subscription's current record (deleted ones included), by key."""
+    return CatalogReader(root).refresh()

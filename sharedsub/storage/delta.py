@@ -1,0 +1,308 @@
+"""The one module that performs Delta Lake I/O (delta-rs ``deltalake`` + ``pyarrow``).
+
+Everything that creates, appends to, or reads sharedsub's tables goes through here, so the rest
+of the code never imports ``deltalake``. Reads avoid ``DeltaTable.to_pyarrow_table()`` (it can
+abort the interpreter at exit, delta-rs #2184); they read the Parquet files the log names.
+
+Local data dirs are read by tailing ``_delta_log/<version>.json`` directly, which costs one
+``stat`` per probe and no table reload (feasibility §2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import urllib.parse
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import TableNotFoundError
+
+from sharedsub.errors import TopicExists, TopicNotFound
+from sharedsub.storage import layout, schemas
+
+# History kept for time travel and replay; the log is cleaned at checkpoints after this.
+DEFAULT_TABLE_CONFIG = {
+    "delta.logRetentionDuration": "interval 7 days",
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+}
+
+
+def _local(path: str) -> str:
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def log_file(table: str, version: int) -> str:
+    """Path of the commit file of ``version`` in ``table``."""
+    return os.path.join(_local(table), "_delta_log", f"{version:020d}.json")
+
+
+def table_exists(table: str) -> bool:
+    """True when ``table`` has a Delta log with at least version 0 (or a checkpoint)."""
+    log = os.path.join(_local(table), "_delta_log")
+    if not os.path.isdir(log):
+        return False
+    return any(n.endswith(".json") or n.endswith(".parquet") for n in os.listdir(log))
+
+
+# --------------------------------------------------------------------------- topics
+
+
+def create_topic(root: str, name: str) -> str:
+    """Create the empty Delta table of topic ``name``; raise TopicExists if it is there."""
+    path = layout.topic_table(root, name)
+    if table_exists(path):
+        raise TopicExists(name)
+    os.makedirs(_local(path), exist_ok=True)
+    try:
+        DeltaTable.create(path, schemas.TOPIC, mode="error", name=name, configuration=DEFAULT_TABLE_CONFIG)
+    except Exception as exc:  # delta-rs reports an existing table with a generic error
+        if table_exists(path):
+            raise TopicExists(name) from exc
+        raise
+    return path
+
+
+def list_topics(root: str) -> list[str]:
+    """Names of every topic under ``root``, sorted."""
+    base = _local(layout.join(root, layout.TOPICS_DIR))
+    if not os.path.isdir(base):
+        return []
+    return sorted(n for n in os.listdir(base) if table_exists(os.path.join(base, n)))
+
+
+def topic_exists(root: str, name: str) -> bool:
+    """True when topic ``name`` exists under ``root``."""
+    return layout.is_valid_topic_name(name) and table_exists(layout.topic_table(root, name))
+
+
+def require_topic(root: str, name: str) -> str:
+    """Path of topic ``name``; raise TopicNotFound when it does not exist."""
+    if not topic_exists(root, name):
+        raise TopicNotFound(name)
+    return layout.topic_table(root, name)
+
+
+# --------------------------------------------------------------------------- appends
+
+
+class TableAppender:
+    """Appends Arrow tables to one Delta table, reusing the loaded ``DeltaTable``.
+
+    The table object is re-opened every ``reopen_every`` commits because a long-lived one gets
+    slower as the log grows (feasibility §3a).
+    """
+
+    def __init__(self, path: str, schema: pa.Schema, *, reopen_every: int = 200) -> None:
+        self.path = path
+        self.schema = schema
+        self._reopen_every = reopen_every
+        self._commits = 0
+        self._table: DeltaTable | None = None
+
+    def _open(self) -> DeltaTable | None:
+        if self._table is None or self._commits >= self._reopen_every:
+            self._commits = 0
+            self._table = DeltaTable(self.path) if table_exists(self.path) else None
+        return self._table
+
+    def append(self, data: pa.Table, *, app_transaction: tuple[str, int] | None = None) -> int:
+        """Commit ``data`` as one Delta commit; return the new table version.
+
+        ``app_transaction`` records ``(app_id, version)`` in the same commit (Delta ``txn``).
+        """
+        props = None
+        if app_transaction is not None:
+            props = CommitProperties(app_transactions=[Transaction(app_transaction[0], app_transaction[1])])
+        table = self._open()
+        target: Any = table if table is not None else self.path
+        write_deltalake(
+            target,
+            data.cast(self.schema),
+            mode="append",
+            commit_properties=props,
+            configuration=DEFAULT_TABLE_CONFIG if table is None else None,
+        )
+        self._commits += 1
+        if table is None:
+            self._table = DeltaTable(self.path)
+            return self._table.version()
+        return table.version()
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """Last version recorded for ``app_id`` in this table, or None."""
+        table = self._open()
+        if table is None:
+            return None
+        table.update_incremental()
+        return table.transaction_version(app_id)
+
+
+def last_seq(path: str) -> int:
+    """Highest ``seq`` stored in a topic table, or -1 when it is empty."""
+    table = DeltaTable(path)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return -1
+    highest = -1
+    for value in actions.column("max.seq").to_pylist():
+        if value is not None:
+            highest = max(highest, int(value))
+    if highest < 0 and actions.num_rows:
+        # No stats: fall back to reading the seq column.
+        for uri in table.file_uris():
+            col = pq.read_table(uri, columns=["seq"]).column("seq")
+            if len(col):
+                highest = max(highest, int(pa.compute.max(col).as_py()))
+    return highest
+
+
+# --------------------------------------------------------------------------- log tailing
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Commit:
+    """The data-changing files one commit added, and its app transactions."""
+
+    version: int
+    added: tuple[str, ...]  # absolute file paths
+    transactions: dict[str, int]
+
+
+def read_commit(table: str, version: int) -> Commit | None:
+    """Parse ``_delta_log/<version>.json``; None when that version is not (yet) committed."""
+    try:
+        with open(log_file(table, version), encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+    except FileNotFoundError:
+        return None
+    base = _local(table)
+    added: list[str] = []
+    txns: dict[str, int] = {}
+    for line in lines:
+        if not line:
+            continue
+        action = json.loads(line)
+        if "add" in action:
+            add = action["add"]
+            if add.get("dataChange", True):
+                added.append(os.path.join(base, urllib.parse.unquote(add["path"])))
+        elif "txn" in action:
+            txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+    return Commit(version, tuple(added), txns)
+
+
+def latest_version(table: str, known: int = -1) -> int:
+    """Highest committed version of ``table`` at or after ``known`` (-1 when none).
+
+    Probes successive log files from ``known + 1``: O(new commits), no table load.
+    """
+    if known < 0:
+        if not table_exists(table):
+            return -1
+        try:
+            return DeltaTable(table).version()
+        except TableNotFoundError:
+            return -1
+    version = known
+    while os.path.exists(log_file(table, version + 1)):
+        version += 1
+    return version
+
+
+def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table | None:
+    """Concatenate the given Parquet files (None when there are none)."""
+    tables = [pq.read_table(p, columns=list(columns) if columns else None) for p in paths]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def snapshot_files(table: str, version: int | None = None) -> list[str]:
+    """Absolute paths of the data files of ``table`` at ``version`` (latest when None)."""
+    dt = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    return [_local(u) for u in dt.file_uris()]
+
+
+def read_table(table: str, columns: Sequence[str] | None = None, version: int | None = None) -> pa.Table | None:
+    """Whole ``table`` (at ``version``) as Arrow; None when it does not exist."""
+    if not table_exists(table):
+        return None
+    return read_files(snapshot_files(table, version), columns)
+
+
+def iter_rows(data: pa.Table | None) -> Iterator[dict[str, Any]]:
+    """Rows of an Arrow table as dicts (nothing for None)."""
+    if data is None:
+        return iter(())
+    return iter(data.to_pylist())
+
+
+# --------------------------------------------------------------------------- payload lookup
+
+
+class TopicIndex:
+    """Finds the file that holds a topic seq, from the add actions' ``seq`` statistics."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._ranges: list[tuple[int, int, str]] = []
+        self._version = -1
+
+    def refresh(self) -> None:
+        """Reload the file ranges from the latest snapshot."""
+        table = DeltaTable(self.path)
+        actions = pa.table(table.get_add_actions(flatten=True))
+        base = _local(self.path)
+        ranges = []
+        for path, lo, hi in zip(
+            actions.column("path").to_pylist(),
+            actions.column("min.seq").to_pylist(),
+            actions.column("max.seq").to_pylist(),
+            strict=True,
+        ):
+            if lo is None or hi is None:
+                continue
+            ranges.append((int(lo), int(hi), os.path.join(base, urllib.parse.unquote(path))))
+        ranges.sort()
+        self._ranges = ranges
+        self._version = table.version()
+
+    def files_for(self, seqs: Iterable[int]) -> dict[str, list[int]]:
+        """Map each file to the wanted seqs it holds; reloads once if a seq is unknown."""
+        wanted = sorted(set(seqs))
+        out, missing = self._assign(wanted)
+        if missing:
+            self.refresh()
+            out, missing = self._assign(wanted)
+        return out
+
+    def _assign(self, wanted: list[int]) -> tuple[dict[str, list[int]], list[int]]:
+        import bisect
+
+        out: dict[str, list[int]] = {}
+        missing = []
+        starts = [r[0] for r in self._ranges]
+        for s in wanted:
+            i = bisect.bisect_right(starts, s) - 1
+            if i >= 0 and self._ranges[i][0] <= s <= self._ranges[i][1]:
+                out.setdefault(self._ranges[i][2], []).append(s)
+            else:
+                missing.append(s)
+        return out, missing
+
+
+def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
+    """Encoded messages for the given seqs of one topic."""
+    found: dict[int, bytes] = {}
+    for path, wanted in index.files_for(seqs).items():
+        data = pq.read_table(path, columns=["seq", "message"])
+        want = set(wanted)
+        for seq, msg in zip(data.column("seq").to_pylist(), data.column("message").to_pylist(), strict=True):
+            if seq in want:
+                found[seq] = msg
+    return found
