@@ -1,0 +1,101 @@
+"""Listener and reactor lifecycle of the front end.
+
+``FrontEndServer.run()`` blocks on the proton reactor (main thread, so signals reach it);
+``request_stop()`` may be called from a signal handler or any thread and leads to a clean stop:
+stop accepting, commit and settle everything already received, close connections, return.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from proton.reactor import ApplicationEvent, Container, EventInjector
+
+from sharedsub.config import Settings
+
+from connectors.amqp.handler import FrontEnd
+
+log = logging.getLogger(__name__)
+
+
+class _Root(FrontEnd):
+    """FrontEnd plus the stop sequence, which needs the container and acceptor."""
+
+    server: FrontEndServer
+
+    def on_sharedsub_stop(self, event: Any) -> None:
+        srv = self.server
+        if srv.acceptor is not None:
+            srv.acceptor.close()
+            srv.acceptor = None
+        # Blocks until every queued publish is committed; the results arrive as injected events
+        # ahead of the shutdown event below, so publishers are settled before connections close.
+        self.committer.stop()
+        srv.injector.trigger(ApplicationEvent("sharedsub_shutdown"))
+
+    def on_sharedsub_shutdown(self, event: Any) -> None:
+        self.tailer.stop()
+        for conn in list(self.connections):
+            conn.close()
+        self.server.injector.close()
+        # Give the closing frames a moment to leave before the reactor ends.
+        self.server.container.schedule(0.2, _StopContainer(self.server.container))
+
+
+class _StopContainer:
+    def __init__(self, container: Container) -> None:
+        self._container = container
+
+    def on_timer_task(self, event: Any) -> None:
+        self._container.stop()
+
+
+class FrontEndServer:
+    """The AMQP listener of ``sharedsub frontend`` / ``serve``."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.injector = EventInjector()
+        self.handler = _Root(settings, self.injector)
+        self.handler.server = self
+        self.container = Container(self.handler)
+        self.container.container_id = "sharedsub"
+        self.container.selectable(self.injector)
+        self.acceptor: Any = None
+        self.host = settings.server.host
+        self.port = settings.server.port
+        self._stopping = False
+
+    def listen(self) -> tuple[str, int]:
+        """Bind the listener; return the actual (host, port) (port 0 picks a free one)."""
+        self.handler.start()
+        self.acceptor = self.container.listen(f"{self.host}:{self.port}")
+        sock = self.acceptor._selectable._delegate
+        self.port = sock.getsockname()[1]
+        return self.host, self.port
+
+    @property
+    def url(self) -> str:
+        """amqp:// URL clients connect to."""
+        return f"amqp://{self.host}:{self.port}"
+
+    def run(self, on_started: Callable[[], None] | None = None) -> None:
+        """Serve until :meth:`request_stop`."""
+        if self.acceptor is None:
+            self.listen()
+        if on_started is not None:
+            on_started()
+        try:
+            self.container.run()
+        finally:
+            if not self._stopping:
+                self.handler.stop()
+
+    def request_stop(self) -> None:
+        """Begin a clean stop (safe from signal handlers and other threads)."""
+        if self._stopping:
+            return
+        self._stopping = True
+        self.injector.trigger(ApplicationEvent("sharedsub_stop"))

@@ -1,0 +1,57 @@
+"""Addresses and routing keys (DESIGN §3); pure.
+
+* Publishing: a target address ``T`` or ``T/key``, or an anonymous-relay link whose messages carry
+  ``properties.to`` in the same form. Routing key: the ``/key`` part, else application property
+  ``routing-key`` (or ``routing_key``) when a string, else ``properties.subject``, else empty.
+* Subscribing: a source address ``T`` (binding ``#``) or ``T/pattern``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+from sharedsub.errors import InvalidAddress
+from sharedsub.storage.layout import is_valid_topic_name
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Address:
+    """A parsed address: the topic and the part after the first '/', if any."""
+
+    topic: str
+    suffix: str | None
+
+
+def parse_address(address: str | None) -> Address:
+    """Split ``T`` or ``T/rest`` and check the topic name.
+
+    Raises:
+        InvalidAddress: empty address or a topic name that is not allowed.
+    """
+    if not address:
+        raise InvalidAddress(address, "an address naming a topic is required")
+    topic, sep, rest = address.partition("/")
+    if not is_valid_topic_name(topic):
+        raise InvalidAddress(
+            address, f"topic name {topic!r} must match [A-Za-z0-9][A-Za-z0-9._-]* (at most 200 characters)"
+        )
+    return Address(topic, rest if sep else None)
+
+
+def binding_of(address: Address) -> str:
+    """Binding pattern of a subscription address: the suffix, or '#' (everything)."""
+    return address.suffix if address.suffix else "#"
+
+
+def routing_key(address: Address, application_properties: Mapping[str, Any] | None, subject: str | None) -> str:
+    """Routing key of a published message (see module docstring for the order)."""
+    if address.suffix is not None:
+        return address.suffix
+    if application_properties:
+        for name in ("routing-key", "routing_key"):
+            value = application_properties.get(name)
+            if isinstance(value, str):
+                return value
+    return subject if isinstance(subject, str) else ""

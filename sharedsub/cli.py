@@ -1,0 +1,169 @@
+"""The ``sharedsub`` command line: serve, frontend, topics.
+
+Configuration is read here (and in jobs/*.main) only: conf/sharedsub.toml, then ``--config``,
+then SHAREDSUB_* environment variables, then flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from sharedsub.config import Settings, load_settings
+from sharedsub.errors import SharedSubError
+
+EXIT_OK = 0
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+EXIT_NOT_FOUND = 3
+EXIT_EXISTS = 4
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", help="directory holding the tables (default: storage.data_dir, ./data)")
+    p.add_argument("--config", help="TOML file with settings on top of conf/sharedsub.toml")
+
+
+def _server_flags(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument("--port", type=int, help="listen port (default 5672; 0 picks a free port)")
+    p.add_argument("--auto-create-topics", action="store_true", default=None, help="create topics on first use")
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(prog="sharedsub", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run the AMQP front end and the embedded fan-out job")
+    _server_flags(p)
+    p = sub.add_parser("frontend", help="run the AMQP front end only (fan-out runs elsewhere)")
+    _server_flags(p)
+    topics = sub.add_parser("topics", help="create and list topics").add_subparsers(dest="action", required=True)
+    p = topics.add_parser("create", help="create a topic")
+    p.add_argument("name")
+    _common(p)
+    p = topics.add_parser("list", help="list topics")
+    _common(p)
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {
+        "storage.data_dir": getattr(args, "data_dir", None),
+        "server.host": getattr(args, "host", None),
+        "server.port": getattr(args, "port", None),
+        "server.auto_create_topics": getattr(args, "auto_create_topics", None),
+    }
+    return load_settings(args.config, os.environ, overrides)
+
+
+def _log(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+
+
+def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
+    """Run the front end (and the fan-out child) until SIGINT/SIGTERM."""
+    from connectors.amqp.server import FrontEndServer
+    from sharedsub.fanout_process import FanoutProcess
+
+    settings = _settings(args)
+    _log(args.log_level)
+    if "://" not in settings.data_dir:
+        os.makedirs(settings.data_dir, exist_ok=True)
+    server = FrontEndServer(settings)
+    host, port = server.listen()
+    fanout = FanoutProcess(settings.data_dir, config=args.config) if with_fanout else None
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logging.getLogger("sharedsub").info("signal %d: stopping", signum)
+        server.request_stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    def announce() -> None:
+        if fanout is not None:
+            fanout.start()
+            import threading
+
+            def wait() -> None:
+                if fanout.wait_ready(settings.fanout.startup_timeout):
+                    print(f"sharedsub ready amqp://{host}:{port}", flush=True)
+                else:
+                    logging.getLogger("sharedsub").error(
+                        "fan-out job not running after %.0f s; stopping", settings.fanout.startup_timeout
+                    )
+                    server.request_stop()
+
+            threading.Thread(target=wait, name="sharedsub-ready", daemon=True).start()
+        else:
+            print(f"sharedsub ready amqp://{host}:{port}", flush=True)
+
+    try:
+        server.run(on_started=announce)
+    finally:
+        if fanout is not None:
+            fanout.stop()
+    logging.getLogger("sharedsub").info("stopped")
+    return EXIT_OK
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    """``topics create|list``."""
+    from sharedsub.storage import delta
+
+    settings = _settings(args)
+    if args.action == "create":
+        from sharedsub.storage.layout import is_valid_topic_name
+
+        if not is_valid_topic_name(args.name):
+            print(f"error: invalid topic name {args.name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*", file=sys.stderr)
+            return EXIT_USAGE
+        path = delta.create_topic(settings.data_dir, args.name)
+        print(f"created topic {args.name} at {path}")
+        return EXIT_OK
+    names = delta.list_topics(settings.data_dir)
+    if args.json:
+        print(json.dumps([{"name": n} for n in names]))
+    else:
+        for n in names:
+            print(n)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``sharedsub`` console script."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command in ("serve", "frontend"):
+            return cmd_serve(args, with_fanout=args.command == "serve")
+        if args.command == "topics":
+            return cmd_topics(args)
+    except SharedSubError as exc:
+        print(f"error: {exc.description}", file=sys.stderr)
+        from sharedsub.errors import ConfigError, TopicExists, TopicNotFound
+
+        if isinstance(exc, TopicExists):
+            return EXIT_EXISTS
+        if isinstance(exc, TopicNotFound):
+            return EXIT_NOT_FOUND
+        if isinstance(exc, ConfigError):
+            return EXIT_USAGE
+        return EXIT_ERROR
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

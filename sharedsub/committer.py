@@ -1,0 +1,220 @@
+"""Group commit: the single writer of topic tables and of the subscription catalog.
+
+One thread drains a queue of requests and turns everything that is waiting into as few Delta
+commits as possible: one catalog commit, then one commit per topic. A caller learns the outcome
+through ``on_done`` (called on the committer thread, with every result of the group); the AMQP
+front end uses it to settle publishers only after their message's commit.
+
+Ordering is the guarantee the fan-out relies on: a subscription registered in a group gets
+``start_seq`` = the topic's next seq *before* that group's messages, and the catalog commit
+happens before the topic commit, so any message with ``seq >= start_seq`` is committed after
+the subscription is visible in the catalog.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import queue
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pyarrow as pa
+
+from sharedsub.errors import TopicExists
+from sharedsub.model import SubscriptionRecord
+from sharedsub.payloads import PayloadCache
+from sharedsub.storage import catalog, delta, layout, schemas
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(slots=True)
+class Publish:
+    """Store one message in a topic. ``columns`` are the typed columns but seq and time."""
+
+    topic: str
+    columns: dict[str, Any]
+    message: bytes
+    token: Any
+
+
+@dataclasses.dataclass(slots=True)
+class SaveSubscription:
+    """Write a catalog revision. ``assign_start`` sets start_seq to the topic's next seq."""
+
+    record: SubscriptionRecord
+    assign_start: bool
+    token: Any
+
+
+@dataclasses.dataclass(slots=True)
+class CreateTopic:
+    """Create a topic table if it does not exist."""
+
+    topic: str
+    token: Any
+
+
+Request = Publish | SaveSubscription | CreateTopic
+
+
+@dataclasses.dataclass(slots=True)
+class Result:
+    """Outcome of one request: ``value`` is the seq, the saved record, or the topic path."""
+
+    request: Request
+    error: BaseException | None = None
+    value: Any = None
+
+
+class Committer:
+    """The group-commit thread. Start with :meth:`start`, stop with :meth:`stop` (drains first)."""
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        cache: PayloadCache,
+        on_done: Callable[[list[Result]], None],
+        max_batch_messages: int = 5000,
+        max_batch_bytes: int = 16 * 1024 * 1024,
+    ) -> None:
+        self.root = root
+        self._cache = cache
+        self._on_done = on_done
+        self._max_msgs = max_batch_messages
+        self._max_bytes = max_batch_bytes
+        self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
+        self._appenders: dict[str, delta.TableAppender] = {}
+        self._next_seq: dict[str, int] = {}
+        self._catalog = catalog.catalog_appender(root)
+        self._revision = 0
+        self.commits = 0
+
+    def start(self) -> None:
+        """Load the catalog's last revision and start the thread."""
+        records = catalog.load_catalog(self.root)
+        self._revision = max((r.revision for r in records.values()), default=0)
+        self._thread.start()
+
+    def submit(self, request: Request) -> None:
+        """Queue a request (any thread)."""
+        self._queue.put(request)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Commit everything queued so far, then end the thread."""
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    def next_seq(self, topic: str) -> int:
+        """Next seq of ``topic`` (committer thread only)."""
+        if topic not in self._next_seq:
+            self._next_seq[topic] = delta.last_seq(layout.topic_table(self.root, topic)) + 1
+        return self._next_seq[topic]
+
+    # ------------------------------------------------------------------ thread
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            first = self._queue.get()
+            if first is None:
+                break
+            group: list[Request] = [first]
+            size = len(first.message) if isinstance(first, Publish) else 0
+            while len(group) < self._max_msgs and size < self._max_bytes:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                group.append(nxt)
+                if isinstance(nxt, Publish):
+                    size += len(nxt.message)
+            try:
+                results = self._commit_group(group)
+            except BaseException as exc:  # last-resort guard: report, never lose silently
+                log.exception("group commit failed")
+                results = [Result(r, error=exc) for r in group]
+            try:
+                self._on_done(results)
+            except Exception:
+                log.exception("committer callback failed")
+
+    def _commit_group(self, group: list[Request]) -> list[Result]:
+        results: list[Result] = []
+        publishes: dict[str, list[Publish]] = {}
+        saves: list[SaveSubscription] = []
+        for req in group:
+            if isinstance(req, CreateTopic):
+                results.append(self._create_topic(req))
+            elif isinstance(req, SaveSubscription):
+                saves.append(req)
+            else:
+                publishes.setdefault(req.topic, []).append(req)
+        if saves:
+            results.extend(self._save_subscriptions(saves))
+        for topic, items in publishes.items():
+            results.extend(self._append_topic(topic, items))
+        return results
+
+    def _create_topic(self, req: CreateTopic) -> Result:
+        try:
+            path = delta.create_topic(self.root, req.topic)
+        except TopicExists:
+            path = layout.topic_table(self.root, req.topic)
+        except Exception as exc:
+            return Result(req, error=exc)
+        return Result(req, value=path)
+
+    def _save_subscriptions(self, saves: list[SaveSubscription]) -> list[Result]:
+        now = dt.datetime.now(dt.UTC)
+        records = []
+        for s in saves:
+            self._revision += 1
+            changes: dict[str, Any] = {"revision": self._revision, "updated_at": now}
+            if s.assign_start:
+                changes["start_seq"] = self.next_seq(s.record.topic)
+            records.append(dataclasses.replace(s.record, **changes))
+        try:
+            catalog.append_records(self._catalog, records)
+        except Exception as exc:
+            log.exception("catalog commit failed")
+            return [Result(s, error=exc) for s in saves]
+        return [Result(s, value=r) for s, r in zip(saves, records, strict=True)]
+
+    def _append_topic(self, topic: str, items: list[Publish]) -> list[Result]:
+        try:
+            first = self.next_seq(topic)
+            appender = self._appenders.get(topic)
+            if appender is None:
+                appender = self._appenders[topic] = delta.TableAppender(
+                    layout.topic_table(self.root, topic), schemas.TOPIC
+                )
+            now = dt.datetime.now(dt.UTC)
+            columns: dict[str, list[Any]] = {name: [] for name in schemas.TOPIC.names}
+            for i, item in enumerate(items):
+                columns["seq"].append(first + i)
+                columns["published_at"].append(now)
+                columns["message"].append(item.message)
+                for name, value in item.columns.items():
+                    columns[name].append(value)
+            t0 = time.perf_counter()
+            appender.append(pa.Table.from_pydict(columns, schema=schemas.TOPIC))
+            self.commits += 1
+            log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))
+        except Exception as exc:
+            log.exception("commit to topic %s failed", topic)
+            self._next_seq.pop(topic, None)  # re-read from the table before the next attempt
+            self._appenders.pop(topic, None)
+            return [Result(item, error=exc) for item in items]
+        self._next_seq[topic] = first + len(items)
+        self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])
+        return [Result(item, value=first + i) for i, item in enumerate(items)]

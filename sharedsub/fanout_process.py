@@ -1,0 +1,111 @@
+"""The embedded fan-out job as a supervised child process of ``sharedsub serve``.
+
+The job runs in its own Python process (``python -m jobs.fanout``) with its own JVM, so the AMQP
+reactor never shares a GIL with Spark's driver callbacks and either side can be killed and
+restarted alone. The child prints ``sharedsub fanout running`` once its query has completed a
+first micro-batch; the supervisor restarts it (with backoff) if it exits unexpectedly.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+log = logging.getLogger(__name__)
+
+READY_LINE = "sharedsub fanout running"
+
+
+class FanoutProcess:
+    """Start, watch, restart and stop the fan-out child."""
+
+    def __init__(self, data_dir: str, *, config: str | None = None, extra_args: list[str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.config = config
+        self.extra_args = extra_args or []
+        self.ready = threading.Event()
+        self.restarts = 0
+        self._proc: subprocess.Popen[str] | None = None
+        self._stopping = False
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._supervise, name="sharedsub-fanout", daemon=True)
+
+    def command(self) -> list[str]:
+        """The child's command line."""
+        cmd = [sys.executable, "-m", "jobs.fanout", "--data-dir", self.data_dir]
+        if self.config:
+            cmd += ["--config", self.config]
+        return cmd + self.extra_args
+
+    def start(self) -> None:
+        """Start the child and its supervisor thread."""
+        self._thread.start()
+
+    def wait_ready(self, timeout: float) -> bool:
+        """Block until the child reported its first micro-batch (False on timeout)."""
+        return self.ready.wait(timeout)
+
+    @property
+    def pid(self) -> int | None:
+        """PID of the current child."""
+        return self._proc.pid if self._proc else None
+
+    def _spawn(self) -> subprocess.Popen[str]:
+        env = dict(os.environ)
+        env.setdefault("PYSPARK_PYTHON", sys.executable)
+        env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        return subprocess.Popen(
+            self.command(),
+            stdout=subprocess.PIPE,
+            stderr=None,  # the job's logs go to our stderr
+            stdin=subprocess.DEVNULL,
+            text=True,
+            env=env,
+            start_new_session=True,  # our Ctrl-C is handled by us, not delivered to the JVM
+        )
+
+    def _supervise(self) -> None:
+        backoff = 1.0
+        while not self._stopping:
+            with self._lock:
+                if self._stopping:
+                    return
+                self._proc = proc = self._spawn()
+            started = time.monotonic()
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                text = line.rstrip("\n")
+                if text == READY_LINE:
+                    self.ready.set()
+                    log.info("fan-out job running (pid %d)", proc.pid)
+                elif text:
+                    print(f"[fanout] {text}", file=sys.stderr, flush=True)
+            code = proc.wait()
+            if self._stopping:
+                return
+            self.restarts += 1
+            log.error("fan-out job exited with code %s; restarting", code)
+            if time.monotonic() - started > 60:
+                backoff = 1.0
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 30.0)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop the child gracefully (SIGTERM, then SIGKILL after ``timeout``)."""
+        with self._lock:
+            self._stopping = True
+            proc = self._proc
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            log.error("fan-out job did not stop in %.0f s; killing it", timeout)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
