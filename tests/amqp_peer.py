@@ -1,0 +1,280 @@
+"""Real python-qpid-proton clients for the end-to-end tests.
+
+``publish`` runs a sender to completion and returns each message's outcome; ``Subscriber`` runs a
+receiver on its own thread and records every transfer's raw bytes, so tests can check byte
+fidelity and wait on conditions (never on sleeps).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import proton
+from proton import Delivery, Endpoint, Message
+from proton.handlers import MessagingHandler
+from proton.reactor import ApplicationEvent, Container, EventInjector
+
+
+@dataclasses.dataclass
+class Outcome:
+    """The broker's disposition of one published message."""
+
+    state: str  # accepted | rejected | released | modified
+    condition: str | None = None
+    description: str | None = None
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, what: str = "condition") -> None:
+    """Poll ``predicate`` until true or fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(0.01)
+
+
+_STATES = {
+    Delivery.ACCEPTED: "accepted",
+    Delivery.REJECTED: "rejected",
+    Delivery.RELEASED: "released",
+    Delivery.MODIFIED: "modified",
+}
+
+
+class _Publisher(MessagingHandler):
+    def __init__(self, url: str, address: str | None, messages: list[Message | bytes], container_id: str | None) -> None:
+        super().__init__(auto_settle=True)
+        self.url, self.address, self.messages = url, address, messages
+        self.container_id = container_id
+        self.outcomes: list[Outcome | None] = [None] * len(messages)
+        self.sent = 0
+        self.error: str | None = None
+        self._tags: dict[str, int] = {}
+
+    def on_start(self, event: Any) -> None:
+        conn = event.container.connect(self.url, reconnect=False)
+        event.container.create_sender(conn, self.address)
+
+    def on_sendable(self, event: Any) -> None:
+        snd = event.sender
+        while snd.credit and self.sent < len(self.messages):
+            m = self.messages[self.sent]
+            if isinstance(m, Message):
+                dlv = snd.send(m)
+            else:
+                dlv = snd.delivery(str(self.sent))
+                snd.stream(m)
+                snd.advance()
+            self._tags[str(dlv.tag)] = self.sent
+            self.sent += 1
+
+    def on_settled(self, event: Any) -> None:
+        dlv = event.delivery
+        idx = self._tags.get(str(dlv.tag))
+        if idx is None:
+            return
+        cond = dlv.remote.condition
+        self.outcomes[idx] = Outcome(
+            _STATES.get(dlv.remote_state, str(dlv.remote_state)),
+            cond.name if cond else None,
+            cond.description if cond else None,
+        )
+        if all(o is not None for o in self.outcomes):
+            event.connection.close()
+
+    def on_link_error(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.error = f"{cond.name}: {cond.description}" if cond else "link closed"
+        event.connection.close()
+
+    def on_transport_error(self, event: Any) -> None:
+        self.error = str(event.transport.condition)
+
+
+def publish(
+    url: str,
+    address: str | None,
+    messages: list[Message | bytes],
+    *,
+    container_id: str | None = None,
+    timeout: float = 60.0,
+) -> list[Outcome]:
+    """Send ``messages`` (Message objects or encoded bytes) and return their outcomes.
+
+    Raises:
+        AssertionError: the link was refused or not every message was settled in time.
+    """
+    handler = _Publisher(url, address, messages, container_id)
+    container = Container(handler)
+    if container_id:
+        container.container_id = container_id
+    container.timeout = timeout
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (container.run(), done.set()), daemon=True)
+    thread.start()
+    if not done.wait(timeout):
+        raise AssertionError(f"publish to {address!r} did not finish in {timeout} s ({handler.sent} sent)")
+    if handler.error:
+        raise AssertionError(f"publish to {address!r} refused: {handler.error}")
+    return [o for o in handler.outcomes if o is not None]
+
+
+@dataclasses.dataclass
+class Received:
+    """One transfer as it arrived."""
+
+    raw: bytes
+    message: Message
+    delivery_count: int
+
+
+class Subscriber(threading.Thread):
+    """A receiver on its own connection and thread. Use as a context manager."""
+
+    def __init__(
+        self,
+        url: str,
+        address: str | None,
+        *,
+        name: str | None = None,
+        container_id: str | None = None,
+        credit: int = 100,
+        settle: str = "accept",  # accept | release | none
+        configure: Callable[[proton.Link], None] | None = None,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.url, self.address = url, address
+        self.link_name = name or f"sub-{uuid.uuid4().hex[:8]}"
+        self.container_id = container_id or f"c-{uuid.uuid4().hex[:8]}"
+        self.credit = credit
+        self.settle = settle
+        self.configure = configure
+        self.received: list[Received] = []
+        self.attached = threading.Event()
+        self.closed = threading.Event()
+        self.remote_source: dict[str, Any] = {}
+        self.error: tuple[str, str] | None = None
+        self._injector = EventInjector()
+        self._link: Any = None
+        self._conn: Any = None
+        handler = self
+
+        class _H(MessagingHandler):
+            def __init__(self) -> None:
+                super().__init__(prefetch=0, auto_accept=False, auto_settle=True)
+
+            def on_start(self, event: Any) -> None:
+                handler._conn = event.container.connect(handler.url, reconnect=False)
+                rcv = event.container.create_receiver(
+                    handler._conn, handler.address, name=handler.link_name, options=_Configure(handler.configure)
+                )
+                handler._link = rcv
+                rcv.flow(handler.credit)
+
+            def on_link_opened(self, event: Any) -> None:
+                src = event.link.remote_source
+                caps = src.capabilities.get_object() if src.capabilities else None
+                handler.remote_source = {
+                    "address": src.address,
+                    "capabilities": [str(c) for c in (caps or [])],
+                    "durable": src.durability,
+                    "expiry": src.expiry_policy,
+                    "is_null": src.type == proton.Terminus.UNSPECIFIED,
+                }
+                if src.address is not None:
+                    handler.attached.set()
+
+            def on_delivery(self, event: Any) -> None:
+                dlv = event.delivery
+                if not dlv.readable or dlv.partial:
+                    return
+                link = dlv.link
+                raw = link.recv(dlv.pending)
+                link.advance()
+                msg = Message()
+                msg.decode(raw)
+                handler.received.append(Received(raw, msg, msg.delivery_count))
+                if handler.settle == "accept":
+                    dlv.update(Delivery.ACCEPTED)
+                    dlv.settle()
+                elif handler.settle == "release":
+                    dlv.update(Delivery.RELEASED)
+                    dlv.settle()
+
+            def on_link_error(self, event: Any) -> None:
+                cond = event.link.remote_condition
+                handler.error = (cond.name, cond.description) if cond else ("closed", "")
+                handler.closed.set()
+                event.connection.close()
+
+            def on_link_closed(self, event: Any) -> None:
+                handler.closed.set()
+
+            def on_sharedsub_flow(self, event: Any) -> None:
+                if handler._link is not None:
+                    handler._link.flow(event.subject)
+
+            def on_sharedsub_close(self, event: Any) -> None:
+                if handler._conn is not None and handler._conn.state & Endpoint.LOCAL_ACTIVE:
+                    handler._conn.close()
+                handler._injector.close()
+
+            def on_transport_error(self, event: Any) -> None:
+                handler.error = ("transport", str(event.transport.condition))
+                handler.closed.set()
+
+        self._container = Container(_H())
+        self._container.container_id = self.container_id
+        self._container.selectable(self._injector)
+
+    def run(self) -> None:
+        self._container.run()
+        self.closed.set()
+
+    def __enter__(self) -> Subscriber:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def wait_attached(self, timeout: float = 30.0) -> None:
+        """Wait until the broker answered the attach with a source (fails on refusal)."""
+        wait_for(lambda: self.attached.is_set() or self.error is not None, timeout, "attach")
+        if self.error:
+            raise AssertionError(f"attach refused: {self.error}")
+
+    def wait_refused(self, timeout: float = 30.0) -> tuple[str, str]:
+        """Wait for the refusal of the attach; return (condition, description)."""
+        wait_for(lambda: self.error is not None, timeout, "refusal")
+        assert self.error is not None
+        return self.error
+
+    def wait_count(self, n: int, timeout: float = 60.0) -> list[Received]:
+        """Wait until at least ``n`` messages arrived."""
+        wait_for(lambda: len(self.received) >= n, timeout, f"{n} messages (have {len(self.received)})")
+        return self.received
+
+    def flow(self, credit: int) -> None:
+        """Grant more credit (from any thread)."""
+        self._injector.trigger(ApplicationEvent("sharedsub_flow", subject=credit))
+
+    def stop(self) -> None:
+        """Close the connection and end the thread."""
+        if self.is_alive():
+            self._injector.trigger(ApplicationEvent("sharedsub_close"))
+            self.join(15)
+
+
+class _Configure(proton.reactor.LinkOption):
+    def __init__(self, fn: Callable[[proton.Link], None] | None) -> None:
+        self.fn = fn
+
+    def apply(self, link: proton.Link) -> None:
+        if self.fn is not None:
+            self.fn(link)

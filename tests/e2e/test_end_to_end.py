@@ -1,0 +1,195 @@
+"""The whole path against a real ``sharedsub serve``: publish → topic table → Spark fan-out →
+subscription table → consumer link, driven by python-qpid-proton clients."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from proton import Data, Described, Message, symbol, ubyte, ulong
+from proton.utils import BlockingConnection
+
+from sharedsub.storage import delta, layout
+from tests.amqp_peer import Subscriber, publish, wait_for
+from tests.service import ServeProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def _bodies(received: list) -> list:
+    return [r.message.body for r in received]
+
+
+def test_connection_offers_capabilities(service: ServeProcess) -> None:
+    conn = BlockingConnection(service.url, timeout=30)
+    try:
+        offered = {str(c) for c in conn.conn.remote_offered_capabilities or []}
+    finally:
+        conn.close()
+    assert {"SHARED-SUBS", "ANONYMOUS-RELAY", "sole-connection-for-container"} <= offered
+
+
+def test_subscriber_gets_messages_committed_after_attach_in_order(service: ServeProcess, topic: str) -> None:
+    publish(service.url, topic, [Message(body="before")])
+    with Subscriber(service.url, topic) as sub:
+        sub.wait_attached()
+        assert "topic" in sub.remote_source["capabilities"]
+        outcomes = publish(service.url, topic, [Message(body=f"m{i}", durable=True) for i in range(50)])
+        assert [o.state for o in outcomes] == ["accepted"] * 50
+        got = sub.wait_count(50)
+        assert _bodies(got) == [f"m{i}" for i in range(50)]
+        assert "before" not in _bodies(got)
+
+
+def test_message_stored_before_accept(service: ServeProcess, topic: str) -> None:
+    # accepted means committed: the topic table holds the message once accept arrived.
+    outcomes = publish(service.url, topic, [Message(body="durable-1", properties={"k": 7})])
+    assert outcomes[0].state == "accepted"
+    data = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "size"])
+    assert data is not None and data.num_rows == 1
+    assert data.column("seq").to_pylist() == [0]
+
+
+def test_binding_patterns(service: ServeProcess, topic: str) -> None:
+    subs = {
+        "all": Subscriber(service.url, topic),
+        "star": Subscriber(service.url, f"{topic}/news.*"),
+        "hash": Subscriber(service.url, f"{topic}/news.#"),
+        "tail": Subscriber(service.url, f"{topic}/#.eu"),
+    }
+    for s in subs.values():
+        s.start()
+    try:
+        for s in subs.values():
+            s.wait_attached()
+        # key from the target address, from the routing-key property, and from the subject
+        publish(service.url, f"{topic}/news.eu", [Message(body="k1")])
+        publish(service.url, topic, [Message(body="k2", properties={"routing-key": "news.us.east"})])
+        publish(service.url, topic, [Message(body="k3", subject="sport.eu")])
+        publish(service.url, f"{topic}/news", [Message(body="k4")])
+        expected = {"all": {"k1", "k2", "k3", "k4"}, "star": {"k1"}, "hash": {"k1", "k2", "k4"}, "tail": {"k1", "k3"}}
+        for name, want in expected.items():
+            subs[name].wait_count(len(want))
+        # a final marker to every subscriber proves nothing else is still in flight
+        publish(service.url, f"{topic}/news.eu.x", [Message(body="end")])
+        for name in ("all", "hash"):
+            wait_for(lambda n=name: "end" in _bodies(subs[n].received), 60, f"end marker on {name}")
+        subs["tail"].wait_count(2)
+        for name, want in expected.items():
+            got = set(_bodies(subs[name].received)) - {"end"}
+            assert got == want, name
+    finally:
+        for s in subs.values():
+            s.stop()
+
+
+def test_anonymous_relay(service: ServeProcess, topic: str) -> None:
+    with Subscriber(service.url, f"{topic}/a.*") as sub:
+        sub.wait_attached()
+        outcomes = publish(
+            service.url,
+            None,
+            [
+                Message(address=f"{topic}/a.b", body="r1"),
+                Message(address=f"{topic}/x.y", body="r2"),
+                Message(address=f"missing-{uuid.uuid4().hex[:6]}", body="r3"),
+                Message(address=topic, subject="a.c", body="r4"),
+            ],
+        )
+        assert [o.state for o in outcomes] == ["accepted", "accepted", "rejected", "accepted"]
+        assert outcomes[2].condition == "amqp:not-found"
+        got = sub.wait_count(2)
+        assert sorted(_bodies(got)) == ["r1", "r4"]
+
+
+def test_unknown_topic_refused(service: ServeProcess) -> None:
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    with pytest.raises(AssertionError, match="amqp:not-found"):
+        publish(service.url, missing, [Message(body="x")], timeout=30)
+    with Subscriber(service.url, missing) as sub:
+        cond, description = sub.wait_refused()
+        assert cond == "amqp:not-found"
+        assert missing in description
+        assert sub.remote_source.get("is_null", True)
+
+
+def test_credit_is_respected(service: ServeProcess, topic: str) -> None:
+    with Subscriber(service.url, topic, credit=3) as sub:
+        sub.wait_attached()
+        publish(service.url, topic, [Message(body=i) for i in range(10)])
+        sub.wait_count(3)
+        with Subscriber(service.url, topic) as witness:
+            # a second subscriber attached later proves the fan-out has moved on past our messages
+            witness.wait_attached()
+            publish(service.url, topic, [Message(body="later")])
+            witness.wait_count(1)
+        sub.wait_count(3)
+        assert len(sub.received) == 3
+        sub.flow(100)
+        got = sub.wait_count(11)
+        assert _bodies(got) == [*range(10), "later"]
+
+
+def _encode_sections(*sections: Described) -> bytes:
+    out = b""
+    for s in sections:
+        d = Data()
+        d.put_object(s)
+        out += d.encode()
+    return out
+
+
+def test_round_trip_is_byte_faithful(service: ServeProcess, topic: str) -> None:
+    header = Described(ulong(0x70), [True, ubyte(7)])  # durable, priority 7
+    msg_annotations = Described(ulong(0x72), {symbol("x-opt-jms-msg-type"): 5, symbol("x-opt-jms-dest"): 1})
+    properties = Described(
+        ulong(0x73), ["id-1", b"user", f"{topic}", "subj", "reply", "corr", symbol("text/plain")]
+    )
+    app_props = Described(ulong(0x74), {"color": "red", "n": 42, "f": 1.5, "b": True})
+    footer = Described(ulong(0x78), {symbol("x-opt-checksum"): "abc"})
+    variants = {
+        "amqp-value": _encode_sections(header, msg_annotations, properties, app_props, Described(ulong(0x77), {"k": [1, 2]}), footer),
+        "data": _encode_sections(properties, Described(ulong(0x75), b"\x00\x01binary"), Described(ulong(0x75), b"two"), footer),
+        "amqp-sequence": _encode_sections(header, Described(ulong(0x76), [1, "two", 3.0]), Described(ulong(0x76), [None])),
+        "empty-value": _encode_sections(Described(ulong(0x77), None)),
+    }
+    with Subscriber(service.url, topic) as sub:
+        sub.wait_attached()
+        outcomes = publish(service.url, topic, list(variants.values()))
+        assert {o.state for o in outcomes} == {"accepted"}
+        got = sub.wait_count(len(variants))
+        assert [r.raw for r in got] == list(variants.values())
+        assert got[0].message.properties == {"color": "red", "n": 42, "f": 1.5, "b": True}
+
+
+def test_publish_order_per_publisher_with_concurrent_publishers(service: ServeProcess, topic: str) -> None:
+    import threading
+
+    with Subscriber(service.url, topic, credit=1000) as sub:
+        sub.wait_attached()
+        threads = [
+            threading.Thread(target=publish, args=(service.url, topic, [Message(body=f"{p}:{i}") for i in range(200)]))
+            for p in range(3)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        got = _bodies(sub.wait_count(600))
+        for p in range(3):
+            mine = [int(b.split(":")[1]) for b in got if b.startswith(f"{p}:")]
+            assert mine == list(range(200))
+
+
+def test_subscriber_leaving_removes_plain_subscription(service: ServeProcess, topic: str) -> None:
+    from sharedsub.storage.catalog import load_catalog
+
+    with Subscriber(service.url, topic) as sub:
+        sub.wait_attached()
+    root = str(service.data_dir)
+
+    def deleted() -> bool:
+        recs = [r for r in load_catalog(root).values() if r.topic == topic]
+        return bool(recs) and all(not r.active for r in recs)
+
+    wait_for(deleted, 30, "the plain subscription to be deleted from the catalog")
