@@ -1,0 +1,168 @@
+"""Cheap process and machine figures read from /proc (psutil is not a dependency).
+
+CPU seconds are user + system time of live processes. For a process tree the figure covers
+the processes alive at the moment of reading; CPU of a child that exited in between is only
+counted if its parent waited for it (``cutime``/``cstime`` of the root are included).
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import time
+from collections.abc import Callable
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def loadavg_1m() -> float:
+    """Return the 1-minute load average."""
+    with open("/proc/loadavg", encoding="ascii") as f:
+        return float(f.read().split()[0])
+
+
+def self_cpu_seconds() -> float:
+    """Return user + system CPU seconds of this process (all threads)."""
+    t = os.times()
+    return t.user + t.system
+
+
+def _stat_fields(pid: int) -> list[str] | None:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            raw = f.read()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    return raw[raw.rindex(")") + 2 :].split()
+
+
+def _children_map() -> dict[int, list[int]]:
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        fields = _stat_fields(int(entry))
+        if fields is None:
+            continue
+        # fields[0] is state (field 3), fields[1] is ppid (field 4).
+        children.setdefault(int(fields[1]), []).append(int(entry))
+    return children
+
+
+def tree_pids(root: int) -> list[int]:
+    """Return ``root`` and all its live descendants."""
+    children = _children_map()
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(children.get(pid, ()))
+    return out
+
+
+def tree_cpu_seconds(root: int) -> float:
+    """Return CPU seconds (user + system) of ``root`` and its live descendants."""
+    total = 0
+    for pid in tree_pids(root):
+        fields = _stat_fields(pid)
+        if fields is None:
+            continue
+        # utime, stime, cutime, cstime are fields 14-17 (1-based) -> indexes 11-14 here.
+        total += int(fields[11]) + int(fields[12])
+        if pid == root:
+            total += int(fields[13]) + int(fields[14])
+    return total / _CLK_TCK
+
+
+def cpu_reader(root: int) -> Callable[[], float]:
+    """Return a cheap function giving CPU seconds of the tree under ``root`` as it is now.
+
+    The process list is fixed here, so each call reads only those processes' stat files:
+    cheap enough to call inside a reactor callback.
+    """
+    pids = tree_pids(root)
+
+    def read() -> float:
+        total = 0
+        for pid in pids:
+            fields = _stat_fields(pid)
+            if fields is not None:
+                total += int(fields[11]) + int(fields[12])
+        return total / _CLK_TCK
+
+    return read
+
+
+def _busy_jiffies() -> int:
+    with open("/proc/stat", encoding="ascii") as f:
+        cpu = f.readline().split()[1:]
+    # user nice system idle iowait irq softirq steal ...; idle and iowait are not busy.
+    values = [int(x) for x in cpu[:8]]
+    return sum(values) - values[3] - values[4]
+
+
+def other_busy_cores(exclude_roots: list[int], interval_s: float = 1.0) -> float:
+    """Return how many cores processes other than ``exclude_roots`` (and this one) kept busy.
+
+    Measured over ``interval_s`` from /proc/stat minus the excluded trees' own CPU time.
+    """
+    readers = [cpu_reader(pid) for pid in exclude_roots]
+    before = _busy_jiffies() / _CLK_TCK, sum(r() for r in readers), self_cpu_seconds()
+    time.sleep(interval_s)
+    after = _busy_jiffies() / _CLK_TCK, sum(r() for r in readers), self_cpu_seconds()
+    others = (after[0] - before[0]) - (after[1] - before[1]) - (after[2] - before[2])
+    return max(0.0, others / interval_s)
+
+
+def tree_rss_bytes(root: int) -> int:
+    """Return the summed resident set size of ``root`` and its live descendants."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+                total += int(f.read().split()[1]) * page
+        except OSError:
+            continue
+    return total
+
+
+def machine_info() -> dict[str, object]:
+    """Describe the machine: cores, memory, CPU model, kernel, Python."""
+    mem_kib = 0
+    with open("/proc/meminfo", encoding="ascii") as f:
+        for line in f:
+            if line.startswith("MemTotal:"):
+                mem_kib = int(line.split()[1])
+                break
+    model = ""
+    with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+        for line in f:
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return {
+        "nproc": os.cpu_count(),
+        "nproc_available": len(os.sched_getaffinity(0)),
+        "mem_total_gib": round(mem_kib / 1024 / 1024, 1),
+        "cpu_model": model,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+    }
+
+
+def dir_bytes(path: str) -> dict[str, int]:
+    """Return apparent bytes, allocated bytes (as ``du``) and file count of all files under ``path``."""
+    apparent = allocated = files = 0
+    for dirpath, _dirs, names in os.walk(path):
+        for name in names:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            apparent += st.st_size
+            allocated += st.st_blocks * 512
+            files += 1
+    return {"apparent_bytes": apparent, "du_bytes": allocated, "files": files}
+

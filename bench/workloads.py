@@ -1,0 +1,540 @@
+"""The AMQP 1.0 workloads, driven with python-qpid-proton against any broker URL.
+
+Three workloads, each one ``proton.reactor.Container`` run in this process, each bounded by a
+deadline after which it closes its connection and returns what it has (``timed_out`` true):
+
+* ``publish_throughput``: durable 1 KB messages on an unsettled sender link, at most ``window``
+  unacknowledged; a message counts once the broker's ``accepted`` disposition has arrived.
+* ``latency_at_rate``: a publisher at a steady rate plus one subscriber on the same connection;
+  publish->delivery and publish->accepted times from ``time.perf_counter_ns`` (one process, one
+  clock). The send time also travels in the application property ``bench_sent_ns``.
+* ``fanout_deliver``: N subscribers attach, then K messages are published; returns when every
+  subscriber has all K.
+
+Every body is fresh random bytes, so nothing downstream can compress or deduplicate it.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from proton import Message
+from proton.handlers import MessagingHandler
+from proton.reactor import Container, Handler
+
+CpuProbe = Callable[[], "float | None"]
+
+
+class _Call(Handler):
+    """A timer task that calls ``fn``."""
+
+    def __init__(self, fn: Callable[[], None]) -> None:
+        super().__init__()
+        self._fn = fn
+
+    def on_timer_task(self, event: Any) -> None:
+        self._fn()
+
+
+def percentile(sorted_values: list[float], q: float) -> float | None:
+    """Return the ``q`` quantile (0..1) of already sorted values by linear interpolation."""
+    if not sorted_values:
+        return None
+    pos = (len(sorted_values) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def _message(seq: int, size: int) -> Message:
+    return Message(
+        body=os.urandom(size),
+        durable=True,
+        properties={"bench_seq": seq, "bench_sent_ns": time.perf_counter_ns()},
+    )
+
+
+class _Workload(MessagingHandler):
+    """Connection, deadline and clean shutdown shared by the workloads."""
+
+    def __init__(self, url: str, *, timeout_s: float, prefetch: int = 0) -> None:
+        super().__init__(prefetch=prefetch, auto_accept=True, auto_settle=True)
+        self.url = url
+        self.timeout_s = timeout_s
+        self.timed_out = False
+        self.errors: list[str] = []
+        self.done = False
+        self._container: Container | None = None
+        self._conn: Any = None
+        self._deadline: Any = None
+        self._grace: Any = None
+
+    def on_start(self, event: Any) -> None:
+        self._container = event.container
+        self._conn = event.container.connect(self.url, reconnect=False)
+        self._deadline = event.container.schedule(self.timeout_s, _Call(self._on_deadline))
+        self.open_links(event.container, self._conn)
+
+    def open_links(self, container: Container, conn: Any) -> None:
+        raise NotImplementedError
+
+    def _on_deadline(self) -> None:
+        self._deadline = None
+        if not self.done:
+            self.timed_out = True
+            self.finish()
+
+    def finish(self) -> None:
+        """Close the connection (not the links: RabbitMQ's plugin answers a closing detach badly)."""
+        if self.done:
+            return
+        self.done = True
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self.on_finish()
+        if self._conn is not None:
+            self._conn.close()
+        # If the peer never answers the close, stop the reactor anyway.
+        self._grace = self._container.schedule(5.0, _Call(self._container.stop))
+
+    def on_finish(self) -> None:
+        """Called once when the workload ends (done or timed out), before the close."""
+
+    def _closed(self) -> None:
+        if self._grace is not None:
+            self._grace.cancel()
+            self._grace = None
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        self.done = True
+        # Without this the reactor idles for its default 3.14 s select timeout before returning.
+        if self._container is not None:
+            self._container.stop()
+
+    def on_connection_closed(self, event: Any) -> None:
+        self._closed()
+
+    def on_transport_closed(self, event: Any) -> None:
+        self._closed()
+
+    def on_transport_error(self, event: Any) -> None:
+        cond = event.transport.condition
+        self.errors.append(f"transport: {cond.name if cond else ''} {cond.description if cond else ''}".strip())
+        self._closed()
+
+    def on_connection_error(self, event: Any) -> None:
+        cond = event.connection.remote_condition
+        self.errors.append(f"connection: {cond.name} {cond.description}" if cond else "connection closed by peer")
+        self.finish()
+
+    def on_link_error(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.errors.append(f"link {event.link.name}: {cond.name} {cond.description}" if cond else "link closed")
+        self.finish()
+
+    def on_rejected(self, event: Any) -> None:
+        cond = event.delivery.remote.condition
+        self.errors.append(f"rejected: {cond.name} {cond.description}" if cond else "rejected")
+
+    def on_released(self, event: Any) -> None:
+        self.errors.append("released")
+
+
+class _PublishThroughput(_Workload):
+    def __init__(
+        self, url: str, address: str, *, warmup: int, count: int, window: int, size: int,
+        timeout_s: float, cpu_probe: CpuProbe,
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s)
+        self.address = address
+        self.warmup, self.count, self.window, self.size = warmup, count, window, size
+        self.total = warmup + count
+        self.sent = self.accepted = self.not_accepted = 0
+        self.t_start = self.t_measure = self.t_end = None
+        self.cpu_probe = cpu_probe
+        self.self_cpu: list[float] = []
+        self.broker_cpu: list[float | None] = []
+        self.sender: Any = None
+
+    def open_links(self, container: Container, conn: Any) -> None:
+        self.sender = container.create_sender(conn, self.address)
+
+    def _mark(self) -> None:
+        self.self_cpu.append(os.times().user + os.times().system)
+        self.broker_cpu.append(self.cpu_probe())
+
+    def on_sendable(self, event: Any) -> None:
+        self._pump()
+
+    def _pump(self) -> None:
+        s = self.sender
+        if self.done:
+            return
+        if self.t_start is None:
+            self.t_start = time.perf_counter()
+        while s.credit > 0 and self.sent < self.total and self.sent - self._settled() < self.window:
+            s.send(_message(self.sent, self.size))
+            self.sent += 1
+
+    def _settled(self) -> int:
+        return self.accepted + self.not_accepted
+
+    def _on_outcome(self) -> None:
+        if self.accepted == self.warmup and self.t_measure is None:
+            self.t_measure = time.perf_counter()
+            self._mark()
+        if self._settled() >= self.total:
+            self.t_end = time.perf_counter()
+            self._mark()
+            self.finish()
+        else:
+            self._pump()
+
+    def on_accepted(self, event: Any) -> None:
+        self.accepted += 1
+        self._on_outcome()
+
+    def on_rejected(self, event: Any) -> None:
+        super().on_rejected(event)
+        self.not_accepted += 1
+        self._on_outcome()
+
+    def on_released(self, event: Any) -> None:
+        super().on_released(event)
+        self.not_accepted += 1
+        self._on_outcome()
+
+    def on_modified(self, event: Any) -> None:
+        self.errors.append("modified")
+        self.not_accepted += 1
+        self._on_outcome()
+
+
+def publish_throughput(
+    url: str, address: str, *, warmup: int, count: int, window: int = 1000, size: int = 1024,
+    timeout_s: float = 120.0, cpu_probe: CpuProbe = lambda: None,
+) -> dict[str, Any]:
+    """Publish ``warmup + count`` durable messages; time the last ``count`` accepted ones.
+
+    Returns:
+        ``msgs_per_s`` over the measured part (or over what was accepted after warm-up when
+        the deadline hit, with ``timed_out`` true), counts, client and broker CPU seconds.
+    """
+    h = _PublishThroughput(
+        url, address, warmup=warmup, count=count, window=window, size=size,
+        timeout_s=timeout_s, cpu_probe=cpu_probe,
+    )
+    t0 = time.perf_counter()
+    Container(h).run()
+    wall = time.perf_counter() - t0
+    measured = max(0, h.accepted - h.warmup)
+    end = h.t_end if h.t_end is not None else time.perf_counter()
+    rate = None
+    if h.t_measure is not None and measured > 0:
+        rate = measured / (end - h.t_measure)
+    out: dict[str, Any] = {
+        "msgs_per_s": rate,
+        "measured_accepted": measured,
+        "measured_s": (end - h.t_measure) if h.t_measure is not None else None,
+        "sent": h.sent,
+        "accepted": h.accepted,
+        "not_accepted": h.not_accepted,
+        "wall_s": wall,
+        "timed_out": h.timed_out,
+        "errors": h.errors[:10],
+        "error_count": len(h.errors),
+    }
+    if len(h.self_cpu) == 2:
+        out["client_cpu_s"] = h.self_cpu[1] - h.self_cpu[0]
+        if None not in h.broker_cpu:
+            out["broker_cpu_s"] = h.broker_cpu[1] - h.broker_cpu[0]
+    return out
+
+
+class _LatencyAtRate(_Workload):
+    def __init__(
+        self, url: str, pub_address: str, sub_address: str, *, rate: float, warmup_s: float,
+        duration_s: float, drain_s: float, size: int, window: int, prefetch: int, timeout_s: float,
+        cpu_probe: CpuProbe,
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, prefetch=prefetch)
+        self.pub_address, self.sub_address = pub_address, sub_address
+        self.rate, self.warmup_s, self.duration_s, self.drain_s = rate, warmup_s, duration_s, drain_s
+        self.size, self.window = size, window
+        self.sender: Any = None
+        self.receiver: Any = None
+        self.opened: set[str] = set()
+        self.t0_ns = self.t_measure_ns = self.t_stop_ns = 0
+        self.sent = self.accepted = self.not_accepted = 0
+        self.sent_ns: list[int] = []
+        self.measured: set[int] = set()
+        self.deliver_ns: dict[int, int] = {}
+        self.accept_ns: dict[int, int] = {}
+        self.duplicates = self.foreign = self.unstamped = 0
+        self.credit_stalls = 0
+        self.sending = False
+        self.drain_task: Any = None
+        self.cpu_probe = cpu_probe
+        self.cpu_marks: list[tuple[float, float | None]] = []
+
+    def open_links(self, container: Container, conn: Any) -> None:
+        self.receiver = container.create_receiver(conn, self.sub_address, name="bench-latency-sub")
+        self.sender = container.create_sender(conn, self.pub_address, name="bench-latency-pub")
+
+    def on_link_opened(self, event: Any) -> None:
+        self.opened.add(event.link.name)
+        if len(self.opened) == 2 and not self.sending and self.t0_ns == 0:
+            self.sending = True
+            self.t0_ns = time.perf_counter_ns()
+            self.t_measure_ns = self.t0_ns + int(self.warmup_s * 1e9)
+            self.t_stop_ns = self.t_measure_ns + int(self.duration_s * 1e9)
+            self._tick()
+
+    def _tick(self) -> None:
+        if self.done or not self.sending:
+            return
+        now = time.perf_counter_ns()
+        if self.t_measure_ns <= now and not self.cpu_marks:
+            self.cpu_marks.append((os.times().user + os.times().system, self.cpu_probe()))
+        if now >= self.t_stop_ns:
+            self.sending = False
+            self.cpu_marks.append((os.times().user + os.times().system, self.cpu_probe()))
+            self._maybe_done()
+            if not self.done:
+                self.drain_task = self._container.schedule(self.drain_s, _Call(self.finish))
+            return
+        due = (now - self.t0_ns) * self.rate / 1e9
+        s = self.sender
+        while self.sent < due:
+            if s.credit <= 0 or self.sent - self.accepted - self.not_accepted >= self.window:
+                self.credit_stalls += 1
+                break
+            msg = _message(self.sent, self.size)
+            t = msg.properties["bench_sent_ns"]
+            s.send(msg, tag=str(self.sent))
+            self.sent_ns.append(t)
+            if self.t_measure_ns <= t < self.t_stop_ns:
+                self.measured.add(self.sent)
+            self.sent += 1
+        self._container.schedule(0.001, _Call(self._tick))
+
+    def _maybe_done(self) -> None:
+        if self.sending or self.done:
+            return
+        if all(seq in self.deliver_ns and seq in self.accept_ns for seq in self.measured):
+            if self.drain_task is not None:
+                self.drain_task.cancel()
+            self.finish()
+
+    def on_accepted(self, event: Any) -> None:
+        if event.link is not self.sender and event.link.name != "bench-latency-pub":
+            return
+        now = time.perf_counter_ns()
+        seq = int(event.delivery.tag)
+        self.accepted += 1
+        self.accept_ns[seq] = now - self.sent_ns[seq]
+        if not self.sending:
+            self._maybe_done()
+
+    def on_rejected(self, event: Any) -> None:
+        super().on_rejected(event)
+        self.not_accepted += 1
+
+    def on_released(self, event: Any) -> None:
+        super().on_released(event)
+        self.not_accepted += 1
+
+    def on_message(self, event: Any) -> None:
+        now = time.perf_counter_ns()
+        props = event.message.properties or {}
+        seq, sent = props.get("bench_seq"), props.get("bench_sent_ns")
+        if seq is None or sent is None:
+            self.unstamped += 1
+            return
+        seq = int(seq)
+        if seq >= self.sent or self.sent_ns[seq] != int(sent):
+            self.foreign += 1  # not from this run (e.g. left in the queue by an earlier one)
+            return
+        if seq in self.deliver_ns:
+            self.duplicates += 1
+            return
+        self.deliver_ns[seq] = now - int(sent)
+        if not self.sending:
+            self._maybe_done()
+
+
+def _ms_stats(prefix: str, values_ns: list[int]) -> dict[str, Any]:
+    v = sorted(x / 1e6 for x in values_ns)
+    return {
+        f"{prefix}_p50_ms": percentile(v, 0.50),
+        f"{prefix}_p99_ms": percentile(v, 0.99),
+        f"{prefix}_max_ms": v[-1] if v else None,
+        f"{prefix}_mean_ms": sum(v) / len(v) if v else None,
+        f"{prefix}_n": len(v),
+    }
+
+
+def latency_at_rate(
+    url: str, pub_address: str, sub_address: str, *, rate: float = 1000.0, warmup_s: float = 1.0,
+    duration_s: float = 10.0, drain_s: float = 10.0, size: int = 1024, window: int = 1000,
+    prefetch: int = 100, timeout_s: float = 120.0, cpu_probe: CpuProbe = lambda: None,
+) -> dict[str, Any]:
+    """Publish at ``rate`` msg/s while one subscriber receives; return latency percentiles.
+
+    Only messages sent in the ``duration_s`` window after ``warmup_s`` count. After the last
+    send, deliveries and dispositions have ``drain_s`` to arrive; measured messages still
+    missing then are reported as ``missing_deliveries``/``missing_accepts``.
+    """
+    h = _LatencyAtRate(
+        url, pub_address, sub_address, rate=rate, warmup_s=warmup_s, duration_s=duration_s,
+        drain_s=drain_s, size=size, window=window, prefetch=prefetch, timeout_s=timeout_s,
+        cpu_probe=cpu_probe,
+    )
+    t0 = time.perf_counter()
+    Container(h).run()
+    wall = time.perf_counter() - t0
+    measured = sorted(h.measured)
+    deliver = [h.deliver_ns[s] for s in measured if s in h.deliver_ns]
+    accept = [h.accept_ns[s] for s in measured if s in h.accept_ns]
+    out: dict[str, Any] = {
+        **_ms_stats("e2e", deliver),
+        **_ms_stats("accepted", accept),
+        "measured_sent": len(measured),
+        "achieved_rate": len(measured) / duration_s if duration_s else None,
+        "missing_deliveries": len(measured) - len(deliver),
+        "missing_accepts": len(measured) - len(accept),
+        "sent": h.sent,
+        "duplicates": h.duplicates,
+        "foreign_messages": h.foreign,
+        "unstamped_messages": h.unstamped,
+        "credit_stalls": h.credit_stalls,
+        "wall_s": wall,
+        "timed_out": h.timed_out,
+        "errors": h.errors[:10],
+        "error_count": len(h.errors),
+    }
+    if len(h.cpu_marks) == 2:
+        (c0, b0), (c1, b1) = h.cpu_marks
+        out["client_cpu_s"] = c1 - c0
+        if b0 is not None and b1 is not None:
+            out["broker_cpu_s"] = b1 - b0
+    return out
+
+
+class _FanoutDeliver(_Workload):
+    def __init__(
+        self, url: str, pub_address: str, sub_address: str, *, subscribers: int, count: int, size: int,
+        window: int, prefetch: int, timeout_s: float,
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, prefetch=prefetch)
+        self.pub_address, self.sub_address = pub_address, sub_address
+        self.n, self.count, self.size, self.window = subscribers, count, size, window
+        self.receivers: dict[str, set[int]] = {}
+        self.opened_receivers = 0
+        self.sender: Any = None
+        self.sent = self.accepted = self.not_accepted = 0
+        self.complete = 0
+        self.t_attached = self.t_published = self.t_first = self.t_all = None
+
+    def open_links(self, container: Container, conn: Any) -> None:
+        for i in range(self.n):
+            name = f"bench-fanout-sub-{i}"
+            self.receivers[name] = set()
+            container.create_receiver(conn, self.sub_address, name=name)
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.is_receiver:
+            self.opened_receivers += 1
+            if self.opened_receivers == self.n:
+                self.t_attached = time.perf_counter()
+                self.sender = self._container.create_sender(self._conn, self.pub_address, name="bench-fanout-pub")
+
+    def on_sendable(self, event: Any) -> None:
+        self._pump()
+
+    def _pump(self) -> None:
+        s = self.sender
+        while (
+            not self.done and s.credit > 0 and self.sent < self.count
+            and self.sent - self.accepted - self.not_accepted < self.window
+        ):
+            s.send(_message(self.sent, self.size))
+            self.sent += 1
+
+    def on_accepted(self, event: Any) -> None:
+        if event.link.is_receiver:
+            return
+        self.accepted += 1
+        if self.accepted == self.count:
+            self.t_published = time.perf_counter()
+        self._pump()
+
+    def on_rejected(self, event: Any) -> None:
+        super().on_rejected(event)
+        self.not_accepted += 1
+        self._pump()
+
+    def on_released(self, event: Any) -> None:
+        super().on_released(event)
+        self.not_accepted += 1
+        self._pump()
+
+    def on_message(self, event: Any) -> None:
+        if self.t_first is None:
+            self.t_first = time.perf_counter()
+        seq = (event.message.properties or {}).get("bench_seq")
+        got = self.receivers[event.link.name]
+        if seq is None or len(got) >= self.count:
+            return
+        before = len(got)
+        got.add(int(seq))
+        if len(got) == self.count and before < self.count:
+            self.complete += 1
+            if self.complete == self.n:
+                self.t_all = time.perf_counter()
+                self.finish()
+
+
+def fanout_deliver(
+    url: str, pub_address: str, sub_address: str, *, subscribers: int, count: int, size: int = 1024, window: int = 1000,
+    prefetch: int = 100, timeout_s: float = 300.0,
+) -> dict[str, Any]:
+    """Attach ``subscribers`` receivers on ``sub_address``, publish ``count`` messages, wait for all.
+
+    Returns:
+        whether every subscriber got every message, the per-subscriber minimum, and timings
+        (attach, publish, first delivery, all delivered) in seconds from the start.
+    """
+    h = _FanoutDeliver(
+        url, pub_address, sub_address, subscribers=subscribers, count=count, size=size, window=window,
+        prefetch=prefetch, timeout_s=timeout_s,
+    )
+    t0 = time.perf_counter()
+    Container(h).run()
+    wall = time.perf_counter() - t0
+    got = [len(v) for v in h.receivers.values()]
+
+    def rel(t: float | None) -> float | None:
+        return None if t is None else t - t0
+
+    return {
+        "all_delivered": h.complete == subscribers,
+        "subscribers_complete": h.complete,
+        "min_received": min(got) if got else 0,
+        "sent": h.sent,
+        "accepted": h.accepted,
+        "not_accepted": h.not_accepted,
+        "t_attached_s": rel(h.t_attached),
+        "t_published_s": rel(h.t_published),
+        "t_first_delivery_s": rel(h.t_first),
+        "t_all_delivered_s": rel(h.t_all),
+        "wall_s": wall,
+        "timed_out": h.timed_out,
+        "errors": h.errors[:10],
+        "error_count": len(h.errors),
+    }
