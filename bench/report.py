@@ -1,0 +1,198 @@
+"""Turn the benchmark's JSON lines into a markdown table and, on request, a RESULTS.md section.
+
+Every figure in the table is computed here from the lines of one run; nothing is typed in.
+Ratios are sharedsub ÷ RabbitMQ of the medians: above 1 is better for throughput, worse for
+latency.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+SHAREDSUB, RABBITMQ = "sharedsub", "rabbitmq"
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One line of the summary table: which lines and which field, and how to show it."""
+
+    label: str
+    bench: str
+    field: str
+    unit: str  # "msg/s", "ms" or "x"
+    better: str  # "higher", "lower" or ""
+    subscribers: int | None = None
+
+
+def _rows(lines: list[dict[str, Any]]) -> list[Row]:
+    rows = [
+        Row("publish throughput, 1 KB durable, window 1000 (msg/s)", "publish", "msgs_per_s", "msg/s", "higher"),
+        Row("end-to-end latency p50 at 1k msg/s (ms)", "latency", "e2e_p50_ms", "ms", "lower"),
+        Row("end-to-end latency p99 at 1k msg/s (ms)", "latency", "e2e_p99_ms", "ms", "lower"),
+        Row("publish→accepted p50 at 1k msg/s (ms)", "latency", "accepted_p50_ms", "ms", "lower"),
+        Row("publish→accepted p99 at 1k msg/s (ms)", "latency", "accepted_p99_ms", "ms", "lower"),
+    ]
+    subs = sorted({ln["subscribers"] for ln in lines if ln.get("bench") == "amplification" and "subscribers" in ln})
+    for n in subs:
+        rows.append(
+            Row(f"data-dir bytes per published payload byte, {n} subscriber(s)", "amplification",
+                "bytes_per_payload_byte", "x", "lower", n)
+        )
+    for n in subs:
+        rows.append(
+            Row(f"  same, growth during the publish only, {n} subscriber(s)", "amplification",
+                "growth_per_payload_byte", "x", "lower", n)
+        )
+    return rows
+
+
+def _values(lines: Iterable[dict[str, Any]], row: Row, broker: str) -> tuple[list[float], int]:
+    values, failed = [], 0
+    for ln in lines:
+        if ln.get("bench") != row.bench or ln.get("broker") != broker:
+            continue
+        if row.subscribers is not None and ln.get("subscribers") != row.subscribers:
+            continue
+        v = ln.get(row.field)
+        if v is None or ln.get("error"):
+            failed += 1
+        else:
+            values.append(float(v))
+    return values, failed
+
+
+def _fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "–"
+    if unit == "msg/s":
+        return f"{v:,.0f}"
+    if unit == "ms":
+        return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
+    return f"{v:.2f}"
+
+
+def _cell(values: list[float], failed: int, unit: str) -> str:
+    if not values:
+        return "failed" if failed else "–"
+    med = statistics.median(values)
+    text = _fmt(med, unit)
+    if len(values) > 1:
+        text += f" ({_fmt(min(values), unit)}–{_fmt(max(values), unit)})"
+    if failed:
+        text += f", {failed} failed"
+    return text
+
+
+def summary_table(lines: list[dict[str, Any]]) -> str:
+    """Return the markdown table: medians (min–max over runs), and the ratio of the medians."""
+    out = [
+        "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) "
+        "| ratio sharedsub ÷ RabbitMQ | better |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for row in _rows(lines):
+        ours, ours_failed = _values(lines, row, SHAREDSUB)
+        peer, peer_failed = _values(lines, row, RABBITMQ)
+        ratio = "–"
+        if ours and peer and statistics.median(peer) > 0:
+            ratio = f"{statistics.median(ours) / statistics.median(peer):.2f}×"
+        peer_cell = _cell(peer, peer_failed, row.unit) if row.bench != "amplification" else "n/a"
+        out.append(
+            f"| {row.label} | {_cell(ours, ours_failed, row.unit)} | {peer_cell} | {ratio} | {row.better} |"
+        )
+    return "\n".join(out)
+
+
+def notes(lines: list[dict[str, Any]]) -> list[str]:
+    """Return one sentence per line that did not measure cleanly (error, timeout, losses)."""
+    out = []
+    for ln in lines:
+        where = f"{ln.get('broker')} {ln.get('bench')}" + (f" run {ln['run']}" if "run" in ln else "")
+        if "subscribers" in ln:
+            where += f" N={ln['subscribers']}"
+        if ln.get("error"):
+            out.append(f"{where}: error: {ln['error']}")
+            continue
+        if ln.get("timed_out"):
+            out.append(f"{where}: hit its time limit; figures cover what completed before it")
+        for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted", "credit_stalls"):
+            if ln.get(key):
+                out.append(f"{where}: {key} = {ln[key]}")
+        if ln.get("bench") == "amplification" and ln.get("all_delivered") is False:
+            out.append(f"{where}: not every subscriber received every message")
+    return out
+
+
+def _git(*args: str) -> str:
+    try:
+        proc = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout.strip()
+
+
+def _range(values: list[float], fmt: str) -> str:
+    if not values:
+        return "–"
+    return f"{min(values):{fmt}}–{max(values):{fmt}}"
+
+
+def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
+    """Return the RESULTS.md section for one run: date, machine, command, table, notes."""
+    m = meta["machine"]
+    measured = [ln for ln in lines if ln.get("bench") in ("publish", "latency", "amplification")]
+    loads = [ln["loadavg_1m_before"] for ln in measured if "loadavg_1m_before" in ln]
+    others = [ln["other_busy_cores_before"] for ln in measured if "other_busy_cores_before" in ln]
+    versions = {ln["broker"]: ln.get("version", "") for ln in lines if ln.get("bench") == "broker_start"}
+    commit = _git("rev-parse", "--short", "HEAD")
+    dirty = " (work tree had uncommitted changes)" if _git("status", "--porcelain") else ""
+    parts = [
+        f"## {meta['started_utc']}",
+        "",
+        f"- command: `{meta['command']}` (in `{meta['cwd']}`), {meta['wall_s']:.0f} s wall",
+        f"- commit: {commit or 'unknown'}{dirty}",
+        f"- machine: {m['nproc']} cores ({m['cpu_model']}), {m['mem_total_gib']} GiB RAM, "
+        f"Linux {m['kernel']}, Python {m['python']}",
+        f"- brokers: sharedsub {versions.get(SHAREDSUB) or '(not started)'}; "
+        f"RabbitMQ {versions.get(RABBITMQ) or '(not started)'} with rabbitmq_amqp1_0, classic durable queue",
+        f"- settings: {meta['settings']}",
+        f"- before each measurement: load average (1 min) {_range(loads, '.2f')}, "
+        f"cores kept busy by other processes {_range(others, '.2f')}",
+        f"- raw lines: `{meta['out_path']}` (not committed)",
+        "",
+        summary_table(lines),
+        "",
+    ]
+    n = notes(lines)
+    if n:
+        parts += ["Notes:", "", *[f"- {x}" for x in n], ""]
+    return "\n".join(parts)
+
+
+RESULTS_HEADER = """# Benchmark results
+
+Written by `bench/run.py --write-results`; each section is one invocation, newest last.
+sharedsub and RabbitMQ 3.10 (Debian, AMQP 1.0 plugin) are measured in the same invocation on
+the same machine, one after the other, with the same python-qpid-proton client code; compare
+them through the ratio column, not across sections (the machines are shared and noisy).
+
+Ratio = sharedsub median ÷ RabbitMQ median. For throughput higher is better, for latency and
+bytes lower is better. RabbitMQ delivers to a waiting consumer before its disk write, sharedsub
+only after its Delta commit and a Spark micro-batch, so the end-to-end rows do not compare
+like for like. publish→accepted is the closer comparison, each broker answering by its own
+durability rule (RabbitMQ: once the queue has written the message or a consumer has acked it).
+"""
+
+
+def write_results(path: str, lines: list[dict[str, Any]], meta: dict[str, Any]) -> None:
+    """Append this run's section to ``path``, creating the file with its header if needed."""
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", encoding="utf-8") as f:
+        if new:
+            f.write(RESULTS_HEADER)
+        f.write("\n" + results_section(lines, meta))

@@ -1,0 +1,375 @@
+"""Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) in one run, reported as ratios.
+
+    .venv/bin/python bench/run.py [--quick] [--only publish,latency,amplification]
+                                  [--brokers rabbitmq,sharedsub] [--runs N] [--write-results]
+
+Measures, with the same python-qpid-proton client code against both brokers:
+
+1. publish: 1 KB durable messages, unsettled sender, at most 1000 in flight; a message counts
+   once the broker's ``accepted`` arrived. Warm-up, then ``--count`` measured (msg/s).
+2. latency: a steady 1,000 msg/s publisher and one subscriber; publish→delivery and
+   publish→accepted p50/p99 over ``--duration`` s after ``--latency-warmup`` s.
+3. amplification (sharedsub only): bytes in a fresh data dir per published payload byte after
+   N = 1, 10, 100 plain subscribers have each received all ``--amp-count`` messages.
+
+RabbitMQ runs first (started and stopped by this script), then sharedsub; never both at once.
+Each measurement prints one JSON line on stdout and appends it to bench/out/results-<UTC>.jsonl;
+a markdown table follows at the end. Progress goes to stderr. Brokers are always stopped,
+also on Ctrl-C or SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.metadata
+import json
+import os
+import shlex
+import signal
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import procstat
+import report
+import workloads
+from rabbitmq_peer import RabbitMQPeer
+from sharedsub_service import SharedSubService
+
+BENCHES = ("publish", "latency", "amplification")
+BROKERS = ("rabbitmq", "sharedsub")
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything that shapes the measurements; recorded with the results."""
+
+    runs: int
+    warmup: int
+    count: int
+    window: int
+    size: int
+    rate: float
+    latency_warmup_s: float
+    duration_s: float
+    drain_s: float
+    prefetch: int
+    amp_count: int
+    amp_subscribers: tuple[int, ...]
+    publish_timeout_s: float
+    amp_timeout_s: float
+    wait_idle_s: float
+    idle_cores: float
+
+
+def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
+    def parse(text: str) -> tuple[str, ...]:
+        items = tuple(x.strip() for x in text.split(",") if x.strip())
+        bad = [x for x in items if x not in choices]
+        if bad or not items:
+            msg = f"expected a comma-separated subset of {', '.join(choices)}, got {text!r}"
+            raise argparse.ArgumentTypeError(msg)
+        return items
+
+    return parse
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument("--quick", action="store_true", help="small counts and short windows (a few minutes in all)")
+    p.add_argument("--only", type=_csv(BENCHES), default=BENCHES, help="measurements to run (default: all)")
+    p.add_argument("--brokers", type=_csv(BROKERS), default=BROKERS, help="brokers to measure (default: both)")
+    p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
+    p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
+    p.add_argument("--warmup", type=int, help="warm-up messages per publish run (default 2000, --quick 500)")
+    p.add_argument("--window", type=int, default=1000, help="max unaccepted messages in flight (default 1000)")
+    p.add_argument("--size", type=int, default=1024, help="body bytes per message (default 1024)")
+    p.add_argument("--rate", type=float, default=1000.0, help="latency publish rate, msg/s (default 1000)")
+    p.add_argument("--duration", type=float, help="latency measured window, s (default 10, --quick 3)")
+    p.add_argument("--latency-warmup", type=float, help="latency warm-up, s (default 1, --quick 0.5)")
+    p.add_argument("--drain", type=float, default=15.0, help="latency: wait for stragglers after the last send, s")
+    p.add_argument("--prefetch", type=int, default=100, help="receiver credit per subscriber link (default 100)")
+    p.add_argument("--amp-count", type=int, help="amplification: messages published (default 2000, --quick 200)")
+    p.add_argument("--amp-subscribers", default="1,10,100", help="amplification: subscriber counts (default 1,10,100)")
+    p.add_argument("--wait-idle", type=float, help="before each timed measurement wait up to this many s for other "
+                   "processes to go quiet (default 60, --quick 15; 0 = don't wait)")
+    p.add_argument("--idle-cores", type=float, default=0.25, help="'quiet' = others keep at most this many cores busy")
+    p.add_argument("--write-results", action="store_true", help="append this run's table to bench/RESULTS.md")
+    p.add_argument("--keep-state", action="store_true", help="keep broker state and data dirs (paths go to stderr)")
+    p.add_argument("--out-dir", default=os.path.join(HERE, "out"), help="where results-<UTC>.jsonl goes")
+    return p.parse_args(argv)
+
+
+def settings_from(args: argparse.Namespace) -> Settings:
+    q = args.quick
+
+    def pick(value: Any, default: Any, quick: Any) -> Any:
+        return value if value is not None else (quick if q else default)
+
+    return Settings(
+        runs=pick(args.runs, 3, 1),
+        warmup=pick(args.warmup, 2000, 500),
+        count=pick(args.count, 20000, 3000),
+        window=args.window,
+        size=args.size,
+        rate=args.rate,
+        latency_warmup_s=pick(args.latency_warmup, 1.0, 0.5),
+        duration_s=pick(args.duration, 10.0, 3.0),
+        drain_s=args.drain,
+        prefetch=args.prefetch,
+        amp_count=pick(args.amp_count, 2000, 200),
+        amp_subscribers=tuple(int(x) for x in args.amp_subscribers.split(",") if x.strip()),
+        publish_timeout_s=pick(None, 180.0, 90.0),
+        amp_timeout_s=pick(None, 600.0, 300.0),
+        wait_idle_s=pick(args.wait_idle, 60.0, 15.0),
+        idle_cores=args.idle_cores,
+    )
+
+
+def log(text: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
+
+
+class Recorder:
+    """Prints each line as JSON on stdout and appends it to the run's .jsonl file."""
+
+    def __init__(self, out_dir: str, stamp: str) -> None:
+        os.makedirs(out_dir, exist_ok=True)
+        self.path = os.path.join(out_dir, f"results-{stamp}.jsonl")
+        self.lines: list[dict[str, Any]] = []
+
+    def emit(self, line: dict[str, Any]) -> None:
+        line = {"ts": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), **line}
+        self.lines.append(line)
+        text = json.dumps(line, default=str)
+        print(text, flush=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+
+
+def before_measurement(broker_pid: int | None, s: Settings, *, wait: bool = True) -> dict[str, Any]:
+    """Wait (bounded) for other processes to go quiet; return load figures to record."""
+    exclude = [broker_pid] if broker_pid else []
+    t0 = time.monotonic()
+    busy = procstat.other_busy_cores(exclude, 1.0)
+    warned = False
+    while wait and busy > s.idle_cores and time.monotonic() - t0 < s.wait_idle_s:
+        if not warned:
+            log(f"other processes keep {busy:.2f} cores busy; waiting up to {s.wait_idle_s:.0f} s for quiet")
+            warned = True
+        busy = procstat.other_busy_cores(exclude, 2.0)
+    return {
+        "loadavg_1m_before": procstat.loadavg_1m(),
+        "other_busy_cores_before": round(busy, 2),
+        "idle_wait_s": round(time.monotonic() - t0, 1),
+        "machine_quiet_before": busy <= s.idle_cores,
+    }
+
+
+Target = RabbitMQPeer | SharedSubService
+
+
+def measure_publish(t: Target, run: int, s: Settings, rec: Recorder) -> None:
+    route = t.route(f"pub-r{run}", subscribe=False)
+    pre = before_measurement(t.broker_pid(), s)
+    log(f"{t.name} publish run {run}: {s.warmup} + {s.count} messages")
+    res = workloads.publish_throughput(
+        t.url, route.publish_address, warmup=s.warmup, count=s.count, window=s.window, size=s.size,
+        timeout_s=s.publish_timeout_s, cpu_probe=t.cpu_probe(),
+    )
+    t.release(route)
+    rec.emit({
+        "bench": "publish", "broker": t.name, "run": run, "address": route.publish_address,
+        "warmup": s.warmup, "count": s.count, "window": s.window, "size": s.size, **pre, **res,
+        "broker_rss_bytes": t.rss_bytes(),
+    })
+
+
+def measure_latency(t: Target, run: int, s: Settings, rec: Recorder) -> None:
+    route = t.route(f"lat-r{run}", subscribe=True)
+    pre = before_measurement(t.broker_pid(), s)
+    log(f"{t.name} latency run {run}: {s.rate:.0f} msg/s, {s.latency_warmup_s} s + {s.duration_s} s")
+    res = workloads.latency_at_rate(
+        t.url, route.publish_address, route.subscribe_address, rate=s.rate, warmup_s=s.latency_warmup_s,
+        duration_s=s.duration_s, drain_s=s.drain_s, size=s.size, window=s.window, prefetch=s.prefetch,
+        timeout_s=s.latency_warmup_s + s.duration_s + s.drain_s + 60, cpu_probe=t.cpu_probe(),
+    )
+    t.release(route)
+    rec.emit({
+        "bench": "latency", "broker": t.name, "run": run, "publish_address": route.publish_address,
+        "subscribe_address": route.subscribe_address, "rate": s.rate, "warmup_s": s.latency_warmup_s,
+        "duration_s": s.duration_s, "size": s.size, "prefetch": s.prefetch, **pre, **res,
+        "broker_rss_bytes": t.rss_bytes(),
+    })
+
+
+def prime(t: Target, rec: Recorder) -> None:
+    """Push 100 messages end to end once, untimed, so first-use costs stay out of the runs."""
+    route = t.route("prime", subscribe=True)
+    log(f"{t.name}: priming (100 messages end to end)")
+    res = workloads.fanout_deliver(t.url, route.publish_address, route.subscribe_address,
+                                   subscribers=1, count=100, timeout_s=180)
+    t.release(route)
+    rec.emit({"bench": "prime", "broker": t.name, **res})
+
+
+def guarded(rec: Recorder, base: dict[str, Any], fn: Callable[[], None]) -> None:
+    """Run one measurement; an exception becomes an error line and the run goes on."""
+    try:
+        fn()
+    except KeyboardInterrupt:
+        raise
+    except Exception as exc:  # noqa: BLE001 - one failed measurement must not stop the others
+        log(f"{base}: {type(exc).__name__}: {exc}")
+        rec.emit({**base, "error": f"{type(exc).__name__}: {exc}"})
+
+
+def planned(benches: tuple[str, ...], s: Settings) -> list[tuple[str, int]]:
+    return [(b, r) for r in range(1, s.runs + 1) for b in ("publish", "latency") if b in benches]
+
+
+def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, version: Callable[[], str]) -> None:
+    """Start ``t``, prime it, run the publish/latency measurements, stop it (always)."""
+    plan = planned(benches, s)
+    if not plan:
+        return
+    with t:
+        try:
+            if isinstance(t, SharedSubService):
+                t.create_topics(t.route(label, subscribe=False).publish_address
+                                for label in ["prime", *[f"{b[:3]}-r{r}" for b, r in plan]])
+            log(f"starting {t.name}")
+            start_s = t.start()
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:  # noqa: BLE001 - recorded, then the other broker still runs
+            log(f"{t.name} did not start: {exc}")
+            rec.emit({"bench": "broker_start", "broker": t.name, "error": f"{type(exc).__name__}: {exc}"})
+            for b, r in plan:
+                rec.emit({"bench": b, "broker": t.name, "run": r, "error": f"{t.name} did not start"})
+            return
+        rec.emit({"bench": "broker_start", "broker": t.name, "start_s": round(start_s, 2), "url": t.url,
+                  "version": version(), "broker_rss_bytes": t.rss_bytes()})
+        guarded(rec, {"bench": "prime", "broker": t.name}, lambda: prime(t, rec))
+        for b, r in plan:
+            fn = measure_publish if b == "publish" else measure_latency
+            guarded(rec, {"bench": b, "broker": t.name, "run": r}, lambda fn=fn, r=r: fn(t, r, s, rec))
+        t0 = time.perf_counter()
+        t.stop()
+        rec.emit({"bench": "broker_stop", "broker": t.name, "stop_s": round(time.perf_counter() - t0, 2)})
+
+
+def measure_amplification(n: int, s: Settings, rec: Recorder, keep: bool) -> None:
+    """Fresh data dir, one topic, ``n`` subscribers, publish, wait for all, measure the dir."""
+    svc = SharedSubService(log=log, keep_data=keep)
+    with svc:
+        route = svc.route("amp", subscribe=True)
+        svc.create_topics([route.publish_address])
+        after_create = procstat.dir_bytes(svc.data_dir)
+        log(f"sharedsub amplification N={n}: starting serve on a fresh data dir")
+        start_s = svc.start()
+        pre = before_measurement(svc.broker_pid(), s, wait=False)
+        baseline = procstat.dir_bytes(svc.data_dir)
+        log(f"sharedsub amplification N={n}: {n} subscribers, {s.amp_count} messages")
+        res = workloads.fanout_deliver(
+            svc.url, route.publish_address, route.subscribe_address, subscribers=n, count=s.amp_count,
+            size=s.size, window=s.window, prefetch=s.prefetch, timeout_s=s.amp_timeout_s,
+        )
+        after = procstat.dir_bytes(svc.data_dir)
+        svc.stop()
+        after_stop = procstat.dir_bytes(svc.data_dir)
+        payload = s.amp_count * s.size
+        ok = res["all_delivered"]
+        rec.emit({
+            "bench": "amplification", "broker": "sharedsub", "subscribers": n, "count": s.amp_count,
+            "size": s.size, "payload_bytes": payload, "start_s": round(start_s, 2), **pre, **res,
+            "dir_after_topic_create": after_create, "dir_at_ready": baseline, "dir_all_delivered": after,
+            "dir_after_stop": after_stop,
+            # Only a complete delivery gives a meaningful ratio.
+            "bytes_per_payload_byte": after["apparent_bytes"] / payload if ok else None,
+            "du_bytes_per_payload_byte": after["du_bytes"] / payload if ok else None,
+            "growth_per_payload_byte": (after["apparent_bytes"] - baseline["apparent_bytes"]) / payload if ok else None,
+            "bytes_per_payload_byte_after_stop": after_stop["apparent_bytes"] / payload if ok else None,
+        })
+
+
+def _sharedsub_version() -> str:
+    try:
+        v = importlib.metadata.version("sharedsub")
+    except importlib.metadata.PackageNotFoundError:
+        v = "?"
+    commit = report._git("-C", os.path.dirname(HERE), "rev-parse", "--short", "HEAD")
+    return f"{v} ({commit})" if commit else v
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """Turn SIGTERM into KeyboardInterrupt so every ``finally`` stops its broker."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    old = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    s = settings_from(args)
+    started = datetime.datetime.now(datetime.UTC)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    rec = Recorder(args.out_dir, stamp)
+    meta = {
+        "started_utc": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "command": shlex.join(sys.orig_argv),
+        "cwd": os.getcwd(),
+        "machine": procstat.machine_info(),
+        "settings": ", ".join(f"{k}={v}" for k, v in asdict(s).items()),
+        "out_path": os.path.relpath(rec.path, os.path.dirname(HERE)),
+    }
+    rec.emit({"bench": "meta", **meta, "settings": asdict(s), "only": args.only, "brokers": args.brokers})
+    t0 = time.perf_counter()
+    rc = 0
+    with sigterm_as_interrupt():
+        try:
+            if "rabbitmq" in args.brokers:
+                peer = RabbitMQPeer(log=log, keep_state=args.keep_state)
+                run_broker(peer, args.only, s, rec, lambda: peer.version)
+            if "sharedsub" in args.brokers:
+                svc = SharedSubService(log=log, keep_data=args.keep_state)
+                run_broker(svc, args.only, s, rec, _sharedsub_version)
+                if "amplification" in args.only:
+                    for n in s.amp_subscribers:
+                        guarded(rec, {"bench": "amplification", "broker": "sharedsub", "subscribers": n},
+                                lambda n=n: measure_amplification(n, s, rec, args.keep_state))
+        except KeyboardInterrupt:
+            log("interrupted: brokers stopped; summarising what was measured")
+            rec.emit({"bench": "interrupted"})
+            rc = 130
+    meta["wall_s"] = time.perf_counter() - t0
+    table = report.summary_table(rec.lines)
+    print("\n" + table)
+    for note in report.notes(rec.lines):
+        print(f"- {note}")
+    print(f"\nraw lines: {rec.path}; wall {meta['wall_s']:.0f} s")
+    if args.write_results and rc == 0:
+        path = os.path.join(HERE, "RESULTS.md")
+        report.write_results(path, rec.lines, meta)
+        log(f"appended to {path}")
+    elif args.write_results:
+        log("interrupted run: RESULTS.md left unchanged")
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

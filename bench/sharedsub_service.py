@@ -1,0 +1,183 @@
+"""sharedsub itself as the system under test: ``sharedsub topics create`` and ``sharedsub serve``.
+
+The contract (shared/DESIGN.md §6): ``serve --data-dir D --port 0`` prints exactly one line
+``sharedsub ready amqp://HOST:PORT`` on stdout once it accepts connections and the fan-out job
+runs, and stops cleanly on SIGTERM. Publishing is a sender link whose target is the topic name;
+subscribing is a receiver link whose source is the topic name.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterable
+
+import procstat
+from rabbitmq_peer import Route
+
+READY_PREFIX = "sharedsub ready "
+
+
+class ServiceError(RuntimeError):
+    """sharedsub could not be started or driven."""
+
+
+def sharedsub_executable() -> str:
+    """Return the ``sharedsub`` console script next to the running interpreter."""
+    here = os.path.dirname(os.path.abspath(sys.executable))
+    path = os.path.join(here, "sharedsub")
+    if not os.path.exists(path):
+        msg = f"no sharedsub console script at {path!r}: install the project into this venv (pip install -e .)"
+        raise ServiceError(msg)
+    return path
+
+
+class SharedSubService:
+    """One ``sharedsub serve`` process on its own data dir; a context manager that always stops it."""
+
+    name = "sharedsub"
+
+    def __init__(
+        self, *, log: Callable[[str], None], data_dir: str | None = None, keep_data: bool = False,
+        ready_timeout_s: float = 300.0,
+    ) -> None:
+        self._log = log
+        self._owns_dir = data_dir is None
+        self.data_dir = data_dir or tempfile.mkdtemp(prefix="sharedsub-bench-data-")
+        self._keep_data = keep_data
+        self._ready_timeout_s = ready_timeout_s
+        self._proc: subprocess.Popen[str] | None = None
+        self._stdout_lines: queue.Queue[str | None] = queue.Queue()
+        self._stderr_path = os.path.join(tempfile.gettempdir(), f"sharedsub-bench-serve-{os.getpid()}.log")
+        self.url = ""
+        self.version = ""
+        self.stop_s: float | None = None
+
+    def create_topics(self, names: Iterable[str]) -> None:
+        """Create each topic with the CLI (before ``start``: the CLI writes the data dir)."""
+        exe = sharedsub_executable()
+        for name in names:
+            proc = subprocess.run(
+                [exe, "topics", "create", name, "--data-dir", self.data_dir],
+                capture_output=True, text=True, timeout=120,
+            )
+            if proc.returncode != 0:
+                msg = f"sharedsub topics create {name} failed (rc {proc.returncode}): {proc.stderr[-2000:]}"
+                raise ServiceError(msg)
+
+    def start(self) -> float:
+        """Start ``sharedsub serve`` and wait for its ready line; return the start-up time in seconds."""
+        exe = sharedsub_executable()
+        t0 = time.perf_counter()
+        stderr = open(self._stderr_path, "w", encoding="utf-8")  # noqa: SIM115 - kept open for the child
+        self._proc = subprocess.Popen(
+            [exe, "serve", "--data-dir", self.data_dir, "--port", "0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
+            start_new_session=True,
+        )
+        stderr.close()
+        threading.Thread(target=self._read_stdout, daemon=True).start()
+        deadline = time.monotonic() + self._ready_timeout_s
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                msg = f"sharedsub serve printed no ready line within {self._ready_timeout_s:.0f} s ({self._tail()})"
+                raise ServiceError(msg)
+            try:
+                line = self._stdout_lines.get(timeout=min(left, 1.0))
+            except queue.Empty:
+                if self._proc.poll() is not None:
+                    msg = f"sharedsub serve exited with rc {self._proc.returncode} before ready ({self._tail()})"
+                    raise ServiceError(msg) from None
+                continue
+            if line is None:
+                msg = f"sharedsub serve closed stdout before ready ({self._tail()})"
+                raise ServiceError(msg)
+            if line.startswith(READY_PREFIX):
+                self.url = line[len(READY_PREFIX) :].strip()
+                return time.perf_counter() - t0
+
+    def _read_stdout(self) -> None:
+        # Keeps draining stdout for the life of the process so it can never block on a full pipe.
+        assert self._proc is not None and self._proc.stdout is not None
+        for line in self._proc.stdout:
+            self._stdout_lines.put(line.rstrip("\n"))
+        self._stdout_lines.put(None)
+
+    def _tail(self) -> str:
+        try:
+            with open(self._stderr_path, encoding="utf-8", errors="replace") as f:
+                text = f.read()[-1500:]
+        except OSError:
+            text = ""
+        return f"stderr tail: {text!r}"
+
+    def stop(self) -> None:
+        """SIGTERM, wait up to 60 s, then SIGKILL what is left of the process group we started."""
+        if self._proc is not None:
+            t0 = time.perf_counter()
+            if self._proc.poll() is None:
+                self._proc.send_signal(signal.SIGTERM)
+                try:
+                    self._proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    self._log(f"sharedsub serve (pid {self._proc.pid}) ignored SIGTERM for 60 s: killing its group")
+            self.stop_s = time.perf_counter() - t0
+            # Spark's JVM and Python workers live in the same session/process group.
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            if self._proc.poll() is None:
+                self._proc.wait(timeout=10)
+            self._proc = None
+
+    def cleanup(self) -> None:
+        """Delete the data dir if this object created it (unless asked to keep it)."""
+        if self._owns_dir and not self._keep_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+        elif self._owns_dir:
+            self._log(f"sharedsub data kept in {self.data_dir}")
+
+    def __enter__(self) -> SharedSubService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        try:
+            self.stop()
+        finally:
+            self.cleanup()
+
+    def broker_pid(self) -> int | None:
+        """Return the ``sharedsub serve`` pid."""
+        return self._proc.pid if self._proc else None
+
+    def cpu_probe(self) -> Callable[[], float | None]:
+        """Return a cheap reader of the CPU seconds used so far by the broker's processes."""
+        pid = self.broker_pid()
+        return procstat.cpu_reader(pid) if pid else (lambda: None)
+
+    def rss_bytes(self) -> int | None:
+        """Return the resident memory of serve and its children."""
+        pid = self.broker_pid()
+        return procstat.tree_rss_bytes(pid) if pid else None
+
+    def route(self, label: str, *, subscribe: bool) -> Route:
+        """Return the addresses for topic ``topic_name(label)`` (created before start)."""
+        topic = topic_name(label)
+        return Route(publish_address=topic, subscribe_address=topic if subscribe else None)
+
+    def release(self, route: Route) -> None:
+        """Nothing to clean: each run has its own topic."""
+
+
+def topic_name(label: str) -> str:
+    """Map a measurement label to a valid topic name (``[A-Za-z0-9][A-Za-z0-9._-]*``)."""
+    return "bench-" + label.replace("/", "-")
