@@ -1,0 +1,131 @@
+"""Test-data builders on real Delta tables: topics with messages, catalog records, reading back.
+
+No pyspark import here, so any test tier can use them. Everything goes through
+``sharedsub.storage`` (delta-rs), exactly as the front end writes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import itertools
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.storage import catalog, delta, layout, schemas
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+_names = itertools.count()
+
+
+def topic(root: str, name: str) -> str:
+    """Create topic ``name`` under ``root`` (if missing); return its table path."""
+    if not delta.topic_exists(root, name):
+        delta.create_topic(root, name)
+    return layout.topic_table(root, name)
+
+
+def publish(
+    root: str,
+    name: str,
+    keys: Sequence[str | None],
+    *,
+    publisher: str | None = "publisher-1",
+    properties: dict[str, Any] | None = None,
+) -> list[int]:
+    """Append one message per routing key to topic ``name`` in one commit; return their seqs.
+
+    Seqs continue gap-free from the topic's last one (0 for an empty topic); the payload is
+    ``b"m<seq>"``. ``properties`` maps names to ints or strings (typed application properties).
+    """
+    path = topic(root, name)
+    first = delta.last_seq(path) + 1
+    props = [
+        (k, {"type": "long", "long": v} if isinstance(v, int) else {"type": "string", "string": str(v)})
+        for k, v in (properties or {}).items()
+    ]
+    rows = [
+        {
+            "seq": first + i,
+            "published_at": T0 + dt.timedelta(seconds=first + i),
+            "publisher": publisher,
+            "routing_key": key,
+            "partition": (first + i) % 4,
+            "size": 8,
+            "durable": True,
+            "priority": 4,
+            "ttl": None,
+            "message_id": f"ID:{name}-{first + i}",
+            "subject": key,
+            "application_properties": props,
+            "message": f"m{first + i}".encode(),
+        }
+        for i, key in enumerate(keys)
+    ]
+    delta.TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
+    return [first + i for i in range(len(keys))]
+
+
+def subscription(
+    topic_name: str,
+    *,
+    binding: str = "#",
+    name: str | None = None,
+    namespace: str = "container-1",
+    no_local: bool = False,
+    start_seq: int = 0,
+    selector: str | None = None,
+    shared: bool = True,
+    durable: bool = True,
+    generation: int = 1,
+) -> SubscriptionRecord:
+    """An active subscription record (revision 0: :func:`register` assigns the real one)."""
+    return SubscriptionRecord(
+        identity=SubscriptionKey(namespace, name or f"sub{next(_names)}", shared, durable),
+        generation=generation,
+        state=SubscriptionState.ACTIVE,
+        topic=topic_name,
+        binding=binding,
+        selector=selector,
+        no_local=no_local,
+        expiry_policy=ExpiryPolicy.NEVER,
+        start_seq=start_seq,
+        source="{}",
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def register(root: str, *records: SubscriptionRecord) -> list[SubscriptionRecord]:
+    """Commit ``records`` to the catalog in one commit with increasing revisions; return them."""
+    current = catalog.load_catalog(root)
+    revision = max((r.revision for r in current.values()), default=0)
+    stored = [dataclasses.replace(r, revision=revision + 1 + i) for i, r in enumerate(records)]
+    catalog.append_records(catalog.catalog_appender(root), stored)
+    return stored
+
+
+def delete(root: str, record: SubscriptionRecord) -> SubscriptionRecord:
+    """Commit a deleted revision of ``record``."""
+    (stored,) = register(root, dataclasses.replace(record, state=SubscriptionState.DELETED))
+    return stored
+
+
+def routed(root: str, record: SubscriptionRecord) -> list[dict[str, Any]]:
+    """Rows of ``record``'s subscription table in append order (commit by commit); [] if none."""
+    path = layout.join(root, record.table)
+    latest = delta.latest_version(path)
+    rows: list[dict[str, Any]] = []
+    for version in range(latest + 1):
+        commit = delta.read_commit(path, version)
+        if commit is not None and commit.added:
+            rows.extend(delta.iter_rows(delta.read_files(commit.added)))
+    return rows
+
+
+def routed_seqs(root: str, record: SubscriptionRecord) -> list[int]:
+    """``seq`` of every row of ``record``'s table, in append order."""
+    return [r["seq"] for r in routed(root, record)]

@@ -1,0 +1,91 @@
+"""Routing plan: subscription records → Spark SQL conditions (evaluated for real in tests/spark)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sharedsub.model import SubscriptionState
+from sharedsub.routing import NORMALISED_KEY_SQL, build_plan, condition, java_regex, sql_string
+from tests.builders import subscription
+
+# (value, Spark SQL literal): backslashes doubled, single quotes doubled, nothing else touched.
+LITERALS = [
+    ("orders", "'orders'"),
+    ("", "''"),
+    ("it's", "'it''s'"),
+    ("''", "''''''"),
+    ("a\\b", "'a\\\\b'"),
+    ("x\\", "'x\\\\'"),
+    ("\\'", "'\\\\'''"),
+    ("\\u0041", "'\\\\u0041'"),
+    ("a\nb", "'a\nb'"),
+    ("é😀%_", "'é😀%_'"),
+]
+
+
+@pytest.mark.parametrize(("value", "literal"), LITERALS)
+def test_sql_string(value: str, literal: str) -> None:
+    assert sql_string(value) == literal
+
+
+KEY = NORMALISED_KEY_SQL
+# (record overrides, expected condition)
+CONDITIONS = [
+    ({"topic": "t"}, "(`topic` = 't') AND (`seq` >= 0)"),
+    ({"topic": "t", "binding": "#.#"}, "(`topic` = 't') AND (`seq` >= 0)"),
+    ({"topic": "t", "start_seq": 42}, "(`topic` = 't') AND (`seq` >= 42)"),
+    ({"topic": "t", "binding": "a.*"}, f"(`topic` = 't') AND (`seq` >= 0) AND ({KEY} RLIKE '^\\\\.a\\\\.[^.]*\\\\z')"),
+    ({"topic": "t", "binding": "a.#"}, f"(`topic` = 't') AND (`seq` >= 0) AND ({KEY} RLIKE '^\\\\.a(\\\\.[^.]*)*\\\\z')"),
+    ({"topic": "t", "binding": "it's"}, f"(`topic` = 't') AND (`seq` >= 0) AND ({KEY} RLIKE '^\\\\.it''s\\\\z')"),
+    (
+        {"topic": "o'k", "no_local": True, "namespace": "c'1\\"},
+        "(`topic` = 'o''k') AND (`seq` >= 0) AND (`publisher` IS DISTINCT FROM 'c''1\\\\')",
+    ),
+]
+
+
+@pytest.mark.parametrize(("overrides", "expected"), CONDITIONS)
+def test_condition(overrides: dict[str, object], expected: str) -> None:
+    topic = str(overrides.pop("topic"))
+    assert condition(subscription(topic, **overrides)) == expected  # type: ignore[arg-type]
+
+
+def test_normalised_key_sql_strips_trailing_dots_at_the_very_end() -> None:
+    assert KEY == "concat('.', regexp_replace(coalesce(`routing_key`, ''), '\\\\.+\\\\z', ''))"
+
+
+@pytest.mark.parametrize(
+    ("pattern", "regex"),
+    [("#", "^(\\.[^.]*)*\\z"), ("a.*", "^\\.a\\.[^.]*\\z"), ("a$", "^\\.a\\$\\z"), ("", "^\\.\\z")],
+)
+def test_java_regex_anchors_at_the_very_end(pattern: str, regex: str) -> None:
+    assert java_regex(pattern) == regex
+
+
+def test_build_plan_skips_selectors_and_inactive_records() -> None:
+    a = subscription("t", name="a")
+    sel = subscription("t", name="sel", selector="color = 'red'")
+    gone = dataclasses.replace(subscription("t", name="gone"), state=SubscriptionState.DELETED)
+    b = subscription("u", name="b", binding="x.*")
+    plan = build_plan([a, sel, gone, b])
+    assert [(r.index, r.record) for r in plan.routes] == [(0, a), (1, b)]
+    assert [s.record for s in plan.skipped] == [sel]
+    assert "selector" in plan.skipped[0].reason and sel.key in plan.skipped[0].reason
+    assert plan.topics == frozenset({"t", "u"})
+
+
+def test_route_expression_lists_every_route_by_index() -> None:
+    plan = build_plan([subscription("t", name="a"), subscription("u", name="b")])
+    c0, c1 = (r.condition for r in plan.routes)
+    assert plan.route_expression() == (
+        f"filter(array(CASE WHEN {c0} THEN 0 END, CASE WHEN {c1} THEN 1 END), _route -> _route IS NOT NULL)"
+    )
+
+
+def test_empty_plan_has_no_expression() -> None:
+    plan = build_plan([])
+    assert plan.routes == () and plan.topics == frozenset()
+    with pytest.raises(ValueError):
+        plan.route_expression()
