@@ -1,0 +1,100 @@
+"""The fan-out job's SparkSession: local by default, or whatever spark-submit provides.
+
+``build_session(settings)`` is the one place a SparkSession is configured. It applies
+conf/spark-defaults.conf and ``[fanout] spark_master``, makes Python workers run this interpreter
+(the venv: workers import pyarrow, deltalake and sharedsub; feasibility gotcha 4) and registers
+the ``sharedsub_topics`` data source.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
+from sharedsub.config import Settings
+from sharedsub.storage.spark_source import TopicsDataSource
+
+SPARK_DEFAULTS = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+APP_NAME = "sharedsub-fanout"
+
+# Only for local masters: bind to loopback so a laptop's odd hostname or VPN does not matter.
+_LOCAL_ONLY = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+}
+
+
+def read_spark_defaults(path: str | os.PathLike[str] = SPARK_DEFAULTS) -> dict[str, str]:
+    """``key value`` lines of a spark-defaults.conf file ('#' comments, blank lines skipped)."""
+    conf: dict[str, str] = {}
+    with open(path, encoding="utf-8") as fh:
+        for raw in fh:
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            key, _, value = line.partition(" ")
+            if not value.strip():
+                key, _, value = line.partition("\t")
+            conf[key.strip()] = value.strip()
+    return conf
+
+
+def spark_conf(
+    settings: Settings,
+    *,
+    defaults_path: str | os.PathLike[str] = SPARK_DEFAULTS,
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The Spark configuration sharedsub wants: the defaults file, the master, ``extra`` on top."""
+    conf = read_spark_defaults(defaults_path)
+    conf["spark.master"] = settings.fanout.spark_master
+    if settings.fanout.spark_master.startswith("local"):
+        conf.update(_LOCAL_ONLY)
+    conf.update(extra or {})
+    return conf
+
+
+def under_spark_submit() -> bool:
+    """True when this Python was started by spark-submit (or a pyspark shell): a JVM is waiting."""
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def build_session(
+    settings: Settings,
+    *,
+    app_name: str = APP_NAME,
+    extra_conf: Mapping[str, str] | None = None,
+) -> SparkSession:
+    """Get or create the SparkSession for the fan-out and register the topics data source.
+
+    Under spark-submit, settings it already has (``--master``, ``--conf``, the cluster's
+    spark-defaults.conf) win over ours; otherwise a local session is started with ours.
+    ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` default to this interpreter so Python workers use
+    the same environment (set them before the first session; a running JVM keeps its workers).
+    """
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    wanted = spark_conf(settings, extra=extra_conf)
+    if under_spark_submit():
+        SparkContext._ensure_initialized()  # connects to spark-submit's JVM; does not start a context
+        given = dict(SparkConf().getAll())
+        wanted = {k: v for k, v in wanted.items() if k not in given}
+        if "spark.master" in given:  # a cluster master: loopback binding would break executors
+            for key in _LOCAL_ONLY:
+                wanted.pop(key, None)
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in wanted.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    register_sources(spark)
+    return spark
+
+
+def register_sources(spark: SparkSession) -> None:
+    """Register sharedsub's Python data sources with ``spark`` (idempotent)."""
+    spark.dataSource.register(TopicsDataSource)
