@@ -152,6 +152,15 @@ def machine_info() -> dict[str, object]:
     }
 
 
+def dir_breakdown(path: str) -> dict[str, int]:
+    """Return apparent bytes under each entry directly inside ``path`` (files count as themselves)."""
+    out = {}
+    for entry in sorted(os.listdir(path)):
+        full = os.path.join(path, entry)
+        out[entry] = dir_bytes(full)["apparent_bytes"] if os.path.isdir(full) else os.lstat(full).st_size
+    return out
+
+
 def dir_bytes(path: str) -> dict[str, int]:
     """Return apparent bytes, allocated bytes (as ``du``) and file count of all files under ``path``."""
     apparent = allocated = files = 0

@@ -37,15 +37,20 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
         Row("publish→accepted p50 at 1k msg/s (ms)", "latency", "accepted_p50_ms", "ms", "lower"),
         Row("publish→accepted p99 at 1k msg/s (ms)", "latency", "accepted_p99_ms", "ms", "lower"),
     ]
-    subs = sorted({ln["subscribers"] for ln in lines if ln.get("bench") == "amplification" and "subscribers" in ln})
+    amp = [ln for ln in lines if ln.get("bench") == "amplification" and "subscribers" in ln]
+    subs = sorted({ln["subscribers"] for ln in amp})
+
+    def k(n: int) -> str:
+        return "/".join(sorted({str(ln["count"]) for ln in amp if ln["subscribers"] == n and "count" in ln})) or "?"
+
     for n in subs:
         rows.append(
-            Row(f"data-dir bytes per published payload byte, {n} subscriber(s)", "amplification",
+            Row(f"data-dir bytes per published payload byte, {n} subscriber(s), K={k(n)}", "amplification",
                 "bytes_per_payload_byte", "x", "lower", n)
         )
     for n in subs:
         rows.append(
-            Row(f"  same, growth during the publish only, {n} subscriber(s)", "amplification",
+            Row(f"  same, growth from serve ready to all delivered, {n} subscriber(s)", "amplification",
                 "growth_per_payload_byte", "x", "lower", n)
         )
     return rows
@@ -96,6 +101,8 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         "| --- | --- | --- | --- | --- |",
     ]
     for row in _rows(lines):
+        if not any(ln.get("bench") == row.bench for ln in lines):
+            continue
         ours, ours_failed = _values(lines, row, SHAREDSUB)
         peer, peer_failed = _values(lines, row, RABBITMQ)
         ratio = "–"

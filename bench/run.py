@@ -142,8 +142,13 @@ class Recorder:
 
     def __init__(self, out_dir: str, stamp: str) -> None:
         os.makedirs(out_dir, exist_ok=True)
+        self.out_dir, self.stamp = out_dir, stamp
         self.path = os.path.join(out_dir, f"results-{stamp}.jsonl")
         self.lines: list[dict[str, Any]] = []
+
+    def side_file(self, name: str) -> str:
+        """Return a path next to the results file for a log belonging to this run."""
+        return os.path.join(self.out_dir, f"{self.stamp}-{name}")
 
     def emit(self, line: dict[str, Any]) -> None:
         line = {"ts": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"), **line}
@@ -268,7 +273,7 @@ def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, 
 
 def measure_amplification(n: int, s: Settings, rec: Recorder, keep: bool) -> None:
     """Fresh data dir, one topic, ``n`` subscribers, publish, wait for all, measure the dir."""
-    svc = SharedSubService(log=log, keep_data=keep)
+    svc = SharedSubService(log=log, log_path=rec.side_file(f"serve-amp{n}.log"), keep_data=keep)
     with svc:
         route = svc.route("amp", subscribe=True)
         svc.create_topics([route.publish_address])
@@ -283,6 +288,7 @@ def measure_amplification(n: int, s: Settings, rec: Recorder, keep: bool) -> Non
             size=s.size, window=s.window, prefetch=s.prefetch, timeout_s=s.amp_timeout_s,
         )
         after = procstat.dir_bytes(svc.data_dir)
+        breakdown = procstat.dir_breakdown(svc.data_dir)
         svc.stop()
         after_stop = procstat.dir_bytes(svc.data_dir)
         payload = s.amp_count * s.size
@@ -291,7 +297,7 @@ def measure_amplification(n: int, s: Settings, rec: Recorder, keep: bool) -> Non
             "bench": "amplification", "broker": "sharedsub", "subscribers": n, "count": s.amp_count,
             "size": s.size, "payload_bytes": payload, "start_s": round(start_s, 2), **pre, **res,
             "dir_after_topic_create": after_create, "dir_at_ready": baseline, "dir_all_delivered": after,
-            "dir_after_stop": after_stop,
+            "dir_after_stop": after_stop, "dir_all_delivered_by_entry": breakdown,
             # Only a complete delivery gives a meaningful ratio.
             "bytes_per_payload_byte": after["apparent_bytes"] / payload if ok else None,
             "du_bytes_per_payload_byte": after["du_bytes"] / payload if ok else None,
@@ -311,16 +317,19 @@ def _sharedsub_version() -> str:
 
 @contextmanager
 def sigterm_as_interrupt() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt so every ``finally`` stops its broker."""
+    """Turn SIGTERM (and SIGINT, even where a shell started us ignoring it) into KeyboardInterrupt,
+    so every ``finally`` stops its broker."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
-    old = signal.signal(signal.SIGTERM, handler)
+    old_term = signal.signal(signal.SIGTERM, handler)
+    old_int = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, old)
+        signal.signal(signal.SIGTERM, old_term)
+        signal.signal(signal.SIGINT, old_int)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -342,12 +351,14 @@ def main(argv: list[str] | None = None) -> int:
     rc = 0
     with sigterm_as_interrupt():
         try:
-            if "rabbitmq" in args.brokers:
+            has_plan = bool(planned(args.only, s))
+            if "rabbitmq" in args.brokers and has_plan:
                 peer = RabbitMQPeer(log=log, keep_state=args.keep_state)
                 run_broker(peer, args.only, s, rec, lambda: peer.version)
             if "sharedsub" in args.brokers:
-                svc = SharedSubService(log=log, keep_data=args.keep_state)
-                run_broker(svc, args.only, s, rec, _sharedsub_version)
+                if has_plan:
+                    svc = SharedSubService(log=log, log_path=rec.side_file("serve.log"), keep_data=args.keep_state)
+                    run_broker(svc, args.only, s, rec, _sharedsub_version)
                 if "amplification" in args.only:
                     for n in s.amp_subscribers:
                         guarded(rec, {"bench": "amplification", "broker": "sharedsub", "subscribers": n},

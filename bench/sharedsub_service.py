@@ -45,8 +45,8 @@ class SharedSubService:
     name = "sharedsub"
 
     def __init__(
-        self, *, log: Callable[[str], None], data_dir: str | None = None, keep_data: bool = False,
-        ready_timeout_s: float = 300.0,
+        self, *, log: Callable[[str], None], log_path: str, data_dir: str | None = None,
+        keep_data: bool = False, ready_timeout_s: float = 300.0,
     ) -> None:
         self._log = log
         self._owns_dir = data_dir is None
@@ -55,7 +55,7 @@ class SharedSubService:
         self._ready_timeout_s = ready_timeout_s
         self._proc: subprocess.Popen[str] | None = None
         self._stdout_lines: queue.Queue[str | None] = queue.Queue()
-        self._stderr_path = os.path.join(tempfile.gettempdir(), f"sharedsub-bench-serve-{os.getpid()}.log")
+        self._stderr_path = log_path  # serve's stderr (its log), kept for diagnosis
         self.url = ""
         self.version = ""
         self.stop_s: float | None = None

@@ -269,6 +269,8 @@ class _LatencyAtRate(_Workload):
         self.sender: Any = None
         self.receiver: Any = None
         self.opened: set[str] = set()
+        self.t_attached_ns = self.t_flowing_ns = 0
+        self.probes = self.probe_accepts = 0
         self.t0_ns = self.t_measure_ns = self.t_stop_ns = 0
         self.sent = self.accepted = self.not_accepted = 0
         self.sent_ns: list[int] = []
@@ -288,12 +290,28 @@ class _LatencyAtRate(_Workload):
 
     def on_link_opened(self, event: Any) -> None:
         self.opened.add(event.link.name)
-        if len(self.opened) == 2 and not self.sending and self.t0_ns == 0:
-            self.sending = True
-            self.t0_ns = time.perf_counter_ns()
-            self.t_measure_ns = self.t0_ns + int(self.warmup_s * 1e9)
-            self.t_stop_ns = self.t_measure_ns + int(self.duration_s * 1e9)
-            self._tick()
+        if len(self.opened) == 2 and self.t_attached_ns == 0:
+            self.t_attached_ns = time.perf_counter_ns()
+            self._probe()
+
+    def _probe(self) -> None:
+        # Until one probe has come through, the subscription may not be flowing yet (a new
+        # subscription can take seconds to start); that time is reported, not measured.
+        if self.done or self.t0_ns:
+            return
+        if self.sender.credit > 0:
+            probe = Message(body=b"probe", durable=True, properties={"bench_probe": self.probes})
+            self.sender.send(probe, tag=f"probe-{self.probes}")
+            self.probes += 1
+        self._container.schedule(0.1, _Call(self._probe))
+
+    def _start_rate(self) -> None:
+        self.t_flowing_ns = time.perf_counter_ns()
+        self.sending = True
+        self.t0_ns = time.perf_counter_ns()
+        self.t_measure_ns = self.t0_ns + int(self.warmup_s * 1e9)
+        self.t_stop_ns = self.t_measure_ns + int(self.duration_s * 1e9)
+        self._tick()
 
     def _tick(self) -> None:
         if self.done or not self.sending:
@@ -324,7 +342,7 @@ class _LatencyAtRate(_Workload):
         self._container.schedule(0.001, _Call(self._tick))
 
     def _maybe_done(self) -> None:
-        if self.sending or self.done:
+        if self.sending or self.done or not self.t0_ns:
             return
         if all(seq in self.deliver_ns and seq in self.accept_ns for seq in self.measured):
             if self.drain_task is not None:
@@ -335,6 +353,9 @@ class _LatencyAtRate(_Workload):
         if event.link is not self.sender and event.link.name != "bench-latency-pub":
             return
         now = time.perf_counter_ns()
+        if event.delivery.tag.startswith("probe-"):
+            self.probe_accepts += 1
+            return
         seq = int(event.delivery.tag)
         self.accepted += 1
         self.accept_ns[seq] = now - self.sent_ns[seq]
@@ -343,15 +364,21 @@ class _LatencyAtRate(_Workload):
 
     def on_rejected(self, event: Any) -> None:
         super().on_rejected(event)
-        self.not_accepted += 1
+        if not event.delivery.tag.startswith("probe-"):
+            self.not_accepted += 1
 
     def on_released(self, event: Any) -> None:
         super().on_released(event)
-        self.not_accepted += 1
+        if not event.delivery.tag.startswith("probe-"):
+            self.not_accepted += 1
 
     def on_message(self, event: Any) -> None:
         now = time.perf_counter_ns()
         props = event.message.properties or {}
+        if "bench_probe" in props:
+            if not self.t0_ns:
+                self._start_rate()
+            return
         seq, sent = props.get("bench_seq"), props.get("bench_sent_ns")
         if seq is None or sent is None:
             self.unstamped += 1
@@ -386,6 +413,8 @@ def latency_at_rate(
 ) -> dict[str, Any]:
     """Publish at ``rate`` msg/s while one subscriber receives; return latency percentiles.
 
+    After both links attach, a small probe message goes out every 100 ms until one is
+    delivered (``subscription_flowing_s``); only then does the steady publishing start.
     Only messages sent in the ``duration_s`` window after ``warmup_s`` count. After the last
     send, deliveries and dispositions have ``drain_s`` to arrive; measured messages still
     missing then are reported as ``missing_deliveries``/``missing_accepts``.
@@ -401,9 +430,18 @@ def latency_at_rate(
     measured = sorted(h.measured)
     deliver = [h.deliver_ns[s] for s in measured if s in h.deliver_ns]
     accept = [h.accept_ns[s] for s in measured if s in h.accept_ns]
+    by_second: dict[int, list[float]] = {}
+    for seq in measured:
+        if seq in h.deliver_ns:
+            second = (h.sent_ns[seq] - h.t_measure_ns) // 1_000_000_000
+            by_second.setdefault(second, []).append(h.deliver_ns[seq] / 1e6)
     out: dict[str, Any] = {
         **_ms_stats("e2e", deliver),
         **_ms_stats("accepted", accept),
+        # p50 of the messages sent in each second of the window: shows a trend or a transient.
+        "e2e_p50_ms_by_second": [round(percentile(sorted(v), 0.5), 2) for _, v in sorted(by_second.items())],
+        "subscription_flowing_s": (h.t_flowing_ns - h.t_attached_ns) / 1e9 if h.t_flowing_ns else None,
+        "probes_sent": h.probes,
         "measured_sent": len(measured),
         "achieved_rate": len(measured) / duration_s if duration_s else None,
         "missing_deliveries": len(measured) - len(deliver),
