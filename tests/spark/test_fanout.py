@@ -1,0 +1,184 @@
+"""The fan-out job on real local Spark and real Delta tables: routing, idempotency, new topics."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from pyspark.sql import SparkSession
+
+from jobs.fanout import FanoutSink, build_fanout_query
+from sharedsub.storage import layout, schemas
+from sharedsub.storage.spark_source import SPARK_SCHEMA, TopicsStreamReader
+from tests import builders as b
+from tests.spark.conftest import make_settings, run_available_now, wait_until
+
+pytestmark = pytest.mark.spark
+
+
+def test_routes_two_topics_by_binding_start_seq_and_no_local(spark: SparkSession, root: str) -> None:
+    b.publish(root, "orders", ["eu.new", "us.new", "eu.paid.late", "eu"], publisher="shop")
+    b.publish(root, "audit", ["x", "y.z"], publisher="container-1")
+    subs = b.register(
+        root,
+        everything := b.subscription("orders", name="everything"),
+        one_word := b.subscription("orders", binding="*.new", name="one-word"),
+        eu_all := b.subscription("orders", binding="eu.#", name="eu-all"),
+        late := b.subscription("orders", binding="#", name="late", start_seq=4),
+        own := b.subscription("audit", name="own", no_local=True, namespace="container-1"),
+        other := b.subscription("audit", name="other", no_local=True, namespace="container-2"),
+    )
+    b.publish(root, "orders", ["eu.new"], publisher="shop")  # seq 4
+    b.publish(root, "audit", ["x"], publisher="someone")  # seq 2: no-local does not apply
+    settings = make_settings(root, max_commits_per_batch=1)  # several batches (AvailableNow + cap)
+
+    run_available_now(spark, settings)
+
+    seqs = {s.identity.name: b.routed_seqs(root, s) for s in subs}
+    assert seqs == {
+        everything.identity.name: [0, 1, 2, 3, 4],
+        one_word.identity.name: [0, 1, 4],
+        eu_all.identity.name: [0, 2, 3, 4],
+        late.identity.name: [4],
+        own.identity.name: [2],
+        other.identity.name: [0, 1, 2],
+    }
+    row = b.routed(root, subs[0])[0]
+    assert row["topic"] == "orders" and row["message_id"] == "ID:orders-0" and row["routing_key"] == "eu.new"
+    assert row["published_at"] == b.T0 and row["routed_at"] is not None and row["fanout_batch"] >= 0
+    assert set(row) == set(schemas.SUBSCRIPTION.names)
+
+
+def source_frame(spark: SparkSession, root: str) -> Any:
+    """Everything the topics under ``root`` hold, as the source would deliver it in one batch."""
+    reader = TopicsStreamReader({"data_dir": root, "first_batch_max_commits": "1000"})
+    parts = reader.partitions(reader.initialOffset(), reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit()))
+    table = pa.Table.from_batches([batch for p in parts for batch in reader.read(p)])
+    return spark.createDataFrame(table, schema=SPARK_SCHEMA)
+
+
+def test_replaying_a_batch_writes_nothing_twice(spark: SparkSession, root: str) -> None:
+    b.publish(root, "t", ["a", "b", "a"])
+    a, every = b.register(root, b.subscription("t", binding="a"), b.subscription("t"))
+    frame = source_frame(spark, root)
+    sink = FanoutSink(root)
+    try:
+        first = sink.route_batch(frame, 3)
+        again = sink.route_batch(frame, 3)
+        # A fresh sink (a restarted job) checks the tables, not its memory.
+        fresh = FanoutSink(root)
+        try:
+            fresh_again = fresh.route_batch(frame, 3)
+        finally:
+            fresh.close()
+    finally:
+        sink.close()
+    assert sorted(first.values()) == [2, 3]
+    assert again == {} and fresh_again == {}
+    assert b.routed_seqs(root, a) == [0, 2]
+    assert b.routed_seqs(root, every) == [0, 1, 2]
+    assert {r["fanout_batch"] for r in b.routed(root, every)} == {3}
+
+
+class CrashingSink(FanoutSink):
+    """Fails the first commit to one table, after the other tables of the batch committed."""
+
+    def __init__(self, root: str, fail_table: str) -> None:
+        super().__init__(root, commit_threads=1)
+        self.fail_table = fail_table
+        self.crashed = False
+
+    def _commit(self, table: str, rows: pa.Table) -> int:
+        if table == self.fail_table and not self.crashed:
+            self.crashed = True
+            raise RuntimeError("simulated crash in the middle of a fan-out batch")
+        return super()._commit(table, rows)
+
+
+def test_crash_between_table_commits_and_lost_checkpoint_never_duplicate(spark: SparkSession, root: str) -> None:
+    b.publish(root, "t", ["k"] * 3)
+    first, second = b.register(root, b.subscription("t", name="first"), b.subscription("t", name="second"))
+    settings = make_settings(root)
+    run_available_now(spark, settings)
+    assert b.routed_seqs(root, first) == b.routed_seqs(root, second) == [0, 1, 2]
+
+    # A batch commits "first" and then dies before committing "second" (the query fails).
+    b.publish(root, "t", ["k"] * 2)
+    crashing = CrashingSink(root, layout.join(root, second.table))
+    with pytest.raises(Exception, match="simulated crash"):
+        run_available_now(spark, settings, sink=crashing)
+    assert crashing.crashed
+    assert b.routed_seqs(root, first) == [0, 1, 2, 3, 4]
+    assert b.routed_seqs(root, second) == [0, 1, 2]
+
+    # The restart replays that batch from the checkpoint: only "second" gets rows.
+    run_available_now(spark, settings)
+    assert b.routed_seqs(root, first) == [0, 1, 2, 3, 4]
+    assert b.routed_seqs(root, second) == [0, 1, 2, 3, 4]
+
+    # A lost checkpoint restarts from every topic's beginning: still nothing twice.
+    shutil.rmtree(layout.fanout_checkpoint(root))
+    b.publish(root, "t", ["k"])
+    run_available_now(spark, settings)
+    assert b.routed_seqs(root, first) == b.routed_seqs(root, second) == [0, 1, 2, 3, 4, 5]
+
+
+class RecordingSink(FanoutSink):
+    """Remembers what each batch committed."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.batches: list[tuple[int, dict[str, int]]] = []
+
+    def route_batch(self, df: Any, batch_id: int) -> dict[str, int]:
+        written = super().route_batch(df, batch_id)
+        self.batches.append((batch_id, written))
+        return written
+
+
+def test_replay_of_the_last_batch_after_its_commit_mark_is_lost(spark: SparkSession, root: str) -> None:
+    b.publish(root, "t", ["k"] * 2)
+    (sub,) = b.register(root, b.subscription("t"))
+    settings = make_settings(root)
+    run_available_now(spark, settings, sink=(before := RecordingSink(root)))
+    commits = os.path.join(layout.fanout_checkpoint(root), "commits")
+    last = max(int(n) for n in os.listdir(commits) if n.isdigit())
+    # As if the job died right after foreachBatch, before marking the batch committed.
+    os.remove(os.path.join(commits, str(last)))
+    os.remove(os.path.join(commits, f".{last}.crc"))  # Hadoop's checksum file of that mark
+    run_available_now(spark, settings, sink=(after := RecordingSink(root)))
+    table = layout.join(root, sub.table)
+    assert (last, {table: 2}) in before.batches
+    assert after.batches == [(last, {})]  # the batch ran again and wrote nothing
+    assert b.routed_seqs(root, sub) == [0, 1]
+
+
+def test_deleted_subscription_gets_nothing_more(spark: SparkSession, root: str) -> None:
+    b.publish(root, "t", ["k"])
+    (sub,) = b.register(root, b.subscription("t"))
+    settings = make_settings(root)
+    run_available_now(spark, settings)
+    b.delete(root, sub)
+    b.publish(root, "t", ["k"])
+    run_available_now(spark, settings)
+    assert b.routed_seqs(root, sub) == [0]
+
+
+def test_topic_created_while_the_query_runs_is_routed(spark: SparkSession, root: str) -> None:
+    os.makedirs(root)
+    settings = make_settings(root, trigger_interval=0.2)
+    sink = FanoutSink(root)
+    query = build_fanout_query(spark, settings, sink=sink)
+    try:
+        wait_until(lambda: query.lastProgress is not None, timeout=120, what="the first trigger")
+        b.topic(root, "late")
+        (sub,) = b.register(root, b.subscription("late", binding="x.*"))
+        b.publish(root, "late", ["x.1", "y.1", "x.2"])
+        assert wait_until(lambda: b.routed_seqs(root, sub), timeout=60, what="rows routed from the new topic") == [0, 2]
+        assert query.exception() is None
+    finally:
+        query.stop()
+        sink.close()
