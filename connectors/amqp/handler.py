@@ -291,8 +291,12 @@ class FrontEnd(Handler):
         dlv = event.delivery
         link = dlv.link
         if link.is_receiver:
-            if dlv.readable and not dlv.partial:
-                self._on_published(dlv)
+            # Drain every complete delivery at the head of the link, not only this event's:
+            # it keeps working however proton groups the delivery events.
+            current = link.current
+            while current is not None and current.readable and not current.partial:
+                self._on_published(current)
+                current = link.current
             return
         if dlv.remote_state or dlv.settled:
             self._on_disposition(dlv)

@@ -1,0 +1,43 @@
+"""Settings: defaults, environment and flag overrides, and refusal of bad values by key."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharedsub.config import load_settings, parse_settings
+from sharedsub.errors import ConfigError
+
+
+def test_defaults_file_loads() -> None:
+    s = load_settings(environ={})
+    assert s.server.port == 5672
+    assert s.server.auto_create_topics is False
+    assert s.publish.credit > 0
+
+
+def test_precedence_env_then_flags() -> None:
+    s = parse_settings({"server": {"port": 1}}, {"SHAREDSUB_SERVER_PORT": "2"}, {"server.port": 3})
+    assert s.server.port == 3
+    s = parse_settings({"server": {"port": 1}}, {"SHAREDSUB_SERVER_PORT": "2"}, {"server.port": None})
+    assert s.server.port == 2
+    s = parse_settings({}, {"SHAREDSUB_SERVER_AUTO_CREATE_TOPICS": "yes"})
+    assert s.server.auto_create_topics is True
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        ({"server": {"port": "abc"}}, "server.port"),
+        ({"server": {"port": 70000}}, "server.port"),
+        ({"server": {"nope": 1}}, "server.nope"),
+        ({"nosuch": {}}, "nosuch"),
+        ({"publish": {"credit": 0}}, "publish.credit"),
+        ({"delivery": {"poll_interval": -1}}, "delivery.poll_interval"),
+        ({"server": {"auto_create_topics": "maybe"}}, "server.auto_create_topics"),
+    ],
+)
+def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(doc, {})
+    assert info.value.key == key
+    assert key in str(info.value)
