@@ -121,7 +121,7 @@ class FanoutSink:
         started = time.monotonic()
         plan = self.plan()
         if not plan.routes:
-            log.info("batch %d: no active subscriptions", batch_id)
+            log.debug("batch %d: no active subscriptions", batch_id)
             return {}
         routed = (
             df.where(F.col("topic").isin(sorted(plan.topics)))
@@ -129,7 +129,9 @@ class FanoutSink:
             .toArrow()
         )
         written = self.write_routed(routed, plan, batch_id)
-        log.info(
+        # One INFO line per batch that routed something; idle batches only at DEBUG.
+        log.log(
+            logging.INFO if routed.num_rows else logging.DEBUG,
             "batch %d: %d routed rows, %d rows committed to %d tables in %.0f ms",
             batch_id,
             routed.num_rows,
@@ -162,10 +164,10 @@ class FanoutSink:
             table = layout.join(self.root, plan.routes[index].record.table)
             jobs.append((table, _subscription_rows(rows, routed_at, batch_id)))
         futures = [self._pool.submit(self._commit, table, rows) for table, rows in jobs]
-        errors = [f.exception() for f in futures if f.exception() is not None]
+        errors = [e for e in (f.exception() for f in futures) if e is not None]  # waits for all
         if errors:
-            raise errors[0]  # type: ignore[misc]
-        return {table: f.result() for (table, _), f in zip(jobs, futures, strict=True) if f.result()}
+            raise errors[0]
+        return {table: n for (table, _), f in zip(jobs, futures, strict=True) if (n := f.result())}
 
     def _commit(self, table: str, rows: pa.Table) -> int:
         appender = self._appenders.get(table)
