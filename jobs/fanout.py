@@ -219,7 +219,7 @@ def build_fanout_query(
     # routing.sql_string escapes for the default parser mode (backslash escapes); the legacy
     # mode would misread every routing regex. Only set it when needed: setting it logs a
     # deprecation warning.
-    if spark.conf.get(_ESCAPED_LITERALS, "false").lower() == "true":
+    if (spark.conf.get(_ESCAPED_LITERALS, "false") or "false").lower() == "true":
         spark.conf.set(_ESCAPED_LITERALS, "false")
     source = (
         spark.readStream.format(SOURCE_NAME)
@@ -300,17 +300,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     sink = FanoutSink(settings.data_dir)
     query: StreamingQuery | None = None
     try:
-        query = build_fanout_query(spark, settings, checkpoint=args.checkpoint, available_now=args.available_now, sink=sink)
+        query = build_fanout_query(
+            spark, settings, checkpoint=args.checkpoint, available_now=args.available_now, sink=sink
+        )
         if wait_first_trigger(query, stop, settings.fanout.startup_timeout):
             print(READY_LINE, flush=True)
         elif not stop.is_set():
             log.error("no micro-batch within %.0f s (fanout.startup_timeout)", settings.fanout.startup_timeout)
             return 1
         while not stop.is_set() and query.isActive:
-            query.awaitTermination(0.5)  # raises if the query failed
+            stop.wait(0.5)  # the signal handler sets ``stop``, which wakes this at once
         if query.isActive:
             query.stop()
-        query.awaitTermination()
+        query.awaitTermination()  # raises the query's error, if it failed
         log.info("stopped")
         return 0
     except Exception:

@@ -165,7 +165,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # ------------------------------------------------------------------ planning (driver side)
 
-    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+    def partitions(self, start: dict, end: dict) -> Sequence[TopicFiles]:
         """Files added by each topic's commits in ``(start, end]``, a few files per partition.
 
         Raises:
@@ -174,7 +174,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 retention; data would be skipped).
         """
         begin = offset_versions(start)
-        parts: list[InputPartition] = []
+        parts: list[TopicFiles] = []
         for topic, last in sorted(offset_versions(end).items()):
             first = begin.get(topic, -1)
             if last <= first:

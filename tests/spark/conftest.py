@@ -41,7 +41,7 @@ def run_available_now(
     *,
     sink: FanoutSink | None = None,
     checkpoint: str | None = None,
-    timeout: float = 120.0,
+    timeout: int = 120,
 ) -> None:
     """Run the fan-out query with Trigger.AvailableNow until it stops; raise if it failed."""
     sink = sink or FanoutSink(settings.data_dir)

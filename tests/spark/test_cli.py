@@ -47,9 +47,19 @@ def test_prints_ready_line_routes_and_stops_on_sigterm(root: str) -> None:
         text=True,
     )
     lines: queue.Queue[str] = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
     stderr: list[str] = []
-    threading.Thread(target=lambda: stderr.extend(proc.stderr), daemon=True).start()  # type: ignore[arg-type]
+
+    def pump_stdout() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.put(line)
+
+    def pump_stderr() -> None:
+        assert proc.stderr is not None
+        stderr.extend(proc.stderr)
+
+    threading.Thread(target=pump_stdout, daemon=True).start()
+    threading.Thread(target=pump_stderr, daemon=True).start()
     try:
         try:
             first = lines.get(timeout=240)

@@ -9,6 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
+from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from jobs.fanout import FanoutSink, build_fanout_query
 from sharedsub.storage import layout, schemas
@@ -54,8 +55,9 @@ def test_routes_two_topics_by_binding_start_seq_and_no_local(spark: SparkSession
 
 def source_frame(spark: SparkSession, root: str) -> Any:
     """Everything the topics under ``root`` hold, as the source would deliver it in one batch."""
-    reader = TopicsStreamReader({"data_dir": root, "first_batch_max_commits": "1000"})
-    parts = reader.partitions(reader.initialOffset(), reader.latestOffset(reader.initialOffset(), reader.getDefaultReadLimit()))
+    reader = TopicsStreamReader({"data_dir": root, "first_batch_max_commits": "1000000"})
+    start = reader.initialOffset()
+    parts = reader.partitions(start, reader.latestOffset(start, ReadAllAvailable()))
     table = pa.Table.from_batches([batch for p in parts for batch in reader.read(p)])
     return spark.createDataFrame(table, schema=SPARK_SCHEMA)
 
