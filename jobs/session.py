@@ -37,10 +37,8 @@ def read_spark_defaults(path: str | os.PathLike[str] = SPARK_DEFAULTS) -> dict[s
             line = raw.strip()
             if not line or line.startswith("#"):
                 continue
-            key, _, value = line.partition(" ")
-            if not value.strip():
-                key, _, value = line.partition("\t")
-            conf[key.strip()] = value.strip()
+            key, value = (line.split(None, 1) + [""])[:2]
+            conf[key] = value.strip()
     return conf
 
 

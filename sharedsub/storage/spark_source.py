@@ -243,6 +243,12 @@ class TopicsDataSource(DataSource):
     """``format("sharedsub_topics")``: options ``data_dir`` (required), ``max_commits_per_batch``,
     ``first_batch_max_commits``, ``files_per_partition``, ``topic_list_interval`` (seconds)."""
 
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        if not options.get("data_dir"):
+            # Checked here so that load() fails, not the query's first trigger.
+            raise ValueError(f"format {SOURCE_NAME!r} needs option 'data_dir' (the sharedsub data dir)")
+
     @classmethod
     def name(cls) -> str:
         return SOURCE_NAME
