@@ -210,7 +210,11 @@ class RabbitMQPeer:
         return procstat.tree_rss_bytes(pid) if pid else None
 
     def _connect_admin(self) -> None:
-        import pika  # only the RabbitMQ side needs AMQP 0-9-1
+        try:
+            import pika  # only the RabbitMQ side needs AMQP 0-9-1, to declare and bind queues
+        except ModuleNotFoundError as exc:
+            msg = "pika is needed to declare RabbitMQ queues: .venv/bin/pip install pika"
+            raise PeerError(msg) from exc
 
         params = pika.ConnectionParameters(
             host="127.0.0.1",

@@ -32,6 +32,8 @@ class Row:
 def _rows(lines: list[dict[str, Any]]) -> list[Row]:
     rows = [
         Row("publish throughput, 1 KB durable, window 1000 (msg/s)", "publish", "msgs_per_s", "msg/s", "higher"),
+        Row("  broker CPU s per 1,000 messages while publishing", "publish", "broker_cpu_s_per_1k_msgs", "x",
+            "lower"),
         Row("end-to-end latency p50 at 1k msg/s (ms)", "latency", "e2e_p50_ms", "ms", "lower"),
         Row("end-to-end latency p99 at 1k msg/s (ms)", "latency", "e2e_p99_ms", "ms", "lower"),
         Row("publish→accepted p50 at 1k msg/s (ms)", "latency", "accepted_p50_ms", "ms", "lower"),
@@ -130,6 +132,11 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
         for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted", "credit_stalls"):
             if ln.get(key):
                 out.append(f"{where}: {key} = {ln[key]}")
+        if ln.get("missing_deliveries") or ln.get("missing_accepts"):
+            out.append(f"{where}: undelivered messages count as slower than all others; a percentile "
+                       "among them is shown as failed")
+        if ln.get("machine_quiet_before") is False:
+            out.append(f"{where}: other processes kept {ln.get('other_busy_cores_before')} cores busy just before")
         if ln.get("bench") == "amplification" and ln.get("all_delivered") is False:
             out.append(f"{where}: not every subscriber received every message")
     return out

@@ -94,12 +94,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rate", type=float, default=1000.0, help="latency publish rate, msg/s (default 1000)")
     p.add_argument("--duration", type=float, help="latency measured window, s (default 10, --quick 3)")
     p.add_argument("--latency-warmup", type=float, help="latency warm-up, s (default 1, --quick 0.5)")
-    p.add_argument("--drain", type=float, default=15.0, help="latency: wait for stragglers after the last send, s")
+    p.add_argument("--drain", type=float, default=30.0, help="latency: wait for stragglers after the last send, s")
     p.add_argument("--prefetch", type=int, default=100, help="receiver credit per subscriber link (default 100)")
     p.add_argument("--amp-count", type=int, help="amplification: messages published (default 2000, --quick 200)")
     p.add_argument("--amp-subscribers", default="1,10,100", help="amplification: subscriber counts (default 1,10,100)")
     p.add_argument("--wait-idle", type=float, help="before each timed measurement wait up to this many s for other "
-                   "processes to go quiet (default 60, --quick 15; 0 = don't wait)")
+                   "processes to go quiet (default 30, --quick 10; 0 = don't wait)")
     p.add_argument("--idle-cores", type=float, default=0.25, help="'quiet' = others keep at most this many cores busy")
     p.add_argument("--write-results", action="store_true", help="append this run's table to bench/RESULTS.md")
     p.add_argument("--keep-state", action="store_true", help="keep broker state and data dirs (paths go to stderr)")
@@ -128,7 +128,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         amp_subscribers=tuple(int(x) for x in args.amp_subscribers.split(",") if x.strip()),
         publish_timeout_s=pick(None, 180.0, 90.0),
         amp_timeout_s=pick(None, 600.0, 300.0),
-        wait_idle_s=pick(args.wait_idle, 60.0, 15.0),
+        wait_idle_s=pick(args.wait_idle, 30.0, 10.0),
         idle_cores=args.idle_cores,
     )
 
@@ -190,8 +190,11 @@ def measure_publish(t: Target, run: int, s: Settings, rec: Recorder) -> None:
         timeout_s=s.publish_timeout_s, cpu_probe=t.cpu_probe(),
     )
     t.release(route)
+    per_1k = None
+    if res.get("broker_cpu_s") is not None and res["measured_accepted"]:
+        per_1k = res["broker_cpu_s"] / res["measured_accepted"] * 1000
     rec.emit({
-        "bench": "publish", "broker": t.name, "run": run, "address": route.publish_address,
+        "bench": "publish", "broker_cpu_s_per_1k_msgs": per_1k, "broker": t.name, "run": run, "address": route.publish_address,
         "warmup": s.warmup, "count": s.count, "window": s.window, "size": s.size, **pre, **res,
         "broker_rss_bytes": t.rss_bytes(),
     })

@@ -16,6 +16,7 @@ Every body is fresh random bytes, so nothing downstream can compress or deduplic
 
 from __future__ import annotations
 
+import math
 import os
 import time
 from collections.abc import Callable
@@ -46,6 +47,8 @@ def percentile(sorted_values: list[float], q: float) -> float | None:
     pos = (len(sorted_values) - 1) * q
     lo = int(pos)
     hi = min(lo + 1, len(sorted_values) - 1)
+    if pos == lo:
+        return sorted_values[lo]
     return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
@@ -395,13 +398,22 @@ class _LatencyAtRate(_Workload):
             self._maybe_done()
 
 
-def _ms_stats(prefix: str, values_ns: list[int]) -> dict[str, Any]:
+def _ms_stats(prefix: str, values_ns: list[int], expected: int) -> dict[str, Any]:
+    """Percentiles over all ``expected`` messages, the ones that never arrived counting as later
+    than any that did: a percentile that falls among them is None (unknown, beyond the drain)."""
     v = sorted(x / 1e6 for x in values_ns)
+    missing = max(0, expected - len(v))
+    full = v + [math.inf] * missing
+
+    def q(p: float) -> float | None:
+        value = percentile(full, p)
+        return None if value is None or not math.isfinite(value) else value
+
     return {
-        f"{prefix}_p50_ms": percentile(v, 0.50),
-        f"{prefix}_p99_ms": percentile(v, 0.99),
-        f"{prefix}_max_ms": v[-1] if v else None,
-        f"{prefix}_mean_ms": sum(v) / len(v) if v else None,
+        f"{prefix}_p50_ms": q(0.50),
+        f"{prefix}_p99_ms": q(0.99),
+        f"{prefix}_max_ms": None if missing or not v else v[-1],
+        f"{prefix}_mean_ms": sum(v) / len(v) if v and not missing else None,
         f"{prefix}_n": len(v),
     }
 
@@ -436,8 +448,8 @@ def latency_at_rate(
             second = (h.sent_ns[seq] - h.t_measure_ns) // 1_000_000_000
             by_second.setdefault(second, []).append(h.deliver_ns[seq] / 1e6)
     out: dict[str, Any] = {
-        **_ms_stats("e2e", deliver),
-        **_ms_stats("accepted", accept),
+        **_ms_stats("e2e", deliver, len(measured)),
+        **_ms_stats("accepted", accept, len(measured)),
         # p50 of the messages sent in each second of the window: shows a trend or a transient.
         "e2e_p50_ms_by_second": [round(percentile(sorted(v), 0.5), 2) for _, v in sorted(by_second.items())],
         "subscription_flowing_s": (h.t_flowing_ns - h.t_attached_ns) / 1e9 if h.t_flowing_ns else None,
