@@ -98,16 +98,14 @@ class _Workload(MessagingHandler):
         if self._deadline is not None:
             self._deadline.cancel()
             self._deadline = None
-        self.on_finish()
         if self._conn is not None:
             self._conn.close()
         # If the peer never answers the close, stop the reactor anyway.
         self._grace = self._container.schedule(5.0, _Call(self._container.stop))
 
-    def on_finish(self) -> None:
-        """Called once when the workload ends (done or timed out), before the close."""
-
     def _closed(self) -> None:
+        if not self.done:
+            self.errors.append("connection closed by the peer before the workload finished")
         if self._grace is not None:
             self._grace.cancel()
             self._grace = None
@@ -133,6 +131,11 @@ class _Workload(MessagingHandler):
     def on_connection_error(self, event: Any) -> None:
         cond = event.connection.remote_condition
         self.errors.append(f"connection: {cond.name} {cond.description}" if cond else "connection closed by peer")
+        self.finish()
+
+    def on_link_closing(self, event: Any) -> None:
+        # Only the peer closes links here (the workloads close the whole connection).
+        self.errors.append(f"link {event.link.name} detached by the peer")
         self.finish()
 
     def on_link_error(self, event: Any) -> None:
@@ -180,6 +183,9 @@ class _PublishThroughput(_Workload):
             return
         if self.t_start is None:
             self.t_start = time.perf_counter()
+            if self.warmup == 0:
+                self.t_measure = self.t_start
+                self._mark()
         while s.credit > 0 and self.sent < self.total and self.sent - self._settled() < self.window:
             s.send(_message(self.sent, self.size))
             self.sent += 1
