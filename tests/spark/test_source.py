@@ -106,3 +106,25 @@ def test_partitions_fail_clearly_when_the_log_was_cleaned(root: str) -> None:
     os.remove(delta.log_file(layout.topic_table(root, "t"), 1))
     with pytest.raises(RuntimeError, match="log retention"):
         reader(root).partitions(make_offset({"t": 0}), make_offset({"t": 2}))
+
+
+def test_a_topic_whose_early_log_was_cleaned_is_read_from_its_snapshot(root: str) -> None:
+    import os
+
+    from deltalake import DeltaTable
+
+    from sharedsub.storage import delta, layout
+
+    for _ in range(3):
+        b.publish(root, "t", ["k", "k"])  # versions 1..3
+    path = layout.topic_table(root, "t")
+    DeltaTable(path).create_checkpoint()  # at version 3: log cleanup may then drop 0..2.json
+    for version in range(3):
+        os.remove(delta.log_file(path, version))
+    b.publish(root, "t", ["k"])  # version 4
+    r = reader(root, max_commits_per_batch="1")
+    start = r.initialOffset()
+    end = r.latestOffset(start, r.getDefaultReadLimit())
+    assert end == make_offset({"t": 4})  # no commit-by-commit cap without the commits
+    table = pa.Table.from_batches([batch for p in r.partitions(start, end) for batch in r.read(p)])
+    assert sorted(table.column("seq").to_pylist()) == [0, 1, 2, 3, 4, 5, 6]
