@@ -116,7 +116,9 @@ class FanoutSink:
         """Route one micro-batch of source rows; return rows committed per subscription table.
 
         Reads the source DataFrame once (it is not cached: every action would read the topic
-        files again) and returns at once when no subscription is active.
+        files again) and returns at once when no subscription is active. The routed rows of the
+        batch are collected on the driver (``toArrow``), so ``max_commits_per_batch`` is what
+        bounds the driver's memory (feasibility gotcha 6).
         """
         started = time.monotonic()
         plan = self.plan()
@@ -212,8 +214,8 @@ def build_fanout_query(
 
     ``checkpoint`` defaults to ``<data>/_checkpoints/fanout``. ``available_now`` processes what
     the topics hold when the query starts (in batches capped by ``max_commits_per_batch``) and
-    then stops. The query's :class:`FanoutSink` is ``sink`` if given (tests), else a new one; it
-    is closed when the query terminates only if the caller closes it (see :func:`main`).
+    then stops. The query's :class:`FanoutSink` is ``sink`` if given, else a new one; a caller
+    that passes one closes it after the query has stopped (as :func:`main` does).
     """
     root = settings.data_dir
     # routing.sql_string escapes for the default parser mode (backslash escapes); the legacy
