@@ -21,6 +21,16 @@ log = logging.getLogger(__name__)
 READY_LINE = "sharedsub fanout running"
 
 
+def _die_with_parent() -> None:
+    """In the child: get SIGTERM when the supervising thread's process dies (even by SIGKILL)."""
+    try:
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
 class FanoutProcess:
     """Start, watch, restart and stop the fan-out child."""
 
@@ -67,6 +77,7 @@ class FanoutProcess:
             text=True,
             env=env,
             start_new_session=True,  # our Ctrl-C is handled by us, not delivered to the JVM
+            preexec_fn=_die_with_parent,
         )
 
     def _supervise(self) -> None:

@@ -178,10 +178,9 @@ class Subscriber(threading.Thread):
 
             def on_link_opened(self, event: Any) -> None:
                 src = event.link.remote_source
-                caps = src.capabilities.get_object() if src.capabilities else None
                 handler.remote_source = {
                     "address": src.address,
-                    "capabilities": [str(c) for c in (caps or [])],
+                    "capabilities": read_symbols(src.capabilities),
                     "durable": src.durability,
                     "expiry": src.expiry_policy,
                     "is_null": src.type == proton.Terminus.UNSPECIFIED,
@@ -269,6 +268,23 @@ class Subscriber(threading.Thread):
         if self.is_alive():
             self._injector.trigger(ApplicationEvent("sharedsub_close"))
             self.join(15)
+
+
+def read_symbols(data: proton.Data | None) -> list[str]:
+    """The symbols of a capabilities field (an array, a single symbol, or nothing)."""
+    if data is None:
+        return []
+    data.rewind()
+    if data.next() is None:
+        return []
+    obj = data.get_object()
+    if obj is None:
+        return []
+    if isinstance(obj, proton.Array):
+        return [str(e) for e in obj.elements]
+    if isinstance(obj, (list, tuple)):
+        return [str(e) for e in obj]
+    return [str(obj)]
 
 
 class _Configure(proton.reactor.LinkOption):
