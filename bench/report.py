@@ -135,7 +135,7 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
         if ln.get("missing_deliveries") or ln.get("missing_accepts"):
             out.append(f"{where}: undelivered messages count as slower than all others; a percentile "
                        "among them is shown as failed")
-        if ln.get("machine_quiet_before") is False:
+        if ln.get("machine_quiet_before") is False and ln.get("bench") != "amplification":
             out.append(f"{where}: other processes kept {ln.get('other_busy_cores_before')} cores busy just before")
         if ln.get("bench") == "amplification" and ln.get("all_delivered") is False:
             out.append(f"{where}: not every subscriber received every message")
@@ -156,6 +156,14 @@ def _range(values: list[float], fmt: str) -> str:
     return f"{min(values):{fmt}}–{max(values):{fmt}}"
 
 
+def describe_commit(repo: str) -> str:
+    """Return HEAD's short hash, noting uncommitted changes to tracked files."""
+    commit = _git("-C", repo, "rev-parse", "--short", "HEAD") or "unknown"
+    if _git("-C", repo, "status", "--porcelain", "--untracked-files=no"):
+        commit += " (tracked files had uncommitted changes)"
+    return commit
+
+
 def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """Return the RESULTS.md section for one run: date, machine, command, table, notes."""
     m = meta["machine"]
@@ -163,13 +171,11 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     loads = [ln["loadavg_1m_before"] for ln in measured if "loadavg_1m_before" in ln]
     others = [ln["other_busy_cores_before"] for ln in measured if "other_busy_cores_before" in ln]
     versions = {ln["broker"]: ln.get("version", "") for ln in lines if ln.get("bench") == "broker_start"}
-    commit = _git("rev-parse", "--short", "HEAD")
-    dirty = " (work tree had uncommitted changes)" if _git("status", "--porcelain") else ""
     parts = [
         f"## {meta['started_utc']}",
         "",
         f"- command: `{meta['command']}` (in `{meta['cwd']}`), {meta['wall_s']:.0f} s wall",
-        f"- commit: {commit or 'unknown'}{dirty}",
+        f"- commit: {meta['commit']}",
         f"- machine: {m['nproc']} cores ({m['cpu_model']}), {m['mem_total_gib']} GiB RAM, "
         f"Linux {m['kernel']}, Python {m['python']}",
         f"- brokers: sharedsub {versions.get(SHAREDSUB) or '(not started)'}; "

@@ -345,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         "started_utc": started.strftime("%Y-%m-%d %H:%M UTC"),
         "command": shlex.join(sys.orig_argv),
         "cwd": os.getcwd(),
+        "commit": report.describe_commit(os.path.dirname(HERE)),
         "machine": procstat.machine_info(),
         "settings": ", ".join(f"{k}={v}" for k, v in asdict(s).items()),
         "out_path": os.path.relpath(rec.path, os.path.dirname(HERE)),
