@@ -68,4 +68,4 @@ def matches(pattern: str, key: str) -> bool:
     """Return True when routing ``key`` matches binding ``pattern``."""
     if pattern == "#":
         return True
-    return _compiled(pattern).match("." + normalise_key(key)) is not None
+    return _compiled(pattern).fullmatch("." + normalise_key(key)) is not None

@@ -48,6 +48,8 @@ CASES = [
     ("a+b", "a+b", True),  # regex metacharacters are literal
     ("a+b", "aab", False),
     ("x.(y)", "x.(y)", True),
+    ("a", "a\n", False),  # '$' must not match before a trailing newline
+    ("a.*", "a.b\n", False),
 ]
 
 
@@ -60,7 +62,7 @@ def test_matches(pattern: str, key: str, expected: bool) -> None:
 def test_regex_back_end_agrees(pattern: str, key: str, expected: bool) -> None:
     # The regex is what the Spark job evaluates with rlike over '.' + normalised key.
     key_norm = key.rstrip(".") if key.strip(".") else ""
-    assert (re.search(to_regex(pattern), "." + key_norm) is not None) is expected
+    assert (re.fullmatch(to_regex(pattern), "." + key_norm) is not None) is expected
 
 
 def test_normalise_pattern() -> None:
