@@ -80,6 +80,10 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
 
     settings = _settings(args)
     _log(args.log_level)
+    # The reactor thread is CPU-bound Python; the committer and tailer threads call into Rust and
+    # need the GIL briefly and often. A short switch interval keeps them from queuing behind the
+    # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
+    sys.setswitchinterval(0.0005)
     if "://" not in settings.data_dir:
         os.makedirs(settings.data_dir, exist_ok=True)
     server = FrontEndServer(settings)
