@@ -7,7 +7,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PURE = ["sharedsub/binding.py", "sharedsub/addressing.py", "sharedsub/model.py", "sharedsub/conditions.py",
-        "sharedsub/errors.py", "sharedsub/config.py", "sharedsub/storage/layout.py", "sharedsub/routing.py"]
+        "sharedsub/errors.py", "sharedsub/config.py", "sharedsub/storage/layout.py", "sharedsub/routing.py",
+        "sharedsub/linknames.py", "sharedsub/terminus.py", "sharedsub/attach.py"]
 IO_LIBS = {"deltalake", "pyspark", "proton", "pyarrow", "socket", "subprocess"}
 
 
