@@ -59,7 +59,18 @@ class CreateTopic:
     token: Any
 
 
-Request = Publish | SaveSubscription | CreateTopic
+@dataclasses.dataclass(slots=True)
+class Ack:
+    """Record settled-for-good rows of a subscription generation in its acknowledgement log."""
+
+    table: str  # ack table, relative to the data dir
+    seqs: list[int]
+    outcome: str
+    consumer: str
+    token: Any = None
+
+
+Request = Publish | SaveSubscription | CreateTopic | Ack
 
 
 @dataclasses.dataclass(slots=True)
@@ -152,8 +163,11 @@ class Committer:
         results: list[Result] = []
         publishes: dict[str, list[Publish]] = {}
         saves: list[SaveSubscription] = []
+        acks: dict[str, list[Ack]] = {}
         for req in group:
-            if isinstance(req, CreateTopic):
+            if isinstance(req, Ack):
+                acks.setdefault(req.table, []).append(req)
+            elif isinstance(req, CreateTopic):
                 results.append(self._create_topic(req))
             elif isinstance(req, SaveSubscription):
                 saves.append(req)
@@ -163,7 +177,29 @@ class Committer:
             results.extend(self._save_subscriptions(saves))
         for topic, items in publishes.items():
             results.extend(self._append_topic(topic, items))
+        for table, items in acks.items():
+            results.extend(self._append_acks(table, items))
         return results
+
+    def _append_acks(self, table: str, items: list[Ack]) -> list[Result]:
+        now = dt.datetime.now(dt.UTC)
+        rows: dict[str, list[Any]] = {"seq": [], "outcome": [], "acked_at": [], "consumer": []}
+        for item in items:
+            for seq in item.seqs:
+                rows["seq"].append(seq)
+                rows["outcome"].append(item.outcome)
+                rows["acked_at"].append(now)
+                rows["consumer"].append(item.consumer)
+        try:
+            appender = self._appenders.get(table)
+            if appender is None:
+                appender = self._appenders[table] = delta.TableAppender(layout.join(self.root, table), schemas.ACK)
+            appender.append(pa.Table.from_pydict(rows, schema=schemas.ACK))
+        except Exception as exc:
+            log.exception("ack commit to %s failed", table)
+            self._appenders.pop(table, None)
+            return [Result(item, error=exc) for item in items]
+        return [Result(item) for item in items]
 
     def _create_topic(self, req: CreateTopic) -> Result:
         try:

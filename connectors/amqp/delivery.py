@@ -3,13 +3,16 @@
 Two halves:
 
 * :class:`Tailer` (its own thread, does the I/O): for every subscription with consumers on this
-  front end it probes the generation table's Delta log for new commits, reads the new rows
-  (references ``(topic, seq)``), resolves each payload from the :class:`PayloadCache` or the topic
-  table, and posts ``(key, rows)`` to the reactor. It keeps at most ``max_in_flight`` rows per
-  subscription posted but not yet dispatched, so a slow consumer bounds memory.
+  front end it first loads the generation table's current snapshot minus the acknowledged rows
+  (its backlog), then probes the Delta log for new commits, reads the new rows (references
+  ``(topic, seq)``), resolves each payload from the :class:`PayloadCache` or the topic table, and
+  posts ``(key, rows)`` to the reactor. At most ``max_in_flight`` rows per subscription are posted
+  but not yet sent, so a slow consumer bounds memory.
 * :class:`Dispatcher` (reactor thread, no I/O): per subscription a queue of pending rows and the
   consumer links; rows go round-robin to the links that have credit; a link with no credit gets
-  nothing and holds nothing back. Released / modified deliveries go back to the front of the queue.
+  nothing and holds nothing back; a row is outstanding on at most one link. Accepted and rejected
+  rows are acknowledged (reported to ``on_ack``); released and modified rows, and the unsettled
+  rows of a link that goes away, return to the front of the queue.
 """
 
 from __future__ import annotations
@@ -18,7 +21,6 @@ import collections
 import dataclasses
 import logging
 import threading
-
 from collections.abc import Callable
 
 import proton
@@ -43,7 +45,9 @@ class _Feed:
     key: str
     table: str
     topic: str
-    next_version: int = 0
+    acked: set[int]
+    ack_table: str | None
+    next_version: int = -1  # -1: the backlog snapshot is not loaded yet
     in_flight: int = 0  # posted to the reactor, not yet sent (updated by both threads; approximate)
 
 
@@ -57,7 +61,7 @@ class Tailer:
         post: Callable[[str, list[Row]], None],
         *,
         poll_interval: float = 0.005,
-        max_in_flight: int = 5000,
+        max_in_flight: int = 2000,
     ) -> None:
         self.root = root
         self._cache = cache
@@ -81,11 +85,16 @@ class Tailer:
         self._wake.set()
         self._thread.join(10)
 
-    def watch(self, key: str, table_rel: str, topic: str, *, from_version: int = 0) -> None:
-        """Start tailing a subscription generation table (idempotent)."""
+    def watch(self, key: str, table_rel: str, topic: str, *, acked: set[int], ack_table_rel: str | None) -> None:
+        """Start delivering a subscription generation's backlog and new rows (idempotent).
+
+        ``acked`` is the live set of acknowledged seqs (the reactor adds to it); rows in it are
+        never posted. ``ack_table_rel``, when given, is read once to complete that set.
+        """
         with self._lock:
             if key not in self._feeds:
-                self._feeds[key] = _Feed(key, layout.join(self.root, table_rel), topic, from_version)
+                ack_table = layout.join(self.root, ack_table_rel) if ack_table_rel else None
+                self._feeds[key] = _Feed(key, layout.join(self.root, table_rel), topic, acked, ack_table)
         self._wake.set()
 
     def unwatch(self, key: str) -> None:
@@ -120,18 +129,39 @@ class Tailer:
     def _poll_feed(self, feed: _Feed) -> bool:
         if feed.in_flight >= self._max_in_flight:
             return False
+        if feed.next_version < 0:
+            return self._load_backlog(feed)
         commit = delta.read_commit(feed.table, feed.next_version)
         if commit is None:
             return False
         data = delta.read_files(commit.added, ["seq"])
-        seqs = sorted(data.column("seq").to_pylist()) if data is not None else []
-        rows = self._resolve(feed.topic, seqs)
         feed.next_version = commit.version + 1
-        if rows:
-            feed.in_flight += len(rows)
-            if feed.key in self._feeds:
-                self._post(feed.key, rows)
+        self._emit(feed, data.column("seq").to_pylist() if data is not None else [])
         return True
+
+    def _load_backlog(self, feed: _Feed) -> bool:
+        if feed.ack_table is not None and delta.table_exists(feed.ack_table):
+            acks = delta.read_table(feed.ack_table, ["seq"])
+            if acks is not None:
+                feed.acked.update(acks.column("seq").to_pylist())
+        version = delta.latest_version(feed.table)
+        if version < 0:
+            feed.next_version = 0
+            return False
+        data = delta.read_files(delta.snapshot_files(feed.table, version), ["seq"])
+        feed.next_version = version + 1
+        self._emit(feed, data.column("seq").to_pylist() if data is not None else [])
+        return True
+
+    def _emit(self, feed: _Feed, seqs: list[int]) -> None:
+        wanted = sorted(s for s in seqs if s not in feed.acked)
+        # Large backlogs go out in slices so one subscription cannot fill memory.
+        for start in range(0, len(wanted), self._max_in_flight):
+            part = wanted[start : start + self._max_in_flight]
+            rows = self._resolve(feed.topic, part)
+            if rows and feed.key in self._feeds:
+                feed.in_flight += len(rows)
+                self._post(feed.key, rows)
 
     def _resolve(self, topic: str, seqs: list[int]) -> list[Row]:
         found: dict[int, bytes] = {}
@@ -153,33 +183,51 @@ class Tailer:
         return [Row(topic, s, found[s]) for s in seqs if s in found]
 
 
+AckCallback = Callable[[str, int, str, str], None]
+"""``on_ack(key, seq, outcome, consumer_container)``: a row was settled for good."""
+
+
 @dataclasses.dataclass(slots=True)
 class _Subscription:
     consumers: list[proton.Sender] = dataclasses.field(default_factory=list)
     pending: collections.deque[Row] = dataclasses.field(default_factory=collections.deque)
+    outstanding: dict[int, tuple[proton.Sender, Row]] = dataclasses.field(default_factory=dict)
+    acked: set[int] = dataclasses.field(default_factory=set)
     cursor: int = 0
 
 
 class Dispatcher:
     """Round-robin dispatch of pending rows over consumer links with credit (reactor thread)."""
 
-    def __init__(self, on_sent: Callable[[str, int], None]) -> None:
+    def __init__(self, on_sent: Callable[[str, int], None], on_ack: AckCallback) -> None:
         self._subs: dict[str, _Subscription] = {}
         self._on_sent = on_sent
+        self._on_ack = on_ack
         self._tag = 0
         self.delivered = 0
 
+    def open(self, key: str, acked: set[int]) -> None:
+        """Make ``key`` dispatchable; ``acked`` is the live set of acknowledged seqs."""
+        if key not in self._subs:
+            self._subs[key] = _Subscription(acked=acked)
+
     def add_consumer(self, key: str, link: proton.Sender) -> None:
-        """Attach a consumer link to subscription ``key``."""
-        self._subs.setdefault(key, _Subscription()).consumers.append(link)
+        """Attach a consumer link to subscription ``key`` (opened before)."""
+        self._subs[key].consumers.append(link)
         self.dispatch(key)
 
     def remove_consumer(self, key: str, link: proton.Sender) -> int:
-        """Detach a consumer link; return how many consumers remain."""
+        """Detach a consumer link, returning its unsettled rows to the queue; return consumers left."""
         sub = self._subs.get(key)
         if sub is None:
             return 0
         sub.consumers = [c for c in sub.consumers if c != link]
+        back = sorted((row for lk, row in sub.outstanding.values() if lk == link), key=lambda r: r.seq)
+        for row in back:
+            del sub.outstanding[row.seq]
+        sub.pending.extendleft(reversed(back))
+        if back:
+            self.dispatch(key)
         return len(sub.consumers)
 
     def consumers(self, key: str) -> int:
@@ -188,7 +236,7 @@ class Dispatcher:
         return len(sub.consumers) if sub else 0
 
     def drop(self, key: str) -> None:
-        """Forget a subscription and its pending rows."""
+        """Forget a subscription and its pending rows (they stay in the table unless acknowledged)."""
         self._subs.pop(key, None)
 
     def offer(self, key: str, rows: list[Row]) -> None:
@@ -196,15 +244,7 @@ class Dispatcher:
         sub = self._subs.get(key)
         if sub is None:
             return
-        sub.pending.extend(rows)
-        self.dispatch(key)
-
-    def requeue(self, key: str, row: Row) -> None:
-        """Put a released / modified row back at the front."""
-        sub = self._subs.get(key)
-        if sub is None:
-            return
-        sub.pending.appendleft(row)
+        sub.pending.extend(r for r in rows if r.seq not in sub.acked and r.seq not in sub.outstanding)
         self.dispatch(key)
 
     def dispatch(self, key: str) -> None:
@@ -223,19 +263,45 @@ class Dispatcher:
                 continue
             idle = 0
             row = sub.pending.popleft()
-            self._send(link, key, row)
+            if row.seq in sub.acked:
+                continue
+            self._send(link, key, sub, row)
             sent += 1
         if sent:
             self.delivered += sent
             self._on_sent(key, sent)
 
-    def _send(self, link: proton.Sender, key: str, row: Row) -> None:
+    def _send(self, link: proton.Sender, key: str, sub: _Subscription, row: Row) -> None:
         self._tag += 1
         dlv = link.delivery(str(self._tag))
         dlv.ss_row = (key, row)
         link.send(row.message)
         link.advance()
         if link.snd_settle_mode == proton.Link.SND_SETTLED:
+            # At-most-once consumer: settled on sending, acknowledged at once.
             dlv.settle()
+            self._ack(key, sub, row, "accepted", link)
+        else:
+            sub.outstanding[row.seq] = (link, row)
 
+    def _ack(self, key: str, sub: _Subscription, row: Row, outcome: str, link: proton.Sender) -> None:
+        sub.acked.add(row.seq)
+        self._on_ack(key, row.seq, outcome, link.connection.remote_container or "")
 
+    def settled(self, dlv: proton.Delivery) -> None:
+        """A consumer's disposition: acknowledge, or put the row back."""
+        key, row = getattr(dlv, "ss_row", (None, None))
+        dlv.settle()
+        if key is None:
+            return
+        sub = self._subs.get(key)
+        if sub is None or sub.outstanding.pop(row.seq, None) is None:
+            return
+        state = dlv.remote_state
+        if state in (proton.Delivery.RELEASED, proton.Delivery.MODIFIED):
+            sub.pending.appendleft(row)
+            self.dispatch(key)
+        elif state == proton.Delivery.REJECTED:
+            self._ack(key, sub, row, "rejected", dlv.link)
+        else:  # accepted, or settled with no outcome
+            self._ack(key, sub, row, "accepted", dlv.link)

@@ -10,6 +10,17 @@ import uuid
 from typing import Any
 
 import proton
+from proton import Described, Terminus, symbol, ulong
+
+from sharedsub.attach import ReplySource
+from sharedsub.conditions import (
+    NO_LOCAL_FILTER_CODE,
+    NO_LOCAL_FILTER_SYMBOLS,
+    SELECTOR_FILTER_CODE,
+    SELECTOR_FILTER_SYMBOLS,
+)
+from sharedsub.model import ExpiryPolicy
+from sharedsub.terminus import AttachRequest, SourceSpec
 
 # AMQP type name of each proton Python type (proton decodes every AMQP type to its own class).
 _NUMBER_TYPES: list[tuple[type, str, bool]] = [
@@ -99,3 +110,109 @@ def message_columns(msg: proton.Message) -> dict[str, Any]:
         "reply_to_group_id": msg.reply_to_group_id,
         "application_properties": [(str(k), property_value(v)) for k, v in props.items()],
     }
+
+
+# --------------------------------------------------------------------------- termini
+
+_EXPIRY_IN = {
+    Terminus.EXPIRE_WITH_LINK: ExpiryPolicy.LINK_DETACH,
+    Terminus.EXPIRE_WITH_SESSION: ExpiryPolicy.SESSION_END,
+    Terminus.EXPIRE_WITH_CONNECTION: ExpiryPolicy.CONNECTION_CLOSE,
+    Terminus.EXPIRE_NEVER: ExpiryPolicy.NEVER,
+}
+_EXPIRY_OUT = {v: k for k, v in _EXPIRY_IN.items()}
+
+
+def read_symbols(data: Any) -> tuple[str, ...]:
+    """Symbols of a capabilities field (array, single symbol, or nothing)."""
+    if data is None:
+        return ()
+    data.rewind()
+    if data.next() is None:
+        return ()
+    obj = data.get_object()
+    if obj is None:
+        return ()
+    if isinstance(obj, proton.Array):
+        return tuple(str(e) for e in obj.elements)
+    if isinstance(obj, (list, tuple)):
+        return tuple(str(e) for e in obj)
+    return (str(obj),)
+
+
+def write_symbols(data: Any, values: tuple[str, ...] | list[str]) -> None:
+    """Replace a capabilities field with a symbol array."""
+    data.clear()
+    data.put_array(False, proton.Data.SYMBOL)
+    data.enter()
+    for v in values:
+        data.put_symbol(v)
+    data.exit()
+
+
+def _filters(source: Terminus) -> tuple[str | None, bool, bool]:
+    """(selector, no_local, unknown filters present), filters matched by descriptor (DESIGN §3)."""
+    selector: str | None = None
+    no_local = False
+    unknown = False
+    data = source.filter
+    entries = None
+    if data is not None:
+        data.rewind()
+        if data.next() is not None:
+            entries = data.get_object()
+    for value in (entries or {}).values() if isinstance(entries, dict) else ():
+        descriptor = getattr(value, "descriptor", None)
+        if descriptor == SELECTOR_FILTER_CODE or descriptor in SELECTOR_FILTER_SYMBOLS:
+            if selector is None and isinstance(value.value, str):
+                selector = value.value if value.value.strip() else None
+        elif descriptor == NO_LOCAL_FILTER_CODE or descriptor in NO_LOCAL_FILTER_SYMBOLS:
+            no_local = True
+        else:
+            unknown = True
+    return selector, no_local, unknown
+
+
+def source_spec(source: Terminus) -> SourceSpec | None:
+    """The remote source of a receiver attach; None for a null source (a lookup)."""
+    if source.type == Terminus.UNSPECIFIED or (source.address is None and not source.dynamic):
+        return None
+    selector, no_local, unknown = _filters(source)
+    mode = source.distribution_mode
+    return SourceSpec(
+        address=source.address,
+        capabilities=read_symbols(source.capabilities),
+        durable=int(source.durability),
+        expiry_policy=_EXPIRY_IN.get(source.expiry_policy, ExpiryPolicy.SESSION_END),
+        selector=selector,
+        no_local=no_local,
+        dynamic=bool(source.dynamic),
+        distribution_mode={Terminus.DIST_MODE_COPY: "copy", Terminus.DIST_MODE_MOVE: "move"}.get(mode),
+        has_unknown_filters=unknown,
+    )
+
+
+def attach_request(link: proton.Link) -> AttachRequest:
+    """Protocol-neutral view of a consumer's attach."""
+    return AttachRequest(link.name, link.connection.remote_container or "", source_spec(link.remote_source))
+
+
+def apply_reply(link: proton.Link, reply: ReplySource) -> None:
+    """Write the reply source of a successful subscription attach (wire-spec §2.7)."""
+    src = link.source
+    src.type = Terminus.SOURCE
+    src.address = reply.address
+    src.durability = reply.durable
+    src.expiry_policy = _EXPIRY_OUT[reply.expiry_policy]
+    if reply.distribution_mode == "copy":
+        src.distribution_mode = Terminus.DIST_MODE_COPY
+    write_symbols(src.capabilities, list(reply.capabilities))
+    filters: dict[Any, Any] = {}
+    if reply.selector is not None:
+        filters[symbol("jms-selector")] = Described(ulong(SELECTOR_FILTER_CODE), reply.selector)
+    if reply.no_local:
+        filters[symbol("no-local")] = Described(ulong(NO_LOCAL_FILTER_CODE), [])
+    src.filter.clear()
+    if filters:
+        src.filter.put_object(filters)
+    link.target.copy(link.remote_target)

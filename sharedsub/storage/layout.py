@@ -5,6 +5,7 @@ Layout (all Delta tables unless noted)::
     <data>/topics/<topic>                    one table per topic: the published messages
     <data>/catalog/subscriptions             the subscription catalog (append-only revisions)
     <data>/subscriptions/<key>/g<gen>        one table per subscription generation (references)
+    <data>/subscriptions/<key>/acks-g<gen>   acknowledgement log of that generation
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
 
 Pure: no I/O besides string handling.
@@ -68,3 +69,8 @@ def subscription_key(namespace: str, name: str, *, shared: bool, durable: bool) 
 def generation_table_rel(key: str, generation: int) -> str:
     """Relative location (under the data dir) of one generation of a subscription."""
     return f"{SUBSCRIPTIONS_DIR}/{key}/g{generation}"
+
+
+def ack_table_rel(key: str, generation: int) -> str:
+    """Relative location of the acknowledgement log of one subscription generation."""
+    return f"{SUBSCRIPTIONS_DIR}/{key}/acks-g{generation}"

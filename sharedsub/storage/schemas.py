@@ -129,5 +129,15 @@ CATALOG = pa.schema(
     ]
 )
 
+ACK = pa.schema(
+    [
+        ("seq", pa.int64()),  # topic seq of the acknowledged row
+        ("outcome", pa.string()),  # accepted | rejected
+        ("acked_at", TIMESTAMP),
+        ("consumer", pa.string()),  # container-id of the consumer that settled it
+    ]
+)
+"""Acknowledgement log of a subscription generation: one row per message settled for good."""
+
 SPARK_APP_ID = "sharedsub-fanout"
 """Delta app-transaction id of the fan-out; its version is the highest topic seq in the table."""

@@ -1,0 +1,315 @@
+"""Consumer links: attach and detach decisions applied, subscriptions kept, rows delivered.
+
+Reactor thread only. Each attach becomes an :class:`~sharedsub.terminus.AttachRequest`, the pure
+:func:`~sharedsub.attach.decide_attach` decides, and this module applies the decision: catalog
+writes go through the committer (so a new subscription's ``start_seq`` is exact), the reply
+source is written, and the link joins the subscription's dispatcher. Detach, session end and
+connection close go through :func:`~sharedsub.attach.decide_detach` the same way.
+
+The current catalog is held in memory (the front end is its only writer), so attach decisions
+take no I/O; while a catalog write for a subscription is in flight, further attaches naming it
+wait for it instead of deciding on stale state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import proton
+from proton import Condition, Endpoint
+
+from sharedsub import attach
+from sharedsub.attach import (
+    Create,
+    DeleteSubscription,
+    Join,
+    KeepSubscription,
+    Lookup,
+    NewGeneration,
+    Refuse,
+    RefuseDelete,
+)
+from sharedsub.committer import Ack, Committer, Result, SaveSubscription
+from sharedsub.config import Settings
+from sharedsub.errors import SharedSubError
+from sharedsub.model import SubscriptionRecord, SubscriptionState
+from sharedsub.storage import layout
+from sharedsub.storage.catalog import load_catalog
+
+from connectors.amqp import translate
+from connectors.amqp.delivery import Dispatcher, Tailer
+
+log = logging.getLogger(__name__)
+
+TopicGate = Callable[[str, Callable[[BaseException | None], None]], None]
+"""``gate(topic, then)``: run ``then(None)`` once the topic exists, else ``then(error)``."""
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumerLink:
+    """What the front end keeps on a consumer link (``link.ss``)."""
+
+    key: str
+    table: str
+
+
+def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
+    """Refuse an attach: null source in the reply, then detach closed=true with the condition."""
+    log.info("refusing link %r: %s %s", link.name, condition, description)
+    if link.state & Endpoint.LOCAL_UNINIT:
+        link.open()
+    link.condition = Condition(condition, description, info)
+    link.close()
+
+
+def _no_selector_support(text: str) -> None:
+    """Validator used until the selector compiler is present: accept nothing silently."""
+    from sharedsub.errors import NotSupported
+
+    raise NotSupported(f"JMS selectors are not supported by this build (selector {text!r})")
+
+
+def _selector_validator() -> Callable[[str], None]:
+    try:
+        from sharedsub.selector import check
+    except ImportError:  # pragma: no cover - the selector package ships with sharedsub
+        return _no_selector_support
+    return check
+
+
+class Subscriptions:
+    """The consumer side of the front end (see module docstring)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        committer: Committer,
+        tailer: Tailer,
+        topic_gate: TopicGate,
+    ) -> None:
+        self.settings = settings
+        self.root = settings.data_dir
+        self._committer = committer
+        self._tailer = tailer
+        self._topic_gate = topic_gate
+        self.dispatcher = Dispatcher(tailer.sent, self._on_ack)
+        self.records: dict[str, SubscriptionRecord] = {}
+        # Highest generation ever used per key, deleted ones included: a re-created subscription
+        # gets a new table, so nothing of a deleted one's backlog comes back (ARTEMIS-177).
+        self._generations: dict[str, int] = {}
+        self._acked: dict[str, set[int]] = {}  # per generation table
+        self._busy: dict[str, list[Callable[[], None]]] = {}
+        # Subscriptions without consumers whose lifetime ends with a session or connection.
+        self._scoped: dict[str, tuple[str, Any]] = {}
+        self._validate_selector = _selector_validator()
+
+    def load(self) -> None:
+        """Read the catalog (start-up). Non-durable subscriptions do not survive a restart."""
+        stale = []
+        for rec in load_catalog(self.root).values():
+            self._generations[rec.key] = max(self._generations.get(rec.key, 0), rec.generation)
+            if not rec.active:
+                continue
+            if rec.identity.durable:
+                self.records[rec.key] = rec
+            else:
+                stale.append(rec)
+        for rec in stale:  # left behind by a crash: their consumers are gone
+            self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), lambda _r: None)
+
+    # ------------------------------------------------------------------ attach
+
+    def _existing(self, identity: Any) -> attach.Existing | None:
+        rec = self.records.get(identity.key)
+        if rec is None or not rec.active:
+            return None
+        return attach.Existing(rec, self.dispatcher.consumers(rec.key))
+
+    def open_consumer(self, link: proton.Sender) -> None:
+        """Decide and apply a consumer attach."""
+        request = translate.attach_request(link)
+        new_name = f"{link.name}#{uuid.uuid4().hex}"
+        keys = (
+            [k.key for k in attach.lookup_identities(request)]
+            if request.source is None
+            else [attach.identity_for(request, new_name=new_name).key]
+        )
+        for key in keys:
+            if key in self._busy:  # a catalog write for it is in flight: decide after it
+                self._busy[key].append(lambda: self._reopen(link))
+                return
+        decision = attach.decide_attach(
+            request,
+            self._existing,
+            shared_consumer_limit=None,
+            new_name=new_name,
+            validate_selector=self._validate_selector,
+        )
+        match decision:
+            case Refuse(condition=cond, description=desc, field=field):
+                refuse(link, str(cond), desc, {proton.symbol("field"): proton.symbol(field)} if field else None)
+            case Join(record=rec, reply=reply) | Lookup(record=rec, reply=reply):
+                self._attach(link, rec, reply)
+            case Create():
+                now = dt.datetime.now(dt.UTC)
+                rec = SubscriptionRecord(
+                    identity=decision.identity,
+                    generation=self._generations.get(decision.identity.key, 0) + 1,
+                    state=SubscriptionState.ACTIVE,
+                    topic=decision.topic,
+                    binding=decision.binding,
+                    selector=decision.selector,
+                    no_local=decision.no_local,
+                    expiry_policy=decision.expiry_policy,
+                    start_seq=0,
+                    source=decision.stored_source,
+                    created_at=now,
+                    updated_at=now,
+                )
+                self._create(link, rec, decision.reply)
+            case NewGeneration():
+                old = decision.record
+                rec = dataclasses.replace(
+                    old,
+                    generation=max(old.generation, self._generations.get(old.key, 0)) + 1,
+                    topic=decision.topic,
+                    binding=decision.binding,
+                    selector=decision.selector,
+                    no_local=decision.no_local,
+                    expiry_policy=decision.expiry_policy,
+                    source=decision.stored_source,
+                )
+                log.info("subscription %s: new generation %d (%s)", old.key, rec.generation, decision.topic)
+                self._create(link, rec, decision.reply)
+
+    def _reopen(self, link: proton.Sender) -> None:
+        if link.state & Endpoint.LOCAL_UNINIT and not link.state & Endpoint.REMOTE_CLOSED:
+            self.open_consumer(link)
+
+    def _create(self, link: proton.Sender, rec: SubscriptionRecord, reply: attach.ReplySource) -> None:
+        key = rec.key
+        self._busy[key] = []
+        self._generations[key] = max(self._generations.get(key, 0), rec.generation)
+
+        def release() -> None:
+            for cont in self._busy.pop(key, []):
+                cont()
+
+        def saved(result: Result) -> None:
+            if result.error is not None:
+                refuse(link, "amqp:internal-error", f"could not store subscription {rec.identity.name!r}: {result.error}")
+                release()
+                return
+            stored: SubscriptionRecord = result.value
+            self.records[key] = stored
+            if link.state & Endpoint.REMOTE_CLOSED and not stored.identity.durable:
+                self._delete(stored)
+            elif not link.state & Endpoint.REMOTE_CLOSED:
+                self._attach(link, stored, reply)
+            release()
+
+        def topic_ready(error: BaseException | None) -> None:
+            if error is not None:
+                err = error if isinstance(error, SharedSubError) else SharedSubError(str(error))
+                refuse(link, str(err.condition), err.description)
+                release()
+                return
+            self._committer.submit(SaveSubscription(rec, assign_start=True, token=saved))
+
+        self._topic_gate(rec.topic, topic_ready)
+
+    def _attach(self, link: proton.Sender, rec: SubscriptionRecord, reply: attach.ReplySource) -> None:
+        translate.apply_reply(link, reply)
+        link.open()
+        link.ss = ConsumerLink(rec.key, rec.table)
+        self._scoped.pop(rec.key, None)
+        acked = self._acked.setdefault(rec.table, set())
+        self.dispatcher.open(rec.key, acked)
+        self._tailer.watch(
+            rec.key,
+            rec.table,
+            rec.topic,
+            acked=acked,
+            ack_table_rel=layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
+        )
+        self.dispatcher.add_consumer(rec.key, link)
+        log.info(
+            "link %r consumes %s gen %d (%s, start seq %d)",
+            link.name, rec.key, rec.generation, rec.topic, rec.start_seq,
+        )
+
+    # ------------------------------------------------------------------ acknowledgements
+
+    def _on_ack(self, key: str, seq: int, outcome: str, consumer: str) -> None:
+        rec = self.records.get(key)
+        if rec is None or not rec.identity.durable:
+            return  # non-durable subscriptions do not outlive the process; nothing to persist
+        self._committer.submit(Ack(layout.ack_table_rel(rec.key, rec.generation), [seq], outcome, consumer))
+
+    # ------------------------------------------------------------------ detach
+
+    def consumer_gone(
+        self,
+        link: proton.Link,
+        *,
+        closed: bool,
+        session_ending: bool = False,
+        connection_closing: bool = False,
+    ) -> tuple[bool, Condition | None]:
+        """A consumer link went away; return (reply closed?, reply condition)."""
+        state = getattr(link, "ss", None)
+        if not isinstance(state, ConsumerLink):
+            return closed, None
+        link.ss = None
+        remaining = self.dispatcher.remove_consumer(state.key, link)
+        rec = self.records.get(state.key)
+        if rec is None or rec.table != state.table:
+            return closed, None
+        decision = attach.decide_detach(
+            closed, rec, remaining, session_ending=session_ending, connection_closing=connection_closing
+        )
+        if remaining == 0:
+            self._idle(rec)
+        match decision:
+            case DeleteSubscription(reply_closed=reply_closed):
+                self._delete(rec)
+                return reply_closed, None
+            case RefuseDelete(condition=cond, description=desc, reply_closed=reply_closed):
+                return reply_closed, Condition(str(cond), desc)
+            case KeepSubscription(reply_closed=reply_closed, ends_with=ends_with):
+                if ends_with == "session":
+                    self._scoped[rec.key] = ("session", link.session)
+                elif ends_with == "connection":
+                    self._scoped[rec.key] = ("connection", link.connection)
+                return reply_closed, None
+        return closed, None
+
+    def scope_ended(self, kind: str, obj: Any) -> None:
+        """A session or connection ended: delete subscriptions whose lifetime it was."""
+        for key, (k, o) in list(self._scoped.items()):
+            if k == kind and o == obj and self.dispatcher.consumers(key) == 0:
+                rec = self.records.get(key)
+                self._scoped.pop(key, None)
+                if rec is not None:
+                    self._delete(rec)
+
+    def _idle(self, rec: SubscriptionRecord) -> None:
+        """No consumer left here: stop reading its table (acknowledgements stay known)."""
+        self._tailer.unwatch(rec.key)
+        self.dispatcher.drop(rec.key)
+
+    def _delete(self, rec: SubscriptionRecord) -> None:
+        self._idle(rec)
+        self.records.pop(rec.key, None)
+        self._scoped.pop(rec.key, None)
+        self._acked.pop(rec.table, None)
+        self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), lambda _r: None)
+        log.info("subscription %s deleted", rec.key)
+
+    def _save(self, rec: SubscriptionRecord, then: Callable[[Result], None]) -> None:
+        self._committer.submit(SaveSubscription(rec, assign_start=False, token=then))
