@@ -146,6 +146,12 @@ class Subscriber(threading.Thread):
         credit: int = 100,
         settle: str = "accept",  # accept | release | none
         configure: Callable[[proton.Link], None] | None = None,
+        capabilities: list[str] | None = None,
+        durable: int | None = None,
+        expiry: str | None = None,
+        selector: str | None = None,
+        no_local: bool = False,
+        connection: Any = None,
     ) -> None:
         super().__init__(daemon=True)
         self.url, self.address = url, address
@@ -153,8 +159,10 @@ class Subscriber(threading.Thread):
         self.container_id = container_id or f"c-{uuid.uuid4().hex[:8]}"
         self.credit = credit
         self.settle = settle
-        self.configure = configure
+        self.configure = _source_setup(capabilities, durable, expiry, selector, no_local, configure)
         self.received: list[Received] = []
+        self.remote_closed: tuple[str | None, str | None] | None = None  # (condition, description) of the broker's close
+        self.remote_detached = threading.Event()
         self.attached = threading.Event()
         self.closed = threading.Event()
         self.remote_source: dict[str, Any] = {}
@@ -207,12 +215,30 @@ class Subscriber(threading.Thread):
 
             def on_link_error(self, event: Any) -> None:
                 cond = event.link.remote_condition
-                handler.error = (cond.name, cond.description) if cond else ("closed", "")
+                handler.remote_closed = (cond.name, cond.description) if cond else (None, None)
+                if not handler.attached.is_set():
+                    handler.error = (cond.name, cond.description) if cond else ("closed", "")
                 handler.closed.set()
-                event.connection.close()
 
             def on_link_closed(self, event: Any) -> None:
+                if handler.remote_closed is None:
+                    handler.remote_closed = (None, None)
                 handler.closed.set()
+
+            def on_link_closing(self, event: Any) -> None:
+                if handler.remote_closed is None:
+                    handler.remote_closed = (None, None)
+                handler.closed.set()
+
+            def on_link_remote_detach(self, event: Any) -> None:
+                cond = event.link.remote_condition
+                handler.remote_closed = (cond.name, cond.description) if cond else (None, None)
+                handler.remote_detached.set()
+                handler.closed.set()
+
+            def on_sharedsub_detach(self, event: Any) -> None:
+                if handler._link is not None:
+                    handler._link.detach() if not event.subject else handler._link.close()
 
             def on_sharedsub_flow(self, event: Any) -> None:
                 if handler._link is not None:
@@ -259,6 +285,14 @@ class Subscriber(threading.Thread):
         wait_for(lambda: len(self.received) >= n, timeout, f"{n} messages (have {len(self.received)})")
         return self.received
 
+    def detach(self, *, closed: bool = False, timeout: float = 30.0) -> tuple[str | None, str | None]:
+        """Detach the link (closed=false, like closing a durable JMS consumer) or close it
+        (closed=true, unsubscribe); wait for the broker's answer and return its (condition, description)."""
+        self._injector.trigger(ApplicationEvent("sharedsub_detach", subject=closed))
+        wait_for(lambda: self.remote_closed is not None, timeout, "the broker's detach")
+        assert self.remote_closed is not None
+        return self.remote_closed
+
     def flow(self, credit: int) -> None:
         """Grant more credit (from any thread)."""
         self._injector.trigger(ApplicationEvent("sharedsub_flow", subject=credit))
@@ -285,6 +319,84 @@ def read_symbols(data: proton.Data | None) -> list[str]:
     if isinstance(obj, (list, tuple)):
         return [str(e) for e in obj]
     return [str(obj)]
+
+
+_EXPIRY = {
+    "link-detach": proton.Terminus.EXPIRE_WITH_LINK,
+    "session-end": proton.Terminus.EXPIRE_WITH_SESSION,
+    "connection-close": proton.Terminus.EXPIRE_WITH_CONNECTION,
+    "never": proton.Terminus.EXPIRE_NEVER,
+}
+
+
+def _source_setup(
+    capabilities: list[str] | None,
+    durable: int | None,
+    expiry: str | None,
+    selector: str | None,
+    no_local: bool,
+    extra: Callable[[proton.Link], None] | None,
+) -> Callable[[proton.Link], None]:
+    """Set the source terminus as the Qpid JMS client does (wire-spec §1.3, §1.5)."""
+
+    def apply(link: proton.Link) -> None:
+        src = link.source
+        if capabilities:
+            src.capabilities.put_array(False, proton.Data.SYMBOL)
+            src.capabilities.enter()
+            for c in capabilities:
+                src.capabilities.put_symbol(c)
+            src.capabilities.exit()
+        if durable is not None:
+            src.durability = durable
+        if expiry is not None:
+            src.expiry_policy = _EXPIRY[expiry]
+        filters: dict[Any, Any] = {}
+        if selector is not None:
+            filters[proton.symbol("jms-selector")] = proton.Described(proton.ulong(0x468C00000004), selector)
+        if no_local:
+            filters[proton.symbol("no-local")] = proton.Described(proton.ulong(0x468C00000003), "NoLocalFilter{}")
+        if filters:
+            src.filter.put_object(filters)
+        if extra is not None:
+            extra(link)
+
+    return apply
+
+
+def jms_shared_durable(name: str, *, is_global: bool = False, ordinal: int = 1) -> dict[str, Any]:
+    """Subscriber kwargs of a Qpid JMS shared durable consumer (wire-spec §1.3/§1.4)."""
+    if is_global:
+        link = f"{name}|global" if ordinal == 1 else f"{name}|global{ordinal}"
+    else:
+        link = name if ordinal == 1 else f"{name}|{ordinal}"
+    caps = ["topic", "shared", "global"] if is_global else ["topic", "shared"]
+    return {"name": link, "capabilities": caps, "durable": 2, "expiry": "never"}
+
+
+def jms_shared_volatile(name: str, *, is_global: bool = False, ordinal: int = 1) -> dict[str, Any]:
+    """Subscriber kwargs of a Qpid JMS shared non-durable consumer."""
+    link = f"{name}|global-volatile{ordinal}" if is_global else f"{name}|volatile{ordinal}"
+    caps = ["topic", "shared", "global"] if is_global else ["topic", "shared"]
+    return {"name": link, "capabilities": caps, "durable": 0, "expiry": "link-detach"}
+
+
+def jms_durable(name: str) -> dict[str, Any]:
+    """Subscriber kwargs of a Qpid JMS unshared durable subscriber (needs a ClientID)."""
+    return {"name": name, "capabilities": ["topic"], "durable": 2, "expiry": "never"}
+
+
+def unsubscribe(url: str, name: str, *, container_id: str, is_global: bool = False) -> tuple[str | None, str | None]:
+    """Session.unsubscribe as Qpid JMS does it (wire-spec §1.9): null-source attach, then close.
+
+    Returns the condition of the broker's refusal or final detach: (None, None) on success.
+    """
+    link = f"{name}|global" if is_global else name
+    with Subscriber(url, None, name=link, container_id=container_id) as sub:
+        wait_for(lambda: sub.attached.is_set() or sub.error is not None, 30, "lookup answer")
+        if sub.error is not None:
+            return sub.error
+        return sub.detach(closed=True)
 
 
 class _Configure(proton.reactor.LinkOption):
