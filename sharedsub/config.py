@@ -24,6 +24,7 @@ class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 5672
     auto_create_topics: bool = False
+    shared_consumer_limit: int = 0  # 0 = unlimited
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -112,6 +113,8 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
 
 def _check(settings: Settings) -> None:
     s = settings
+    if s.server.shared_consumer_limit < 0:
+        raise ConfigError("server.shared_consumer_limit", "must be 0 (unlimited) or positive")
     if not 0 <= s.server.port <= 65535:
         raise ConfigError("server.port", f"must be 0..65535, got {s.server.port}")
     for key, value in (

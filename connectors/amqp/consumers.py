@@ -146,7 +146,7 @@ class Subscriptions:
         decision = attach.decide_attach(
             request,
             self._existing,
-            shared_consumer_limit=None,
+            shared_consumer_limit=self.settings.server.shared_consumer_limit or None,
             new_name=new_name,
             validate_selector=self._validate_selector,
         )

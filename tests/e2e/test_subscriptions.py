@@ -294,3 +294,63 @@ def test_a2_35_out_of_order_acks_survive_restart(tmp_path) -> None:  # noqa: ANN
             assert not (set(_bodies(again)) & acked)
     finally:
         assert second.stop() == 0
+
+
+def test_shared_consumer_limit_is_resource_limit_exceeded(tmp_path) -> None:  # noqa: ANN001
+    from sharedsub.storage import delta
+
+    delta.create_topic(str(tmp_path), "t")
+    fe = ServeProcess(tmp_path, command="frontend", env={"SHAREDSUB_SERVER_SHARED_CONSUMER_LIMIT": "2"}).start()
+    try:
+        subs = [Subscriber(fe.url, "t", container_id="c", **jms_shared_durable("lim", ordinal=i)) for i in (1, 2, 3)]
+        with subs[0], subs[1]:
+            subs[0].wait_attached()
+            subs[1].wait_attached()
+            with subs[2]:
+                cond, desc = subs[2].wait_refused()
+                assert cond == "amqp:resource-limit-exceeded"
+                assert "lim" in desc
+    finally:
+        assert fe.stop() == 0
+
+
+def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> None:  # noqa: ANN001
+    """Scenarios 23, 24, 45; peers A2.16, A4.52."""
+    from sharedsub.storage import delta
+
+    delta.create_topic(str(tmp_path), "t")
+    first = ServeProcess(tmp_path).start()
+    try:
+        with Subscriber(first.url, "t/x.*", container_id="rc", **jms_durable("dur")) as d:
+            d.wait_attached()
+            d.detach()
+        with Subscriber(first.url, "t", container_id="rc", **jms_shared_durable("shd")) as s:
+            s.wait_attached()
+            s.detach()
+        with Subscriber(first.url, "t", container_id="rc", **jms_shared_volatile("vol")) as v:
+            v.wait_attached()
+            publish(first.url, "t/x.y", [Message(body=f"b{i}") for i in range(5)])
+            v.wait_count(5)  # routed: the durable ones hold these five as backlog
+    finally:
+        assert first.stop() == 0
+    second = ServeProcess(tmp_path).start()
+    try:
+        with Subscriber(second.url, None, name="dur", container_id="rc") as look:
+            look.wait_attached()
+            assert look.remote_source["address"] == "t/x.*"  # stored source after restart
+            look.detach()
+        with Subscriber(second.url, "t/x.*", container_id="rc", **jms_durable("dur")) as d:
+            d.wait_attached()
+            d.wait_count(5)
+            assert _bodies(d) == [f"b{i}" for i in range(5)]
+            d.detach()
+        with Subscriber(second.url, "t", container_id="rc", **jms_shared_durable("shd")) as s:
+            s.wait_attached()
+            s.wait_count(5)
+            s.detach()
+        # no shared non-durable subscription survives a restart (A3.45)
+        assert unsubscribe(second.url, "vol|volatile1", container_id="rc")[0] == "amqp:not-found"
+        assert unsubscribe(second.url, "shd", container_id="rc") == (None, None)
+        assert unsubscribe(second.url, "dur", container_id="rc") == (None, None)
+    finally:
+        assert second.stop() == 0
