@@ -354,3 +354,28 @@ def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> N
         assert unsubscribe(second.url, "dur", container_id="rc") == (None, None)
     finally:
         assert second.stop() == 0
+
+
+@pytest.mark.parametrize(
+    ("expiry", "ends_with"),
+    [("session-end", "the connection"), ("connection-close", "the connection"), ("link-detach", "the detach")],
+)
+def test_lifetime_from_expiry_policy(service: ServeProcess, topic: str, expiry: str, ends_with: str) -> None:
+    """DESIGN §4.2: a durable-terminus subscription whose expiry is not 'never' lives as long as
+    its expiry policy says (seed 000: lifetime policy from the source expiry policy)."""
+    name, cid = _uid(f"life-{expiry}"), _uid("client")
+
+    def active() -> bool:
+        recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
+        return bool(recs) and recs[0].active
+
+    sub = Subscriber(service.url, topic, container_id=cid, name=name, capabilities=["topic"], durable=1, expiry=expiry)
+    with sub:
+        sub.wait_attached()
+        closed = sub.detach(closed=False)
+        assert closed == (None, None)
+        if expiry == "link-detach":
+            wait_for(lambda: not active(), 30, "deletion at detach")
+            return
+        assert active()  # kept while its session / connection goes on
+    wait_for(lambda: not active(), 30, f"deletion with {ends_with}")
