@@ -151,13 +151,14 @@ class Subscriber(threading.Thread):
         expiry: str | None = None,
         selector: str | None = None,
         no_local: bool = False,
-        connection: Any = None,
+        refill: bool = False,
     ) -> None:
         super().__init__(daemon=True)
         self.url, self.address = url, address
         self.link_name = name or f"sub-{uuid.uuid4().hex[:8]}"
         self.container_id = container_id or f"c-{uuid.uuid4().hex[:8]}"
         self.credit = credit
+        self.refill = refill  # keep `credit` as a window: one more credit per message received
         self.settle = settle
         self.configure = _source_setup(capabilities, durable, expiry, selector, no_local, configure)
         self.received: list[Received] = []
@@ -170,6 +171,7 @@ class Subscriber(threading.Thread):
         self._injector = EventInjector()
         self._link: Any = None
         self._conn: Any = None
+        self._detaching = False
         handler = self
 
         class _H(MessagingHandler):
@@ -203,9 +205,13 @@ class Subscriber(threading.Thread):
                 link = dlv.link
                 raw = link.recv(dlv.pending)
                 link.advance()
+                if handler._detaching:
+                    return  # like a closed JMS consumer: not handed to the app, left unsettled
                 msg = Message()
                 msg.decode(raw)
                 handler.received.append(Received(raw, msg, msg.delivery_count))
+                if handler.refill:
+                    link.flow(1)
                 if handler.settle == "accept":
                     dlv.update(Delivery.ACCEPTED)
                     dlv.settle()
@@ -237,6 +243,7 @@ class Subscriber(threading.Thread):
                 handler.closed.set()
 
             def on_sharedsub_detach(self, event: Any) -> None:
+                handler._detaching = True
                 if handler._link is not None:
                     handler._link.detach() if not event.subject else handler._link.close()
 

@@ -379,3 +379,42 @@ def test_lifetime_from_expiry_policy(service: ServeProcess, topic: str, expiry: 
             return
         assert active()  # kept while its session / connection goes on
     wait_for(lambda: not active(), 30, f"deletion with {ends_with}")
+
+
+def test_seed003_consumers_join_and_leave_mid_stream_lose_and_duplicate_nothing(
+    service: ServeProcess, topic: str
+) -> None:
+    import threading
+
+    name, cid = _uid("churn"), _uid("client")
+    first = Subscriber(service.url, topic, container_id=cid, credit=20, refill=True, **jms_shared_durable(name))
+    second = Subscriber(
+        service.url, topic, container_id=cid, credit=20, refill=True, **jms_shared_durable(name, ordinal=2)
+    )
+    third = Subscriber(
+        service.url, topic, container_id=cid, credit=20, refill=True, **jms_shared_durable(name, ordinal=3)
+    )
+    total = 300
+    first.start()
+    second.start()
+    first.wait_attached()
+    second.wait_attached()
+    sender = threading.Thread(
+        target=lambda: [publish(service.url, topic, [Message(body=i) for i in range(k, k + 50)]) for k in range(0, total, 50)]
+    )
+    sender.start()
+    try:
+        wait_for(lambda: len(first.received) + len(second.received) >= 60, 60, "some deliveries")
+        first.detach()  # leaves mid-stream (its unsettled messages return to the subscription)
+        third.start()
+        third.wait_attached()
+        sender.join(120)
+        everyone = [first, second, third]
+        wait_for(lambda: len({r.message.body for s in everyone for r in s.received}) >= total, 90, "all messages")
+        bodies = [r.message.body for s in everyone for r in s.received]
+        assert sorted(set(bodies)) == list(range(total))
+        assert len(bodies) == total, "a message was delivered twice"
+    finally:
+        for s in (first, second, third):
+            s.stop()
+    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
