@@ -70,7 +70,15 @@ class Ack:
     token: Any = None
 
 
-Request = Publish | SaveSubscription | CreateTopic | Ack
+@dataclasses.dataclass(slots=True)
+class LinkEvent:
+    """Record a consumer link attaching to or detaching from a subscription (catalog/links)."""
+
+    row: dict[str, Any]  # schemas.LINKS without ``at``
+    token: Any = None
+
+
+Request = Publish | SaveSubscription | CreateTopic | Ack | LinkEvent
 
 
 @dataclasses.dataclass(slots=True)
@@ -164,8 +172,11 @@ class Committer:
         publishes: dict[str, list[Publish]] = {}
         saves: list[SaveSubscription] = []
         acks: dict[str, list[Ack]] = {}
+        links: list[LinkEvent] = []
         for req in group:
-            if isinstance(req, Ack):
+            if isinstance(req, LinkEvent):
+                links.append(req)
+            elif isinstance(req, Ack):
                 acks.setdefault(req.table, []).append(req)
             elif isinstance(req, CreateTopic):
                 results.append(self._create_topic(req))
@@ -179,7 +190,25 @@ class Committer:
             results.extend(self._append_topic(topic, items))
         for table, items in acks.items():
             results.extend(self._append_acks(table, items))
+        if links:
+            results.extend(self._append_links(links))
         return results
+
+    def _append_links(self, items: list[LinkEvent]) -> list[Result]:
+        now = dt.datetime.now(dt.UTC)
+        rows = [dict(item.row, at=now) for item in items]
+        try:
+            appender = self._appenders.get(layout.LINKS_TABLE)
+            if appender is None:
+                appender = self._appenders[layout.LINKS_TABLE] = delta.TableAppender(
+                    layout.join(self.root, layout.LINKS_TABLE), schemas.LINKS
+                )
+            appender.append(pa.Table.from_pylist(rows, schema=schemas.LINKS))
+        except Exception as exc:
+            log.exception("link event commit failed")
+            self._appenders.pop(layout.LINKS_TABLE, None)
+            return [Result(item, error=exc) for item in items]
+        return [Result(item) for item in items]
 
     def _append_acks(self, table: str, items: list[Ack]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)

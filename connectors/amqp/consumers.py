@@ -34,12 +34,12 @@ from sharedsub.attach import (
     Refuse,
     RefuseDelete,
 )
-from sharedsub.committer import Ack, Committer, Result, SaveSubscription
+from sharedsub.committer import Ack, Committer, LinkEvent, Result, SaveSubscription
 from sharedsub.config import Settings
 from sharedsub.errors import SharedSubError
 from sharedsub.model import SubscriptionRecord, SubscriptionState
 from sharedsub.storage import layout
-from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.catalog import attached_links, load_catalog
 
 from connectors.amqp import translate
 from connectors.amqp.delivery import Dispatcher, Tailer
@@ -56,6 +56,15 @@ class ConsumerLink:
 
     key: str
     table: str
+    generation: int
+    connection: str
+
+
+def _connection_id(link: proton.Link) -> str:
+    conn = link.connection
+    if not hasattr(conn, "ss_id"):
+        conn.ss_id = uuid.uuid4().hex[:12]
+    return str(conn.ss_id)
 
 
 def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
@@ -121,6 +130,13 @@ class Subscriptions:
                 stale.append(rec)
         for rec in stale:  # left behind by a crash: their consumers are gone
             self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), lambda _r: None)
+        # Links recorded as attached belonged to the previous run of this front end.
+        for (key, name, container, connection), row in attached_links(self.root).items():
+            self._link_event(key, row["generation"], name, container, connection, "detached")
+
+    def _link_event(self, key: str, generation: int, name: str, container: str, connection: str, event: str) -> None:
+        row = {"key": key, "generation": generation, "link": name, "container": container, "connection": connection, "event": event}
+        self._committer.submit(LinkEvent(row))
 
     # ------------------------------------------------------------------ attach
 
@@ -226,7 +242,8 @@ class Subscriptions:
     def _attach(self, link: proton.Sender, rec: SubscriptionRecord, reply: attach.ReplySource) -> None:
         translate.apply_reply(link, reply)
         link.open()
-        link.ss = ConsumerLink(rec.key, rec.table)
+        link.ss = ConsumerLink(rec.key, rec.table, rec.generation, _connection_id(link))
+        self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached")
         self._scoped.pop(rec.key, None)
         acked = self._acked.setdefault(rec.table, set())
         self.dispatcher.open(rec.key, acked)
@@ -266,6 +283,9 @@ class Subscriptions:
         if not isinstance(state, ConsumerLink):
             return closed, None
         link.ss = None
+        self._link_event(
+            state.key, state.generation, link.name, link.connection.remote_container or "", state.connection, "detached"
+        )
         remaining = self.dispatcher.remove_consumer(state.key, link)
         rec = self.records.get(state.key)
         if rec is None or rec.table != state.table:

@@ -8,6 +8,7 @@ current state in memory and applies only new commits on each refresh.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 import pyarrow as pa
 
@@ -71,3 +72,15 @@ class CatalogReader:
 def load_catalog(root: str) -> dict[str, SubscriptionRecord]:
     """Every subscription's current record (deleted ones included), by key."""
     return CatalogReader(root).refresh()
+
+
+def attached_links(root: str) -> dict[tuple[str, str, str, str], dict[str, Any]]:
+    """Consumer links whose last event is ``attached``, by (key, link, container, connection)."""
+    data = delta.read_table(layout.join(root, layout.LINKS_TABLE))
+    last: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    for row in delta.iter_rows(data):
+        ident = (row["key"], row["link"], row["container"], row["connection"])
+        cur = last.get(ident)
+        if cur is None or row["at"] >= cur["at"]:
+            last[ident] = row
+    return {k: v for k, v in last.items() if v["event"] == "attached"}

@@ -4,6 +4,7 @@ Layout (all Delta tables unless noted)::
 
     <data>/topics/<topic>                    one table per topic: the published messages
     <data>/catalog/subscriptions             the subscription catalog (append-only revisions)
+    <data>/catalog/links                     consumer link attach/detach events
     <data>/subscriptions/<key>/g<gen>        one table per subscription generation (references)
     <data>/subscriptions/<key>/acks-g<gen>   acknowledgement log of that generation
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
@@ -19,6 +20,7 @@ import re
 TOPICS_DIR = "topics"
 SUBSCRIPTIONS_DIR = "subscriptions"
 CATALOG_TABLE = "catalog/subscriptions"
+LINKS_TABLE = "catalog/links"
 FANOUT_CHECKPOINT = "_checkpoints/fanout"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so

@@ -139,5 +139,18 @@ ACK = pa.schema(
 )
 """Acknowledgement log of a subscription generation: one row per message settled for good."""
 
+LINKS = pa.schema(
+    [
+        ("key", pa.string()),  # subscription key
+        ("generation", pa.int32()),
+        ("link", pa.string()),  # link name
+        ("container", pa.string()),  # container-id of the consumer's connection
+        ("connection", pa.string()),  # front-end connection id (distinguishes two connections of one container)
+        ("event", pa.string()),  # attached | detached
+        ("at", TIMESTAMP),
+    ]
+)
+"""Consumer link attach/detach events; the links attached to a subscription are those whose last event is ``attached``."""
+
 SPARK_APP_ID = "sharedsub-fanout"
 """Delta app-transaction id of the fan-out; its version is the highest topic seq in the table."""

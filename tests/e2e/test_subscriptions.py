@@ -418,3 +418,23 @@ def test_seed003_consumers_join_and_leave_mid_stream_lose_and_duplicate_nothing(
         for s in (first, second, third):
             s.stop()
     assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+
+
+def test_links_attached_to_a_subscription_are_in_the_catalog(service: ServeProcess, topic: str) -> None:
+    from sharedsub.storage.catalog import attached_links
+
+    name, cid = _uid("links"), _uid("client")
+    a = Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name))
+    b = Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name, ordinal=2))
+    with a, b:
+        a.wait_attached()
+        b.wait_attached()
+
+        def names() -> set[str]:
+            return {k[1] for k in attached_links(str(service.data_dir)) if name in k[0]}
+
+        wait_for(lambda: names() == {name, f"{name}|2"}, 30, "both links in catalog/links")
+        a.detach()
+        wait_for(lambda: names() == {f"{name}|2"}, 30, "the detach in catalog/links")
+        b.detach()
+    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
