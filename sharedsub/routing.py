@@ -1,14 +1,17 @@
 """Routing plan: which topic rows go to which subscription, as Spark SQL text; pure (no pyspark).
 
 :func:`build_plan` turns the active catalog records into one :class:`Route` per subscription,
-each with a boolean Spark SQL expression over the fan-out source's columns (``topic``, ``seq``,
-``routing_key``, ``publisher``):
+each with a boolean Spark SQL expression over the fan-out source's columns (``topic`` and
+``schemas.ROUTING_COLUMNS``):
 
 * ``topic = '<T>'`` and ``seq >= start_seq`` (a generation receives only what was committed after
   it was created, DESIGN §5);
 * the binding pattern as a regex over ``'.' + routing key without trailing dots``
   (:func:`sharedsub.binding.to_regex`); left out for ``#``, which matches every key;
-* no-local: ``publisher IS DISTINCT FROM '<namespace>'`` (DESIGN §4.9).
+* no-local: ``publisher IS DISTINCT FROM '<namespace>'`` (DESIGN §4.9);
+* the JMS selector, compiled by :func:`sharedsub.selector.to_spark_sql` (DESIGN §3): true
+  only when the selector matches, so an unknown result routes nothing. A blank selector is no
+  selector.
 
 A null routing key counts as the empty key. :meth:`RoutingPlan.route_expression` combines the
 routes into one ``array<int>`` expression (the indexes of every matching route), so one pass over a
@@ -27,6 +30,11 @@ from collections.abc import Iterable
 
 from sharedsub import binding
 from sharedsub.model import SubscriptionRecord
+from sharedsub.selector import SelectorError, parse_selector, to_spark_sql
+
+# Re-exported: routing is where callers have always found it; it lives with the selector's SQL
+# generation, which needs it too and which routing depends on.
+from sharedsub.selector.sparksql import sql_string
 
 # The key as the binding regex expects it: '.' + key without trailing dots (binding.normalise_key).
 # ``\z`` (Java: the very end) rather than ``$``, which in Java also matches before a final line
@@ -35,15 +43,6 @@ NORMALISED_KEY_SQL = r"concat('.', regexp_replace(coalesce(`routing_key`, ''), '
 
 # Name of the lambda variable in route_expression; no source column has this name.
 _LAMBDA_VAR = "_route"
-
-
-def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal: backslashes and single quotes escaped.
-
-    Backslashes are doubled (Spark unescapes ``\\\\`` to one backslash, so no other escape
-    sequence such as ``\\u0041`` can be formed) and single quotes are doubled (``''``).
-    """
-    return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def java_regex(pattern: str) -> str:
@@ -66,20 +65,24 @@ def condition(record: SubscriptionRecord) -> str:
     """Boolean Spark SQL expression: true exactly for the source rows ``record`` must receive.
 
     Raises:
-        UnsupportedSubscription: the record has a JMS selector. TODO(selectors): translate the
-            selector to SQL here (a later issue); until then the front end refuses selectors, so
-            such records only come from a newer front end.
+        UnsupportedSubscription: the record's selector does not parse. The front end validates
+            selectors at attach (DESIGN §4.8), so only a damaged catalog or an older/newer
+            grammar gets here; the subscription then receives nothing rather than everything.
     """
-    if record.selector is not None:
-        raise UnsupportedSubscription(
-            f"subscription {record.key!r} has a JMS selector ({record.selector!r}); selectors are not "
-            "routed by this fan-out version yet, so it receives nothing"
-        )
     parts = [f"`topic` = {sql_string(record.topic)}", f"`seq` >= {int(record.start_seq)}"]
     if binding.normalise_pattern(record.binding) != "#":
         parts.append(f"{NORMALISED_KEY_SQL} RLIKE {sql_string(java_regex(record.binding))}")
     if record.no_local:
         parts.append(f"`publisher` IS DISTINCT FROM {sql_string(record.identity.namespace)}")
+    if record.selector is not None:
+        try:
+            selector = parse_selector(record.selector)
+        except SelectorError as exc:
+            raise UnsupportedSubscription(
+                f"subscription {record.key!r} has an invalid JMS selector, so it receives nothing: {exc.description}"
+            ) from exc
+        if selector is not None:
+            parts.append(to_spark_sql(selector))
     return " AND ".join(f"({p})" for p in parts)
 
 

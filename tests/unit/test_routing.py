@@ -8,6 +8,7 @@ import pytest
 
 from sharedsub.model import SubscriptionState
 from sharedsub.routing import NORMALISED_KEY_SQL, build_plan, condition, java_regex, sql_string
+from sharedsub.selector import parse_selector, to_spark_sql
 from tests.builders import subscription
 
 # (value, Spark SQL literal): backslashes doubled, single quotes doubled, nothing else touched.
@@ -31,6 +32,14 @@ def test_sql_string(value: str, literal: str) -> None:
 
 
 KEY = NORMALISED_KEY_SQL
+
+
+def _sql(selector: str) -> str:
+    parsed = parse_selector(selector)
+    assert parsed is not None
+    return to_spark_sql(parsed)
+
+
 ANY = "[^.]*"
 BASE = "(`topic` = 't') AND (`seq` >= 0)"
 # (record overrides, expected condition)
@@ -44,6 +53,15 @@ CONDITIONS = [
     (
         {"topic": "o'k", "no_local": True, "namespace": "c'1\\"},
         "(`topic` = 'o''k') AND (`seq` >= 0) AND (`publisher` IS DISTINCT FROM 'c''1\\\\')",
+    ),
+    ({"topic": "t", "selector": "JMSType = 'a'"}, f"{BASE} AND ((`subject` = 'a'))"),
+    ({"topic": "t", "selector": "JMSPriority > 4 OR TRUE"}, f"{BASE} AND ({_sql('JMSPriority > 4 OR TRUE')})"),
+    ({"topic": "t", "selector": "   "}, BASE),
+    ({"topic": "t", "selector": "-- nothing but a comment"}, BASE),
+    (
+        {"topic": "t", "binding": "a.*", "no_local": True, "selector": "x IS NULL"},
+        f"{BASE} AND ({KEY} RLIKE '^\\\\.a\\\\.{ANY}\\\\z') AND (`publisher` IS DISTINCT FROM 'container-1') "
+        f"AND ({_sql('x IS NULL')})",
     ),
 ]
 
@@ -66,15 +84,18 @@ def test_java_regex_anchors_at_the_very_end(pattern: str, regex: str) -> None:
     assert java_regex(pattern) == regex
 
 
-def test_build_plan_skips_selectors_and_inactive_records() -> None:
+def test_build_plan_routes_selectors_and_skips_invalid_ones_and_inactive_records() -> None:
     a = subscription("t", name="a")
     sel = subscription("t", name="sel", selector="color = 'red'")
+    bad = subscription("t", name="bad", selector="color = ")
     gone = dataclasses.replace(subscription("t", name="gone"), state=SubscriptionState.DELETED)
     b = subscription("u", name="b", binding="x.*")
-    plan = build_plan([a, sel, gone, b])
-    assert [(r.index, r.record) for r in plan.routes] == [(0, a), (1, b)]
-    assert [s.record for s in plan.skipped] == [sel]
-    assert "selector" in plan.skipped[0].reason and sel.key in plan.skipped[0].reason
+    plan = build_plan([a, sel, bad, gone, b])
+    assert [(r.index, r.record) for r in plan.routes] == [(0, a), (1, sel), (2, b)]
+    assert plan.routes[1].condition == f"{BASE} AND ({_sql(sel.selector or '')})"
+    assert [s.record for s in plan.skipped] == [bad]
+    reason = plan.skipped[0].reason
+    assert bad.key in reason and "invalid JMS selector" in reason and "position 9" in reason
     assert plan.topics == frozenset({"t", "u"})
 
 
