@@ -109,7 +109,8 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         peer, peer_failed = _values(lines, row, RABBITMQ)
         ratio = "–"
         if ours and peer and statistics.median(peer) > 0:
-            ratio = f"{statistics.median(ours) / statistics.median(peer):.2f}×"
+            r = statistics.median(ours) / statistics.median(peer)
+            ratio = f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
         peer_cell = _cell(peer, peer_failed, row.unit) if row.bench != "amplification" else "n/a"
         out.append(
             f"| {row.label} | {_cell(ours, ours_failed, row.unit)} | {peer_cell} | {ratio} | {row.better} |"
@@ -129,9 +130,12 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
             continue
         if ln.get("timed_out"):
             out.append(f"{where}: hit its time limit; figures cover what completed before it")
-        for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted", "credit_stalls"):
+        for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted"):
             if ln.get(key):
                 out.append(f"{where}: {key} = {ln[key]}")
+        if ln.get("credit_stalls"):
+            out.append(f"{where}: the publisher fell behind its schedule at {ln['credit_stalls']} ticks "
+                       "(no link credit, or the window of unaccepted messages was full)")
         if ln.get("missing_deliveries") or ln.get("missing_accepts"):
             out.append(f"{where}: undelivered messages count as slower than all others; a percentile "
                        "among them is shown as failed")

@@ -198,9 +198,9 @@ def measure_publish(t: Target, run: int, s: Settings, rec: Recorder) -> None:
     if res.get("broker_cpu_s") is not None and res["measured_accepted"]:
         per_1k = res["broker_cpu_s"] / res["measured_accepted"] * 1000
     rec.emit({
-        "bench": "publish", "broker_cpu_s_per_1k_msgs": per_1k, "broker": t.name, "run": run, "address": route.publish_address,
+        "bench": "publish", "broker": t.name, "run": run, "address": route.publish_address,
         "warmup": s.warmup, "count": s.count, "window": s.window, "size": s.size, **pre, **res,
-        "broker_rss_bytes": t.rss_bytes(),
+        "broker_cpu_s_per_1k_msgs": per_1k, "broker_rss_bytes": t.rss_bytes(),
     })
 
 
