@@ -14,6 +14,7 @@ DEV = [
     "pytest==9.2.0",
     "pytest-timeout==2.4.0",
     "hypothesis==6.155.2",
+    "pika==1.4.4",  # bench/: declares RabbitMQ's durable queues over AMQP 0-9-1
 ]
 
 setup(
