@@ -112,6 +112,7 @@ class Subscriptions:
         # gets a new table, so nothing of a deleted one's backlog comes back (ARTEMIS-177).
         self._generations: dict[str, int] = {}
         self._acked: dict[str, set[int]] = {}  # per generation table
+        self._failures: dict[str, dict[int, int]] = {}  # per generation table: seq -> failed deliveries
         self._busy: dict[str, list[Callable[[], None]]] = {}
         # Subscriptions without consumers whose lifetime ends with a session or connection.
         self._scoped: dict[str, tuple[str, Any]] = {}
@@ -246,7 +247,7 @@ class Subscriptions:
         self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached")
         self._scoped.pop(rec.key, None)
         acked = self._acked.setdefault(rec.table, set())
-        self.dispatcher.open(rec.key, acked)
+        self.dispatcher.open(rec.key, acked, self._failures.setdefault(rec.table, {}))
         self._tailer.watch(
             rec.key,
             rec.table,
@@ -328,6 +329,7 @@ class Subscriptions:
         self.records.pop(rec.key, None)
         self._scoped.pop(rec.key, None)
         self._acked.pop(rec.table, None)
+        self._failures.pop(rec.table, None)
         self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), lambda _r: None)
         log.info("subscription %s deleted", rec.key)
 

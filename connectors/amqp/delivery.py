@@ -26,6 +26,8 @@ from collections.abc import Callable
 import proton
 
 from sharedsub.payloads import PayloadCache
+
+from connectors.amqp.translate import with_delivery_count
 from sharedsub.storage import delta, layout
 
 log = logging.getLogger(__name__)
@@ -193,6 +195,7 @@ class _Subscription:
     pending: collections.deque[Row] = dataclasses.field(default_factory=collections.deque)
     outstanding: dict[int, tuple[proton.Sender, Row]] = dataclasses.field(default_factory=dict)
     acked: set[int] = dataclasses.field(default_factory=set)
+    failures: dict[int, int] = dataclasses.field(default_factory=dict)  # seq -> failed deliveries
     cursor: int = 0
 
 
@@ -206,10 +209,11 @@ class Dispatcher:
         self._tag = 0
         self.delivered = 0
 
-    def open(self, key: str, acked: set[int]) -> None:
-        """Make ``key`` dispatchable; ``acked`` is the live set of acknowledged seqs."""
+    def open(self, key: str, acked: set[int], failures: dict[int, int]) -> None:
+        """Make ``key`` dispatchable; ``acked`` (acknowledged seqs) and ``failures`` (failed
+        deliveries per seq, the AMQP delivery-count) are live and outlive idle periods."""
         if key not in self._subs:
-            self._subs[key] = _Subscription(acked=acked)
+            self._subs[key] = _Subscription(acked=acked, failures=failures)
 
     def add_consumer(self, key: str, link: proton.Sender) -> None:
         """Attach a consumer link to subscription ``key`` (opened before)."""
@@ -225,6 +229,9 @@ class Dispatcher:
         back = sorted((row for lk, row in sub.outstanding.values() if lk == link), key=lambda r: r.seq)
         for row in back:
             del sub.outstanding[row.seq]
+        # Unsettled deliveries of a link that went away count as failed (DESIGN §5).
+        for row in back:
+            sub.failures[row.seq] = sub.failures.get(row.seq, 0) + 1
         sub.pending.extendleft(reversed(back))
         if back:
             self.dispatch(key)
@@ -275,7 +282,8 @@ class Dispatcher:
         self._tag += 1
         dlv = link.delivery(str(self._tag))
         dlv.ss_row = (key, row)
-        link.send(row.message)
+        count = sub.failures.get(row.seq, 0)
+        link.send(with_delivery_count(row.message, count) if count else row.message)
         link.advance()
         if link.snd_settle_mode == proton.Link.SND_SETTLED:
             # At-most-once consumer: settled on sending, acknowledged at once.
@@ -286,6 +294,7 @@ class Dispatcher:
 
     def _ack(self, key: str, sub: _Subscription, row: Row, outcome: str, link: proton.Sender) -> None:
         sub.acked.add(row.seq)
+        sub.failures.pop(row.seq, None)
         self._on_ack(key, row.seq, outcome, link.connection.remote_container or "")
 
     def settled(self, dlv: proton.Delivery) -> None:
@@ -298,7 +307,12 @@ class Dispatcher:
         if sub is None or sub.outstanding.pop(row.seq, None) is None:
             return
         state = dlv.remote_state
-        if state in (proton.Delivery.RELEASED, proton.Delivery.MODIFIED):
+        if state == proton.Delivery.RELEASED:  # not delivered: count unchanged
+            sub.pending.appendleft(row)
+            self.dispatch(key)
+        elif state == proton.Delivery.MODIFIED:
+            if dlv.remote.failed:
+                sub.failures[row.seq] = sub.failures.get(row.seq, 0) + 1
             sub.pending.appendleft(row)
             self.dispatch(key)
         elif state == proton.Delivery.REJECTED:

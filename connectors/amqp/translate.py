@@ -216,3 +216,36 @@ def apply_reply(link: proton.Link, reply: ReplySource) -> None:
     if filters:
         src.filter.put_object(filters)
     link.target.copy(link.remote_target)
+
+
+# --------------------------------------------------------------------------- redelivery
+
+_HEADER_CODE = 0x70
+_HEADER_SYMBOL = "amqp:header:list"
+
+
+def with_delivery_count(raw: bytes, delivery_count: int) -> bytes:
+    """``raw`` with its header saying ``delivery_count`` and first-acquirer false.
+
+    Only the header section changes (it is the one section an intermediary may modify); the
+    bare message (properties through footer) stays byte for byte. A message without a header
+    gets one that states only these two fields (the others keep their defaults).
+    """
+    data = proton.Data()
+    consumed = data.decode(raw)
+    data.rewind()
+    data.next()
+    first = data.get_object()
+    fields: list[Any]
+    rest = raw
+    if isinstance(first, Described) and first.descriptor in (_HEADER_CODE, _HEADER_SYMBOL):
+        fields = list(first.value or [])
+        rest = raw[consumed:]
+    else:
+        fields = []
+    fields += [None] * (5 - len(fields))
+    fields[3] = False  # first-acquirer
+    fields[4] = proton.uint(delivery_count)
+    out = proton.Data()
+    out.put_object(Described(ulong(_HEADER_CODE), fields))
+    return out.encode() + rest

@@ -438,3 +438,28 @@ def test_links_attached_to_a_subscription_are_in_the_catalog(service: ServeProce
         wait_for(lambda: names() == {f"{name}|2"}, 30, "the detach in catalog/links")
         b.detach()
     assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+
+
+def test_redelivery_markers(service: ServeProcess, topic: str) -> None:
+    """Unsettled deliveries of a link that goes away come back with delivery-count + 1 and
+    first-acquirer false (DESIGN §5, Pulsar #5895); a released one comes back unchanged."""
+    name, cid = _uid("redeliver"), _uid("client")
+    holder = Subscriber(service.url, topic, container_id=cid, credit=1, settle="none", **jms_shared_durable(name))
+    with holder:
+        holder.wait_attached()
+        publish(service.url, topic, [Message(body="once")])
+        got = holder.wait_count(1)
+        assert got[0].delivery_count == 0
+        holder.detach()  # leaves it unsettled
+    with Subscriber(service.url, topic, container_id=cid, credit=1, settle="release", **jms_shared_durable(name)) as r:
+        r.wait_attached()
+        got = r.wait_count(1)
+        assert got[0].message.body == "once" and got[0].delivery_count == 1
+        assert got[0].message.first_acquirer is False
+        r.detach()
+    with Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name)) as last:
+        last.wait_attached()
+        got = last.wait_count(1)
+        assert got[0].message.body == "once" and got[0].delivery_count == 1  # released: unchanged
+        last.detach()
+    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
