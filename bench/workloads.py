@@ -29,6 +29,8 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container, Handler
 
 CpuProbe = Callable[[], "float | None"]
+# Extra application properties of message ``seq`` (e.g. for selectors to match on).
+PropsFn = Callable[[int], dict[str, Any]]
 
 
 class _Call(Handler):
@@ -67,11 +69,10 @@ class _Encoded:
 
     __slots__ = ("data", "stamp_at")
 
-    def __init__(self, seq: int, size: int) -> None:
-        msg = Message(
-            body=os.urandom(size), durable=True,
-            properties={"bench_seq": seq, "bench_sent_ns": struct.unpack(">q", _STAMP_PLACEHOLDER)[0]},
-        )
+    def __init__(self, seq: int, size: int, props: PropsFn | None = None) -> None:
+        properties = dict(props(seq)) if props is not None else {}
+        properties.update({"bench_seq": seq, "bench_sent_ns": struct.unpack(">q", _STAMP_PLACEHOLDER)[0]})
+        msg = Message(body=os.urandom(size), durable=True, properties=properties)
         self.data = bytearray(msg.encode())
         self.stamp_at = self.data.find(_STAMP_PLACEHOLDER)
         if self.stamp_at < 0:
@@ -88,9 +89,10 @@ class _Encoded:
         return now
 
 
-def encode_messages(count: int, size: int) -> list[_Encoded]:
-    """Encode ``count`` durable messages with fresh random bodies of ``size`` bytes."""
-    return [_Encoded(seq, size) for seq in range(count)]
+def encode_messages(count: int, size: int, props: PropsFn | None = None) -> list[_Encoded]:
+    """Encode ``count`` durable messages with fresh random bodies of ``size`` bytes (and the
+    application properties ``props(seq)``, if given)."""
+    return [_Encoded(seq, size, props) for seq in range(count)]
 
 
 class _Workload(MessagingHandler):
@@ -303,14 +305,15 @@ class _LatencyAtRate(_Workload):
     def __init__(
         self, url: str, pub_address: str, sub_address: str, *, rate: float, warmup_s: float,
         duration_s: float, drain_s: float, size: int, window: int, prefetch: int, timeout_s: float,
-        cpu_probe: CpuProbe, tick_s: float,
+        cpu_probe: CpuProbe, tick_s: float, props: PropsFn | None = None,
     ) -> None:
         super().__init__(url, timeout_s=timeout_s, prefetch=prefetch)
         self.pub_address, self.sub_address = pub_address, sub_address
         self.rate, self.warmup_s, self.duration_s, self.drain_s = rate, warmup_s, duration_s, drain_s
         self.size, self.window = size, window
         self.tick_s = tick_s
-        self.messages = encode_messages(int(rate * (warmup_s + duration_s)) + 100, size)
+        self.props = props
+        self.messages = encode_messages(int(rate * (warmup_s + duration_s)) + 100, size, props)
         self.sender: Any = None
         self.receiver: Any = None
         self.opened: set[str] = set()
@@ -379,7 +382,7 @@ class _LatencyAtRate(_Workload):
                 self.credit_stalls += 1
                 break
             if self.sent >= len(self.messages):
-                self.messages.append(_Encoded(self.sent, self.size))
+                self.messages.append(_Encoded(self.sent, self.size, self.props))
             t = self.messages[self.sent].send(s, str(self.sent))
             self.sent_ns.append(t)
             if self.t_measure_ns <= t < self.t_stop_ns:
@@ -469,6 +472,7 @@ def latency_at_rate(
     url: str, pub_address: str, sub_address: str, *, rate: float = 1000.0, warmup_s: float = 1.0,
     duration_s: float = 10.0, drain_s: float = 10.0, size: int = 1024, window: int = 1000,
     prefetch: int = 100, timeout_s: float = 120.0, cpu_probe: CpuProbe = lambda: None, tick_s: float = 0.001,
+    props: PropsFn | None = None,
 ) -> dict[str, Any]:
     """Publish at ``rate`` msg/s while one subscriber receives; return latency percentiles.
 
@@ -476,12 +480,13 @@ def latency_at_rate(
     delivered (``subscription_flowing_s``); only then does the steady publishing start.
     Only messages sent in the ``duration_s`` window after ``warmup_s`` count. After the last
     send, deliveries and dispositions have ``drain_s`` to arrive; measured messages still
-    missing then are reported as ``missing_deliveries``/``missing_accepts``.
+    missing then are reported as ``missing_deliveries``/``missing_accepts``. ``props(seq)`` adds
+    application properties to message ``seq`` (for other subscribers' selectors).
     """
     h = _LatencyAtRate(
         url, pub_address, sub_address, rate=rate, warmup_s=warmup_s, duration_s=duration_s,
         drain_s=drain_s, size=size, window=window, prefetch=prefetch, timeout_s=timeout_s,
-        cpu_probe=cpu_probe, tick_s=tick_s,
+        cpu_probe=cpu_probe, tick_s=tick_s, props=props,
     )
     t0 = time.perf_counter()
     Container(h).run()
