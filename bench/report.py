@@ -24,7 +24,7 @@ class Row:
     label: str
     bench: str
     field: str
-    unit: str  # "msg/s", "ms" or "x"
+    unit: str  # "msg/s", "ms", "x", "n" (a count) or "frac"
     better: str  # "higher", "lower" or ""
     subscribers: int | None = None
 
@@ -55,6 +55,34 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
             Row(f"  same, growth from serve ready to all delivered, {n} subscriber(s)", "amplification",
                 "growth_per_payload_byte", "x", "lower", n)
         )
+    rows += _fanout_rows(lines)
+    return rows
+
+
+SHAREDSUB_ONLY = ("amplification", "fanout_throughput", "fanout_latency")
+
+
+def _fanout_rows(lines: list[dict[str, Any]]) -> list[Row]:
+    rows = []
+    thr = [ln for ln in lines if ln.get("bench") == "fanout_throughput" and "subscribers" in ln]
+    for n in sorted({ln["subscribers"] for ln in thr}):
+        m = "/".join(sorted({str(ln["messages"]) for ln in thr if ln["subscribers"] == n and "messages" in ln})) or "?"
+        rows += [
+            Row(f"fan-out routing, {n} selector subscription(s), M={m} (published msg/s routed)",
+                "fanout_throughput", "msgs_routed_per_s", "msg/s", "higher", n),
+            Row(f"  average selectivity, {n} subscription(s)", "fanout_throughput", "avg_selectivity", "frac", "", n),
+            Row(f"  routed rows committed, {n} subscription(s)", "fanout_throughput", "rows_committed", "n", "", n),
+            Row(f"  subscription-table commits, {n} subscription(s)", "fanout_throughput",
+                "subscription_table_commits", "n", "", n),
+        ]
+    lat = [ln for ln in lines if ln.get("bench") == "fanout_latency" and "subscribers" in ln]
+    for n in sorted({ln["subscribers"] for ln in lat}):
+        rows += [
+            Row(f"end-to-end latency p50 at 1k msg/s, {n} selector subscribers attached (ms)", "fanout_latency",
+                "e2e_p50_ms", "ms", "lower", n),
+            Row(f"end-to-end latency p99 at 1k msg/s, {n} selector subscribers attached (ms)", "fanout_latency",
+                "e2e_p99_ms", "ms", "lower", n),
+        ]
     return rows
 
 
@@ -76,8 +104,10 @@ def _values(lines: Iterable[dict[str, Any]], row: Row, broker: str) -> tuple[lis
 def _fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "–"
-    if unit == "msg/s":
+    if unit in ("msg/s", "n"):
         return f"{v:,.0f}"
+    if unit == "frac":
+        return f"{v:.3f}"
     if unit == "ms":
         return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
     return f"{v:.2f}"
@@ -111,7 +141,7 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         if ours and peer and statistics.median(peer) > 0:
             r = statistics.median(ours) / statistics.median(peer)
             ratio = f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
-        peer_cell = _cell(peer, peer_failed, row.unit) if row.bench != "amplification" else "n/a"
+        peer_cell = _cell(peer, peer_failed, row.unit) if row.bench not in SHAREDSUB_ONLY else "n/a"
         out.append(
             f"| {row.label} | {_cell(ours, ours_failed, row.unit)} | {peer_cell} | {ratio} | {row.better} |"
         )
@@ -141,6 +171,10 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
                        "among them is shown as failed")
         if ln.get("machine_quiet_before") is False and ln.get("bench") != "amplification":
             out.append(f"{where}: other processes kept {ln.get('other_busy_cores_before')} cores busy just before")
+        if ln.get("bench") == "fanout_note":
+            out.append(f"fanout: {ln['skipped']}")
+        if ln.get("bench") == "fanout_throughput" and ln.get("routed_as_expected") is False:
+            out.append(f"{where}: routed {ln.get('routed_rows')} rows, expected {ln.get('expected_routed_rows')}")
         if ln.get("bench") == "amplification" and ln.get("all_delivered") is False:
             out.append(f"{where}: not every subscriber received every message")
     return out
@@ -171,7 +205,7 @@ def describe_commit(repo: str) -> str:
 def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """Return the RESULTS.md section for one run: date, machine, command, table, notes."""
     m = meta["machine"]
-    measured = [ln for ln in lines if ln.get("bench") in ("publish", "latency", "amplification")]
+    measured = [ln for ln in lines if ln.get("bench") in ("publish", "latency", "amplification", *SHAREDSUB_ONLY)]
     loads = [ln["loadavg_1m_before"] for ln in measured if "loadavg_1m_before" in ln]
     others = [ln["other_busy_cores_before"] for ln in measured if "other_busy_cores_before" in ln]
     versions = {ln["broker"]: ln.get("version", "") for ln in lines if ln.get("bench") == "broker_start"}

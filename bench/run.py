@@ -1,7 +1,8 @@
 """Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) in one run, reported as ratios.
 
-    .venv/bin/python bench/run.py [--quick] [--only publish,latency,amplification]
+    .venv/bin/python bench/run.py [--quick] [--only publish,latency,amplification,fanout]
                                   [--brokers rabbitmq,sharedsub] [--runs N] [--write-results]
+                                  [--fanout-subs 1,100,1000] [--fanout-count M]
 
 Measures, with the same python-qpid-proton client code against both brokers:
 
@@ -11,6 +12,13 @@ Measures, with the same python-qpid-proton client code against both brokers:
    publish→accepted p50/p99 over ``--duration`` s after ``--latency-warmup`` s.
 3. amplification (sharedsub only): bytes in a fresh data dir per published payload byte after
    N = 1, 10, 100 plain subscribers have each received all ``--amp-count`` messages.
+4. fanout (sharedsub only, and only when asked for with ``--only``: RabbitMQ has no JMS
+   selectors): (a) routing throughput of the fan-out job for N = ``--fanout-subs``
+   subscriptions with distinct selectors on one topic pre-loaded with ``--fanout-count`` 1 KB
+   messages written straight into Delta, run once with available-now (published messages
+   routed per second, first micro-batch start to last batch end); (b) end-to-end latency at
+   ``--rate`` with ``--fanout-latency-subs`` selector subscribers attached next to the latency
+   subscriber. See bench/fanout_bench.py.
 
 RabbitMQ runs first (started and stopped by this script), then sharedsub; never both at once.
 Each measurement prints one JSON line on stdout and appends it to bench/out/results-<UTC>.jsonl;
@@ -37,10 +45,12 @@ from typing import Any
 import procstat
 import report
 import workloads
+import fanout_bench
 from rabbitmq_peer import RabbitMQPeer
 from sharedsub_service import SharedSubService
 
-BENCHES = ("publish", "latency", "amplification")
+BENCHES = ("publish", "latency", "amplification", "fanout")
+DEFAULT_BENCHES = ("publish", "latency", "amplification")
 BROKERS = ("rabbitmq", "sharedsub")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -66,6 +76,12 @@ class Settings:
     amp_timeout_s: float
     wait_idle_s: float
     idle_cores: float
+    fanout_subs: tuple[int, ...]
+    fanout_count: int
+    fanout_commit_size: int
+    fanout_latency_subs: int
+    fanout_timeout_s: float
+    fanout_drain_s: float
 
 
 def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -85,7 +101,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter
     )
     p.add_argument("--quick", action="store_true", help="small counts and short windows (a few minutes in all)")
-    p.add_argument("--only", type=_csv(BENCHES), default=BENCHES, help="measurements to run (default: all)")
+    p.add_argument("--only", type=_csv(BENCHES), default=DEFAULT_BENCHES,
+                   help="measurements to run (default: publish,latency,amplification; fanout only on request)")
     p.add_argument("--brokers", type=_csv(BROKERS), default=BROKERS, help="brokers to measure (default: both)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
     p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
@@ -101,6 +118,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--prefetch", type=int, default=100, help="receiver credit per subscriber link (default 100)")
     p.add_argument("--amp-count", type=int, help="amplification: messages published (default 2000, --quick 200)")
     p.add_argument("--amp-subscribers", default="1,10,100", help="amplification: subscriber counts (default 1,10,100)")
+    p.add_argument("--fanout-subs", help="fanout: selector subscription counts (default 1,100,1000, --quick 1,10,100)")
+    p.add_argument("--fanout-count", type=int, help="fanout: messages pre-loaded (default 20000, --quick 2000)")
+    p.add_argument("--fanout-commit-size", type=int, default=1000, help="fanout: messages per pre-loaded topic "
+                   "commit (default 1000)")
+    p.add_argument("--fanout-latency-subs", type=int, default=100, help="fanout: selector subscribers attached "
+                   "during the latency measurement (default 100)")
+    p.add_argument("--fanout-drain", type=float, default=120.0, help="fanout latency: wait for stragglers after "
+                   "the last send, s (default 120: every micro-batch evaluates all selectors)")
     p.add_argument("--wait-idle", type=float, help="before each timed measurement wait up to this many s for other "
                    "processes to go quiet (default 30, --quick 10; 0 = don't wait)")
     p.add_argument("--idle-cores", type=float, default=0.25, help="'quiet' = others keep at most this many cores busy")
@@ -134,6 +159,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         amp_timeout_s=pick(None, 600.0, 300.0),
         wait_idle_s=pick(args.wait_idle, 30.0, 10.0),
         idle_cores=args.idle_cores,
+        fanout_subs=tuple(int(x) for x in pick(args.fanout_subs, "1,100,1000", "1,10,100").split(",") if x.strip()),
+        fanout_count=pick(args.fanout_count, 20000, 2000),
+        fanout_commit_size=args.fanout_commit_size,
+        fanout_latency_subs=args.fanout_latency_subs,
+        fanout_timeout_s=pick(None, 1200.0, 400.0),
+        fanout_drain_s=args.fanout_drain,
     )
 
 
@@ -314,6 +345,65 @@ def measure_amplification(n: int, s: Settings, rec: Recorder, keep: bool) -> Non
         })
 
 
+RABBITMQ_NO_SELECTORS = ("RabbitMQ (3.10, AMQP 1.0 plugin) has no JMS message selectors, so the fanout "
+                         "measurements run against sharedsub only")
+
+
+def measure_fanout_throughput(n: int, s: Settings, rec: Recorder, keep: bool) -> None:
+    """Fresh data dir, M pre-loaded messages, ``n`` selector subscriptions, one available-now run."""
+    pre = before_measurement(None, s)
+    log(f"sharedsub fanout throughput N={n}: M={s.fanout_count}")
+    res = fanout_bench.routing_throughput(
+        n, s.fanout_count, s.size, s.fanout_commit_size, s.fanout_timeout_s,
+        rec.side_file(f"fanout-job-n{n}.log"), log, keep,
+    )
+    rec.emit({"bench": "fanout_throughput", "broker": "sharedsub", "subscribers": n, **pre, **res})
+
+
+def measure_fanout_latency(s: Settings, rec: Recorder, keep: bool) -> None:
+    """serve on a fresh data dir; ``fanout_latency_subs`` selector subscribers in a background
+    container; then the latency workload (its messages carry the properties the selectors test)."""
+    n = s.fanout_latency_subs
+    svc = SharedSubService(log=log, log_path=rec.side_file("serve-fanout-latency.log"), keep_data=keep)
+    with svc:
+        route = svc.route("fanlat", subscribe=True)
+        svc.create_topics([route.publish_address])
+        log("sharedsub fanout latency: starting serve on a fresh data dir")
+        start_s = svc.start()
+        subs = fanout_bench.SelectorSubscribers(svc.url, route.subscribe_address, n, prefetch=s.prefetch)
+        t0 = time.perf_counter()
+        subs.start()
+        try:
+            if not subs.all_open.wait(120):
+                raise RuntimeError(f"only {subs.opened} of {n} selector subscribers attached in 120 s: {subs.errors[:3]}")
+            attach_s = time.perf_counter() - t0
+            pre = before_measurement(svc.broker_pid(), s)
+            log(f"sharedsub fanout latency: {n} selector subscribers attached in {attach_s:.1f} s; "
+                f"{s.rate:.0f} msg/s, {s.latency_warmup_s} s + {s.duration_s} s")
+            res = workloads.latency_at_rate(
+                svc.url, route.publish_address, route.subscribe_address, rate=s.rate,
+                warmup_s=s.latency_warmup_s, duration_s=s.duration_s, drain_s=s.fanout_drain_s, size=s.size,
+                window=s.window, prefetch=s.prefetch,
+                timeout_s=s.latency_warmup_s + s.duration_s + s.fanout_drain_s + 120, cpu_probe=svc.cpu_probe(),
+                tick_s=s.tick_ms / 1000, props=fanout_bench.message_properties,
+            )
+            received = subs.received
+        finally:
+            subs.stop()
+        svc.stop()
+        rec.emit({
+            "bench": "fanout_latency", "broker": "sharedsub", "subscribers": n, "rate": s.rate,
+            "warmup_s": s.latency_warmup_s, "duration_s": s.duration_s, "size": s.size, "prefetch": s.prefetch,
+            "tick_ms": s.tick_ms, "drain_s": s.fanout_drain_s, "start_s": round(start_s, 2), "selector_subs_attach_s": round(attach_s, 2),
+            **pre, **res,
+            # Deliveries to the selector subscribers by the time the latency workload ended, and
+            # how many (message, selector) matches the published messages make in all.
+            "selector_subs_received": received,
+            "selector_subs_expected": fanout_bench.expected_matches(res["sent"], n),
+            "selector_subs_errors": subs.errors[:5], "broker_stop_s": svc.stop_s,
+        })
+
+
 def _sharedsub_version() -> str:
     try:
         v = importlib.metadata.version("sharedsub")
@@ -368,6 +458,15 @@ def main(argv: list[str] | None = None) -> int:
                 if has_plan:
                     svc = SharedSubService(log=log, log_path=rec.side_file("serve.log"), keep_data=args.keep_state)
                     run_broker(svc, args.only, s, rec, _sharedsub_version)
+                if "fanout" in args.only:
+                    log(RABBITMQ_NO_SELECTORS)
+                    rec.emit({"bench": "fanout_note", "broker": "rabbitmq", "skipped": RABBITMQ_NO_SELECTORS})
+                    for n in s.fanout_subs:
+                        guarded(rec, {"bench": "fanout_throughput", "broker": "sharedsub", "subscribers": n},
+                                lambda n=n: measure_fanout_throughput(n, s, rec, args.keep_state))
+                    guarded(rec, {"bench": "fanout_latency", "broker": "sharedsub",
+                                  "subscribers": s.fanout_latency_subs},
+                            lambda: measure_fanout_latency(s, rec, args.keep_state))
                 if "amplification" in args.only:
                     for n in s.amp_subscribers:
                         guarded(rec, {"bench": "amplification", "broker": "sharedsub", "subscribers": n},

@@ -1,0 +1,317 @@
+"""Fan-out with JMS selectors (sharedsub only: RabbitMQ has no JMS selectors to compare with).
+
+* :func:`routing_throughput`: one topic pre-loaded with M messages straight into Delta (as
+  tests/builders.py does, no AMQP front end), N catalog subscriptions with distinct selectors
+  and ``start_seq`` 0, then the fan-out job once with available-now (bench/fanout_job.py in its
+  own process); published messages routed per second = M / (start of the first micro-batch
+  that carries topic rows → end of the last one); Spark start-up and the query's first,
+  row-less batch (the topic's creation commit) are excluded, the latter reported separately.
+* :class:`SelectorSubscribers`: N AMQP receivers, each with a distinct selector, on one
+  connection in one proton Container in a background thread (the latency measurement runs its
+  own publisher and subscriber next to them, see bench/run.py ``measure_fanout_latency``).
+
+Selector k (k = 0..N-1): ``region = 'r<k%8>' AND priority_prop > <k%10> AND bucket <> <k>``.
+Message i carries region ``r<i%8>`` (string), priority_prop ``(i//8)%10`` (long) and bucket
+``i%1000`` (long), so selector k matches about 1/8 · (9-k%10)/10 of the messages, each a
+different subset (``bucket <> k`` makes every selector text and subset distinct).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import proton
+import pyarrow as pa
+from proton.handlers import MessagingHandler
+from proton.reactor import Container
+
+import procstat
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState  # noqa: E402
+from sharedsub.storage import catalog, delta, layout, schemas  # noqa: E402
+
+TOPIC = "bench-fanout"
+REGIONS = 8
+PRIORITIES = 10
+BUCKETS = 1000
+JMS_SELECTOR = proton.ulong(0x468C00000004)
+
+
+def selector(k: int) -> str:
+    """The k-th distinct selector."""
+    return f"region = 'r{k % REGIONS}' AND priority_prop > {k % PRIORITIES} AND bucket <> {k}"
+
+
+def message_props(i: int) -> tuple[str, int, int]:
+    """(region, priority_prop, bucket) of message i, as the selectors see them."""
+    return f"r{i % REGIONS}", (i // REGIONS) % PRIORITIES, i % BUCKETS
+
+
+def expected_matches(m: int, n: int) -> int:
+    """How many (message, subscription) pairs match, over messages 0..m-1 and selectors 0..n-1."""
+    by_rp: Counter[tuple[str, int]] = Counter()
+    by_rpb: Counter[tuple[str, int, int]] = Counter()
+    for i in range(m):
+        r, p, b = message_props(i)
+        by_rp[(r, p)] += 1
+        by_rpb[(r, p, b)] += 1
+    total = 0
+    for k in range(n):
+        r = f"r{k % REGIONS}"
+        for p in range(k % PRIORITIES + 1, PRIORITIES):
+            total += by_rp[(r, p)] - by_rpb[(r, p, k)]
+    return total
+
+
+def _prop(value: int | str) -> dict[str, Any]:
+    if isinstance(value, int):
+        return {"type": "long", "long": value, "double": None, "string": None, "bool": None}
+    return {"type": "string", "long": None, "double": None, "string": value, "bool": None}
+
+
+def preload(root: str, m: int, size: int, per_commit: int) -> int:
+    """Create the topic and append messages 0..m-1 (random ``size``-byte bodies) in commits of
+    ``per_commit``; return the number of topic commits."""
+    delta.create_topic(root, TOPIC)
+    path = layout.topic_table(root, TOPIC)
+    appender = delta.TableAppender(path, schemas.TOPIC)
+    t0 = dt.datetime.now(dt.UTC)
+    commits = 0
+    for first in range(0, m, per_commit):
+        rows = []
+        for i in range(first, min(m, first + per_commit)):
+            region, prio, bucket = message_props(i)
+            rows.append({
+                "seq": i, "published_at": t0, "publisher": "bench-preload", "routing_key": None,
+                "partition": i % 4, "size": size, "durable": True, "priority": 4, "ttl": None,
+                "message_id": f"ID:bench-{i}", "subject": None,
+                "application_properties": [("region", _prop(region)), ("priority_prop", _prop(prio)),
+                                           ("bucket", _prop(bucket))],
+                "message": os.urandom(size),
+            })
+        appender.append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
+        commits += 1
+    return commits
+
+
+def register_subscriptions(root: str, n: int) -> None:
+    """Commit n active shared durable subscriptions (selector k, start_seq 0) in one catalog commit."""
+    now = dt.datetime.now(dt.UTC)
+    records = [
+        SubscriptionRecord(
+            identity=SubscriptionKey("bench-container", f"sel{k}", True, True), generation=1,
+            state=SubscriptionState.ACTIVE, topic=TOPIC, binding="#", selector=selector(k), no_local=False,
+            expiry_policy=ExpiryPolicy.NEVER, start_seq=0, source="{}", created_at=now, updated_at=now,
+            revision=1 + k,
+        )
+        for k in range(n)
+    ]
+    catalog.append_records(catalog.catalog_appender(root), records)
+
+
+def run_fanout_job(root: str, log_path: str, timeout_s: float) -> dict[str, Any]:
+    """Run bench/fanout_job.py on ``root`` (own session, killed as a group on timeout); its stats."""
+    out = os.path.join(root, "_bench_fanout_stats.json")
+    with open(log_path, "w", encoding="utf-8") as err:
+        proc = subprocess.Popen(
+            [sys.executable, os.path.join(HERE, "fanout_job.py"), "--data-dir", root, "--out", out],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, cwd=ROOT,
+        )
+    t0 = time.perf_counter()
+    timed_out = False
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            pass
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # JVM and Python workers, whatever is left
+        except ProcessLookupError:
+            pass
+        if proc.poll() is None:
+            proc.wait(timeout=10)
+    wall = time.perf_counter() - t0
+    if timed_out or proc.returncode != 0 or not os.path.exists(out):
+        with open(log_path, encoding="utf-8", errors="replace") as f:
+            tail = f.read()[-1500:]
+        what = f"timed out after {timeout_s:.0f} s" if timed_out else f"exited with rc {proc.returncode}"
+        raise RuntimeError(f"fan-out job {what}; log {log_path}: {tail!r}")
+    with open(out, encoding="utf-8") as f:
+        stats = json.load(f)
+    stats["process_wall_s"] = wall
+    return stats
+
+
+def routing_throughput(n: int, m: int, size: int, per_commit: int, timeout_s: float, log_path: str,
+                       log: Callable[[str], None], keep: bool = False) -> dict[str, Any]:
+    """Pre-load, register ``n`` selector subscriptions, route once; return the figures."""
+    root = tempfile.mkdtemp(prefix="sharedsub-bench-fanout-")
+    try:
+        t0 = time.perf_counter()
+        topic_commits = preload(root, m, size, per_commit)
+        register_subscriptions(root, n)
+        setup_s = time.perf_counter() - t0
+        log(f"fanout N={n}: {m} messages in {topic_commits} topic commits pre-loaded in {setup_s:.1f} s; routing")
+        stats = run_fanout_job(root, log_path, timeout_s)
+        # A new query's first micro-batch covers only the topic's creation commit (the source's
+        # first_batch_max_commits, so that serve reports ready quickly): it routes nothing and
+        # is mostly Python-worker warm-up. Routing time runs from the first batch that carries
+        # topic rows; the figure including that first empty batch is reported too.
+        every = [b for b in stats["batches"] if b["routes"]]
+        batches = every
+        while batches and batches[0]["routed_rows"] == 0 and len(batches) > 1:
+            batches = batches[1:]
+        expected = expected_matches(m, n)
+        out: dict[str, Any] = {
+            "messages": m, "size": size, "topic_commits": topic_commits, "setup_s": round(setup_s, 2),
+            "max_commits_per_batch": stats["max_commits_per_batch"], "spark_master": stats["spark_master"],
+            "spark_session_s": round(stats["session_s"], 2), "process_wall_s": round(stats["process_wall_s"], 2),
+            "micro_batches": len(every),
+            "micro_batches_with_rows": sum(1 for b in every if b["routed_rows"]),
+            "expected_routed_rows": expected,
+            "expected_avg_selectivity": expected / (m * n) if m and n else None,
+        }
+        if batches:
+            route_s = batches[-1]["end"] - batches[0]["start"]
+            routed = sum(b["routed_rows"] for b in batches)
+            out.update({
+                "routing_s": route_s,
+                "msgs_routed_per_s": m / route_s if route_s > 0 else None,
+                "routed_rows": routed,
+                "rows_committed": sum(b["rows_committed"] for b in batches),
+                "subscription_table_commits": sum(b["table_commits"] for b in batches),
+                "rows_committed_per_s": sum(b["rows_committed"] for b in batches) / route_s if route_s > 0 else None,
+                "avg_selectivity": routed / (m * n),
+                "batch_s": [round(b["end"] - b["start"], 2) for b in every],
+                "batch_routed_rows": [b["routed_rows"] for b in every],
+                "routing_s_from_first_batch": every[-1]["end"] - every[0]["start"],
+                "msgs_routed_per_s_from_first_batch": m / (every[-1]["end"] - every[0]["start"]),
+                "routed_as_expected": routed == expected,
+                "data_dir_bytes_after": procstat.dir_bytes(root)["apparent_bytes"],
+            })
+        return out
+    finally:
+        if keep:
+            log(f"fanout data kept in {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+class SelectorSubscribers(MessagingHandler):
+    """``n`` receivers with selectors 0..n-1 on one connection; run with :meth:`start` / :meth:`stop`.
+
+    Each link has its own name, so each is its own subscription (created at attach, receiving
+    what is published after it). Messages are accepted and counted, nothing else.
+    """
+
+    def __init__(self, url: str, address: str, n: int, *, prefetch: int = 100) -> None:
+        super().__init__(prefetch=prefetch, auto_accept=True, auto_settle=True)
+        self.url, self.address, self.n = url, address, n
+        self.opened = 0
+        self.received = 0
+        self.errors: list[str] = []
+        self.all_open = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._conn: Any = None
+        self._container: Container | None = None
+
+    def on_start(self, event: Any) -> None:
+        self._container = event.container
+        self._conn = event.container.connect(self.url, reconnect=False)
+        for k in range(self.n):
+            event.container.create_receiver(
+                self._conn, self.address, name=f"bench-selector-{k}", options=_SelectorFilter(selector(k)),
+            )
+        event.container.schedule(0.2, self)
+
+    def on_timer_task(self, event: Any) -> None:
+        if self._stop.is_set():
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+            event.container.schedule(5.0, _Stopper(event.container))
+            return
+        event.container.schedule(0.2, self)
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.is_receiver:
+            self.opened += 1
+            if self.opened == self.n:
+                self.all_open.set()
+
+    def on_link_error(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.errors.append(f"link {event.link.name}: {cond.name} {cond.description}" if cond else "link closed")
+
+    def on_transport_error(self, event: Any) -> None:
+        cond = event.transport.condition
+        self.errors.append(f"transport: {cond.name if cond else ''}")
+
+    def on_connection_closed(self, event: Any) -> None:
+        if self._container is not None:
+            self._container.stop()
+
+    def on_message(self, event: Any) -> None:
+        self.received += 1
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=lambda: Container(self).run(), name="selector-subs", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout_s: float = 15.0) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout_s)
+            if self._thread.is_alive():
+                self.errors.append("background container did not stop in time")
+
+
+class _Stopper(proton.reactor.Handler):
+    def __init__(self, container: Container) -> None:
+        super().__init__()
+        self._c = container
+
+    def on_timer_task(self, event: Any) -> None:
+        self._c.stop()
+
+
+class _SelectorFilter(proton.reactor.LinkOption):
+    """Source filter ``jms-selector`` as the Qpid JMS client sends it."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def apply(self, link: Any) -> None:
+        link.source.filter.put_object({proton.symbol("jms-selector"): proton.Described(JMS_SELECTOR, self.text)})
+
+    def test(self, link: Any) -> bool:
+        return link.is_receiver
+
+
+def message_properties(i: int) -> dict[str, Any]:
+    """Application properties of published message i (for the AMQP latency workload)."""
+    region, prio, bucket = message_props(i)
+    return {"region": region, "priority_prop": prio, "bucket": bucket}
