@@ -19,6 +19,8 @@ from proton import Delivery, Endpoint, Message
 from proton.handlers import MessagingHandler
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
+from connectors.amqp.translate import read_symbols
+
 
 @dataclasses.dataclass
 class Outcome:
@@ -27,6 +29,11 @@ class Outcome:
     state: str  # accepted | rejected | released | modified
     condition: str | None = None
     description: str | None = None
+
+
+def uid(prefix: str) -> str:
+    """A unique name for a test's topic, subscription or container."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str = "condition") -> None:
@@ -190,7 +197,7 @@ class Subscriber(threading.Thread):
                 src = event.link.remote_source
                 handler.remote_source = {
                     "address": src.address,
-                    "capabilities": read_symbols(src.capabilities),
+                    "capabilities": list(read_symbols(src.capabilities)),
                     "durable": src.durability,
                     "expiry": src.expiry_policy,
                     "is_null": src.type == proton.Terminus.UNSPECIFIED,
@@ -309,23 +316,6 @@ class Subscriber(threading.Thread):
         if self.is_alive():
             self._injector.trigger(ApplicationEvent("sharedsub_close"))
             self.join(15)
-
-
-def read_symbols(data: proton.Data | None) -> list[str]:
-    """The symbols of a capabilities field (an array, a single symbol, or nothing)."""
-    if data is None:
-        return []
-    data.rewind()
-    if data.next() is None:
-        return []
-    obj = data.get_object()
-    if obj is None:
-        return []
-    if isinstance(obj, proton.Array):
-        return [str(e) for e in obj.elements]
-    if isinstance(obj, (list, tuple)):
-        return [str(e) for e in obj]
-    return [str(obj)]
 
 
 _EXPIRY = {

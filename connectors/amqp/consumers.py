@@ -276,13 +276,19 @@ class Subscriptions:
         link: proton.Link,
         *,
         closed: bool,
+        reply: Callable[[bool, Condition | None], None],
         session_ending: bool = False,
         connection_closing: bool = False,
-    ) -> tuple[bool, Condition | None]:
-        """A consumer link went away; return (reply closed?, reply condition)."""
+    ) -> None:
+        """A consumer link went away; ``reply(closed, condition)`` answers it.
+
+        A deletion is answered only once the catalog commit that records it is done, so an
+        unsubscribe the client saw succeed never comes back after a crash.
+        """
         state = getattr(link, "ss", None)
         if not isinstance(state, ConsumerLink):
-            return closed, None
+            reply(closed, None)
+            return
         link.ss = None
         self._link_event(
             state.key, state.generation, link.name, link.connection.remote_container or "", state.connection, "detached"
@@ -290,7 +296,8 @@ class Subscriptions:
         remaining = self.dispatcher.remove_consumer(state.key, link)
         rec = self.records.get(state.key)
         if rec is None or rec.table != state.table:
-            return closed, None
+            reply(closed, None)
+            return
         decision = attach.decide_detach(
             closed, rec, remaining, session_ending=session_ending, connection_closing=connection_closing
         )
@@ -298,17 +305,15 @@ class Subscriptions:
             self._idle(rec)
         match decision:
             case DeleteSubscription(reply_closed=reply_closed):
-                self._delete(rec)
-                return reply_closed, None
+                self._delete(rec, lambda _r: reply(reply_closed, None))
             case RefuseDelete(condition=cond, description=desc, reply_closed=reply_closed):
-                return reply_closed, Condition(str(cond), desc)
+                reply(reply_closed, Condition(str(cond), desc))
             case KeepSubscription(reply_closed=reply_closed, ends_with=ends_with):
                 if ends_with == "session":
                     self._scoped[rec.key] = ("session", link.session)
                 elif ends_with == "connection":
                     self._scoped[rec.key] = ("connection", link.connection)
-                return reply_closed, None
-        return closed, None
+                reply(reply_closed, None)
 
     def scope_ended(self, kind: str, obj: Any) -> None:
         """A session or connection ended: delete subscriptions whose lifetime it was."""
@@ -324,13 +329,13 @@ class Subscriptions:
         self._tailer.unwatch(rec.key)
         self.dispatcher.drop(rec.key)
 
-    def _delete(self, rec: SubscriptionRecord) -> None:
+    def _delete(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:
         self._idle(rec)
         self.records.pop(rec.key, None)
         self._scoped.pop(rec.key, None)
         self._acked.pop(rec.table, None)
         self._failures.pop(rec.table, None)
-        self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), lambda _r: None)
+        self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), then or (lambda _r: None))
         log.info("subscription %s deleted", rec.key)
 
     def _save(self, rec: SubscriptionRecord, then: Callable[[Result], None]) -> None:

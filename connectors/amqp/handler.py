@@ -43,6 +43,10 @@ class PublisherLink:
     container: str
 
 
+def _no_reply(_closed: bool, _condition: Condition | None) -> None:
+    pass
+
+
 def _refuse_error(link: proton.Link, error: BaseException) -> None:
     err = error if isinstance(error, SharedSubError) else SharedSubError(f"internal error: {error}")
     refuse(link, str(err.condition), err.description)
@@ -285,14 +289,19 @@ class FrontEnd(Handler):
     def on_link_remote_close(self, event: Any) -> None:
         """Detach closed=true."""
         link = event.link
-        closed, cond = self.subscriptions.consumer_gone(link, closed=True)
-        self._reply_detach(link, True if link.is_receiver else closed, cond)
+        if link.is_receiver:
+            self._reply_detach(link, True, None)
+            return
+        self.subscriptions.consumer_gone(
+            link, closed=True, reply=lambda closed, cond: self._reply_detach(link, closed, cond)
+        )
 
     def on_link_remote_detach(self, event: Any) -> None:
         """Detach closed=false."""
         link = event.link
-        closed, cond = self.subscriptions.consumer_gone(link, closed=False)
-        self._reply_detach(link, closed, cond)
+        self.subscriptions.consumer_gone(
+            link, closed=False, reply=lambda closed, cond: self._reply_detach(link, closed, cond)
+        )
 
     def on_session_remote_close(self, event: Any) -> None:
         """Session end: its links go with it."""
@@ -329,6 +338,10 @@ class FrontEnd(Handler):
         while link is not None:
             if session is None or link.session == session:
                 self.subscriptions.consumer_gone(
-                    link, closed=False, session_ending=True, connection_closing=session is None
+                    link,
+                    closed=False,
+                    reply=_no_reply,  # the session or connection is gone: nothing to answer
+                    session_ending=True,
+                    connection_closing=session is None,
                 )
             link = link.next(0)

@@ -3,25 +3,29 @@
 from __future__ import annotations
 
 import threading
-import uuid
 
 import pytest
 from proton import Message
 
 from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
-from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, unsubscribe, wait_for
+from tests.amqp_peer import (
+    Subscriber,
+    jms_durable,
+    jms_shared_durable,
+    jms_shared_volatile,
+    publish,
+    uid,
+    unsubscribe,
+    wait_for,
+)
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
 
 
-def _uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
-
-
 def test_ARTEMIS_177_recreated_durable_subscription_starts_empty(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("re"), _uid("client")
+    name, cid = uid("re"), uid("client")
     for round_ in range(3):
         with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as s:
             s.wait_attached()
@@ -34,9 +38,9 @@ def test_ARTEMIS_177_recreated_durable_subscription_starts_empty(service: ServeP
 
 
 def test_ARTEMIS_2140_concurrent_creation_of_one_shared_subscription(service: ServeProcess, topic: str) -> None:
-    name = _uid("race")
+    name = uid("race")
     subs = [
-        Subscriber(service.url, topic, container_id=_uid("c"), **jms_shared_durable(name, is_global=True))
+        Subscriber(service.url, topic, container_id=uid("c"), **jms_shared_durable(name, is_global=True))
         for _ in range(12)
     ]
     threads = [threading.Thread(target=s.start) for s in subs]
@@ -55,15 +59,15 @@ def test_ARTEMIS_2140_concurrent_creation_of_one_shared_subscription(service: Se
     finally:
         for s in subs:
             s.stop()
-    assert unsubscribe(service.url, name, container_id=_uid("c"), is_global=True) == (None, None)
+    assert unsubscribe(service.url, name, container_id=uid("c"), is_global=True) == (None, None)
 
 
 def test_ARTEMIS_2973_global_shared_unsubscribe_deletes_it(service: ServeProcess, topic: str) -> None:
-    name = _uid("g")
-    with Subscriber(service.url, topic, container_id=_uid("a"), **jms_shared_durable(name, is_global=True)) as s:
+    name = uid("g")
+    with Subscriber(service.url, topic, container_id=uid("a"), **jms_shared_durable(name, is_global=True)) as s:
         s.wait_attached()
         s.detach()
-    assert unsubscribe(service.url, name, container_id=_uid("b"), is_global=True) == (None, None)
+    assert unsubscribe(service.url, name, container_id=uid("b"), is_global=True) == (None, None)
     recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
     assert recs and not recs[0].active
 
@@ -71,7 +75,7 @@ def test_ARTEMIS_2973_global_shared_unsubscribe_deletes_it(service: ServeProcess
 def test_ARTEMIS_3423_durable_recreated_with_changed_selector_binding_gets_new_generation(
     service: ServeProcess, topic: str
 ) -> None:
-    name, cid = _uid("sel"), _uid("client")
+    name, cid = uid("sel"), uid("client")
     with Subscriber(service.url, f"{topic}/a", container_id=cid, **jms_durable(name)) as s:
         s.wait_attached()
         s.detach()
@@ -88,7 +92,7 @@ def test_ARTEMIS_3423_durable_recreated_with_changed_selector_binding_gets_new_g
 
 
 def test_ARTEMIS_1034_volatile_subscription_removed_on_link_close(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("v"), _uid("client")
+    name, cid = uid("v"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_shared_volatile(name)) as s:
         s.wait_attached()
         s.detach(closed=True)
@@ -104,18 +108,18 @@ def test_ARTEMIS_4125_last_subscriber_leaving_keeps_the_topic(service: ServeProc
 
 
 def test_QPIDJMS_346_failed_unsubscribe_reports_its_error(service: ServeProcess, topic: str) -> None:
-    name = _uid("busy")
-    with Subscriber(service.url, topic, container_id=_uid("a"), **jms_shared_durable(name, is_global=True)) as s:
+    name = uid("busy")
+    with Subscriber(service.url, topic, container_id=uid("a"), **jms_shared_durable(name, is_global=True)) as s:
         s.wait_attached()
-        cond, _ = unsubscribe(service.url, name, container_id=_uid("b"), is_global=True)
+        cond, _ = unsubscribe(service.url, name, container_id=uid("b"), is_global=True)
         assert cond == "amqp:resource-locked"
         s.detach()
-    assert unsubscribe(service.url, name, container_id=_uid("b"), is_global=True) == (None, None)
+    assert unsubscribe(service.url, name, container_id=uid("b"), is_global=True) == (None, None)
 
 
 def test_pulsar_3185_redelivered_message_never_on_two_consumers_at_once(service: ServeProcess, topic: str) -> None:
     """A released message goes back to the subscription and to exactly one consumer."""
-    name, cid = _uid("rel"), _uid("client")
+    name, cid = uid("rel"), uid("client")
     releaser = Subscriber(service.url, topic, container_id=cid, credit=1, settle="release", **jms_shared_durable(name))
     with releaser:
         releaser.wait_attached()

@@ -4,7 +4,6 @@ clients setting capabilities, durability, expiry and link names exactly as Qpid 
 
 from __future__ import annotations
 
-import uuid
 
 import pytest
 from proton import Message
@@ -16,16 +15,13 @@ from tests.amqp_peer import (
     jms_shared_durable,
     jms_shared_volatile,
     publish,
+    uid,
     unsubscribe,
     wait_for,
 )
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
-
-
-def _uid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def _bodies(sub: Subscriber) -> list:
@@ -39,7 +35,7 @@ def _drain_marker(service: ServeProcess, topic: str, subs: list[Subscriber], mar
 
 
 def test_s7_shared_durable_two_consumers_split_each_message_once(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("sd"), _uid("client")
+    name, cid = uid("sd"), uid("client")
     a = Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name))
     b = Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name, ordinal=2))
     with a, b:
@@ -55,9 +51,9 @@ def test_s7_shared_durable_two_consumers_split_each_message_once(service: ServeP
 
 
 def test_s8_global_shared_durable_across_containers(service: ServeProcess, topic: str) -> None:
-    name = _uid("gsd")
-    a = Subscriber(service.url, topic, container_id=_uid("A"), **jms_shared_durable(name, is_global=True))
-    b = Subscriber(service.url, topic, container_id=_uid("B"), **jms_shared_durable(name, is_global=True))
+    name = uid("gsd")
+    a = Subscriber(service.url, topic, container_id=uid("A"), **jms_shared_durable(name, is_global=True))
+    b = Subscriber(service.url, topic, container_id=uid("B"), **jms_shared_durable(name, is_global=True))
     with a, b:
         a.wait_attached()
         b.wait_attached()
@@ -69,11 +65,11 @@ def test_s8_global_shared_durable_across_containers(service: ServeProcess, topic
 
 
 def test_s12_s13_namespaces_are_independent(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("ns"), _uid("client")
+    name, cid = uid("ns"), uid("client")
     subs = [
         Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name)),
         Subscriber(service.url, topic, container_id=cid, **jms_shared_volatile(name)),
-        Subscriber(service.url, topic, container_id=_uid("other"), **jms_shared_durable(name, is_global=True)),
+        Subscriber(service.url, topic, container_id=uid("other"), **jms_shared_durable(name, is_global=True)),
     ]
     for s in subs:
         s.start()
@@ -90,7 +86,7 @@ def test_s12_s13_namespaces_are_independent(service: ServeProcess, topic: str) -
 
 
 def test_s15_exclusivity_mismatch_is_resource_locked(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("ex"), _uid("client")
+    name, cid = uid("ex"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as d:
         d.wait_attached()
         assert d.detach(closed=False) == (None, None)
@@ -103,11 +99,11 @@ def test_s15_exclusivity_mismatch_is_resource_locked(service: ServeProcess, topi
 
 
 def test_s16_s17_join_active_shared_with_other_selector_or_topic_refused(service: ServeProcess, topic: str) -> None:
-    other = _uid("t2")
+    other = uid("t2")
     from sharedsub.storage import delta
 
     delta.create_topic(str(service.data_dir), other)
-    name, cid = _uid("chg"), _uid("client")
+    name, cid = uid("chg"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name)) as a:
         a.wait_attached()
         with Subscriber(service.url, other, container_id=cid, **jms_shared_durable(name, ordinal=2)) as b:
@@ -119,7 +115,7 @@ def test_s16_s17_join_active_shared_with_other_selector_or_topic_refused(service
 def test_s18_s21_durable_backlog_kept_while_detached_then_new_generation_on_change(
     service: ServeProcess, topic: str
 ) -> None:
-    name, cid = _uid("gen"), _uid("client")
+    name, cid = uid("gen"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as s:
         s.wait_attached()
         publish(service.url, topic, [Message(body="seen")])
@@ -153,7 +149,7 @@ def test_s18_s21_durable_backlog_kept_while_detached_then_new_generation_on_chan
 
 
 def test_a4_54_second_consumer_on_unshared_durable_refused(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("one"), _uid("client")
+    name, cid = uid("one"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as a:
         a.wait_attached()
         with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as b:
@@ -164,7 +160,7 @@ def test_a4_54_second_consumer_on_unshared_durable_refused(service: ServeProcess
 
 
 def test_s34_shared_volatile_deleted_with_last_consumer(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("vol"), _uid("client")
+    name, cid = uid("vol"), uid("client")
     a = Subscriber(service.url, topic, container_id=cid, **jms_shared_volatile(name))
     b = Subscriber(service.url, topic, container_id=cid, **jms_shared_volatile(name, ordinal=2))
     with a, b:
@@ -186,23 +182,23 @@ def test_s34_shared_volatile_deleted_with_last_consumer(service: ServeProcess, t
 
 
 def test_s37_s44_unsubscribe_with_active_consumer_is_resource_locked(service: ServeProcess, topic: str) -> None:
-    name = _uid("gl")
-    with Subscriber(service.url, topic, container_id=_uid("A"), **jms_shared_durable(name, is_global=True)) as a:
+    name = uid("gl")
+    with Subscriber(service.url, topic, container_id=uid("A"), **jms_shared_durable(name, is_global=True)) as a:
         a.wait_attached()
-        cond, desc = unsubscribe(service.url, name, container_id=_uid("B"), is_global=True)
+        cond, desc = unsubscribe(service.url, name, container_id=uid("B"), is_global=True)
         assert cond == "amqp:resource-locked"
         assert name in desc
         publish(service.url, topic, [Message(body="still")])
         a.wait_count(1)  # the subscription stayed
         a.detach()
     # s42: global unsubscribe from a new connection with no ClientID
-    assert unsubscribe(service.url, name, container_id=_uid("C"), is_global=True) == (None, None)
+    assert unsubscribe(service.url, name, container_id=uid("C"), is_global=True) == (None, None)
     recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
     assert recs and not recs[0].active
 
 
 def test_s40_s41_lookup_returns_stored_source_and_unknown_is_not_found(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("lk"), _uid("client")
+    name, cid = uid("lk"), uid("client")
     with Subscriber(service.url, f"{topic}/a.#", container_id=cid, no_local=True, **jms_durable(name)) as s:
         s.wait_attached()
         s.detach()
@@ -214,12 +210,12 @@ def test_s40_s41_lookup_returns_stored_source_and_unknown_is_not_found(service: 
         assert look.detach(closed=True) == (None, None)  # unsubscribe
     cond, _ = unsubscribe(service.url, name, container_id=cid)  # twice → not found (A5.67)
     assert cond == "amqp:not-found"
-    cond, _ = unsubscribe(service.url, _uid("never-existed"), container_id=cid, is_global=True)
+    cond, _ = unsubscribe(service.url, uid("never-existed"), container_id=cid, is_global=True)
     assert cond == "amqp:not-found"
 
 
 def test_s36_detach_closed_on_durable_deletes_it(service: ServeProcess, topic: str) -> None:
-    name, cid = _uid("del"), _uid("client")
+    name, cid = uid("del"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as s:
         s.wait_attached()
         assert s.detach(closed=True) == (None, None)
@@ -233,7 +229,7 @@ def test_s2_second_connection_with_same_container_id_refused_when_sole_connectio
     from proton.reactor import Container
     from proton.handlers import MessagingHandler
 
-    cid = _uid("sole")
+    cid = uid("sole")
     result: dict[str, object] = {}
 
     class Two(MessagingHandler):
@@ -363,7 +359,7 @@ def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> N
 def test_lifetime_from_expiry_policy(service: ServeProcess, topic: str, expiry: str, ends_with: str) -> None:
     """DESIGN §4.2: a durable-terminus subscription whose expiry is not 'never' lives as long as
     its expiry policy says (seed 000: lifetime policy from the source expiry policy)."""
-    name, cid = _uid(f"life-{expiry}"), _uid("client")
+    name, cid = uid(f"life-{expiry}"), uid("client")
 
     def active() -> bool:
         recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
@@ -386,7 +382,7 @@ def test_seed003_consumers_join_and_leave_mid_stream_lose_and_duplicate_nothing(
 ) -> None:
     import threading
 
-    name, cid = _uid("churn"), _uid("client")
+    name, cid = uid("churn"), uid("client")
     first = Subscriber(service.url, topic, container_id=cid, credit=20, refill=True, **jms_shared_durable(name))
     second = Subscriber(
         service.url, topic, container_id=cid, credit=20, refill=True, **jms_shared_durable(name, ordinal=2)
@@ -423,7 +419,7 @@ def test_seed003_consumers_join_and_leave_mid_stream_lose_and_duplicate_nothing(
 def test_links_attached_to_a_subscription_are_in_the_catalog(service: ServeProcess, topic: str) -> None:
     from sharedsub.storage.catalog import attached_links
 
-    name, cid = _uid("links"), _uid("client")
+    name, cid = uid("links"), uid("client")
     a = Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name))
     b = Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name, ordinal=2))
     with a, b:
@@ -443,7 +439,7 @@ def test_links_attached_to_a_subscription_are_in_the_catalog(service: ServeProce
 def test_redelivery_markers(service: ServeProcess, topic: str) -> None:
     """Unsettled deliveries of a link that goes away come back with delivery-count + 1 and
     first-acquirer false (DESIGN §5, Pulsar #5895); a released one comes back unchanged."""
-    name, cid = _uid("redeliver"), _uid("client")
+    name, cid = uid("redeliver"), uid("client")
     holder = Subscriber(service.url, topic, container_id=cid, credit=1, settle="none", **jms_shared_durable(name))
     with holder:
         holder.wait_attached()
