@@ -100,12 +100,14 @@ class Subscriptions:
         committer: Committer,
         tailer: Tailer,
         topic_gate: TopicGate,
+        tokens: Any,
     ) -> None:
         self.settings = settings
         self.root = settings.data_dir
         self._committer = committer
         self._tailer = tailer
         self._topic_gate = topic_gate
+        self._tokens = tokens  # handler.Tokens: continuations never travel to other threads
         self.dispatcher = Dispatcher(tailer.sent, self._on_ack)
         self.records: dict[str, SubscriptionRecord] = {}
         # Highest generation ever used per key, deleted ones included: a re-created subscription
@@ -236,7 +238,7 @@ class Subscriptions:
                 refuse(link, str(err.condition), err.description)
                 release()
                 return
-            self._committer.submit(SaveSubscription(rec, assign_start=True, token=saved))
+            self._committer.submit(SaveSubscription(rec, assign_start=True, token=self._tokens.put(saved)))
 
         self._topic_gate(rec.topic, topic_ready)
 
@@ -339,4 +341,4 @@ class Subscriptions:
         log.info("subscription %s deleted", rec.key)
 
     def _save(self, rec: SubscriptionRecord, then: Callable[[Result], None]) -> None:
-        self._committer.submit(SaveSubscription(rec, assign_start=False, token=then))
+        self._committer.submit(SaveSubscription(rec, assign_start=False, token=self._tokens.put(then)))

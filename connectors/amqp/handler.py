@@ -52,6 +52,29 @@ def _refuse_error(link: proton.Link, error: BaseException) -> None:
     refuse(link, str(err.condition), err.description)
 
 
+class Tokens:
+    """Opaque integer handles for reactor-side objects that requests carry through other threads.
+
+    Proton objects must only ever be touched, and released, on the reactor thread: a proton
+    wrapper dropped on the committer thread runs ``pn_decref`` there, racing the reactor (seen as
+    heap corruption under load). So requests carry an int; the object stays here.
+    """
+
+    def __init__(self) -> None:
+        self._objects: dict[int, Any] = {}
+        self._next = 0
+
+    def put(self, obj: Any) -> int:
+        """Keep ``obj``; return its handle."""
+        self._next += 1
+        self._objects[self._next] = obj
+        return self._next
+
+    def pop(self, handle: Any) -> Any:
+        """The object of ``handle`` (None for a None handle), forgotten."""
+        return None if handle is None else self._objects.pop(handle, None)
+
+
 class FrontEnd(Handler):
     """The proton handler of ``sharedsub serve`` / ``sharedsub frontend``."""
 
@@ -69,7 +92,8 @@ class FrontEnd(Handler):
             max_batch_bytes=settings.publish.max_batch_bytes,
         )
         self.tailer = Tailer(self.root, self.cache, self._post_rows, poll_interval=settings.delivery.poll_interval)
-        self.subscriptions = Subscriptions(settings, self.committer, self.tailer, self._with_topic)
+        self.tokens = Tokens()
+        self.subscriptions = Subscriptions(settings, self.committer, self.tailer, self._with_topic, self.tokens)
         self._known_topics: set[str] = set()
         self._pending_topic: dict[str, list[Callable[[BaseException | None], None]]] = {}
         self.published = 0
@@ -101,8 +125,9 @@ class FrontEnd(Handler):
         credit: dict[proton.Link, int] = {}
         for result in event.subject:
             req = result.request
+            obj = self.tokens.pop(req.token)
             if isinstance(req, Publish):
-                dlv: Delivery = req.token
+                dlv: Delivery = obj
                 if result.error is None:
                     dlv.update(Delivery.ACCEPTED)
                     self.published += 1
@@ -112,8 +137,8 @@ class FrontEnd(Handler):
                 dlv.settle()
                 link = dlv.link
                 credit[link] = credit.get(link, 0) + 1
-            elif req.token is not None:
-                req.token(result)
+            elif obj is not None:
+                obj(result)
         for link, n in credit.items():
             if link.state & Endpoint.LOCAL_ACTIVE and not link.state & Endpoint.REMOTE_CLOSED:
                 link.flow(n)
@@ -195,7 +220,7 @@ class FrontEnd(Handler):
                 for cont in self._pending_topic.pop(topic, []):
                     cont(result.error)
 
-            self.committer.submit(CreateTopic(topic, created))
+            self.committer.submit(CreateTopic(topic, self.tokens.put(created)))
 
     # ------------------------------------------------------------------ publishers
 
@@ -236,7 +261,9 @@ class FrontEnd(Handler):
                 if delta.topic_exists(self.root, topic):
                     self._known_topics.add(topic)
                 elif self.settings.server.auto_create_topics:
-                    self.committer.submit(CreateTopic(topic, lambda _r: self._known_topics.add(topic)))
+                    self.committer.submit(
+                        CreateTopic(topic, self.tokens.put(lambda _r: self._known_topics.add(topic)))
+                    )
                 else:
                     raise TopicNotFound(topic)
             columns = translate.message_columns(msg)
@@ -250,7 +277,7 @@ class FrontEnd(Handler):
             dlv.settle()
             link.flow(1)
             return
-        self.committer.submit(Publish(topic, columns, data, dlv))
+        self.committer.submit(Publish(topic, columns, data, self.tokens.put(dlv)))
 
     def on_delivery(self, event: Any) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""

@@ -135,3 +135,50 @@ def test_pulsar_3185_redelivered_message_never_on_two_consumers_at_once(service:
         assert [r.message.body for r in a.received] == ["x", "END"]
         a.detach()
     assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+
+
+def test_wso2_cbm_467_offline_durable_with_selector_keeps_only_matching(service: ServeProcess, topic: str) -> None:
+    """Non-matching messages must not pile up for an offline durable subscriber with a selector."""
+    name, cid = uid("sel-off"), uid("client")
+    with Subscriber(service.url, topic, container_id=cid, selector="kind = 'keep'", **jms_durable(name)) as s:
+        s.wait_attached()
+        s.detach()
+    publish(service.url, topic, [Message(body=f"{k}{i}", properties={"kind": k}) for i in range(5) for k in ("keep", "drop")])
+    with Subscriber(service.url, topic, container_id=cid, selector="kind = 'keep'", **jms_durable(name)) as s:
+        s.wait_attached()
+        s.wait_count(5)
+        publish(service.url, topic, [Message(body="END", properties={"kind": "keep"})])
+        s.wait_count(6)
+        assert [r.message.body for r in s.received] == [f"keep{i}" for i in range(5)] + ["END"]
+        s.detach()
+    recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
+    from sharedsub.storage import layout
+
+    rows = delta.read_table(layout.join(str(service.data_dir), recs[0].table), ["seq"])
+    assert rows is not None and rows.num_rows == 6  # only matching messages were routed to it
+    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+
+
+def test_QPID_7642_filter_validated_at_attach(service: ServeProcess, topic: str) -> None:
+    name = uid("badsel")
+    with Subscriber(service.url, topic, selector="price >", **jms_durable(name)) as s:
+        cond, desc = s.wait_refused()
+    assert cond == "amqp:invalid-field" and "price >" in desc
+    assert not [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
+
+
+def test_activemq_2196_consumer_without_credit_holds_nothing_back(service: ServeProcess, topic: str) -> None:
+    """A shared consumer with no credit gets nothing and starves nobody (seed 003, DESIGN §5)."""
+    name, cid = uid("starve"), uid("client")
+    idle = Subscriber(service.url, topic, container_id=cid, credit=0, **jms_shared_durable(name))
+    busy = Subscriber(service.url, topic, container_id=cid, credit=1000, **jms_shared_durable(name, ordinal=2))
+    with idle, busy:
+        idle.wait_attached()
+        busy.wait_attached()
+        publish(service.url, topic, [Message(body=i) for i in range(30)])
+        busy.wait_count(30)
+        assert sorted(r.message.body for r in busy.received) == list(range(30))
+        assert idle.received == []
+        idle.detach()
+        busy.detach()
+    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
