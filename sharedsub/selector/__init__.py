@@ -24,10 +24,35 @@ from __future__ import annotations
 from sharedsub.selector.ast import Selector
 from sharedsub.selector.evaluate import evaluate
 from sharedsub.selector.lexer import SelectorError
-from sharedsub.selector.parser import parse as parse_selector
+from sharedsub.selector.parser import parse
 from sharedsub.selector.sparksql import to_spark_sql
 
-__all__ = ["Selector", "SelectorError", "check", "evaluate", "parse_selector", "to_spark_sql"]
+__all__ = ["MAX_SQL_CHARS", "Selector", "SelectorError", "check", "evaluate", "parse_selector", "to_spark_sql"]
+
+MAX_SQL_CHARS = 32_768
+"""Longest Spark SQL a selector may compile to: about 60 comparisons of a property with a
+literal, or a sum of 14 properties (arithmetic SQL grows with the square of the chain, as each
+partial result is needed exact and as a double); the test corpus' largest selector compiles to
+~3.4 KB. The fan-out evaluates every subscription's SQL in one projection: Spark plans it on
+each micro-batch and compiles its generated code whenever the set of subscriptions changes, in
+time that grows faster than the SQL (a 36 KB selector took seconds on its own)."""
+
+
+def parse_selector(text: str) -> Selector | None:
+    """``text`` parsed and type-checked; None for a blank selector (no selector).
+
+    Raises:
+        SelectorError: a syntax or type error (at its position), or a selector whose Spark SQL
+            would exceed :data:`MAX_SQL_CHARS` (position 1).
+    """
+    selector = parse(text)
+    if selector is not None:
+        size = len(to_spark_sql(selector))
+        if size > MAX_SQL_CHARS:
+            raise SelectorError(
+                text, 1, f"a simpler selector (at most {MAX_SQL_CHARS} characters of Spark SQL)", f"one of {size}"
+            )
+    return selector
 
 
 def check(text: str) -> None:

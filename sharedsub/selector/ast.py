@@ -208,6 +208,24 @@ def static_type(expr: Expr) -> Type:
             return Type.BOOLEAN
 
 
+def chain(expr: Logical) -> list[Expr]:
+    """Operands of ``expr`` and of every ``expr.op`` directly under it, left to right.
+
+    ``a OR b OR c`` parses left-deep; walking such chains iteratively keeps every back end
+    (and Spark's SQL parser, which collects flat AND/OR chains) free of deep recursion.
+    """
+    out: list[Expr] = []
+    stack: list[Expr] = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, Logical) and node.op == expr.op:
+            stack.append(node.right)
+            stack.append(node.left)
+        else:
+            out.append(node)
+    return out
+
+
 _BARE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*\Z")
 
 
@@ -233,8 +251,8 @@ def render(expr: Expr) -> str:
             return f"({op} {render(operand)})"
         case Arithmetic(op=op, left=left, right=right) | Comparison(op=op, left=left, right=right):
             return f"({render(left)} {op} {render(right)})"
-        case Logical(op=op, left=left, right=right):
-            return f"({render(left)} {op} {render(right)})"
+        case Logical(op=op):
+            return "(" + f" {op} ".join(render(e) for e in chain(expr)) + ")"
         case Not(operand=operand):
             return f"(NOT {render(operand)})"
         case Between(operand=operand, low=low, high=high, negated=negated):

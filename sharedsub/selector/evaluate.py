@@ -27,9 +27,11 @@ too). The rules:
   their own type by ``=``/``<>`` only; ``<`` on strings is unknown. Any other pairing, a null or
   an opaque operand → unknown (DESIGN §3; Broker-J says false, which only differs under NOT).
 * **Arithmetic** on anything but two numbers is null. long op long stays a long: ``/`` truncates
-  toward zero, ``%`` takes the dividend's sign (Java); an overflow (including
-  ``-9223372036854775808 / -1``) is null, not Java's wrap-around. With a double the operation is
-  done in double. Division or remainder by zero (long or double) is null, as is a NaN result.
+  toward zero, ``%`` takes the dividend's sign (Java). A long result that does not fit a long
+  (``9223372036854775807 + 1``, ``-9223372036854775808 / -1``) is computed in double instead,
+  as if the operands were doubles: an approximate number, not Java's wrap-around. With a double
+  operand the operation is done in double. Division or remainder by zero (long or double) is
+  null, as is a NaN result (``inf - inf``).
 * **Logic** is SQL three-valued (AND, OR, NOT); ``BETWEEN a AND b`` is ``>= a AND <= b``; IN and
   LIKE need a string (else unknown); a property used as a condition must be a boolean.
 * A selector matches a message only when the result is True.
@@ -154,10 +156,12 @@ def _eval(expr: ast.Expr, row: Mapping[str, Any]) -> Value:
             return compare(op, _eval(left, row), _eval(right, row))
         case ast.Not(operand=operand):
             return _not(_truth(_eval(operand, row)))
-        case ast.Logical(op="AND", left=left, right=right):
-            return _and(_truth(_eval(left, row)), _truth(_eval(right, row)))
-        case ast.Logical(left=left, right=right):
-            return _or(_truth(_eval(left, row)), _truth(_eval(right, row)))
+        case ast.Logical(op=op):
+            combine = _and if op == "AND" else _or
+            result: bool | None = op == "AND"  # TRUE is AND's identity, FALSE is OR's
+            for operand in ast.chain(expr):
+                result = combine(result, _truth(_eval(operand, row)))
+            return result
         case ast.Between(operand=operand, low=low, high=high, negated=negated):
             value = _eval(operand, row)
             inside = _and(compare(">=", value, _eval(low, row)), compare("<=", value, _eval(high, row)))
@@ -193,17 +197,13 @@ def _or(a: bool | None, b: bool | None) -> bool | None:
     return None if a is None or b is None else False
 
 
-def _in_long(value: int) -> int | None:
-    return value if ast.LONG_MIN <= value <= ast.LONG_MAX else None
-
-
 def _plus(a: Value) -> Value:
     return a if _is_number(a) else None
 
 
 def _negate(a: Value) -> Value:
     if type(a) is int:
-        return _in_long(-a)
+        return -a if -a <= ast.LONG_MAX else -float(a)  # only -MIN overflows
     if type(a) is float:
         return -a
     return None
@@ -214,8 +214,29 @@ def arithmetic(op: str, a: Value, b: Value) -> Value:
     if not (_is_number(a) and _is_number(b)):
         return None
     if type(a) is int and type(b) is int:
-        return _long_arithmetic(op, a, b)
-    x, y = float(a), float(b)  # type: ignore[arg-type]
+        if op in "/%" and b == 0:
+            return None
+        exact = _long_arithmetic(op, a, b)
+        if ast.LONG_MIN <= exact <= ast.LONG_MAX:
+            return exact
+    return _double_arithmetic(op, float(a), float(b))  # type: ignore[arg-type]
+
+
+def _long_arithmetic(op: str, a: int, b: int) -> int:
+    """The exact (unbounded) result; ``b`` is not 0 for ``/`` and ``%``."""
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # truncated toward zero
+    if op == "/":
+        return quotient
+    return a - b * quotient  # remainder with the sign of the dividend
+
+
+def _double_arithmetic(op: str, x: float, y: float) -> float | None:
     if op in "/%" and y == 0.0:
         return None
     if op == "+":
@@ -230,21 +251,6 @@ def arithmetic(op: str, a: Value, b: Value) -> Value:
         # Java's double % is C's fmod; fmod(±inf, y) is NaN there but an error in Python.
         result = math.nan if math.isinf(x) else math.fmod(x, y)
     return None if math.isnan(result) else result
-
-
-def _long_arithmetic(op: str, a: int, b: int) -> int | None:
-    if op == "+":
-        return _in_long(a + b)
-    if op == "-":
-        return _in_long(a - b)
-    if op == "*":
-        return _in_long(a * b)
-    if b == 0:
-        return None
-    quotient = abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)  # truncated toward zero
-    if op == "/":
-        return _in_long(quotient)
-    return a - b * quotient  # remainder with the sign of the dividend
 
 
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {

@@ -35,11 +35,13 @@ from sharedsub.selector.ast import Type
 from sharedsub.selector.lexer import Kind, SelectorError, Token, tokenize
 
 _ORDERING = ("<", "<=", ">", ">=")
-# Bounds that keep every recursive walk (this parser, both back ends, Spark's SQL parser) far from
-# a stack overflow: the parser recurses ~9 frames per parenthesis, so nesting is capped at 50;
-# long AND/OR/arithmetic chains are parsed iteratively but make deep trees, capped at 200 levels.
+# Bounds that keep every recursive walk (this parser, both back ends, Spark's SQL parser, which
+# overflows its stack on a few hundred nested parentheses around function calls) far from a stack
+# overflow: the parser recurses ~9 frames per parenthesis, so nesting is capped at 50; other
+# chains are parsed iteratively but make deep trees, capped at 100 levels, where a chain of
+# ANDs (or ORs) counts as one level (every walk takes those chains flat, see ast.chain).
 MAX_NESTING = 50
-MAX_DEPTH = 200
+MAX_DEPTH = 100
 
 
 def parse(text: str) -> ast.Selector | None:
@@ -340,7 +342,8 @@ def _check_escapes(parser: _Parser, pattern: ast.String, escape: str) -> None:
 
 
 def _check_tree(parser: _Parser, expr: ast.Expr) -> None:
-    """Every exact literal (after sign folding) is a Java long; the tree is at most MAX_DEPTH deep."""
+    """Every exact literal (after sign folding) is a Java long; the tree is at most MAX_DEPTH
+    deep, counting a chain of ANDs (or ORs) as one level."""
     stack: list[tuple[ast.Expr, int]] = [(expr, 1)]
     while stack:
         node, depth = stack.pop()
@@ -358,6 +361,9 @@ def _check_tree(parser: _Parser, expr: ast.Expr) -> None:
                 "an exact number within the range of a long (-2^63 .. 2^63-1)",
                 f"number {parser.text[node.start : node.end]}",
             )
+        if isinstance(node, ast.Logical):
+            stack.extend((child, depth + 1) for child in ast.chain(node))
+            continue
         for field in ("operand", "left", "right", "low", "high"):
             child = getattr(node, field, None)
             if child is not None:

@@ -3,9 +3,9 @@
 :func:`to_spark_sql` gives text over the fan-out source's columns (``schemas.ROUTING_COLUMNS``)
 that is true when the selector matches, false or NULL otherwise, with exactly the semantics of
 :mod:`sharedsub.selector.evaluate` (the reference; see its docstring for the rules). It never
-throws at run time whatever ``spark.sql.ansi.enabled`` says: overflow goes through
-``try_add``/``try_subtract``/``try_multiply``/``try_mod``, division through ``try_divide`` or a
-``CASE`` that guards zero and ``MIN / -1``, and no cast can fail.
+throws at run time whatever ``spark.sql.ansi.enabled`` says: long arithmetic goes through
+``try_add``/``try_subtract``/``try_multiply``/``try_mod`` and a ``try_divide``/``try_cast`` of
+decimals, double division through ``try_divide``, and no other cast can fail.
 
 How dynamic types become static SQL: Spark needs one type per expression, a property has its
 type per message. So every value compiles to a :class:`_Value`, parallel typed columns of which
@@ -13,7 +13,8 @@ at most one is non-null per row:
 
 * ``long`` (BIGINT): non-null iff the value is an exact number;
 * ``double`` (DOUBLE): non-null iff the value is a number (an exact one converted, as Java
-  converts a long for mixed comparisons); never NaN (``nanvl`` turns NaN into NULL);
+  converts a long for mixed comparisons); an arithmetic result may hold NaN, which
+  :meth:`_Value.number` reads as NULL;
 * ``string``, ``boolean``: non-null iff the value has that type;
 * ``present`` (only properties): the value is not null, which an opaque value (binary, uuid, …)
   is although all its typed columns are null.
@@ -59,6 +60,13 @@ class _Value:
     boolean: str | None = None
     present: str | None = None
     constant: bool = False  # a literal: its non-None columns are never null
+    may_be_nan: bool = False  # an arithmetic result: ``double`` may be NaN (see _arithmetic)
+
+    def number(self) -> str | None:
+        """The ``double`` column with NaN as NULL."""
+        if self.double is None or not self.may_be_nan:
+            return self.double
+        return _nanvl(self.double)
 
     def is_present(self) -> str:
         """SQL: the value is not null."""
@@ -66,7 +74,7 @@ class _Value:
             return self.present
         if self.constant:
             return "TRUE"
-        checks = [f"{c} IS NOT NULL" for c in (self.double, self.string, self.boolean) if c is not None]
+        checks = [f"{c} IS NOT NULL" for c in (self.number(), self.string, self.boolean) if c is not None]
         return "(" + " OR ".join(checks) + ")" if checks else "FALSE"
 
     def condition(self) -> str:
@@ -159,8 +167,9 @@ def _compile(expr: ast.Expr) -> _Value:
             return _boolean(_compare(op, _compile(left), _compile(right)))
         case ast.Not(operand=operand):
             return _boolean(f"(NOT {_compile(operand).condition()})")
-        case ast.Logical(op=op, left=left, right=right):
-            return _boolean(f"({_compile(left).condition()} {op} {_compile(right).condition()})")
+        case ast.Logical(op=op):
+            # Flat: Spark's parser recurses on parentheses but collects a flat AND/OR chain.
+            return _boolean("(" + f" {op} ".join(_compile(e).condition() for e in ast.chain(expr)) + ")")
         case ast.Between(operand=operand, low=low, high=high, negated=negated):
             value = _compile(operand)
             inside = f"({_compare('>=', value, _compile(low))} AND {_compare('<=', value, _compile(high))})"
@@ -183,60 +192,54 @@ def _string_test(value: _Value, test: str, negated: bool) -> _Value:
     return _boolean(f"(NOT {sql})" if negated else sql)
 
 
-def _not_null(*parts: tuple[str, _Value]) -> str | None:
-    """SQL: every non-constant part is not null; None when all are constants (always true)."""
-    checks = [f"{sql} IS NOT NULL" for sql, value in parts if not value.constant]
-    return " AND ".join(checks) if checks else None
-
-
 def _unary(op: str, x: _Value) -> _Value:
-    if op == "+":
-        return _Value(long=x.long, double=x.double)  # a number stays; anything else is null
+    if op == "+":  # a number stays; anything else is null
+        return _Value(long=x.long, double=x.double, may_be_nan=x.may_be_nan)
     if x.double is None:
         return _Value()
-    if x.long is None:
-        return _Value(double=f"negative({x.double})")
-    long = f"try_subtract(0L, {x.long})"  # null for -MIN, like every long overflow
-    return _Value(long=long, double=f"CASE WHEN {x.long} IS NOT NULL THEN CAST({long} AS DOUBLE) ELSE negative({x.double}) END")
+    # -x is exact in double too; -MIN does not fit a long: its double view is then the result.
+    long = None if x.long is None else f"try_subtract(0L, {x.long})"
+    return _Value(long=long, double=f"negative({x.double})", may_be_nan=x.may_be_nan)
 
 
 def _arithmetic(op: str, x: _Value, y: _Value) -> _Value:
+    """``x op y`` without any conditional expression that nests.
+
+    Spark's subexpression elimination walks the first child of every CASE/IF/coalesce/nanvl
+    twice, so conditionals nested through an arithmetic chain cost 2^depth at planning time (a
+    20-deep ``(((a + 1) + 1) ...)`` took seconds, 30 never finished). Hence: the long column uses
+    try_* functions (a decimal division for ``/``); the double column is
+    ``coalesce(CAST(long AS DOUBLE), x.double op y.double)``, whose nesting goes through the
+    second argument only; NaN is left in place and turned into NULL where values are used
+    (:meth:`_Value.number`).
+    """
     if x.double is None or y.double is None:
         return _Value()
-    exact = x.long is not None and y.long is not None
     long: str | None = None
     if op in _TRY:
-        double = _nanvl(f"({x.double} {op} {y.double})")
-        if exact:
+        double = f"({x.double} {op} {y.double})"
+        if x.long is not None and y.long is not None:
             long = f"{_TRY[op]}({x.long}, {y.long})"
     elif op == "/":
-        double = _nanvl(f"try_divide({x.double}, {y.double})")
-        if exact:
-            # Guarded rather than try_divide, which would return a double; MIN / -1 overflows.
-            long = (
-                f"CASE WHEN {y.long} = 0L OR ({x.long} = {_long_literal(ast.LONG_MIN)} AND {y.long} = (-1L)) "
-                f"THEN NULL ELSE {x.long} DIV {y.long} END"
-            )
+        double = f"try_divide({x.double}, {y.double})"
+        if x.long is not None and y.long is not None:
+            # DECIMAL(38,19) quotient: exact enough that truncating it never rounds up; NULL for
+            # a zero divisor (try_divide) and for MIN / -1 (try_cast).
+            long = f"try_cast(try_divide(CAST({x.long} AS DECIMAL(19,0)), CAST({y.long} AS DECIMAL(19,0))) AS BIGINT)"
     else:  # '%': Java's remainder (sign of the dividend) for long and double alike
-        double = _nanvl(f"try_mod({x.double}, {y.double})")
-        if exact:
+        double = f"try_mod({x.double}, {y.double})"
+        if x.long is not None and y.long is not None:
             long = f"try_mod({x.long}, {y.long})"
-    if long is None:
-        return _Value(double=double)
-    # Both exact: the double column is the (possibly null, on overflow) long result converted.
-    when = _not_null((str(x.long), x), (str(y.long), y))
-    if when is not None:
-        double = f"CASE WHEN {when} THEN CAST({long} AS DOUBLE) ELSE {double} END"
-    else:
-        double = f"CAST({long} AS DOUBLE)"
-    return _Value(long=long, double=double)
+    if long is not None:
+        double = f"coalesce(CAST({long} AS DOUBLE), {double})"
+    return _Value(long=long, double=double, may_be_nan=True)
 
 
 def _compare(op: str, x: _Value, y: _Value) -> str:
     # One comparison per type pairing, each NULL unless both sides have that type; the first
     # non-null one decides. long/long comes before the double pairing, so exact numbers compare
     # exactly; a long and a double meet only in the double pairing, as Java converts them.
-    pairs: list[tuple[str | None, str | None]] = [(x.long, y.long), (x.double, y.double)]
+    pairs: list[tuple[str | None, str | None]] = [(x.long, y.long), (x.number(), y.number())]
     if op in ("=", "<>"):
         pairs += [(x.string, y.string), (x.boolean, y.boolean)]
     tests = [f"{a} {op} {b}" for a, b in pairs if a is not None and b is not None]

@@ -218,17 +218,28 @@ CONSTANTS = _cases(
     U | NOT (1 / 0 = 0)
     T | 1 / 0 = 0 OR TRUE
     F | 1 / 0 = 0 AND FALSE
-    T | 9223372036854775807 + 1 IS NULL
-    U | 9223372036854775807 + 1 > 0
-    T | -9223372036854775808 - 1 IS NULL
-    T | 9223372036854775807 * 2 IS NULL
-    T | -9223372036854775808 * -1 IS NULL
-    T | -9223372036854775808 / -1 IS NULL
+    F | 9223372036854775807 + 1 IS NULL
+    T | 9223372036854775807 + 1 > 0
+    T | 9223372036854775807 + 1 = 9.223372036854775808E18
+    T | 9223372036854775807 + 1 = 9223372036854775807 + 0.5
+    F | -9223372036854775808 - 1 IS NULL
+    F | -9223372036854775808 - 1 < -9223372036854775807
+    T | -9223372036854775808 - 1 = -9.223372036854775808E18
+    F | 9223372036854775807 * 2 IS NULL
+    T | 9223372036854775807 * 2 = 1.8446744073709552E19
+    F | -9223372036854775808 * -1 IS NULL
+    F | -9223372036854775808 / -1 IS NULL
+    T | -9223372036854775808 / -1 = 9.223372036854775808E18
+    T | -9223372036854775808 / -1 = 9223372036854775807
+    T | 3037000500 * 3037000500 > 0
+    T | 3037000499 * 3037000499 = 9223372030926249001
     T | -9223372036854775808 % -1 = 0
     T | -9223372036854775808 / 1 = -9223372036854775808
     F | 9223372036854775807 + 1.0 > 9223372036854775807
     T | 9223372036854775806 + 1 = 9223372036854775807
-    T | 4611686018427387904 * 2 - 1 IS NULL
+    F | 4611686018427387904 * 2 - 1 IS NULL
+    T | 4611686018427387904 * 2 - 1 = 9.223372036854775808E18
+    T | 4611686018427387904 * 2 / 2 = 4611686018427387904
     T | 4611686018427387904 * -2 = -9223372036854775808
     T | - 5 = -5
     T | -(-5) = 5
@@ -373,14 +384,20 @@ PROPERTIES = _cases(
     T | big = 9223372036854775807
     F | big = 9223372036854775806
     T | big - 1 = 9223372036854775806
-    T | big + 1 IS NULL
-    U | big + 1 = 0
+    F | big + 1 IS NULL
+    F | big + 1 = 0
+    F | big + 1 > big
+    T | big + 1 >= big
+    F | big + 1 > big + 0.0
+    T | big * big > 0
     T | big + 0 = big
     T | big * -1 = -9223372036854775807
     T | small = -9223372036854775808
-    T | small - 1 IS NULL
-    T | -small IS NULL
-    T | small / -1 IS NULL
+    F | small - 1 IS NULL
+    F | -small IS NULL
+    T | -small = 9.223372036854775808E18
+    F | small / -1 IS NULL
+    T | small / -1 > 0
     T | small / 1 = small
     T | small % -1 = 0
     T | small * 1 = small
@@ -613,7 +630,8 @@ HEADER_CASES = _cases(
     Case("JMSMessageID = JMSCorrelationID", msg(message_id="x", correlation_id=None), None),
     Case("JMSTimestamp = 9223372036854775807", msg(creation_time=LONG_MAX), True),
     Case("JMSTimestamp = 9223372036854775806", msg(creation_time=LONG_MAX), False),
-    Case("JMSTimestamp + 1 IS NULL", msg(creation_time=LONG_MAX), True),
+    Case("JMSTimestamp + 1 IS NULL", msg(creation_time=LONG_MAX), False),
+    Case("JMSTimestamp + 1 > JMSTimestamp", msg(creation_time=LONG_MAX), False),  # both 2^63 as doubles
     Case("JMSExpiration < JMSTimestamp", msg(creation_time=5, absolute_expiry_time=4), True),
     Case("JMSXGroupSeq = 4294967295", msg(group_sequence=4_294_967_295), True),
 ]

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import SharedSubError
-from sharedsub.selector import SelectorError, check, parse_selector
+from sharedsub.selector import MAX_SQL_CHARS, SelectorError, check, parse_selector
 from sharedsub.selector import ast as sa
 from sharedsub.selector.lexer import KEYWORDS, Kind, tokenize
 from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
@@ -239,10 +239,19 @@ def test_nesting_and_depth_limits_are_errors_not_crashes() -> None:
     for deep in ("(" * (MAX_NESTING + 1) + "a" + ")" * (MAX_NESTING + 1), "(" * 5000, "NOT " * 5000 + "a", "- " * 5000 + "a = 1"):
         e = error(deep)
         assert "nested" in e.expected
-    chain = " OR ".join(["a = 1"] * (MAX_DEPTH - 2))
-    assert parse_selector(chain) is not None
-    e = error(" OR ".join(["a = 1"] * (MAX_DEPTH * 2)))
+    # A chain of ORs (or ANDs) is one level, however long: every walk takes it flat.
+    assert parse_selector(" OR ".join(["JMSPriority = 1"] * 200)) is not None
+    assert parse_selector(" AND ".join(["TRUE"] * 3000)) is not None
+    assert parse_selector("a = 1" + " = TRUE" * (MAX_DEPTH - 2)) is not None
+    e = error("a = 1" + " = TRUE" * MAX_DEPTH)
     assert "deep" in e.expected
+
+
+def test_selectors_whose_spark_sql_is_too_large_are_refused() -> None:
+    assert parse_selector(" OR ".join(f"a = {i}" for i in range(50))) is not None
+    e = error(" OR ".join(f"a = {i}" for i in range(100)))
+    assert (e.position, e.expected) == (1, f"a simpler selector (at most {MAX_SQL_CHARS} characters of Spark SQL)")
+    assert e.found.startswith("one of ")
 
 
 # -- structure: precedence and associativity -----------------------------------------------------
