@@ -34,6 +34,10 @@ too). The rules:
   null, as is a NaN result (``inf - inf``).
 * **Logic** is SQL three-valued (AND, OR, NOT); ``BETWEEN a AND b`` is ``>= a AND <= b``; IN and
   LIKE need a string (else unknown); a property used as a condition must be a boolean.
+* **LIKE** matches the whole string, case-sensitively: ``%`` any run of characters (line breaks
+  too), ``_`` exactly one character (a code point, so one emoji), and the ESCAPE character makes
+  the character after it literal, whichever it is (Broker-J's rule); an ESCAPE character at the
+  very end of the pattern is a parse error.
 * A selector matches a message only when the result is True.
 """
 

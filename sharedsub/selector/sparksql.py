@@ -9,7 +9,7 @@ decimals, double division through ``try_divide``, and no other cast can fail.
 
 How dynamic types become static SQL: Spark needs one type per expression, a property has its
 type per message. So every value compiles to a :class:`_Value`, parallel typed columns of which
-at most one is non-null per row:
+only those of the value's type are non-null in a row:
 
 * ``long`` (BIGINT): non-null iff the value is an exact number;
 * ``double`` (DOUBLE): non-null iff the value is a number (an exact one converted, as Java
@@ -126,7 +126,7 @@ def _in_list(names: frozenset[str]) -> str:
 
 
 def _property(name: str) -> _Value:
-    # map[key] is NULL for a missing key in ANSI mode too (element_at would throw there).
+    # map[key] is NULL for a missing key, with ANSI mode on too (the parity tests run both).
     entry = f"`application_properties`[{sql_string(name)}]"
     kind = f"{entry}.`type`"
     numeric = f"{kind} IN {_in_list(NUMERIC_TYPES)}"
