@@ -174,37 +174,36 @@ class Subscriptions:
                 refuse(link, str(cond), desc, {proton.symbol("field"): proton.symbol(field)} if field else None)
             case Join(record=rec, reply=reply) | Lookup(record=rec, reply=reply):
                 self._attach(link, rec, reply)
-            case Create():
-                now = dt.datetime.now(dt.UTC)
-                rec = SubscriptionRecord(
-                    identity=decision.identity,
-                    generation=self._generations.get(decision.identity.key, 0) + 1,
-                    state=SubscriptionState.ACTIVE,
-                    topic=decision.topic,
-                    binding=decision.binding,
-                    selector=decision.selector,
-                    no_local=decision.no_local,
-                    expiry_policy=decision.expiry_policy,
-                    start_seq=0,
-                    source=decision.stored_source,
-                    created_at=now,
-                    updated_at=now,
-                )
+            case Create() | NewGeneration():
+                previous = decision.record if isinstance(decision, NewGeneration) else None
+                rec = self._generation_record(decision, previous)
+                if previous is not None:
+                    log.info("subscription %s: new generation %d (%s)", rec.key, rec.generation, rec.topic)
                 self._create(link, rec, decision.reply)
-            case NewGeneration():
-                old = decision.record
-                rec = dataclasses.replace(
-                    old,
-                    generation=max(old.generation, self._generations.get(old.key, 0)) + 1,
-                    topic=decision.topic,
-                    binding=decision.binding,
-                    selector=decision.selector,
-                    no_local=decision.no_local,
-                    expiry_policy=decision.expiry_policy,
-                    source=decision.stored_source,
-                )
-                log.info("subscription %s: new generation %d (%s)", old.key, rec.generation, decision.topic)
-                self._create(link, rec, decision.reply)
+
+    def _generation_record(self, decision: Create | NewGeneration, previous: SubscriptionRecord | None) -> SubscriptionRecord:
+        """The record of a new subscription, or of the next generation of ``previous``.
+
+        The generation number is one above any this key ever had, deleted ones included; the
+        committer fills in ``start_seq`` and ``revision``.
+        """
+        identity = previous.identity if previous is not None else decision.identity  # type: ignore[union-attr]
+        used = max(previous.generation if previous is not None else 0, self._generations.get(identity.key, 0))
+        now = dt.datetime.now(dt.UTC)
+        return SubscriptionRecord(
+            identity=identity,
+            generation=used + 1,
+            state=SubscriptionState.ACTIVE,
+            topic=decision.topic,
+            binding=decision.binding,
+            selector=decision.selector,
+            no_local=decision.no_local,
+            expiry_policy=decision.expiry_policy,
+            start_seq=0,
+            source=decision.stored_source,
+            created_at=previous.created_at if previous is not None else now,
+            updated_at=now,
+        )
 
     def _reopen(self, link: proton.Sender) -> None:
         if link.state & Endpoint.LOCAL_UNINIT and not link.state & Endpoint.REMOTE_CLOSED:
