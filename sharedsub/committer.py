@@ -109,7 +109,7 @@ class Committer:
         self._max_bytes = max_batch_bytes
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
-        self._appenders: dict[str, delta.TableAppender] = {}
+        self._appenders: dict[str, delta.TableAppender] = {}  # by table path
         self._next_seq: dict[str, int] = {}
         self._catalog = catalog.catalog_appender(root)
         self._revision = 0
@@ -194,19 +194,28 @@ class Committer:
             results.extend(self._append_links(links))
         return results
 
+    def _append(self, path: str, data: pa.Table) -> None:
+        """Commit ``data`` to the table at ``path`` with its cached appender.
+
+        On failure the appender is dropped (the next attempt reloads the table) and the error
+        is raised to the caller, which fails the group's requests for that table.
+        """
+        appender = self._appenders.get(path)
+        if appender is None:
+            appender = self._appenders[path] = delta.TableAppender(path, data.schema)
+        try:
+            appender.append(data)
+        except Exception:
+            self._appenders.pop(path, None)
+            raise
+
     def _append_links(self, items: list[LinkEvent]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
         rows = [dict(item.row, at=now) for item in items]
         try:
-            appender = self._appenders.get(layout.LINKS_TABLE)
-            if appender is None:
-                appender = self._appenders[layout.LINKS_TABLE] = delta.TableAppender(
-                    layout.join(self.root, layout.LINKS_TABLE), schemas.LINKS
-                )
-            appender.append(pa.Table.from_pylist(rows, schema=schemas.LINKS))
+            self._append(layout.join(self.root, layout.LINKS_TABLE), pa.Table.from_pylist(rows, schema=schemas.LINKS))
         except Exception as exc:
             log.exception("link event commit failed")
-            self._appenders.pop(layout.LINKS_TABLE, None)
             return [Result(item, error=exc) for item in items]
         return [Result(item) for item in items]
 
@@ -220,13 +229,9 @@ class Committer:
                 rows["acked_at"].append(now)
                 rows["consumer"].append(item.consumer)
         try:
-            appender = self._appenders.get(table)
-            if appender is None:
-                appender = self._appenders[table] = delta.TableAppender(layout.join(self.root, table), schemas.ACK)
-            appender.append(pa.Table.from_pydict(rows, schema=schemas.ACK))
+            self._append(layout.join(self.root, table), pa.Table.from_pydict(rows, schema=schemas.ACK))
         except Exception as exc:
             log.exception("ack commit to %s failed", table)
-            self._appenders.pop(table, None)
             return [Result(item, error=exc) for item in items]
         return [Result(item) for item in items]
 
@@ -258,11 +263,6 @@ class Committer:
     def _append_topic(self, topic: str, items: list[Publish]) -> list[Result]:
         try:
             first = self.next_seq(topic)
-            appender = self._appenders.get(topic)
-            if appender is None:
-                appender = self._appenders[topic] = delta.TableAppender(
-                    layout.topic_table(self.root, topic), schemas.TOPIC
-                )
             now = dt.datetime.now(dt.UTC)
             columns: dict[str, list[Any]] = {name: [] for name in schemas.TOPIC.names}
             for i, item in enumerate(items):
@@ -272,13 +272,12 @@ class Committer:
                 for name, value in item.columns.items():
                     columns[name].append(value)
             t0 = time.perf_counter()
-            appender.append(pa.Table.from_pydict(columns, schema=schemas.TOPIC))
+            self._append(layout.topic_table(self.root, topic), pa.Table.from_pydict(columns, schema=schemas.TOPIC))
             self.commits += 1
             log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))
         except Exception as exc:
             log.exception("commit to topic %s failed", topic)
             self._next_seq.pop(topic, None)  # re-read from the table before the next attempt
-            self._appenders.pop(topic, None)
             return [Result(item, error=exc) for item in items]
         self._next_seq[topic] = first + len(items)
         self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])

@@ -207,7 +207,6 @@ class Dispatcher:
         self._on_sent = on_sent
         self._on_ack = on_ack
         self._tag = 0
-        self.delivered = 0
 
     def open(self, key: str, acked: set[int], failures: dict[int, int]) -> None:
         """Make ``key`` dispatchable; ``acked`` (acknowledged seqs) and ``failures`` (failed
@@ -275,7 +274,6 @@ class Dispatcher:
             self._send(link, key, sub, row)
             sent += 1
         if sent:
-            self.delivered += sent
             self._on_sent(key, sent)
 
     def _send(self, link: proton.Sender, key: str, sub: _Subscription, row: Row) -> None:

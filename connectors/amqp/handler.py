@@ -96,7 +96,6 @@ class FrontEnd(Handler):
         self.subscriptions = Subscriptions(settings, self.committer, self.tailer, self._with_topic, self.tokens)
         self._known_topics: set[str] = set()
         self._pending_topic: dict[str, list[Callable[[BaseException | None], None]]] = {}
-        self.published = 0
         self.connections: set[proton.Connection] = set()
 
     # ------------------------------------------------------------------ lifecycle
@@ -130,7 +129,6 @@ class FrontEnd(Handler):
                 dlv: Delivery = obj
                 if result.error is None:
                     dlv.update(Delivery.ACCEPTED)
-                    self.published += 1
                 else:
                     dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {result.error}")
                     dlv.update(Delivery.REJECTED)
@@ -201,10 +199,18 @@ class FrontEnd(Handler):
 
     # ------------------------------------------------------------------ topics
 
+    def _topic_exists(self, topic: str) -> bool:
+        """True when ``topic`` exists (topics created while running are found on the first miss)."""
+        if topic in self._known_topics:
+            return True
+        if delta.topic_exists(self.root, topic):
+            self._known_topics.add(topic)
+            return True
+        return False
+
     def _with_topic(self, topic: str, then: Callable[[BaseException | None], None]) -> None:
         """Run ``then(None)`` once ``topic`` exists (creating it when allowed), else ``then(error)``."""
-        if topic in self._known_topics or delta.topic_exists(self.root, topic):
-            self._known_topics.add(topic)
+        if self._topic_exists(topic):
             then(None)
             return
         if not self.settings.server.auto_create_topics:
@@ -257,10 +263,9 @@ class FrontEnd(Handler):
                 raise MessageDecodeError(f"transfer is not a valid AMQP message: {exc}") from exc
             address = state.address or addressing.parse_address(msg.address)
             topic = address.topic
-            if topic not in self._known_topics:
-                if delta.topic_exists(self.root, topic):
-                    self._known_topics.add(topic)
-                elif self.settings.server.auto_create_topics:
+            if not self._topic_exists(topic):
+                if self.settings.server.auto_create_topics:
+                    # Queued ahead of the publish: the committer creates topics before appending.
                     self.committer.submit(
                         CreateTopic(topic, self.tokens.put(lambda _r: self._known_topics.add(topic)))
                     )

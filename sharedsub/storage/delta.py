@@ -10,6 +10,7 @@ Local data dirs are read by tailing ``_delta_log/<version>.json`` directly, whic
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import os
@@ -251,7 +252,7 @@ class TopicIndex:
     def __init__(self, path: str) -> None:
         self.path = path
         self._ranges: list[tuple[int, int, str]] = []
-        self._version = -1
+        self._starts: list[int] = []  # first seq of each range, for bisect
 
     def refresh(self) -> None:
         """Reload the file ranges from the latest snapshot."""
@@ -270,7 +271,7 @@ class TopicIndex:
             ranges.append((int(lo), int(hi), os.path.join(base, urllib.parse.unquote(path))))
         ranges.sort()
         self._ranges = ranges
-        self._version = table.version()
+        self._starts = [r[0] for r in ranges]
 
     def files_for(self, seqs: Iterable[int]) -> dict[str, list[int]]:
         """Map each file to the wanted seqs it holds; reloads once if a seq is unknown."""
@@ -282,13 +283,10 @@ class TopicIndex:
         return out
 
     def _assign(self, wanted: list[int]) -> tuple[dict[str, list[int]], list[int]]:
-        import bisect
-
         out: dict[str, list[int]] = {}
         missing = []
-        starts = [r[0] for r in self._ranges]
         for s in wanted:
-            i = bisect.bisect_right(starts, s) - 1
+            i = bisect.bisect_right(self._starts, s) - 1
             if i >= 0 and self._ranges[i][0] <= s <= self._ranges[i][1]:
                 out.setdefault(self._ranges[i][2], []).append(s)
             else:
