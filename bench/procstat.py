@@ -175,3 +175,21 @@ def dir_bytes(path: str) -> dict[str, int]:
             files += 1
     return {"apparent_bytes": apparent, "du_bytes": allocated, "files": files}
 
+
+
+class BrokerMetrics:
+    """CPU and memory probes of a broker process tree; subclasses say which pid is the broker."""
+
+    def broker_pid(self) -> int | None:
+        """Pid at the root of the broker's process tree, or None when not running."""
+        raise NotImplementedError
+
+    def cpu_probe(self) -> Callable[[], float | None]:
+        """Return a cheap reader of the CPU seconds used so far by the broker's processes."""
+        pid = self.broker_pid()
+        return cpu_reader(pid) if pid else (lambda: None)
+
+    def rss_bytes(self) -> int | None:
+        """Return the resident memory of the broker's process tree."""
+        pid = self.broker_pid()
+        return tree_rss_bytes(pid) if pid else None

@@ -63,7 +63,7 @@ class Route:
     queue: str | None = None
 
 
-class RabbitMQPeer:
+class RabbitMQPeer(procstat.BrokerMetrics):
     """One RabbitMQ node: start, declare/delete queues, read its CPU time, stop.
 
     Use as a context manager; ``stop`` runs on exit whatever happened, Ctrl-C included.
@@ -198,16 +198,6 @@ class RabbitMQPeer:
                 return int(f.read().strip())
         except (OSError, ValueError):
             return self._proc.pid if self._proc else None
-
-    def cpu_probe(self) -> Callable[[], float | None]:
-        """Return a cheap reader of the CPU seconds used so far by the broker's processes."""
-        pid = self.broker_pid()
-        return procstat.cpu_reader(pid) if pid else (lambda: None)
-
-    def rss_bytes(self) -> int | None:
-        """Return the broker's resident memory."""
-        pid = self.broker_pid()
-        return procstat.tree_rss_bytes(pid) if pid else None
 
     def _connect_admin(self) -> None:
         try:

@@ -39,7 +39,7 @@ def sharedsub_executable() -> str:
     return path
 
 
-class SharedSubService:
+class SharedSubService(procstat.BrokerMetrics):
     """One ``sharedsub serve`` process on its own data dir; a context manager that always stops it."""
 
     name = "sharedsub"
@@ -158,16 +158,6 @@ class SharedSubService:
     def broker_pid(self) -> int | None:
         """Return the ``sharedsub serve`` pid."""
         return self._proc.pid if self._proc else None
-
-    def cpu_probe(self) -> Callable[[], float | None]:
-        """Return a cheap reader of the CPU seconds used so far by the broker's processes."""
-        pid = self.broker_pid()
-        return procstat.cpu_reader(pid) if pid else (lambda: None)
-
-    def rss_bytes(self) -> int | None:
-        """Return the resident memory of serve and its children."""
-        pid = self.broker_pid()
-        return procstat.tree_rss_bytes(pid) if pid else None
 
     def route(self, label: str, *, subscribe: bool) -> Route:
         """Return the addresses for topic ``topic_name(label)`` (created before start)."""
