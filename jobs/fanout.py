@@ -5,8 +5,10 @@
 
 One Structured Streaming query: ``readStream.format("sharedsub_topics")`` over all topic tables,
 ``foreachBatch`` → :class:`FanoutSink`. Per micro-batch the sink re-reads the catalog, evaluates
-all subscriptions' conditions in one pass (:mod:`sharedsub.routing`), collects the routed rows on
-the driver with ``toArrow()`` and makes one Delta commit per subscription table that got rows.
+all subscriptions' conditions in one pass over the batch in Spark's Python workers
+(``mapInArrow`` → :func:`sharedsub.routing.route_partition`: binding, selector and no-local of
+every subscription, compiled once per catalog state), collects the routed rows on the driver
+with ``toArrow()`` and makes one Delta commit per subscription table that got rows.
 
 Contracts:
 
@@ -31,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import logging
 import os
 import signal
@@ -60,23 +63,23 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
+from pyspark.sql.types import IntegerType, StructField, StructType
 
 from jobs.session import build_session
 from sharedsub.config import Settings, load_settings
 from sharedsub.errors import SharedSubError
-from sharedsub.routing import RoutingPlan, build_plan
+from sharedsub.routing import ROUTE_COLUMN, RoutingPlan, plan_for, route_partition
 from sharedsub.storage import delta, layout, schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.spark_source import SOURCE_NAME
 
 READY_LINE = "sharedsub fanout running"
-ROUTE_COLUMN = "_route"
 # Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
 DEFAULT_COMMIT_THREADS = 4
 
 log = logging.getLogger("sharedsub.fanout")
 
-_SOURCE_COLUMNS = ["topic", *schemas.SUBSCRIPTION_FROM_TOPIC]
+_SOURCE_COLUMNS = ("topic", *schemas.SUBSCRIPTION_FROM_TOPIC)
 _ESCAPED_LITERALS = "spark.sql.parser.escapedStringLiterals"
 
 
@@ -104,7 +107,7 @@ class FanoutSink:
 
     def plan(self) -> RoutingPlan:
         """Routing plan from the catalog as it is now (refreshed); logs records it must skip."""
-        plan = build_plan(self.catalog.active())
+        plan = plan_for(tuple(self.catalog.active()))
         for skipped in plan.skipped:
             mark = (skipped.record.key, skipped.record.revision)
             if mark not in self._warned:
@@ -125,9 +128,10 @@ class FanoutSink:
         if not plan.routes:
             log.debug("batch %d: no active subscriptions", batch_id)
             return {}
+        router = functools.partial(route_partition, records=tuple(r.record for r in plan.routes), columns=_SOURCE_COLUMNS)
         routed = (
             df.where(F.col("topic").isin(sorted(plan.topics)))
-            .select(*_SOURCE_COLUMNS, F.explode(F.expr(plan.route_expression())).alias(ROUTE_COLUMN))
+            .mapInArrow(router, _routed_schema(df))
             .toArrow()
         )
         written = self.write_routed(routed, plan, batch_id)
@@ -189,6 +193,12 @@ class FanoutSink:
         live = {layout.join(self.root, r.record.table) for r in plan.routes}
         for table in [t for t in self._appenders if t not in live]:
             del self._appenders[table]
+
+
+def _routed_schema(df: DataFrame) -> StructType:
+    """Spark schema of :func:`route_partition`'s output: the source columns, then the route."""
+    fields = {f.name: f for f in df.schema.fields}
+    return StructType([fields[name] for name in _SOURCE_COLUMNS] + [StructField(ROUTE_COLUMN, IntegerType(), False)])
 
 
 def _subscription_rows(rows: pa.Table, routed_at: dt.datetime, batch_id: int) -> pa.Table:

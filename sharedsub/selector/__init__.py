@@ -1,4 +1,4 @@
-"""JMS 2.0 message selectors: parse, validate, evaluate in Python, compile to Spark SQL; pure.
+"""JMS 2.0 message selectors: parse, validate, evaluate in Python, over Arrow, or as Spark SQL; pure.
 
 Public API (no pyspark import anywhere in this package)::
 
@@ -7,6 +7,7 @@ Public API (no pyspark import anywhere in this package)::
     sel = parse_selector("color = 'red' AND weight > 2")  # Selector, or None for a blank one
     evaluate(sel, row)      # True / False / None (unknown) for one schemas.TOPIC row dict
     to_spark_sql(sel)       # Spark SQL boolean text over the fan-out source columns
+    # sharedsub.selector.arrow.compile_arrow(sel).evaluate(Rows(batch)): a whole Arrow batch
     check(text)             # raises SelectorError: the attach-time validator (DESIGN §4.8)
 
 A blank selector (empty, whitespace or comments only) is "no selector": ``parse_selector``
@@ -33,9 +34,10 @@ MAX_SQL_CHARS = 32_768
 """Longest Spark SQL a selector may compile to: about 60 comparisons of a property with a
 literal, or a sum of 14 properties (arithmetic SQL grows with the square of the chain, as each
 partial result is needed exact and as a double); the test corpus' largest selector compiles to
-~3.4 KB. The fan-out evaluates every subscription's SQL in one projection: Spark plans it on
-each micro-batch and compiles its generated code whenever the set of subscriptions changes, in
-time that grows faster than the SQL (a 36 KB selector took seconds on its own)."""
+~3.4 KB. The fan-out routes with the Arrow back end, but every selector must stay usable in
+Spark SQL too (querying a topic for what a subscription receives, :func:`sharedsub.routing.condition`),
+and Spark plans a single expression in time that grows faster than its text (a 36 KB selector
+took seconds on its own)."""
 
 
 def parse_selector(text: str) -> Selector | None:

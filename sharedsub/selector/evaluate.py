@@ -153,7 +153,7 @@ def _eval(expr: ast.Expr, row: Mapping[str, Any]) -> Value:
             header = HEADERS.get(name)
             return header(row) if header is not None else property_value(row, name)
         case ast.Unary(op=op, operand=operand):
-            return _negate(_eval(operand, row)) if op == "-" else _plus(_eval(operand, row))
+            return negate(_eval(operand, row)) if op == "-" else _plus(_eval(operand, row))
         case ast.Arithmetic(op=op, left=left, right=right):
             return arithmetic(op, _eval(left, row), _eval(right, row))
         case ast.Comparison(op=op, left=left, right=right):
@@ -205,7 +205,8 @@ def _plus(a: Value) -> Value:
     return a if _is_number(a) else None
 
 
-def _negate(a: Value) -> Value:
+def negate(a: Value) -> Value:
+    """``-a``: a number negated (``-MIN`` becomes a double, as overflow does), anything else null."""
     if type(a) is int:
         return -a if -a <= ast.LONG_MAX else -float(a)  # only -MIN overflows
     if type(a) is float:

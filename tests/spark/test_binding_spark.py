@@ -1,7 +1,8 @@
-"""Spark's evaluation of the routing conditions agrees with sharedsub.binding.matches.
+"""Spark's evaluation of the routing SQL conditions agrees with sharedsub.binding.matches.
 
-Every binding pattern of the unit table is evaluated by Spark against every routing key of the
-table (the full cross product, in one job), exactly as the fan-out evaluates them.
+Every binding pattern of the unit table, as :func:`sharedsub.routing.condition` writes it for
+Spark (what a notebook uses to ask a topic what a subscription receives), is evaluated by Spark
+against every routing key of the table (the full cross product, in one job).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharedsub.binding import matches
-from sharedsub.routing import build_plan
+from sharedsub.routing import condition
 from tests.builders import subscription
 from tests.unit.test_binding import CASES
 
@@ -24,7 +25,7 @@ KEYS = sorted({k for _, k, _ in CASES} | {"", ".", "a..b", "it's", "back\\slash"
 
 def spark_routes(spark: SparkSession, patterns: list[str], keys: list[str | None]) -> dict[str | None, set[str]]:
     """For each key: the patterns whose route condition Spark finds true."""
-    plan = build_plan([subscription("t", binding=p, name=f"s{i}") for i, p in enumerate(patterns)])
+    conditions = [condition(subscription("t", binding=p, name=f"s{i}")) for i, p in enumerate(patterns)]
     rows = pa.table(
         {
             "topic": ["t"] * len(keys),
@@ -33,8 +34,8 @@ def spark_routes(spark: SparkSession, patterns: list[str], keys: list[str | None
             "publisher": ["p"] * len(keys),
         }
     )
-    df = spark.createDataFrame(rows).select("routing_key", F.expr(plan.route_expression()).alias("routes"))
-    return {row.routing_key: {patterns[i] for i in row.routes} for row in df.collect()}
+    df = spark.createDataFrame(rows).select("routing_key", *(F.expr(c).alias(f"p{i}") for i, c in enumerate(conditions)))
+    return {row.routing_key: {p for i, p in enumerate(patterns) if row[f"p{i}"]} for row in df.collect()}
 
 
 def test_spark_agrees_with_python_on_every_pattern_and_key(spark: SparkSession) -> None:

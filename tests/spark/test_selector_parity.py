@@ -10,21 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
-from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharedsub.selector import ast, evaluate, parse_selector, to_spark_sql
 from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from sharedsub.storage import schemas
-from tests.spark.selector_corpus import CORPUS, LONG_MAX, LONG_MIN, msg, typed
+from tests.selector_strategies import booleans, messages
+from tests.spark.selector_corpus import CORPUS, msg
 
 pytestmark = pytest.mark.spark
 
@@ -117,108 +116,6 @@ def test_selectors_at_the_parser_limits_plan_and_agree(spark: SparkSession) -> N
     with ansi_mode(spark, "true"):
         matrix = assert_parity(spark, [s for s in selectors if s is not None], rows)
     assert matrix[0][:3] == [True, True, True]
-
-
-# -- random selectors and messages ---------------------------------------------------------------
-
-NUMBER_NAMES = ["a", "b", "JMSPriority", "JMSXGroupSeq", "JMSTimestamp"]
-STRING_NAMES = ["s", "a", "JMSType", "JMSXUserID"]
-BOOLEAN_NAMES = ["p", "a"]
-ALPHABET = "ab%_!\\'é😀\n"
-
-exact_values = st.sampled_from([0, 1, -1, 2, 3, 7, 10, 2**31, 2**62, LONG_MAX, LONG_MIN, LONG_MAX - 1]) | st.integers(
-    LONG_MIN, LONG_MAX
-)
-approx_values = st.sampled_from([0.0, -0.0, 0.5, 1.5, 2.0, 1e308, 5e-324, 9.223372036854776e18, 0.1]) | st.floats(
-    allow_nan=False, allow_infinity=False
-)
-texts = st.text(alphabet=ALPHABET, max_size=4)
-
-
-def numbers(depth: int) -> st.SearchStrategy[ast.Expr]:
-    leaves = st.one_of(
-        exact_values.map(ast.Exact),
-        approx_values.map(ast.Approx),
-        st.sampled_from(NUMBER_NAMES).map(ast.Identifier),
-    )
-    if depth <= 0:
-        return leaves
-    sub = numbers(depth - 1)
-    return st.one_of(
-        leaves,
-        st.builds(ast.Arithmetic, st.sampled_from("+-*/%"), sub, sub),
-        st.builds(ast.Unary, st.sampled_from("+-"), st.sampled_from(NUMBER_NAMES).map(ast.Identifier)),
-    )
-
-
-strings = st.one_of(texts.map(ast.String), st.sampled_from(STRING_NAMES).map(ast.Identifier))
-
-
-@st.composite
-def like_patterns(draw: st.DrawFn) -> tuple[str, str | None]:
-    escape = draw(st.sampled_from([None, "!", "\\", "%", "_"]))
-    pattern = draw(texts)
-    i = 0
-    while escape is not None and i < len(pattern):  # an escape needs a character after it
-        if pattern[i] == escape:
-            if i + 1 == len(pattern):
-                pattern += "a"
-            i += 2
-        else:
-            i += 1
-    return pattern, escape
-
-
-def booleans(depth: int) -> st.SearchStrategy[ast.Expr]:
-    num = numbers(2)
-    leaves = st.one_of(
-        st.booleans().map(ast.Boolean),
-        st.sampled_from(BOOLEAN_NAMES).map(ast.Identifier),
-        st.builds(ast.Comparison, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), num, num),
-        st.builds(ast.Comparison, st.sampled_from(["=", "<>"]), strings, strings),
-        st.builds(ast.Between, num, num, num, st.booleans()),
-        st.builds(ast.In, strings, st.lists(texts, min_size=1, max_size=3).map(tuple), st.booleans()),
-        st.builds(lambda o, pe, n: ast.Like(o, pe[0], pe[1], n), strings, like_patterns(), st.booleans()),
-        st.builds(ast.IsNull, st.one_of(num, strings), st.booleans()),
-    )
-    if depth <= 0:
-        return leaves
-    sub = booleans(depth - 1)
-    return st.one_of(
-        leaves,
-        st.builds(ast.Logical, st.sampled_from(["AND", "OR"]), sub, sub),
-        st.builds(ast.Not, sub),
-        st.builds(ast.Comparison, st.sampled_from(["=", "<>"]), sub, sub),
-    )
-
-
-property_values = st.one_of(
-    exact_values.map(lambda v: typed("long", long=v)),
-    exact_values.filter(lambda v: -(2**31) <= v < 2**31).map(lambda v: typed("int", long=v)),
-    st.sampled_from([1.8446744073709552e19, 1e19]).map(lambda v: typed("ulong", double=v)),
-    approx_values.map(lambda v: typed("double", double=v)),
-    st.sampled_from([math.nan, math.inf, -math.inf]).map(lambda v: typed("double", double=v)),
-    st.floats(width=32, allow_nan=False).map(lambda v: typed("float", double=v)),
-    texts.map(lambda v: typed("string", string=v)),
-    texts.map(lambda v: typed("symbol", string=v)),
-    st.booleans().map(lambda v: typed("boolean", bool=v)),
-    st.just(typed("null")),
-    st.just(typed("binary", string="ab")),
-)
-
-
-@st.composite
-def messages(draw: st.DrawFn) -> dict[str, Any]:
-    names = draw(st.lists(st.sampled_from(["a", "b", "s", "p"]), unique=True))
-    props = {name: draw(property_values) for name in names}
-    return msg(
-        props,
-        priority=draw(st.sampled_from([None, 0, 4, 9])),
-        subject=draw(st.none() | texts),
-        user_id=draw(st.none() | st.sampled_from([b"ab", b"\xc3\x28", "é".encode()])),
-        group_sequence=draw(st.none() | exact_values),
-        creation_time=draw(st.none() | st.sampled_from([0, 1_700_000_000_000, LONG_MAX])),
-    )
 
 
 # 8 examples x 40 selectors x 10 messages: 320 random selectors, 3200 pairs, 8 Spark jobs. No

@@ -1,15 +1,32 @@
-"""Routing plan: subscription records → Spark SQL conditions (evaluated for real in tests/spark)."""
+"""Routing: the Arrow plan the fan-out routes with, and each subscription's Spark SQL condition.
+
+The SQL conditions are evaluated for real in tests/spark; the plan's routing runs here on Arrow
+batches, checked against the pure rules (binding.matches, selector.evaluate)."""
 
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from sharedsub.model import SubscriptionState
-from sharedsub.routing import NORMALISED_KEY_SQL, build_plan, condition, java_regex, sql_string
-from sharedsub.selector import parse_selector, to_spark_sql
+from sharedsub.binding import matches
+from sharedsub.model import SubscriptionRecord, SubscriptionState
+from sharedsub.routing import (
+    NORMALISED_KEY_SQL,
+    ROUTE_COLUMN,
+    build_plan,
+    condition,
+    java_regex,
+    plan_for,
+    route_partition,
+    sql_string,
+)
+from sharedsub.selector import evaluate, parse_selector, to_spark_sql
+from sharedsub.storage import schemas
 from tests.builders import subscription
+from tests.unit.test_binding import CASES
 
 # (value, Spark SQL literal): backslashes doubled, single quotes doubled, nothing else touched.
 LITERALS = [
@@ -92,23 +109,116 @@ def test_build_plan_routes_selectors_and_skips_invalid_ones_and_inactive_records
     b = subscription("u", name="b", binding="x.*")
     plan = build_plan([a, sel, bad, gone, b])
     assert [(r.index, r.record) for r in plan.routes] == [(0, a), (1, sel), (2, b)]
-    assert plan.routes[1].condition == f"{BASE} AND ({_sql(sel.selector or '')})"
+    assert [r.selector.text if r.selector else None for r in plan.routes] == [None, "color = 'red'", None]
     assert [s.record for s in plan.skipped] == [bad]
     reason = plan.skipped[0].reason
     assert bad.key in reason and "invalid JMS selector" in reason and "position 9" in reason
     assert plan.topics == frozenset({"t", "u"})
 
 
-def test_route_expression_lists_every_route_by_index() -> None:
-    plan = build_plan([subscription("t", name="a"), subscription("u", name="b")])
-    c0, c1 = (r.condition for r in plan.routes)
-    assert plan.route_expression() == (
-        f"filter(array(CASE WHEN {c0} THEN 0 END, CASE WHEN {c1} THEN 1 END), _route -> _route IS NOT NULL)"
-    )
+def test_identical_selectors_share_one_compilation_and_plans_are_remembered() -> None:
+    records = (subscription("t", name="a", selector="x > 1"), subscription("t", name="b", selector="x > 1"))
+    plan = build_plan(records)
+    assert plan.routes[0].selector is plan.routes[1].selector
+    assert plan_for(records) is plan_for(tuple(records))
 
 
-def test_empty_plan_has_no_expression() -> None:
+def test_empty_plan_routes_nothing() -> None:
     plan = build_plan([])
     assert plan.routes == () and plan.topics == frozenset()
-    with pytest.raises(ValueError):
-        plan.route_expression()
+    out = plan.route(_batch([_row(0)]), COLUMNS)
+    assert out.num_rows == 0 and out.schema.names == [*COLUMNS, ROUTE_COLUMN]
+
+
+# -- routing Arrow batches ---------------------------------------------------------------------------
+
+COLUMNS = ("topic", "seq", "routing_key")
+
+
+def _row(seq: int, topic: str = "t", **columns: Any) -> dict[str, Any]:
+    return {"topic": topic, "seq": seq, **columns}
+
+
+def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
+    schema = pa.schema([pa.field("topic", pa.string()), *[f for f in schemas.TOPIC if f.name != "message"]])
+    return pa.RecordBatch.from_pylist(rows, schema=schema)
+
+
+def _routed(plan_records: list[SubscriptionRecord], rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
+    """(subscription name, seq) of every routed row."""
+    plan = build_plan(plan_records)
+    out = plan.route(_batch(rows), COLUMNS).to_pylist()
+    return {(plan.routes[r[ROUTE_COLUMN]].record.identity.name, r["seq"]) for r in out}
+
+
+def test_route_applies_topic_start_seq_binding_and_no_local() -> None:
+    records = [
+        subscription("t", name="all"),
+        subscription("t", name="late", start_seq=2),
+        subscription("t", name="a-star", binding="a.*"),
+        subscription("t", name="remote", no_local=True, namespace="me"),
+        subscription("u", name="other-topic"),
+    ]
+    rows = [
+        _row(0, routing_key="a.b", publisher="me"),
+        _row(1, routing_key="a", publisher=None),
+        _row(2, routing_key=None, publisher="you"),
+        _row(3, routing_key="a.c", publisher="you"),
+        _row(0, topic="u", routing_key="z"),
+    ]
+    assert _routed(records, rows) == {
+        ("all", 0), ("all", 1), ("all", 2), ("all", 3),
+        ("late", 2), ("late", 3),
+        ("a-star", 0), ("a-star", 3),
+        ("remote", 1), ("remote", 2), ("remote", 3),
+        ("other-topic", 0),
+    }  # fmt: skip
+
+
+def test_route_output_is_grouped_by_route_in_batch_order() -> None:
+    plan = build_plan([subscription("t", name="x"), subscription("t", name="y", selector="n > 1")])
+    rows = [_row(i, application_properties=[("n", {"type": "int", "long": i})]) for i in range(4)]
+    out = plan.route(_batch(rows), COLUMNS)
+    assert out.column(ROUTE_COLUMN).to_pylist() == [0, 0, 0, 0, 1, 1]
+    assert out.column("seq").to_pylist() == [0, 1, 2, 3, 2, 3]
+    assert out.column("topic").to_pylist() == ["t"] * 6
+
+
+PATTERNS = sorted({p for p, _, _ in CASES})
+KEYS = sorted({k for _, k, _ in CASES} | {"", ".", "a..b", "it's", "back\\slash", "a.b.c.d.e", "a\n", "a.\n"})
+
+
+def test_every_binding_pattern_routes_every_key_as_binding_matches() -> None:
+    records = [subscription("t", binding=p, name=f"p{i}") for i, p in enumerate(PATTERNS)]
+    rows = [_row(i, routing_key=k) for i, k in enumerate(KEYS)] + [_row(len(KEYS), routing_key=None)]
+    got = _routed(records, rows)
+    for i, pattern in enumerate(PATTERNS):
+        for seq, key in enumerate([*KEYS, None]):
+            assert ((f"p{i}", seq) in got) is matches(pattern, key or ""), (pattern, key)
+    for pattern, key, expected in CASES:  # the table's own expectations
+        assert ((f"p{PATTERNS.index(pattern)}", KEYS.index(key)) in got) is expected, (pattern, key)
+
+
+def test_selector_routes_exactly_the_rows_the_reference_evaluator_matches() -> None:
+    selectors = ["n > 1", "n > 1 OR s LIKE 'a%'", "NOT (s = 'ab')", "JMSPriority >= 5", "n / 0 IS NULL"]
+    records = [subscription("t", name=f"s{i}", selector=text) for i, text in enumerate(selectors)]
+    rows = [
+        _row(0, application_properties=[("n", {"type": "long", "long": 2}), ("s", {"type": "string", "string": "ab"})]),
+        _row(1, application_properties=[("n", {"type": "string", "string": "2"})], priority=7),
+        _row(2, application_properties=None, priority=None),
+        _row(3, application_properties=[("s", {"type": "symbol", "string": "ax"})]),
+    ]
+    got = _routed(records, rows)
+    plain = _batch(rows).to_pylist()
+    for i, text in enumerate(selectors):
+        parsed = parse_selector(text)
+        assert parsed is not None
+        for row in plain:
+            assert ((f"s{i}", row["seq"]) in got) is (evaluate(parsed, row) is True), (text, row["seq"])
+
+
+def test_route_partition_routes_each_batch_with_the_records_plan() -> None:
+    records = (subscription("t", name="a", start_seq=1),)
+    batches = [_batch([_row(0), _row(1)]), _batch([_row(2)])]
+    out = list(route_partition(batches, records=records, columns=COLUMNS))
+    assert [b.column("seq").to_pylist() for b in out] == [[1], [2]]

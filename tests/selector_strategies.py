@@ -1,0 +1,117 @@
+"""Hypothesis strategies for selector parity tests: well-typed random selectors and messages.
+
+Shared by the Spark parity test (tests/spark/test_selector_parity.py) and the Arrow one
+(tests/unit/test_selector_arrow.py), so every back end is checked against the reference
+evaluator on the same kind of input.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from hypothesis import strategies as st
+
+from sharedsub.selector import ast
+from tests.spark.selector_corpus import LONG_MAX, LONG_MIN, msg, typed
+
+NUMBER_NAMES = ["a", "b", "JMSPriority", "JMSXGroupSeq", "JMSTimestamp"]
+STRING_NAMES = ["s", "a", "JMSType", "JMSXUserID"]
+BOOLEAN_NAMES = ["p", "a"]
+ALPHABET = "ab%_!\\'é😀\n"
+
+exact_values = st.sampled_from([0, 1, -1, 2, 3, 7, 10, 2**31, 2**62, LONG_MAX, LONG_MIN, LONG_MAX - 1]) | st.integers(
+    LONG_MIN, LONG_MAX
+)
+approx_values = st.sampled_from([0.0, -0.0, 0.5, 1.5, 2.0, 1e308, 5e-324, 9.223372036854776e18, 0.1]) | st.floats(
+    allow_nan=False, allow_infinity=False
+)
+texts = st.text(alphabet=ALPHABET, max_size=4)
+
+
+def numbers(depth: int) -> st.SearchStrategy[ast.Expr]:
+    leaves = st.one_of(
+        exact_values.map(ast.Exact),
+        approx_values.map(ast.Approx),
+        st.sampled_from(NUMBER_NAMES).map(ast.Identifier),
+    )
+    if depth <= 0:
+        return leaves
+    sub = numbers(depth - 1)
+    return st.one_of(
+        leaves,
+        st.builds(ast.Arithmetic, st.sampled_from("+-*/%"), sub, sub),
+        st.builds(ast.Unary, st.sampled_from("+-"), st.sampled_from(NUMBER_NAMES).map(ast.Identifier)),
+    )
+
+
+strings = st.one_of(texts.map(ast.String), st.sampled_from(STRING_NAMES).map(ast.Identifier))
+
+
+@st.composite
+def like_patterns(draw: st.DrawFn) -> tuple[str, str | None]:
+    escape = draw(st.sampled_from([None, "!", "\\", "%", "_"]))
+    pattern = draw(texts)
+    i = 0
+    while escape is not None and i < len(pattern):  # an escape needs a character after it
+        if pattern[i] == escape:
+            if i + 1 == len(pattern):
+                pattern += "a"
+            i += 2
+        else:
+            i += 1
+    return pattern, escape
+
+
+def booleans(depth: int) -> st.SearchStrategy[ast.Expr]:
+    num = numbers(2)
+    leaves = st.one_of(
+        st.booleans().map(ast.Boolean),
+        st.sampled_from(BOOLEAN_NAMES).map(ast.Identifier),
+        st.builds(ast.Comparison, st.sampled_from(["=", "<>", "<", "<=", ">", ">="]), num, num),
+        st.builds(ast.Comparison, st.sampled_from(["=", "<>"]), strings, strings),
+        st.builds(ast.Between, num, num, num, st.booleans()),
+        st.builds(ast.In, strings, st.lists(texts, min_size=1, max_size=3).map(tuple), st.booleans()),
+        st.builds(lambda o, pe, n: ast.Like(o, pe[0], pe[1], n), strings, like_patterns(), st.booleans()),
+        st.builds(ast.IsNull, st.one_of(num, strings), st.booleans()),
+    )
+    if depth <= 0:
+        return leaves
+    sub = booleans(depth - 1)
+    return st.one_of(
+        leaves,
+        st.builds(ast.Logical, st.sampled_from(["AND", "OR"]), sub, sub),
+        st.builds(ast.Not, sub),
+        st.builds(ast.Comparison, st.sampled_from(["=", "<>"]), sub, sub),
+    )
+
+
+property_values = st.one_of(
+    exact_values.map(lambda v: typed("long", long=v)),
+    exact_values.filter(lambda v: -(2**31) <= v < 2**31).map(lambda v: typed("int", long=v)),
+    st.sampled_from([1.8446744073709552e19, 1e19]).map(lambda v: typed("ulong", double=v)),
+    approx_values.map(lambda v: typed("double", double=v)),
+    st.sampled_from([math.nan, math.inf, -math.inf]).map(lambda v: typed("double", double=v)),
+    st.floats(width=32, allow_nan=False).map(lambda v: typed("float", double=v)),
+    texts.map(lambda v: typed("string", string=v)),
+    texts.map(lambda v: typed("symbol", string=v)),
+    st.booleans().map(lambda v: typed("boolean", bool=v)),
+    st.just(typed("null")),
+    st.just(typed("binary", string="ab")),
+)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict[str, Any]:
+    names = draw(st.lists(st.sampled_from(["a", "b", "s", "p"]), unique=True))
+    props = {name: draw(property_values) for name in names}
+    return msg(
+        props,
+        priority=draw(st.sampled_from([None, 0, 4, 9])),
+        subject=draw(st.none() | texts),
+        user_id=draw(st.none() | st.sampled_from([b"ab", b"\xc3\x28", "é".encode()])),
+        group_sequence=draw(st.none() | exact_values),
+        creation_time=draw(st.none() | st.sampled_from([0, 1_700_000_000_000, LONG_MAX])),
+    )
+
+
