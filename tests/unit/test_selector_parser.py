@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import ast as pyast
 import re
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -18,7 +16,6 @@ from sharedsub.selector.lexer import KEYWORDS, Kind, tokenize
 from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from tests.spark.selector_corpus import CORPUS
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def expr(text: str) -> sa.Expr:
@@ -347,24 +344,3 @@ def test_any_text_parses_or_raises_selector_error(text: str) -> None:
         parse_selector(text)
     except SelectorError as e:
         assert 1 <= e.position <= len(text) + 1
-
-
-# -- layering ------------------------------------------------------------------------------------
-
-
-def test_selector_package_is_pure() -> None:
-    forbidden = {"pyspark", "pyarrow", "deltalake", "proton", "socket", "subprocess"}
-    for path in (ROOT / "sharedsub" / "selector").glob("*.py"):
-        tree = pyast.parse(path.read_text())
-        imported = {
-            name.split(".")[0]
-            for node in pyast.walk(tree)
-            for name in (
-                [a.name for a in node.names]
-                if isinstance(node, pyast.Import)
-                else [node.module]
-                if isinstance(node, pyast.ImportFrom) and node.module and node.level == 0
-                else []
-            )
-        }
-        assert not imported & forbidden, path.name
