@@ -63,12 +63,12 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
-from pyspark.sql.types import IntegerType, StructField, StructType
+from pyspark.sql.types import ArrayType, IntegerType, StructField, StructType
 
 from jobs.session import build_session
 from sharedsub.config import Settings, load_settings
 from sharedsub.errors import SharedSubError
-from sharedsub.routing import ROUTE_COLUMN, RoutingPlan, plan_for, route_partition
+from sharedsub.routing import ROUTE_COLUMN, ROUTES_COLUMN, RoutingPlan, explode_routes, plan_for, route_partition
 from sharedsub.storage import delta, layout, schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.spark_source import SOURCE_NAME
@@ -129,10 +129,8 @@ class FanoutSink:
             log.debug("batch %d: no active subscriptions", batch_id)
             return {}
         router = functools.partial(route_partition, records=tuple(r.record for r in plan.routes), columns=_SOURCE_COLUMNS)
-        routed = (
-            df.where(F.col("topic").isin(sorted(plan.topics)))
-            .mapInArrow(router, _routed_schema(df))
-            .toArrow()
+        routed = explode_routes(
+            df.where(F.col("topic").isin(sorted(plan.topics))).mapInArrow(router, _routed_schema(df)).toArrow()
         )
         written = self.write_routed(routed, plan, batch_id)
         # One INFO line per batch that routed something; idle batches only at DEBUG.
@@ -196,9 +194,10 @@ class FanoutSink:
 
 
 def _routed_schema(df: DataFrame) -> StructType:
-    """Spark schema of :func:`route_partition`'s output: the source columns, then the route."""
+    """Spark schema of :func:`route_partition`'s output: the source columns, then the routes."""
     fields = {f.name: f for f in df.schema.fields}
-    return StructType([fields[name] for name in _SOURCE_COLUMNS] + [StructField(ROUTE_COLUMN, IntegerType(), False)])
+    routes = StructField(ROUTES_COLUMN, ArrayType(IntegerType(), containsNull=False), nullable=False)
+    return StructType([fields[name] for name in _SOURCE_COLUMNS] + [routes])
 
 
 def _subscription_rows(rows: pa.Table, routed_at: dt.datetime, batch_id: int) -> pa.Table:

@@ -37,6 +37,7 @@ import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -54,8 +55,10 @@ from sharedsub.selector.sparksql import sql_string
 # terminator and would strip "a.\n" to "a\n".
 NORMALISED_KEY_SQL = r"concat('.', regexp_replace(coalesce(`routing_key`, ''), '\\.+\\z', ''))"
 
+ROUTES_COLUMN = "_routes"
+"""Column of :meth:`RoutingPlan.route`'s output: the indexes of the routes a row goes to."""
 ROUTE_COLUMN = "_route"
-"""Column of :meth:`RoutingPlan.route`'s output: the index of the route a row matched."""
+"""Column of :func:`explode_routes`' output: the index of the one route the row goes to."""
 
 
 def java_regex(pattern: str) -> str:
@@ -144,12 +147,12 @@ class RoutingPlan:
         """Topics at least one route reads."""
         return frozenset(r.record.topic for r in self.routes)
 
-    def route(self, batch: pa.RecordBatch, columns: Sequence[str]) -> pa.RecordBatch:
-        """One row per (row of ``batch``, route it matches): ``columns`` of the row, then
-        :data:`ROUTE_COLUMN` (int32, the route's index).
+    def matches(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
+        """Every (row, route) pair where a row of ``batch`` goes to a route: two parallel arrays,
+        row positions (uint64) and route indexes (int32), grouped by route in route order, each
+        group in ``batch`` order.
 
-        Rows come grouped by route in route order, each group in ``batch`` order. ``batch``
-        must hold ``topic`` and ``schemas.ROUTING_COLUMNS`` (what selectors read) and ``columns``.
+        ``batch`` must hold ``topic`` and ``schemas.ROUTING_COLUMNS`` (what selectors read).
         """
         picked: list[pa.Array] = []
         routes: list[pa.Array] = []
@@ -162,17 +165,39 @@ class RoutingPlan:
                 rows = Rows(batch.take(where))
                 shared: dict[object, pa.Array] = {}
                 for route in topic_routes:
-                    mask = _route_mask(route, rows, shared)
-                    hits = pc.indices_nonzero(mask)
+                    hits = pc.indices_nonzero(_route_mask(route, rows, shared))
                     if len(hits):
                         picked.append(where.take(hits))
-                        routes.append(pa.array([route.index] * len(hits), pa.int32()))
-        out = batch.select(list(columns))
-        if picked:
-            taken, index = out.take(pa.concat_arrays(picked)), pa.concat_arrays(routes)
-        else:
-            taken, index = out.slice(0, 0), pa.array([], pa.int32())
-        return pa.RecordBatch.from_arrays([*taken.columns, index], names=[*columns, ROUTE_COLUMN])
+                        routes.append(pa.array(np.full(len(hits), route.index, np.int32)))
+        if not picked:
+            return pa.array([], pa.uint64()), pa.array([], pa.int32())
+        return pa.concat_arrays(picked), pa.concat_arrays(routes)
+
+    def route(self, batch: pa.RecordBatch, columns: Sequence[str]) -> pa.RecordBatch:
+        """The rows of ``batch`` that go to at least one route, in ``batch`` order: ``columns``,
+        then :data:`ROUTES_COLUMN` (the ascending indexes of the routes each row goes to).
+
+        One row per source row, not per (row, route): that is what crosses from Spark's Python
+        workers to the driver; :func:`explode_routes` makes the per-route rows there.
+        """
+        positions, indexes = self.matches(batch)
+        order = pc.sort_indices(positions)  # stable: each row's routes stay ascending
+        positions, indexes = positions.take(order), indexes.take(order)
+        counts = np.bincount(positions.to_numpy(), minlength=batch.num_rows)
+        kept = np.flatnonzero(counts)
+        offsets = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int32)
+        taken = batch.select(list(columns)).take(pa.array(kept, pa.uint64()))
+        lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), indexes)
+        return pa.RecordBatch.from_arrays([*taken.columns, lists], names=[*columns, ROUTES_COLUMN])
+
+
+def explode_routes(rows: pa.Table) -> pa.Table:
+    """One row per (row, route) of :meth:`RoutingPlan.route`'s output: the other columns, then
+    :data:`ROUTE_COLUMN` (int32) instead of :data:`ROUTES_COLUMN`."""
+    lists = rows.column(ROUTES_COLUMN)
+    parents = pc.list_parent_indices(lists)
+    exploded = rows.drop_columns([ROUTES_COLUMN]).take(parents)
+    return exploded.append_column(ROUTE_COLUMN, pc.list_flatten(lists).cast(pa.int32()))
 
 
 def _by_topic(routes: tuple[Route, ...]) -> dict[str, list[Route]]:
