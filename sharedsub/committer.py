@@ -71,6 +71,22 @@ class Ack:
 
 
 @dataclasses.dataclass(slots=True)
+class DeadLetterMessage:
+    """Move a message to a subscription generation's dead-letter table.
+
+    ``row`` is a schemas.DEAD_LETTER row without ``dead_lettered_at``. The dead-letter row is
+    committed first and the ``dead-lettered`` row of the ack log (when ``ack_table`` is given)
+    after it, in the same group: a crash between the two can leave the message dead-lettered
+    twice after a restart, never lost.
+    """
+
+    table: str  # dead-letter table, relative to the data dir
+    ack_table: str | None  # ack log, relative to the data dir (None: acks are not persisted)
+    row: dict[str, Any]
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
 class LinkEvent:
     """Record a consumer link attaching to or detaching from a subscription (catalog/links)."""
 
@@ -78,7 +94,13 @@ class LinkEvent:
     token: Any = None
 
 
-Request = Publish | SaveSubscription | CreateTopic | Ack | LinkEvent
+class _DeadLetterAck(Ack):
+    """The ack-log row of a dead-lettered message (internal: its result is the dead letter's)."""
+
+    __slots__ = ()
+
+
+Request = Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent
 
 
 @dataclasses.dataclass(slots=True)
@@ -172,10 +194,13 @@ class Committer:
         publishes: dict[str, list[Publish]] = {}
         saves: list[SaveSubscription] = []
         acks: dict[str, list[Ack]] = {}
+        dead: dict[str, list[DeadLetterMessage]] = {}
         links: list[LinkEvent] = []
         for req in group:
             if isinstance(req, LinkEvent):
                 links.append(req)
+            elif isinstance(req, DeadLetterMessage):
+                dead.setdefault(req.table, []).append(req)
             elif isinstance(req, Ack):
                 acks.setdefault(req.table, []).append(req)
             elif isinstance(req, CreateTopic):
@@ -188,8 +213,10 @@ class Committer:
             results.extend(self._save_subscriptions(saves))
         for topic, items in publishes.items():
             results.extend(self._append_topic(topic, items))
+        for table, letters in dead.items():
+            results.extend(self._append_dead_letters(table, letters, acks))
         for table, items in acks.items():
-            results.extend(self._append_acks(table, items))
+            results.extend(r for r in self._append_acks(table, items) if not isinstance(r.request, _DeadLetterAck))
         if links:
             results.extend(self._append_links(links))
         return results
@@ -233,6 +260,24 @@ class Committer:
         except Exception as exc:
             log.exception("ack commit to %s failed", table)
             return [Result(item, error=exc) for item in items]
+        return [Result(item) for item in items]
+
+    def _append_dead_letters(
+        self, table: str, items: list[DeadLetterMessage], acks: dict[str, list[Ack]]
+    ) -> list[Result]:
+        """Commit dead-letter rows; queue their ack-log rows into ``acks`` (committed after)."""
+        now = dt.datetime.now(dt.UTC)
+        rows = [dict(item.row, dead_lettered_at=now) for item in items]
+        try:
+            self._append(layout.join(self.root, table), pa.Table.from_pylist(rows, schema=schemas.DEAD_LETTER))
+        except Exception as exc:
+            log.exception("dead-letter commit to %s failed", table)
+            return [Result(item, error=exc) for item in items]
+        for item in items:
+            if item.ack_table is not None:
+                acks.setdefault(item.ack_table, []).append(
+                    _DeadLetterAck(item.ack_table, [int(item.row["seq"])], "dead-lettered", item.row.get("consumer") or "")
+                )
         return [Result(item) for item in items]
 
     def _create_topic(self, req: CreateTopic) -> Result:

@@ -25,6 +25,7 @@ class ServerSettings:
     port: int = 5672
     auto_create_topics: bool = False
     shared_consumer_limit: int = 0  # 0 = unlimited
+    max_message_size: int = 1024 * 1024  # bytes of one published message; 0 = unlimited
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -49,6 +50,7 @@ class DeliverySettings:
 
     poll_interval: float = 0.005
     payload_cache_bytes: int = 128 * 1024 * 1024
+    max_delivery_count: int = 10  # failed deliveries before the dead-letter table; 0 = unlimited
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,8 +115,13 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
 
 def _check(settings: Settings) -> None:
     s = settings
-    if s.server.shared_consumer_limit < 0:
-        raise ConfigError("server.shared_consumer_limit", "must be 0 (unlimited) or positive")
+    for key, value in (
+        ("server.shared_consumer_limit", s.server.shared_consumer_limit),
+        ("server.max_message_size", s.server.max_message_size),
+        ("delivery.max_delivery_count", s.delivery.max_delivery_count),
+    ):
+        if value < 0:
+            raise ConfigError(key, "must be 0 (unlimited) or positive")
     if not 0 <= s.server.port <= 65535:
         raise ConfigError("server.port", f"must be 0..65535, got {s.server.port}")
     for key, value in (

@@ -60,6 +60,16 @@ class MessageDecodeError(SharedSubError):
     condition = AmqpCondition.DECODE_ERROR
 
 
+class MessageTooLarge(SharedSubError):
+    """A published message larger than ``[server] max_message_size``."""
+
+    condition = AmqpCondition.MESSAGE_SIZE_EXCEEDED
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"message larger than the {limit}-byte limit (server.max_message_size)")
+        self.limit = limit
+
+
 class ConfigError(SharedSubError):
     """An invalid configuration value, named by its key."""
 

@@ -61,7 +61,11 @@ class _Publisher(MessagingHandler):
         self.outcomes: list[Outcome | None] = [None] * len(messages)
         self.sent = 0
         self.error: str | None = None
+        self.remote_max_message_size: int | None = None
         self._tags: dict[str, int] = {}
+
+    def on_link_opened(self, event: Any) -> None:
+        self.remote_max_message_size = int(event.link.remote_max_message_size)
 
     def on_start(self, event: Any) -> None:
         conn = event.container.connect(self.url, reconnect=False)
@@ -110,8 +114,11 @@ def publish(
     *,
     container_id: str | None = None,
     timeout: float = 60.0,
+    link_info: dict[str, Any] | None = None,
 ) -> list[Outcome]:
     """Send ``messages`` (Message objects or encoded bytes) and return their outcomes.
+
+    ``link_info``, when given, receives ``max_message_size``: what the broker's attach advertised.
 
     Raises:
         AssertionError: the link was refused or not every message was settled in time.
@@ -128,6 +135,8 @@ def publish(
         raise AssertionError(f"publish to {address!r} did not finish in {timeout} s ({handler.sent} sent)")
     if handler.error:
         raise AssertionError(f"publish to {address!r} refused: {handler.error}")
+    if link_info is not None:
+        link_info["max_message_size"] = handler.remote_max_message_size
     return [o for o in handler.outcomes if o is not None]
 
 
@@ -138,6 +147,7 @@ class Received:
     raw: bytes
     message: Message
     delivery_count: int
+    presettled: bool = False  # the broker sent it settled (at-most-once)
 
 
 class Subscriber(threading.Thread):
@@ -151,7 +161,7 @@ class Subscriber(threading.Thread):
         name: str | None = None,
         container_id: str | None = None,
         credit: int = 100,
-        settle: str = "accept",  # accept | release | none
+        settle: str | Callable[[Received], str] = "accept",  # see _settle
         configure: Callable[[proton.Link], None] | None = None,
         capabilities: list[str] | None = None,
         durable: int | None = None,
@@ -216,15 +226,11 @@ class Subscriber(threading.Thread):
                     return  # like a closed JMS consumer: not handed to the app, left unsettled
                 msg = Message()
                 msg.decode(raw)
-                handler.received.append(Received(raw, msg, msg.delivery_count))
+                handler.received.append(Received(raw, msg, msg.delivery_count, bool(dlv.settled)))
                 if handler.refill:
                     link.flow(1)
-                if handler.settle == "accept":
-                    dlv.update(Delivery.ACCEPTED)
-                    dlv.settle()
-                elif handler.settle == "release":
-                    dlv.update(Delivery.RELEASED)
-                    dlv.settle()
+                got = handler.received[-1]
+                _settle(dlv, handler.settle(got) if callable(handler.settle) else handler.settle)
 
             def on_link_error(self, event: Any) -> None:
                 cond = event.link.remote_condition
@@ -253,6 +259,19 @@ class Subscriber(threading.Thread):
                 handler._detaching = True
                 if handler._link is not None:
                     handler._link.detach() if not event.subject else handler._link.close()
+
+            def on_sharedsub_end_session(self, event: Any) -> None:
+                handler._detaching = True
+                if handler._link is not None:
+                    handler._link.session.close()
+
+            def on_sharedsub_drop(self, event: Any) -> None:
+                # No close frame: the broker sees the socket end, as when a client dies.
+                handler._detaching = True
+                if handler._conn is not None:
+                    transport = handler._conn.transport
+                    transport.close_head()
+                    transport.close_tail()
 
             def on_sharedsub_flow(self, event: Any) -> None:
                 if handler._link is not None:
@@ -307,6 +326,14 @@ class Subscriber(threading.Thread):
         assert self.remote_closed is not None
         return self.remote_closed
 
+    def end_session(self) -> None:
+        """End the link's session without detaching the link (as Qpid JMS closes a session)."""
+        self._injector.trigger(ApplicationEvent("sharedsub_end_session"))
+
+    def drop_connection(self) -> None:
+        """Drop the connection without a close frame (a client that died)."""
+        self._injector.trigger(ApplicationEvent("sharedsub_drop"))
+
     def flow(self, credit: int) -> None:
         """Grant more credit (from any thread)."""
         self._injector.trigger(ApplicationEvent("sharedsub_flow", subject=credit))
@@ -316,6 +343,37 @@ class Subscriber(threading.Thread):
         if self.is_alive():
             self._injector.trigger(ApplicationEvent("sharedsub_close"))
             self.join(15)
+
+
+def _settle(dlv: proton.Delivery, how: str) -> None:
+    """Settle a received delivery: ``accept``, ``release``, ``reject[|condition[|description]]``,
+    ``modified-failed``, ``modified-undeliverable``, ``modified-failed-undeliverable``; ``none``
+    leaves it unsettled; ``presettled`` does nothing (the sender settled it already)."""
+    if how in ("none", "presettled"):
+        return
+    if how == "accept":
+        dlv.update(Delivery.ACCEPTED)
+    elif how == "release":
+        dlv.update(Delivery.RELEASED)
+    elif how.startswith("reject"):
+        _, _, rest = how.partition("|")
+        if rest:
+            name, _, description = rest.partition("|")
+            dlv.local.condition = proton.Condition(name, description or None)
+        dlv.update(Delivery.REJECTED)
+    elif how.startswith("modified-"):
+        flags = how[len("modified-") :].split("-")
+        dlv.local.failed = "failed" in flags
+        dlv.local.undeliverable = "undeliverable" in flags
+        dlv.update(Delivery.MODIFIED)
+    else:
+        raise ValueError(f"unknown settlement {how!r}")
+    dlv.settle()
+
+
+def presettled(link: proton.Link) -> None:
+    """``configure`` for an at-most-once consumer: asks for snd-settle-mode settled."""
+    link.snd_settle_mode = proton.Link.SND_SETTLED
 
 
 _EXPIRY = {

@@ -34,15 +34,16 @@ from sharedsub.attach import (
     Refuse,
     RefuseDelete,
 )
-from sharedsub.committer import Ack, Committer, LinkEvent, Result, SaveSubscription
+from sharedsub.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
 from sharedsub.config import Settings
 from sharedsub.errors import SharedSubError
 from sharedsub.model import SubscriptionRecord, SubscriptionState
+from sharedsub.outcomes import DeadLetter, Limits
 from sharedsub.storage import layout
 from sharedsub.storage.catalog import attached_links, load_catalog
 
 from connectors.amqp import translate
-from connectors.amqp.delivery import Dispatcher, Tailer
+from connectors.amqp.delivery import Dispatcher, Row, Tailer
 
 log = logging.getLogger(__name__)
 
@@ -108,7 +109,12 @@ class Subscriptions:
         self._tailer = tailer
         self._topic_gate = topic_gate
         self._tokens = tokens  # handler.Tokens: continuations never travel to other threads
-        self.dispatcher = Dispatcher(tailer.sent, self._on_ack)
+        self.dispatcher = Dispatcher(
+            tailer.sent,
+            self._on_ack,
+            self._on_dead_letter,
+            limits=Limits(max_delivery_count=settings.delivery.max_delivery_count),
+        )
         self.records: dict[str, SubscriptionRecord] = {}
         # Highest generation ever used per key, deleted ones included: a re-created subscription
         # gets a new table, so nothing of a deleted one's backlog comes back (ARTEMIS-177).
@@ -243,6 +249,10 @@ class Subscriptions:
 
     def _attach(self, link: proton.Sender, rec: SubscriptionRecord, reply: attach.ReplySource) -> None:
         translate.apply_reply(link, reply)
+        # Echo the consumer's sender settle mode (settled = at-most-once, sent pre-settled);
+        # receiver settle mode second is not supported and answered as first.
+        link.snd_settle_mode = link.remote_snd_settle_mode
+        link.rcv_settle_mode = proton.Link.RCV_FIRST
         link.open()
         link.ss = ConsumerLink(rec.key, rec.table, rec.generation, _connection_id(link))
         self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached")
@@ -269,6 +279,30 @@ class Subscriptions:
         if rec is None or not rec.identity.durable:
             return  # non-durable subscriptions do not outlive the process; nothing to persist
         self._committer.submit(Ack(layout.ack_table_rel(rec.key, rec.generation), [seq], outcome, consumer))
+
+    def _on_dead_letter(self, key: str, row: Row, decision: DeadLetter, error: Condition | None, consumer: str) -> None:
+        """Record a dead-lettered row: in the dead-letter table of every subscription (so it can be
+        inspected), and in the ack log of a durable one (so a restart does not deliver it again)."""
+        rec = self.records.get(key)
+        if rec is None:
+            return
+        log.info("subscription %s: seq %d of %s dead-lettered (%s)", key, row.seq, row.topic, decision.reason)
+        self._committer.submit(
+            DeadLetterMessage(
+                layout.dead_letter_table_rel(rec.key, rec.generation),
+                layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
+                {
+                    "topic": row.topic,
+                    "seq": row.seq,
+                    "reason": str(decision.reason),
+                    "error_condition": str(error.name) if error is not None and error.name else None,
+                    "error_description": str(error.description) if error is not None and error.description else None,
+                    "delivery_count": decision.delivery_count,
+                    "consumer": consumer,
+                    "message_id": row.message_id,
+                },
+            )
+        )
 
     # ------------------------------------------------------------------ detach
 

@@ -10,9 +10,18 @@ Two halves:
   but not yet sent, so a slow consumer bounds memory.
 * :class:`Dispatcher` (reactor thread, no I/O): per subscription a queue of pending rows and the
   consumer links; rows go round-robin to the links that have credit; a link with no credit gets
-  nothing and holds nothing back; a row is outstanding on at most one link. Accepted and rejected
-  rows are acknowledged (reported to ``on_ack``); released and modified rows, and the unsettled
-  rows of a link that goes away, return to the front of the queue.
+  nothing and holds nothing back; a row is outstanding on at most one link. What a settlement
+  does is decided by :func:`sharedsub.outcomes.decide` (accepted → acknowledged; released and
+  modified → back to the front of the queue; rejected, or too many failed deliveries → the
+  dead-letter table); the unsettled rows of a link that goes away count as failed deliveries.
+  A row past its expiry is not sent but acknowledged as ``expired``.
+
+  modified(undeliverable-here) parks the row for the links that refused it: it goes to any other
+  consumer link of the subscription on this front end. When every current link refused it, it
+  waits for another link to attach (or for a refusing link to go away, which lifts its
+  refusal); it never returns to a link that said undeliverable-here while that link lives.
+  Add delivery-failed to the outcome (as Qpid JMS does after its client-side maxRedeliveries)
+  to make such refusals count towards ``max_delivery_count``.
 """
 
 from __future__ import annotations
@@ -21,14 +30,18 @@ import collections
 import dataclasses
 import logging
 import threading
+import time
 from collections.abc import Callable
+from typing import Any
 
 import proton
 
+from sharedsub import outcomes
+from sharedsub.outcomes import Ack, AckOutcome, DeadLetter, Limits, Requeue, Settlement
 from sharedsub.payloads import PayloadCache
+from sharedsub.storage import delta, layout
 
 from connectors.amqp.translate import with_delivery_count
-from sharedsub.storage import delta, layout
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +53,13 @@ class Row:
     topic: str
     seq: int
     message: bytes
+    expires_at: int | None = None  # ms since the epoch (sharedsub.outcomes.expires_at)
+    failures: int = 0  # failed deliveries recorded in the ack log when the row was read
+    message_id: str | None = None
+
+
+# Columns of a subscription table the tailer reads (never the payload, which is in the topic).
+_ROW_COLUMNS = ["seq", "ttl", "absolute_expiry_time", "published_at", "message_id"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -136,31 +156,50 @@ class Tailer:
         commit = delta.read_commit(feed.table, feed.next_version)
         if commit is None:
             return False
-        data = delta.read_files(commit.added, ["seq"])
+        data = delta.read_files(commit.added, _ROW_COLUMNS)
         feed.next_version = commit.version + 1
-        self._emit(feed, data.column("seq").to_pylist() if data is not None else [])
+        self._emit(feed, data, {})
         return True
 
     def _load_backlog(self, feed: _Feed) -> bool:
+        failures: dict[int, int] = {}
         if feed.ack_table is not None and delta.table_exists(feed.ack_table):
-            acks = delta.read_table(feed.ack_table, ["seq"])
+            acks = delta.read_table(feed.ack_table, ["seq", "outcome"])
             if acks is not None:
-                feed.acked.update(acks.column("seq").to_pylist())
+                final = []
+                for seq, outcome in zip(acks.column("seq").to_pylist(), acks.column("outcome").to_pylist(), strict=True):
+                    if outcomes.is_final(outcome):
+                        final.append(seq)
+                    else:
+                        failures[seq] = failures.get(seq, 0) + 1
+                feed.acked.update(final)
         version = delta.latest_version(feed.table)
         if version < 0:
             feed.next_version = 0
             return False
-        data = delta.read_files(delta.snapshot_files(feed.table, version), ["seq"])
+        data = delta.read_files(delta.snapshot_files(feed.table, version), _ROW_COLUMNS)
         feed.next_version = version + 1
-        self._emit(feed, data.column("seq").to_pylist() if data is not None else [])
+        self._emit(feed, data, failures)
         return True
 
-    def _emit(self, feed: _Feed, seqs: list[int]) -> None:
-        wanted = sorted(s for s in seqs if s not in feed.acked)
+    def _emit(self, feed: _Feed, data: Any, failures: dict[int, int]) -> None:
+        """Post the not-acknowledged rows of ``data`` (subscription-table columns) in seq order."""
+        if data is None:
+            return
+        meta: dict[int, tuple[int | None, str | None]] = {}
+        for seq, ttl, absolute, published, message_id in zip(*(data.column(c).to_pylist() for c in _ROW_COLUMNS), strict=True):
+            if seq in feed.acked:
+                continue
+            published_ms = int(published.timestamp() * 1000) if published is not None else None
+            meta[seq] = (outcomes.expires_at(ttl, absolute, published_ms), message_id)
+        wanted = sorted(meta)
         # Large backlogs go out in slices so one subscription cannot fill memory.
         for start in range(0, len(wanted), self._max_in_flight):
             part = wanted[start : start + self._max_in_flight]
-            rows = self._resolve(feed.topic, part)
+            rows = [
+                dataclasses.replace(r, expires_at=meta[r.seq][0], message_id=meta[r.seq][1], failures=failures.get(r.seq, 0))
+                for r in self._resolve(feed.topic, part)
+            ]
             if rows and feed.key in self._feeds:
                 feed.in_flight += len(rows)
                 self._post(feed.key, rows)
@@ -186,27 +225,52 @@ class Tailer:
 
 
 AckCallback = Callable[[str, int, str, str], None]
-"""``on_ack(key, seq, outcome, consumer_container)``: a row was settled for good."""
+"""``on_ack(key, seq, outcome, consumer_container)``: a row was settled for good, or (outcome
+``failed``) one delivery of it failed; see sharedsub.outcomes.AckOutcome."""
+
+DeadLetterCallback = Callable[[str, Row, DeadLetter, proton.Condition | None, str], None]
+"""``on_dead_letter(key, row, decision, error, consumer_container)``: move a row to the dead-letter table."""
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 @dataclasses.dataclass(slots=True)
 class _Subscription:
     consumers: list[proton.Sender] = dataclasses.field(default_factory=list)
     pending: collections.deque[Row] = dataclasses.field(default_factory=collections.deque)
+    # Rows refused with undeliverable-here, waiting for a link that did not refuse them.
+    parked: list[Row] = dataclasses.field(default_factory=list)
+    excluded: dict[int, set[int]] = dataclasses.field(default_factory=dict)  # seq -> consumer ids
     outstanding: dict[int, tuple[proton.Sender, Row]] = dataclasses.field(default_factory=dict)
     acked: set[int] = dataclasses.field(default_factory=set)
     failures: dict[int, int] = dataclasses.field(default_factory=dict)  # seq -> failed deliveries
+    acquired: set[int] = dataclasses.field(default_factory=set)  # seqs sent before, not settled for good
     cursor: int = 0
 
 
 class Dispatcher:
     """Round-robin dispatch of pending rows over consumer links with credit (reactor thread)."""
 
-    def __init__(self, on_sent: Callable[[str, int], None], on_ack: AckCallback) -> None:
+    def __init__(
+        self,
+        on_sent: Callable[[str, int], None],
+        on_ack: AckCallback,
+        on_dead_letter: DeadLetterCallback,
+        *,
+        limits: Limits = Limits(),
+        clock: Callable[[], int] = _now_ms,
+    ) -> None:
         self._subs: dict[str, _Subscription] = {}
         self._on_sent = on_sent
         self._on_ack = on_ack
+        self._on_dead_letter = on_dead_letter
+        self._limits = limits
+        self._clock = clock
         self._tag = 0
+        self._next_consumer = 0
+        self._stopped = False
 
     def open(self, key: str, acked: set[int], failures: dict[int, int]) -> None:
         """Make ``key`` dispatchable; ``acked`` (acknowledged seqs) and ``failures`` (failed
@@ -216,25 +280,52 @@ class Dispatcher:
 
     def add_consumer(self, key: str, link: proton.Sender) -> None:
         """Attach a consumer link to subscription ``key`` (opened before)."""
+        self._next_consumer += 1
+        link.ss_consumer_id = self._next_consumer
         self._subs[key].consumers.append(link)
         self.dispatch(key)
 
     def remove_consumer(self, key: str, link: proton.Sender) -> int:
-        """Detach a consumer link, returning its unsettled rows to the queue; return consumers left."""
+        """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
+
+        Its unsettled deliveries failed (DESIGN §5): each is requeued with its delivery count + 1,
+        or dead-lettered at ``max_delivery_count``. Its undeliverable-here refusals are lifted.
+        """
         sub = self._subs.get(key)
         if sub is None:
             return 0
         sub.consumers = [c for c in sub.consumers if c != link]
+        gone = getattr(link, "ss_consumer_id", None)
         back = sorted((row for lk, row in sub.outstanding.values() if lk == link), key=lambda r: r.seq)
         for row in back:
             del sub.outstanding[row.seq]
-        # Unsettled deliveries of a link that went away count as failed (DESIGN §5).
-        for row in back:
-            sub.failures[row.seq] = sub.failures.get(row.seq, 0) + 1
-        sub.pending.extendleft(reversed(back))
-        if back:
+        unparked = []
+        for row in sub.parked:
+            refused = sub.excluded.get(row.seq, set())
+            refused.discard(gone)  # type: ignore[arg-type]
+            if not refused:
+                sub.excluded.pop(row.seq, None)
+                unparked.append(row)
+        if unparked:
+            sub.parked = [r for r in sub.parked if r.seq in sub.excluded]
+        container = link.connection.remote_container or ""
+        for row in reversed(back):
+            self._apply(key, sub, row, outcomes.decide(Settlement.LINK_LOST, sub.failures.get(row.seq, 0), self._limits), None, None, container)
+        sub.pending.extendleft(sorted(unparked, key=lambda r: r.seq, reverse=True))
+        if back or unparked:
             self.dispatch(key)
         return len(sub.consumers)
+
+    def fail_outstanding(self) -> None:
+        """Shutting down: every unsettled delivery failed (recorded now, while the ack log can
+        still be written), and nothing more is sent."""
+        self._stopped = True
+        for key, sub in self._subs.items():
+            for link, row in sorted(sub.outstanding.values(), key=lambda lr: -lr[1].seq):
+                container = link.connection.remote_container or ""
+                decision = outcomes.decide(Settlement.LINK_LOST, sub.failures.get(row.seq, 0), self._limits)
+                self._apply(key, sub, row, decision, None, None, container)
+            sub.outstanding.clear()
 
     def consumers(self, key: str) -> int:
         """Number of consumer links on ``key``."""
@@ -250,70 +341,139 @@ class Dispatcher:
         sub = self._subs.get(key)
         if sub is None:
             return
-        sub.pending.extend(r for r in rows if r.seq not in sub.acked and r.seq not in sub.outstanding)
+        parked = {r.seq for r in sub.parked}
+        for row in rows:
+            if row.seq in sub.acked or row.seq in sub.outstanding or row.seq in parked:
+                continue
+            if row.failures > sub.failures.get(row.seq, 0):  # counted before a restart
+                sub.failures[row.seq] = row.failures
+            sub.pending.append(row)
         self.dispatch(key)
 
     def dispatch(self, key: str) -> None:
-        """Send pending rows of ``key`` round-robin to links with credit."""
+        """Send pending (and parked) rows of ``key`` round-robin to links with credit."""
         sub = self._subs.get(key)
-        if sub is None or not sub.pending or not sub.consumers:
+        if self._stopped or sub is None or not (sub.pending or sub.parked) or not sub.consumers:
             return
         sent = 0
         n = len(sub.consumers)
         idle = 0
-        while sub.pending and idle < n:
+        now = self._clock()
+        while (sub.pending or sub.parked) and idle < n:
             link = sub.consumers[sub.cursor % n]
             sub.cursor = (sub.cursor + 1) % n
             if link.credit <= 0 or not (link.state & proton.Endpoint.LOCAL_ACTIVE):
                 idle += 1
                 continue
+            row = self._take(sub, link)
+            if row is None:
+                idle += 1
+                continue
             idle = 0
-            row = sub.pending.popleft()
             if row.seq in sub.acked:
+                continue
+            if outcomes.is_expired(row.expires_at, now):
+                self._settle_for_good(key, sub, row, AckOutcome.EXPIRED, "")
                 continue
             self._send(link, key, sub, row)
             sent += 1
         if sent:
             self._on_sent(key, sent)
 
+    def _take(self, sub: _Subscription, link: proton.Sender) -> Row | None:
+        """Next row for ``link``: a parked row it did not refuse, else the head of the queue."""
+        me = getattr(link, "ss_consumer_id", None)
+        for i, row in enumerate(sub.parked):
+            if me not in sub.excluded.get(row.seq, ()):
+                del sub.parked[i]
+                sub.excluded.pop(row.seq, None)
+                return row
+        return sub.pending.popleft() if sub.pending else None
+
     def _send(self, link: proton.Sender, key: str, sub: _Subscription, row: Row) -> None:
         self._tag += 1
         dlv = link.delivery(str(self._tag))
         dlv.ss_row = (key, row)
         count = sub.failures.get(row.seq, 0)
-        link.send(with_delivery_count(row.message, count) if count else row.message)
+        # A row sent before (and not settled for good) may have been acquired by another link:
+        # first-acquirer false, whatever the count (a released one keeps count 0).
+        link.send(with_delivery_count(row.message, count) if count or row.seq in sub.acquired else row.message)
         link.advance()
         if link.snd_settle_mode == proton.Link.SND_SETTLED:
             # At-most-once consumer: settled on sending, acknowledged at once.
             dlv.settle()
-            self._ack(key, sub, row, "accepted", link)
+            self._settle_for_good(key, sub, row, AckOutcome.ACCEPTED, link.connection.remote_container or "")
         else:
             sub.outstanding[row.seq] = (link, row)
+            sub.acquired.add(row.seq)
 
-    def _ack(self, key: str, sub: _Subscription, row: Row, outcome: str, link: proton.Sender) -> None:
+    def _settle_for_good(self, key: str, sub: _Subscription, row: Row, outcome: AckOutcome, consumer: str) -> None:
         sub.acked.add(row.seq)
         sub.failures.pop(row.seq, None)
-        self._on_ack(key, row.seq, outcome, link.connection.remote_container or "")
+        sub.acquired.discard(row.seq)
+        self._on_ack(key, row.seq, outcome, consumer)
+
+    def _apply(
+        self,
+        key: str,
+        sub: _Subscription,
+        row: Row,
+        decision: outcomes.Decision,
+        link: proton.Sender | None,
+        error: proton.Condition | None,
+        consumer: str,
+    ) -> None:
+        """Carry out a settlement decision for ``row`` (no longer outstanding)."""
+        match decision:
+            case Ack(outcome=outcome):
+                self._settle_for_good(key, sub, row, outcome, consumer)
+            case DeadLetter():
+                sub.acked.add(row.seq)
+                sub.failures.pop(row.seq, None)
+                sub.acquired.discard(row.seq)
+                self._on_dead_letter(key, row, decision, error, consumer)
+            case Requeue(delivery_count=count, exclude_link=exclude, failed=failed):
+                if count:
+                    sub.failures[row.seq] = count
+                if failed:
+                    self._on_ack(key, row.seq, AckOutcome.FAILED, consumer)
+                if exclude and link is not None:
+                    sub.excluded.setdefault(row.seq, set()).add(link.ss_consumer_id)
+                    sub.parked.append(row)
+                else:
+                    sub.pending.appendleft(row)
 
     def settled(self, dlv: proton.Delivery) -> None:
-        """A consumer's disposition: acknowledge, or put the row back."""
+        """A consumer's disposition: decide (sharedsub.outcomes) and apply."""
         key, row = getattr(dlv, "ss_row", (None, None))
+        state = dlv.remote_state
+        terminal = state in (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED)
+        if not terminal and not dlv.settled:
+            return  # e.g. a received state: not an outcome yet
         dlv.settle()
         if key is None:
             return
         sub = self._subs.get(key)
         if sub is None or sub.outstanding.pop(row.seq, None) is None:
             return
-        state = dlv.remote_state
-        if state == proton.Delivery.RELEASED:  # not delivered: count unchanged
-            sub.pending.appendleft(row)
-            self.dispatch(key)
+        link = dlv.link
+        count = sub.failures.get(row.seq, 0)
+        error = None
+        if state == proton.Delivery.RELEASED:
+            decision = outcomes.decide(Settlement.RELEASED, count, self._limits)
         elif state == proton.Delivery.MODIFIED:
-            if dlv.remote.failed:
-                sub.failures[row.seq] = sub.failures.get(row.seq, 0) + 1
-            sub.pending.appendleft(row)
-            self.dispatch(key)
+            decision = outcomes.decide(
+                Settlement.MODIFIED,
+                count,
+                self._limits,
+                delivery_failed=bool(dlv.remote.failed),
+                undeliverable_here=bool(dlv.remote.undeliverable),
+            )
         elif state == proton.Delivery.REJECTED:
-            self._ack(key, sub, row, "rejected", dlv.link)
+            error = dlv.remote.condition
+            decision = outcomes.decide(Settlement.REJECTED, count, self._limits)
         else:  # accepted, or settled with no outcome
-            self._ack(key, sub, row, "accepted", dlv.link)
+            decision = outcomes.decide(Settlement.ACCEPTED, count, self._limits)
+        self._apply(key, sub, row, decision, link, error, link.connection.remote_container or "")
+        if isinstance(decision, Requeue):
+            self.dispatch(key)

@@ -24,7 +24,7 @@ from sharedsub import addressing
 from sharedsub.committer import Committer, CreateTopic, Publish, Result
 from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.config import Settings
-from sharedsub.errors import MessageDecodeError, SharedSubError, TopicNotFound
+from sharedsub.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta
 
@@ -242,6 +242,9 @@ class FrontEnd(Handler):
             link.ss = PublisherLink(address, container)
             link.source.copy(link.remote_source)
             link.target.copy(link.remote_target)
+            if self.settings.server.max_message_size:
+                # Advertised so clients refuse oversized sends themselves (Qpid JMS does).
+                link.max_message_size = self.settings.server.max_message_size
             link.open()
             link.flow(self.settings.publish.credit)
 
@@ -284,6 +287,29 @@ class FrontEnd(Handler):
             return
         self.committer.submit(Publish(topic, columns, data, self.tokens.put(dlv)))
 
+    def _oversized(self, dlv: Delivery) -> bool:
+        """True when ``dlv`` is larger than ``max_message_size``; its bytes are then read and
+        dropped as they arrive, so an oversized transfer never sits in memory whole."""
+        limit = self.settings.server.max_message_size
+        if not limit:
+            return False
+        if not getattr(dlv, "ss_oversized", False):
+            if dlv.pending <= limit:
+                return False
+            dlv.ss_oversized = True
+        dlv.link.recv(dlv.pending)
+        return True
+
+    def _refuse_oversized(self, dlv: Delivery) -> None:
+        """Reject a complete oversized transfer; the link stays open for further messages."""
+        link = dlv.link
+        error = MessageTooLarge(self.settings.server.max_message_size)
+        dlv.local.condition = Condition(str(error.condition), error.description)
+        dlv.update(Delivery.REJECTED)
+        dlv.settle()
+        link.advance()
+        link.flow(1)
+
     def on_delivery(self, event: Any) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""
         dlv = event.delivery
@@ -292,11 +318,18 @@ class FrontEnd(Handler):
             # Drain every complete delivery at the head of the link, not only this event's:
             # it keeps working however proton groups the delivery events.
             current = link.current
-            while current is not None and current.readable and not current.partial:
-                self._on_published(current)
+            while current is not None and current.readable:
+                if self._oversized(current):
+                    if current.partial:
+                        break
+                    self._refuse_oversized(current)
+                elif current.partial:
+                    break
+                else:
+                    self._on_published(current)
                 current = link.current
             return
-        if dlv.remote_state or dlv.remote_settled:
+        if dlv.remote_state or dlv.settled:
             self.subscriptions.dispatcher.settled(dlv)
 
     def on_link_flow(self, event: Any) -> None:

@@ -30,6 +30,9 @@ class _Root(FrontEnd):
         if srv.acceptor is not None:
             srv.acceptor.close()
             srv.acceptor = None
+        # Deliveries still unsettled now fail (their consumers are about to be disconnected);
+        # recording that before the committer drains keeps their delivery counts across a restart.
+        self.subscriptions.dispatcher.fail_outstanding()
         # Blocks until every queued publish is committed; the results arrive as injected events
         # ahead of the shutdown event below, so publishers are settled before connections close.
         self.committer.stop()

@@ -7,6 +7,7 @@ Layout (all Delta tables unless noted)::
     <data>/catalog/links                     consumer link attach/detach events
     <data>/subscriptions/<key>/g<gen>        one table per subscription generation (references)
     <data>/subscriptions/<key>/acks-g<gen>   acknowledgement log of that generation
+    <data>/subscriptions/<key>/dlq-g<gen>    dead-letter table of that generation
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
 
 Pure: no I/O besides string handling.
@@ -76,3 +77,8 @@ def generation_table_rel(key: str, generation: int) -> str:
 def ack_table_rel(key: str, generation: int) -> str:
     """Relative location of the acknowledgement log of one subscription generation."""
     return f"{SUBSCRIPTIONS_DIR}/{key}/acks-g{generation}"
+
+
+def dead_letter_table_rel(key: str, generation: int) -> str:
+    """Relative location of the dead-letter table of one subscription generation."""
+    return f"{SUBSCRIPTIONS_DIR}/{key}/dlq-g{generation}"

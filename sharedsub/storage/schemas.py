@@ -9,6 +9,9 @@ Subscription table (``subscriptions/<key>/g<gen>``): one row per message routed 
 subscription generation. It refers to the message by ``(topic, seq)`` and carries the routing
 metadata and the columns a backlog query needs, never the payload.
 
+Ack log (``subscriptions/<key>/acks-g<gen>``) and dead-letter table
+(``subscriptions/<key>/dlq-g<gen>``): see :data:`ACK` and :data:`DEAD_LETTER`.
+
 Catalog table (``catalog/subscriptions``): append-only revisions of subscription records; the
 row with the highest ``revision`` per ``key`` is the current state.
 """
@@ -131,13 +134,32 @@ CATALOG = pa.schema(
 
 ACK = pa.schema(
     [
-        ("seq", pa.int64()),  # topic seq of the acknowledged row
-        ("outcome", pa.string()),  # accepted | rejected
+        ("seq", pa.int64()),  # topic seq of the message
+        # accepted | dead-lettered | expired: settled for good (older logs: rejected);
+        # failed: one failed delivery (modified delivery-failed, or unsettled when its link went
+        # away), not an acknowledgement; the count of these rows is the message's delivery count
+        ("outcome", pa.string()),
         ("acked_at", TIMESTAMP),
-        ("consumer", pa.string()),  # container-id of the consumer that settled it
+        ("consumer", pa.string()),  # container-id of the consumer that settled it ("" when none)
     ]
 )
-"""Acknowledgement log of a subscription generation: one row per message settled for good."""
+"""Acknowledgement log of a subscription generation: one row per message settled for good, plus
+one ``failed`` row per failed delivery (sharedsub.outcomes.AckOutcome)."""
+
+DEAD_LETTER = pa.schema(
+    [
+        ("topic", pa.string()),
+        ("seq", pa.int64()),  # the message is row ``seq`` of ``topics/<topic>``
+        ("reason", pa.string()),  # rejected | max-delivery-count (sharedsub.outcomes.DeadLetterReason)
+        ("error_condition", pa.string()),  # the rejected outcome's error condition, if any
+        ("error_description", pa.string()),  # ... and its description
+        ("delivery_count", pa.int64()),  # failed deliveries when it was dead-lettered
+        ("consumer", pa.string()),  # container-id of the consumer whose settlement moved it here
+        ("message_id", pa.string()),  # properties.message-id as a string, for people looking
+        ("dead_lettered_at", TIMESTAMP),
+    ]
+)
+"""Dead-letter table of a subscription generation: messages that will never be delivered again."""
 
 LINKS = pa.schema(
     [
