@@ -1,7 +1,17 @@
-"""The ``sharedsub`` command line: serve, frontend, topics.
+"""The ``sharedsub`` command line: serve, frontend, topics, subscriptions, backlog, selector.
 
 Configuration is read here (and in jobs/*.main) only: conf/sharedsub.toml, then ``--config``,
 then SHAREDSUB_* environment variables, then flags.
+
+``subscriptions list|show``, ``backlog`` and ``selector check`` only read: they open the data
+dir's Delta tables directly (sharedsub.inspection), whether or not a service runs on it. A
+subscription is named by its key (as ``subscriptions list`` prints it), by
+``<namespace>:<name>`` (namespace = the container-id, or ``global``) or by its bare name when
+that is unique. ``--json`` prints one JSON document on stdout; otherwise a table for people.
+
+Exit codes: 0 done; 1 failure; 2 usage or invalid input (bad flags, invalid topic name, invalid
+selector, a subscription name matching several subscriptions: the candidates are printed);
+3 not found (topic, subscription); 4 already exists.
 """
 
 from __future__ import annotations
@@ -12,6 +22,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from sharedsub.config import Settings, load_settings
@@ -51,8 +62,30 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p = topics.add_parser("list", help="list topics")
     _common(p)
-    p.add_argument("--json", action="store_true", help="machine-readable output")
+    _json(p)
+    subs = sub.add_parser("subscriptions", help="list and show subscriptions (read-only)")
+    actions = subs.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("list", help="subscriptions with consumers and backlog")
+    _common(p)
+    _json(p)
+    p.add_argument("--all", action="store_true", help="include deleted subscriptions")
+    p = actions.add_parser("show", help="one subscription: identity, generation, source, selector, consumers, backlog")
+    p.add_argument("subscription", metavar="SUB", help="key, <namespace>:<name>, or a unique name")
+    _common(p)
+    _json(p)
+    p = sub.add_parser("backlog", help="unacknowledged messages, bytes and oldest age (read-only)")
+    p.add_argument("subscription", metavar="SUB", nargs="?", help="one subscription, per partition (default: all)")
+    _common(p)
+    _json(p)
+    check = sub.add_parser("selector", help="JMS selectors").add_subparsers(dest="action", required=True)
+    p = check.add_parser("check", help="parse and explain a selector")
+    p.add_argument("expression", metavar="EXPR")
+    _json(p)
     return parser
+
+
+def _json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output (one JSON document)")
 
 
 def _settings(args: argparse.Namespace) -> Settings:
@@ -147,6 +180,71 @@ def cmd_topics(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _progress(what: str) -> Callable[[int, int], None] | None:
+    """A progress reporter on stderr for people (nothing when stderr is not a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\r{what} {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
+def cmd_subscriptions(args: argparse.Namespace) -> int:
+    """``subscriptions list|show``."""
+    from sharedsub import inspection
+    from sharedsub.cli_format import subscription_details, subscriptions_table
+
+    settings = _settings(args)
+    if args.action == "show":
+        status = inspection.subscription_status(settings.data_dir, args.subscription)
+        print(json.dumps(status.to_json(), indent=2) if args.json else subscription_details(status))
+        return EXIT_OK
+    found = inspection.list_subscriptions(
+        settings.data_dir, include_deleted=args.all, progress=_progress("reading subscriptions")
+    )
+    print(json.dumps([s.to_json() for s in found], indent=2) if args.json else subscriptions_table(found))
+    return EXIT_OK
+
+
+def cmd_backlog(args: argparse.Namespace) -> int:
+    """``backlog [SUB]``."""
+    from sharedsub import inspection
+    from sharedsub.cli_format import backlog_table, partitions_table
+
+    settings = _settings(args)
+    if args.subscription is not None:
+        status = inspection.subscription_status(settings.data_dir, args.subscription)
+        print(json.dumps(status.to_json()["backlog"] | {"key": status.key}, indent=2) if args.json else partitions_table(status))
+        return EXIT_OK
+    found = inspection.list_subscriptions(settings.data_dir, progress=_progress("reading backlog"))
+    if args.json:
+        print(json.dumps([s.to_json()["backlog"] | {"key": s.key, "name": s.display_name} for s in found], indent=2))
+    else:
+        print(backlog_table(found))
+    return EXIT_OK
+
+
+def cmd_selector(args: argparse.Namespace) -> int:
+    """``selector check EXPR``: 0 and an explanation when valid, 2 and the error when not."""
+    from sharedsub.cli_format import selector_explanation
+    from sharedsub.explain import explain_selector
+    from sharedsub.selector import SelectorError
+
+    try:
+        explained = explain_selector(args.expression)
+    except SelectorError as exc:
+        if args.json:
+            print(json.dumps({"selector": args.expression, "valid": False, "position": exc.position,
+                              "expected": exc.expected, "found": exc.found, "error": exc.description}))
+        print(f"error: {exc.description}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(explained.to_json(), indent=2) if args.json else selector_explanation(explained))
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sharedsub`` console script."""
     args = build_parser().parse_args(argv)
@@ -155,15 +253,21 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_serve(args, with_fanout=args.command == "serve")
         if args.command == "topics":
             return cmd_topics(args)
+        if args.command == "subscriptions":
+            return cmd_subscriptions(args)
+        if args.command == "backlog":
+            return cmd_backlog(args)
+        if args.command == "selector":
+            return cmd_selector(args)
     except SharedSubError as exc:
         print(f"error: {exc.description}", file=sys.stderr)
-        from sharedsub.errors import ConfigError, TopicExists, TopicNotFound
+        from sharedsub.errors import AmbiguousSubscription, ConfigError, SubscriptionNotFound, TopicExists, TopicNotFound
 
         if isinstance(exc, TopicExists):
             return EXIT_EXISTS
-        if isinstance(exc, TopicNotFound):
+        if isinstance(exc, (TopicNotFound, SubscriptionNotFound)):
             return EXIT_NOT_FOUND
-        if isinstance(exc, ConfigError):
+        if isinstance(exc, (ConfigError, AmbiguousSubscription)):
             return EXIT_USAGE
         return EXIT_ERROR
     return EXIT_USAGE

@@ -76,3 +76,27 @@ class ConfigError(SharedSubError):
     def __init__(self, key: str, reason: str) -> None:
         super().__init__(f"configuration {key!r}: {reason}")
         self.key = key
+
+
+class SubscriptionNotFound(SharedSubError):
+    """A subscription named on the command line (or in a notebook) that the catalog does not hold."""
+
+    condition = AmqpCondition.NOT_FOUND
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"no subscription {name!r}; give its key, '<namespace>:<name>' or a unique name "
+            "(see 'sharedsub subscriptions list')"
+        )
+        self.name = name
+
+
+class AmbiguousSubscription(SharedSubError):
+    """A subscription name that matches several subscriptions; ``candidates`` are their keys."""
+
+    condition = AmqpCondition.NOT_FOUND
+
+    def __init__(self, name: str, candidates: list[str]) -> None:
+        super().__init__(f"{name!r} names {len(candidates)} subscriptions; use one of their keys: " + ", ".join(candidates))
+        self.name = name
+        self.candidates = candidates

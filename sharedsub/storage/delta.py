@@ -14,6 +14,7 @@ import bisect
 import dataclasses
 import json
 import os
+import shutil
 import urllib.parse
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
@@ -21,10 +22,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import TableNotFoundError
+from deltalake.exceptions import CommitFailedError, TableNotFoundError
 
 from sharedsub.errors import TopicExists, TopicNotFound
 from sharedsub.storage import layout, schemas
+
+# commitInfo key marking the commits sharedsub's maintenance makes (value: what it did).
+MAINTENANCE_MARK = "sharedsub.maintenance"
 
 # History kept for time travel and replay; the log is cleaned at checkpoints after this.
 DEFAULT_TABLE_CONFIG = {
@@ -91,6 +95,9 @@ def require_topic(root: str, name: str) -> str:
 # --------------------------------------------------------------------------- appends
 
 
+_APPEND_ATTEMPTS = 5
+
+
 class TableAppender:
     """Appends Arrow tables to one Delta table, reusing the loaded ``DeltaTable``.
 
@@ -121,13 +128,23 @@ class TableAppender:
             props = CommitProperties(app_transactions=[Transaction(app_transaction[0], app_transaction[1])])
         table = self._open()
         target: Any = table if table is not None else self.path
-        write_deltalake(
-            target,
-            data.cast(self.schema),
-            mode="append",
-            commit_properties=props,
-            configuration=DEFAULT_TABLE_CONFIG if table is None else None,
-        )
+        for attempt in range(_APPEND_ATTEMPTS):
+            try:
+                write_deltalake(
+                    target,
+                    data.cast(self.schema),
+                    mode="append",
+                    commit_properties=props,
+                    configuration=DEFAULT_TABLE_CONFIG if table is None else None,
+                )
+                break
+            except CommitFailedError:
+                # A maintenance commit (delete of acknowledged rows, compaction) landed since this
+                # table object was loaded; delta-rs refuses the append against the old snapshot.
+                # An append does not depend on what it read: reload and commit again.
+                if table is None or attempt + 1 == _APPEND_ATTEMPTS:
+                    raise
+                table.update_incremental()
         self._commits += 1
         if table is None:
             self._table = DeltaTable(self.path)
@@ -184,6 +201,7 @@ def read_commit(table: str, version: int) -> Commit | None:
     base = _local(table)
     added: list[str] = []
     txns: dict[str, int] = {}
+    maintenance = False
     for line in lines:
         if not line:
             continue
@@ -194,7 +212,11 @@ def read_commit(table: str, version: int) -> Commit | None:
                 added.append(os.path.join(base, urllib.parse.unquote(add["path"])))
         elif "txn" in action:
             txns[action["txn"]["appId"]] = int(action["txn"]["version"])
-    return Commit(version, tuple(added), txns)
+        elif "commitInfo" in action:
+            maintenance = MAINTENANCE_MARK in action["commitInfo"]
+    # A maintenance delete re-adds the rows it keeps (with dataChange, as Delta requires): they
+    # are not new rows, so tailers must not see them again.
+    return Commit(version, () if maintenance else tuple(added), txns)
 
 
 def latest_version(table: str, known: int = -1) -> int:
@@ -217,10 +239,34 @@ def latest_version(table: str, known: int = -1) -> int:
 
 def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table | None:
     """Concatenate the given Parquet files (None when there are none)."""
-    tables = [pq.read_table(p, columns=list(columns) if columns else None) for p in paths]
+    tables = [_plain_types(pq.read_table(p, columns=list(columns) if columns else None)) for p in paths]
     if not tables:
         return None
     return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    if kind == pa.string_view():
+        return pa.string()
+    if kind == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_plain(f.type)) for f in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(_plain(kind.key_type), kind.item_field.with_type(_plain(kind.item_type)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(kind.value_field.with_type(_plain(kind.value_type)))
+    return kind
+
+
+def _plain_types(data: pa.Table) -> pa.Table:
+    """``data`` with string/binary *view* columns as plain string/binary.
+
+    Files rewritten by delta-rs' own engine (delete, compaction) record view types in their
+    Arrow schema; files sharedsub appends do not. Mixed, they would not concatenate.
+    """
+    schema = pa.schema([f.with_type(_plain(f.type)) for f in data.schema], metadata=data.schema.metadata)
+    return data if schema.equals(data.schema) else data.cast(schema)
 
 
 def snapshot_files(table: str, version: int | None = None) -> list[str]:
@@ -304,3 +350,133 @@ def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
             if seq in want:
                 found[seq] = msg
     return found
+
+
+# --------------------------------------------------------------------------- history (read-only)
+# For inspection (sharedsub.inspection, the CLI, notebooks): what each retained commit added and
+# when. Nothing below writes.
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One retained commit of a table: its version, commit time and the data files it added."""
+
+    version: int
+    timestamp_ms: int  # commitInfo.timestamp (ms since the epoch); the log file's mtime if absent
+    operation: str
+    added: tuple[str, ...]  # absolute paths of the data files the commit added (dataChange)
+    removed: int  # data files it removed (dataChange): a delete or rewrite, not a plain append
+
+    @property
+    def is_append(self) -> bool:
+        """True when the commit only added rows: its ``added`` files hold new rows only (a
+        delete or compaction re-adds the rows it keeps, which are not new)."""
+        return self.removed == 0
+
+
+def _retained_versions(table: str) -> list[int]:
+    log = os.path.join(_local(table), "_delta_log")
+    if not os.path.isdir(log):
+        return []
+    out = []
+    for name in os.listdir(log):
+        stem, _, ext = name.partition(".")
+        if ext == "json" and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def history(table: str) -> list[HistoryEntry]:
+    """Every commit of ``table`` still in its log, oldest first (empty when there is no table).
+
+    Local tables only (it reads ``_delta_log/*.json``, like :func:`read_commit`). When log
+    cleanup removed the first commits, the oldest retained entry stands for everything before
+    it too: its ``added`` is the whole snapshot at that version (and it counts as an append).
+    """
+    versions = _retained_versions(table)
+    entries: list[HistoryEntry] = []
+    for version in versions:
+        path = log_file(table, version)
+        try:
+            with open(path, encoding="utf-8") as fh:
+                lines = fh.read().splitlines()
+            mtime_ms = int(os.stat(path).st_mtime * 1000)
+        except FileNotFoundError:  # cleaned up between listdir and open
+            continue
+        timestamp, operation, removed = mtime_ms, "", 0
+        added: list[str] = []
+        for line in lines:
+            if not line:
+                continue
+            action = json.loads(line)
+            if "commitInfo" in action:
+                info = action["commitInfo"]
+                timestamp = int(info.get("timestamp", mtime_ms))
+                operation = str(info.get("operation", ""))
+            elif "add" in action and action["add"].get("dataChange", True):
+                added.append(os.path.join(_local(table), urllib.parse.unquote(action["add"]["path"])))
+            elif "remove" in action and action["remove"].get("dataChange", True):
+                removed += 1
+        if not entries and version > 0:
+            added, removed = snapshot_files(table, version), 0
+        entries.append(HistoryEntry(version, timestamp, operation, tuple(added), removed))
+    return entries
+
+
+# --------------------------------------------------------------------------- maintenance (writes)
+# Used by sharedsub.maintenance only. Every commit made here carries MAINTENANCE_MARK, so that
+# read_commit knows its added files hold no new rows.
+
+
+def _mark(what: str) -> CommitProperties:
+    return CommitProperties(custom_metadata={MAINTENANCE_MARK: what})
+
+
+def read_seqs(table: str) -> pa.Array:
+    """The ``seq`` column of ``table``'s current snapshot (int64; empty when there is no table)."""
+    data = read_table(table, ["seq"]) if table_exists(table) else None
+    if data is None:
+        return pa.array([], pa.int64())
+    return data.column("seq").combine_chunks()
+
+
+def delete_rows(table: str, predicate: str, what: str) -> int:
+    """Delete the rows matching the SQL ``predicate``; return how many went.
+
+    Concurrent appends (the fan-out, the committer) are fine: delta-rs re-checks and commits
+    after them; a conflicting commit raises ``CommitFailedError`` (the caller retries later).
+    """
+    metrics = DeltaTable(table).delete(predicate, commit_properties=_mark(what))
+    return int(metrics.get("num_deleted_rows", 0))
+
+
+def data_file_count(table: str) -> int:
+    """Data files in ``table``'s current snapshot (0 when there is no table)."""
+    return len(snapshot_files(table)) if table_exists(table) else 0
+
+
+def compact(table: str) -> int:
+    """Rewrite small files into fewer large ones (``dataChange`` false); return files removed."""
+    metrics = DeltaTable(table).optimize.compact(commit_properties=_mark("compact"))
+    return int(metrics.get("numFilesRemoved", 0))
+
+
+def vacuum(table: str, retention_hours: int) -> int:
+    """Delete files no version newer than ``retention_hours`` needs; return how many."""
+    removed = DeltaTable(table).vacuum(
+        retention_hours=retention_hours, dry_run=False, enforce_retention_duration=False, commit_properties=_mark("vacuum")
+    )
+    return len(removed)
+
+
+def checkpoint_and_clean_log(table: str) -> None:
+    """Write a checkpoint at the current version and drop log files older than the table's
+    ``delta.logRetentionDuration`` (the checkpoint makes them unnecessary for reading)."""
+    dt = DeltaTable(table)
+    dt.create_checkpoint()
+    dt.cleanup_metadata()
+
+
+def remove_table(table: str) -> None:
+    """Delete a local table directory and everything in it (no-op when absent)."""
+    shutil.rmtree(_local(table), ignore_errors=True)
