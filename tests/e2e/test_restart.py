@@ -39,3 +39,59 @@ def test_restart_on_same_data_dir(tmp_path: Path) -> None:
     assert data is not None
     # Every accepted message is in the topic exactly once, positions gap-free across the restart.
     assert sorted(data.column("seq").to_pylist()) == list(range(40))
+
+
+def test_ack_state_and_delivery_counts_survive_a_restart(tmp_path: Path) -> None:
+    """A restart redelivers exactly the unsettled messages, with the delivery counts they had
+    (failed deliveries are in the ack log; deliveries unsettled at shutdown count as failed);
+    accepted and dead-lettered ones never come back."""
+    from tests.amqp_peer import Received, jms_durable, wait_for
+    from tests.e2e.test_outcomes import ack_log, dead_letters
+
+    root = str(tmp_path)
+    delta.create_topic(root, "acks")
+    name, cid = "keeper", "client-restart"
+    arrivals: dict[int, int] = {}
+
+    def policy(got: Received) -> str:
+        body = got.message.body
+        n = arrivals[body] = arrivals.get(body, 0) + 1
+        if body < 5:
+            return "accept"
+        if body == 5:
+            return "reject|app:nope|five is bad"
+        if body == 6 and n <= 2:
+            return "modified-failed"
+        return "none"  # 6 (third time), 7, 8, 9: still unsettled when the service stops
+
+    first = ServeProcess(tmp_path).start()
+    try:
+        with Subscriber(first.url, "acks", container_id=cid, credit=50, settle=policy, **jms_durable(name)) as sub:
+            sub.wait_attached()
+            publish(first.url, "acks", [Message(body=i) for i in range(10)])
+            sub.wait_count(12)  # 0-9 once, 6 twice more
+            wait_for(lambda: len(ack_log(tmp_path, name)) == 8, 60, "5 accepted, 1 dead-lettered, 2 failed")
+            assert first.stop() == 0, first.log()[-3000:]
+    finally:
+        first.kill()
+    counts = {}
+    for seq, outcome in ack_log(tmp_path, name):
+        counts.setdefault(outcome, []).append(seq)
+    assert sorted(counts["accepted"]) == [0, 1, 2, 3, 4]
+    assert counts["dead-lettered"] == [5]
+    assert sorted(counts["failed"]) == [6, 6, 6, 7, 8, 9]  # the last four recorded at shutdown
+    assert [r["error_description"] for r in dead_letters(tmp_path, name)] == ["five is bad"]
+
+    second = ServeProcess(tmp_path).start()
+    try:
+        with Subscriber(second.url, "acks", container_id=cid, **jms_durable(name)) as sub:
+            sub.wait_attached()
+            sub.wait_count(4)
+            publish(second.url, "acks", [Message(body="END")])
+            got = sub.wait_count(5)
+            assert [r.message.body for r in got] == [6, 7, 8, 9, "END"]
+            assert [r.delivery_count for r in got] == [3, 1, 1, 1, 0]
+            assert [r.message.first_acquirer for r in got[:4]] == [False] * 4
+            sub.detach()
+    finally:
+        assert second.stop() == 0, second.log()[-3000:]
