@@ -1,0 +1,198 @@
+"""The crash-run invariant checker on hand-made inputs: a consistent run passes, and each rule
+catches the violation it is there for (and lets through what it must allow)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from tests.crash.invariants import (
+    Accept,
+    ClientLog,
+    Delivery,
+    Publish,
+    Stored,
+    StoredSubscription,
+    Subscription,
+    check,
+    rules,
+)
+
+T = "orders"
+S = "sub"
+START = 1000.0  # wall time incarnation 0 started
+RESTART = 2000.0  # wall time incarnation 1 started
+
+
+def _run(n: int = 4) -> tuple[ClientLog, Stored]:
+    """n messages published, accepted, stored, routed, delivered once each, accepted and acked."""
+    ids = [f"m{i}" for i in range(n)]
+    log = ClientLog(
+        publishes=[Publish(mid, T, 10.0 + i, "accepted") for i, mid in enumerate(ids)] + [Publish("doubt", T, 50.0, None)],
+        deliveries=[Delivery(S, "c1", mid, 0, 20.0 + i, 0, None) for i, mid in enumerate(ids)],
+        accepts=[Accept(S, "c1", mid, 0, 20.5 + i) for i, mid in enumerate(ids)],
+        subscriptions=[Subscription(S, T, 5.0)],
+        incarnations=[START],
+    )
+    stored = Stored(
+        topics={T: [(i, mid) for i, mid in enumerate(ids)]},
+        subscriptions={S: StoredSubscription(1, 0, list(range(n)), [(i, START + 30 + i) for i in range(n)])},
+    )
+    return log, stored
+
+
+def _restarted() -> tuple[ClientLog, Stored]:
+    """The run of :func:`_run`, then a front-end kill and incarnation 1 (started at RESTART)."""
+    log, stored = _run()
+    log.incarnations.append(RESTART)
+    return log, stored
+
+
+def test_a_consistent_run_passes() -> None:
+    log, stored = _run()
+    assert check(log, stored) == []
+
+
+def test_an_in_doubt_message_may_be_stored_once_or_not_at_all() -> None:
+    log, stored = _run()
+    assert check(log, stored) == []  # "doubt" is not in the topic
+    stored.topics[T].append((4, "doubt"))
+    stored.subscriptions[S].seqs.append(4)
+    log.deliveries.append(Delivery(S, "c1", "doubt", 0, 60.0, 0, None))
+    log.accepts.append(Accept(S, "c1", "doubt", 0, 60.5))
+    stored.subscriptions[S].acks.append((4, START + 70))
+    assert check(log, stored) == []
+
+
+def test_topic_once_catches_a_lost_accepted_message() -> None:
+    log, stored = _run()
+    stored.topics[T] = [row for row in stored.topics[T] if row[1] != "m2"]
+    violations = check(log, stored)
+    assert "topic-once" in rules(violations)
+    assert any("'m2' is not in topic" in v.detail for v in violations)
+
+
+def test_topic_once_catches_a_duplicated_message() -> None:
+    log, stored = _run()
+    stored.topics[T].append((4, "m1"))
+    stored.subscriptions[S].seqs.append(4)
+    violations = [v for v in check(log, stored) if v.rule == "topic-once"]
+    assert len(violations) == 1 and "'m1' is in topic 'orders' 2 times" in violations[0].detail
+
+
+def test_unknown_delivery_is_caught() -> None:
+    log, stored = _run()
+    log.deliveries.append(Delivery(S, "c1", "ghost", 0, 30.0, 0, None))
+    assert rules(check(log, stored)) >= {"unknown-delivery"}
+
+
+def test_complete_catches_a_message_never_delivered() -> None:
+    log, stored = _run()
+    log.deliveries = [d for d in log.deliveries if d.msg_id != "m3"]
+    log.accepts = [a for a in log.accepts if a.msg_id != "m3"]
+    violations = check(log, stored)
+    assert rules(violations) == {"complete"}
+    assert "m3" in violations[0].detail
+
+
+def test_complete_requires_only_messages_sent_after_the_subscription_was_created() -> None:
+    log, stored = _run()
+    log.subscriptions = [Subscription(S, T, 12.5)]  # m0..m2 were sent before, m3 after
+    stored.subscriptions[S] = StoredSubscription(1, 3, [3], [(3, START + 33)])
+    log.deliveries = [d for d in log.deliveries if d.msg_id == "m3"]
+    log.accepts = [a for a in log.accepts if a.msg_id == "m3"]
+    assert check(log, stored) == []
+    log.deliveries, log.accepts = [], []
+    assert rules(check(log, stored)) == {"complete"}
+
+
+def test_a_shared_subscription_is_complete_across_its_consumers() -> None:
+    log, stored = _run()
+    log.deliveries = [dataclasses.replace(d, consumer="c2") if d.msg_id in ("m1", "m3") else d for d in log.deliveries]
+    assert check(log, stored) == []
+
+
+def test_redelivery_after_an_accept_on_the_same_incarnation_is_caught() -> None:
+    log, stored = _run()
+    log.deliveries.append(Delivery(S, "c2", "m1", 0, 40.0, 1, False))  # marked, but no kill since the accept
+    violations = check(log, stored)
+    assert rules(violations) == {"acked-redelivered"}
+    assert "same incarnation" in violations[0].detail
+
+
+def test_redelivery_after_a_front_end_kill_that_followed_the_accept_is_allowed() -> None:
+    log, stored = _restarted()
+    # m1's ack row was committed by incarnation 1 (after RESTART): the first ack was lost in the kill.
+    stored.subscriptions[S].acks = [(s, at) for s, at in stored.subscriptions[S].acks if s != 1] + [(1, RESTART + 5)]
+    log.deliveries.append(Delivery(S, "c1", "m1", 1, 40.0, 1, False))
+    log.accepts.append(Accept(S, "c1", "m1", 1, 40.5))
+    assert check(log, stored) == []
+
+
+def test_redelivery_of_a_message_acked_durably_before_the_restart_is_caught() -> None:
+    log, stored = _restarted()
+    # m1's ack row (acked_at START + 31) was in the log before incarnation 1 started.
+    log.deliveries.append(Delivery(S, "c1", "m1", 1, 40.0, 1, False))
+    log.accepts.append(Accept(S, "c1", "m1", 1, 40.5))
+    violations = check(log, stored)
+    assert rules(violations) == {"acked-redelivered"}
+    assert "committed before that incarnation started" in violations[0].detail
+
+
+def test_ack_durable_catches_an_accept_of_the_last_incarnation_without_ack_row() -> None:
+    log, stored = _run()
+    stored.subscriptions[S].acks = [(s, at) for s, at in stored.subscriptions[S].acks if s != 2]
+    violations = check(log, stored)
+    assert rules(violations) == {"ack-durable", "ack-complete"}
+    assert any(v.rule == "ack-durable" and "'m2'" in v.detail for v in violations)
+
+
+def test_an_accept_lost_in_a_kill_must_be_made_good_by_a_later_delivery() -> None:
+    log, stored = _restarted()
+    stored.subscriptions[S].acks = [(s, at) for s, at in stored.subscriptions[S].acks if s != 2]
+    # Accepted on incarnation 0, which was killed: not ack-durable's business, but m2 was never
+    # delivered and accepted again, so the subscription still owes it.
+    assert rules(check(log, stored)) == {"ack-complete"}
+    log.deliveries.append(Delivery(S, "c1", "m2", 1, 40.0, 1, False))
+    log.accepts.append(Accept(S, "c1", "m2", 1, 40.5))
+    stored.subscriptions[S].acks.append((2, RESTART + 5))
+    assert check(log, stored) == []
+
+
+def test_an_unmarked_redelivery_is_caught() -> None:
+    log, stored = _restarted()
+    stored.subscriptions[S].acks = [(s, at) for s, at in stored.subscriptions[S].acks if s != 1] + [(1, RESTART + 5)]
+    log.deliveries.append(Delivery(S, "c1", "m1", 1, 40.0, 0, None))
+    log.accepts.append(Accept(S, "c1", "m1", 1, 40.5))
+    violations = check(log, stored)
+    assert rules(violations) == {"redelivery-marked"}
+    # first-acquirer false alone marks it too.
+    log.deliveries[-1] = Delivery(S, "c1", "m1", 1, 40.0, 0, False)
+    assert check(log, stored) == []
+
+
+def test_table_once_catches_a_duplicate_row() -> None:
+    log, stored = _run()
+    stored.subscriptions[S].seqs.append(2)
+    violations = check(log, stored)
+    assert rules(violations) == {"table-once"}
+    assert "more than once: [2]" in violations[0].detail
+
+
+def test_table_once_catches_a_skipped_and_a_stray_row() -> None:
+    log, stored = _run()
+    stored.subscriptions[S] = StoredSubscription(1, 1, [0, 2, 3], [(i, START + 30 + i) for i in range(4)])
+    details = [v.detail for v in check(log, stored) if v.rule == "table-once"]
+    assert any("not in its table: [1]" in d for d in details)
+    assert any("not topic seqs ≥ start_seq 1: [0]" in d for d in details)
+
+
+def test_one_generation_catches_a_replaced_subscription() -> None:
+    log, stored = _run()
+    stored.subscriptions[S].generation = 2
+    assert rules(check(log, stored)) == {"one-generation"}
+
+
+def test_a_subscription_without_tables_is_reported() -> None:
+    log, stored = _run()
+    del stored.subscriptions[S]
+    assert "table-once" in rules(check(log, stored))
