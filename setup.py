@@ -18,6 +18,11 @@ DEV = [
     "pytest-timeout==2.4.0",
     "hypothesis==6.155.2",
     "pika==1.4.4",  # bench/: declares RabbitMQ's durable queues over AMQP 0-9-1
+    # notebooks/ run headless in the suite (tests/ops/test_backlog_notebook.py)
+    "nbclient==0.11.0",
+    "nbformat==5.11.1",
+    "ipykernel==7.4.0",
+    "matplotlib==3.11.2",
 ]
 
 setup(
