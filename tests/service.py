@@ -1,7 +1,9 @@
 """Run a real ``sharedsub serve`` (or ``frontend``) process for tests.
 
-The process is started with ``--port 0``; its URL comes from the single ready line it prints.
-``stop()`` sends SIGTERM and checks the process exits cleanly.
+The process is started with ``--port 0`` (or a given port, so a restart after a crash keeps the
+URL its clients reconnect to); its URL comes from the single ready line it prints. ``stop()``
+sends SIGTERM and checks the process exits cleanly; ``kill()`` and ``kill_fanout()`` SIGKILL the
+server or only its supervised fan-out job.
 """
 
 from __future__ import annotations
@@ -28,21 +30,24 @@ class ServeProcess:
         extra_args: list[str] | None = None,
         env: dict[str, str] | None = None,
         ready_timeout: float = 300.0,
+        port: int = 0,
     ) -> None:
         self.data_dir = data_dir
         self.command = command
         self.extra_args = extra_args or []
         self.env = env or {}
         self.ready_timeout = ready_timeout
+        self.port = port
         self.url = ""
         self.proc: subprocess.Popen[str] | None = None
         self.stderr_lines: list[str] = []
         self.stdout_lines: list[str] = []
+        self._ready = threading.Event()
 
-    def start(self) -> ServeProcess:
-        """Start and wait for ``sharedsub ready amqp://HOST:PORT``."""
+    def start(self, *, wait: bool = True) -> ServeProcess:
+        """Start the process; with ``wait``, also :meth:`wait_ready`."""
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **self.env)
-        cmd = [sys.executable, "-m", "sharedsub", self.command, "--data-dir", str(self.data_dir), "--port", "0"]
+        cmd = [sys.executable, "-m", "sharedsub", self.command, "--data-dir", str(self.data_dir), "--port", str(self.port)]
         self.proc = subprocess.Popen(
             cmd + self.extra_args,
             cwd=ROOT,
@@ -52,7 +57,7 @@ class ServeProcess:
             stderr=subprocess.PIPE,
             text=True,
         )
-        ready = threading.Event()
+        self._ready = threading.Event()
 
         def read_stdout() -> None:
             assert self.proc is not None and self.proc.stdout is not None
@@ -60,7 +65,7 @@ class ServeProcess:
                 self.stdout_lines.append(line.rstrip("\n"))
                 if line.startswith("sharedsub ready "):
                     self.url = line.split()[2]
-                    ready.set()
+                    self._ready.set()
 
         def read_stderr() -> None:
             assert self.proc is not None and self.proc.stderr is not None
@@ -69,8 +74,16 @@ class ServeProcess:
 
         threading.Thread(target=read_stdout, daemon=True).start()
         threading.Thread(target=read_stderr, daemon=True).start()
-        deadline = time.monotonic() + self.ready_timeout
-        while not ready.wait(0.05):
+        if wait:
+            self.wait_ready()
+        return self
+
+    def wait_ready(self, timeout: float | None = None) -> ServeProcess:
+        """Wait for ``sharedsub ready amqp://HOST:PORT`` (``ready_timeout`` by default); kill the
+        process and raise RuntimeError if it exits or the time runs out first."""
+        assert self.proc is not None
+        deadline = time.monotonic() + (self.ready_timeout if timeout is None else timeout)
+        while not self._ready.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 tail = "\n".join(self.stderr_lines[-40:])
@@ -94,6 +107,43 @@ class ServeProcess:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(30)
+
+    @property
+    def pid(self) -> int:
+        """PID of the server process."""
+        assert self.proc is not None
+        return self.proc.pid
+
+    def fanout_pid(self) -> int | None:
+        """PID of the server's fan-out child (``python -m jobs.fanout``) now, or None."""
+        assert self.proc is not None
+        for task in Path(f"/proc/{self.proc.pid}/task").glob("*"):
+            try:
+                children = (task / "children").read_text().split()
+            except OSError:
+                continue
+            for child in children:
+                try:
+                    cmdline = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                except OSError:
+                    continue
+                if b"jobs.fanout" in cmdline:
+                    return int(child)
+        return None
+
+    def fanout_running_pids(self) -> list[int]:
+        """PIDs of the fan-out children the server reported running, oldest first (from its log)."""
+        marker = "fan-out job running (pid "
+        return [int(line.split(marker, 1)[1].split(")", 1)[0]) for line in list(self.stderr_lines) if marker in line]
+
+    def kill_fanout(self) -> int:
+        """SIGKILL the fan-out job, as a crash of the job would: the child's whole process group (its
+        Python driver and the JVM; Spark's Python daemons end with the JVM). Return the child's pid."""
+        pid = self.fanout_pid()
+        if pid is None:
+            raise AssertionError("sharedsub serve has no fan-out child to kill")
+        os.killpg(pid, signal.SIGKILL)  # the supervisor starts the child in its own session
+        return pid
 
     def log(self) -> str:
         """Everything the process wrote to stderr so far."""
