@@ -8,6 +8,7 @@ first micro-batch; the supervisor restarts it (with backoff) if it exits unexpec
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import signal
@@ -21,14 +22,20 @@ log = logging.getLogger(__name__)
 READY_LINE = "sharedsub fanout running"
 
 
-def _die_with_parent() -> None:
-    """In the child: get SIGTERM when the supervising thread's process dies (even by SIGKILL)."""
+def _die_with_parent(parent: int) -> None:
+    """In the child: get SIGTERM when the supervising thread's process dies (even by SIGKILL).
+
+    ``parent`` is the supervisor's pid: if it died between the fork and the ``prctl`` the signal
+    would never come (the child is already an orphan), so the child exits at once then.
+    """
     try:
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except OSError:
-        pass
+        return
+    if os.getppid() != parent:
+        os._exit(1)  # before exec: no Python cleanup to run in this forked copy of the supervisor
 
 
 class FanoutProcess:
@@ -77,7 +84,7 @@ class FanoutProcess:
             text=True,
             env=env,
             start_new_session=True,  # our Ctrl-C is handled by us, not delivered to the JVM
-            preexec_fn=_die_with_parent,
+            preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
 
     def _supervise(self) -> None:
@@ -88,10 +95,12 @@ class FanoutProcess:
                     return
                 self._proc = proc = self._spawn()
             started = time.monotonic()
+            came_up = False
             assert proc.stdout is not None
             for line in proc.stdout:
                 text = line.rstrip("\n")
                 if text == READY_LINE:
+                    came_up = True
                     self.ready.set()
                     log.info("fan-out job running (pid %d)", proc.pid)
                 elif text:
@@ -101,7 +110,9 @@ class FanoutProcess:
                 return
             self.restarts += 1
             log.error("fan-out job exited with code %s; restarting", code)
-            if time.monotonic() - started > 60:
+            # Back off only while the job cannot come up (a crash loop); one that was running and
+            # then died is restarted after the shortest pause, however short its run.
+            if came_up or time.monotonic() - started > 60:
                 backoff = 1.0
             time.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
