@@ -187,7 +187,8 @@ class Tailer:
         if data is None:
             return
         meta: dict[int, tuple[int | None, str | None]] = {}
-        for seq, ttl, absolute, published, message_id in zip(*(data.column(c).to_pylist() for c in _ROW_COLUMNS), strict=True):
+        columns = (data.column(c).to_pylist() for c in _ROW_COLUMNS)
+        for seq, ttl, absolute, published, message_id in zip(*columns, strict=True):
             if seq in feed.acked:
                 continue
             published_ms = int(published.timestamp() * 1000) if published is not None else None
@@ -310,7 +311,8 @@ class Dispatcher:
             sub.parked = [r for r in sub.parked if r.seq in sub.excluded]
         container = link.connection.remote_container or ""
         for row in reversed(back):
-            self._apply(key, sub, row, outcomes.decide(Settlement.LINK_LOST, sub.failures.get(row.seq, 0), self._limits), None, None, container)
+            decision = outcomes.decide(Settlement.LINK_LOST, sub.failures.get(row.seq, 0), self._limits)
+            self._apply(key, sub, row, decision, None, None, container)
         sub.pending.extendleft(sorted(unparked, key=lambda r: r.seq, reverse=True))
         if back or unparked:
             self.dispatch(key)
@@ -447,8 +449,8 @@ class Dispatcher:
         """A consumer's disposition: decide (sharedsub.outcomes) and apply."""
         key, row = getattr(dlv, "ss_row", (None, None))
         state = dlv.remote_state
-        terminal = state in (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED)
-        if not terminal and not dlv.settled:
+        terminal = (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED)
+        if state not in terminal and not dlv.settled:
             return  # e.g. a received state: not an outcome yet
         dlv.settle()
         if key is None:
