@@ -217,7 +217,10 @@ def cmd_backlog(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.subscription is not None:
         status = inspection.subscription_status(settings.data_dir, args.subscription)
-        print(json.dumps(status.to_json()["backlog"] | {"key": status.key}, indent=2) if args.json else partitions_table(status))
+        if args.json:
+            print(json.dumps(status.to_json()["backlog"] | {"key": status.key, "name": status.display_name}, indent=2))
+        else:
+            print(partitions_table(status))
         return EXIT_OK
     found = inspection.list_subscriptions(settings.data_dir, progress=_progress("reading backlog"))
     if args.json:
