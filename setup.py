@@ -9,9 +9,9 @@ RUNTIME = [
     "delta-spark==4.4.1",
     "python-qpid-proton==0.40.0",
     "pyarrow==26.0.1",
-    # Not used by sharedsub's code: PySpark's mapInArrow (the fan-out's routing) refuses to run
-    # without it.
-    "pandas==2.3.3",  # PySpark 4.2 warns that it does not fully support pandas 3
+    # For the notebooks (data teams read backlogs as DataFrames) and PySpark's pandas-based APIs;
+    # 2.x because PySpark 4.2 warns that it does not fully support pandas 3.
+    "pandas==2.3.3",
 ]
 DEV = [
     "pytest==9.2.0",

@@ -17,9 +17,12 @@ matches), tagged with the route's index. A row goes to a subscription when all o
 Why Arrow and not one Spark SQL expression: the first fan-out built a CASE per subscription into
 one projection, and Spark re-analysed and re-optimised it on every micro-batch, in time growing
 faster than the number of subscriptions (100 distinct selectors: 20–50 s a batch; 1,000 never
-finished one). Evaluating compiled selectors over Arrow batches (in ``mapInArrow``) costs a few
-vectorised kernels per subscription and batch, and the compiled plan is reused for as long as
-the catalog does not change. Per batch, what subscriptions share is computed once: each topic's
+finished one). Evaluating compiled selectors over Arrow batches costs a few vectorised kernels
+per subscription and batch, and the compiled plan is reused for as long as the catalog does not
+change. The fan-out evaluates on the driver, where the micro-batch is collected anyway for the
+Delta commits: ``mapInArrow`` in Spark's Python workers was tried and measured 3–4 times slower
+for 1,000 subscriptions on this 2-core machine (a second Python hop for every row, and each
+worker compiling the plan). Per batch, what subscriptions share is computed once: each topic's
 rows, each binding pattern's mask, each no-local namespace's mask, each distinct selector's
 result, each property's typed columns.
 
@@ -37,7 +40,6 @@ import dataclasses
 import functools
 from collections.abc import Iterable, Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -55,10 +57,8 @@ from sharedsub.selector.sparksql import sql_string
 # terminator and would strip "a.\n" to "a\n".
 NORMALISED_KEY_SQL = r"concat('.', regexp_replace(coalesce(`routing_key`, ''), '\\.+\\z', ''))"
 
-ROUTES_COLUMN = "_routes"
-"""Column of :meth:`RoutingPlan.route`'s output: the indexes of the routes a row goes to."""
 ROUTE_COLUMN = "_route"
-"""Column of :func:`explode_routes`' output: the index of the one route the row goes to."""
+"""Column of :meth:`RoutingPlan.route`'s output: the index of the route the row goes to."""
 
 
 def java_regex(pattern: str) -> str:
@@ -168,36 +168,18 @@ class RoutingPlan:
                     hits = pc.indices_nonzero(_route_mask(route, rows, shared))
                     if len(hits):
                         picked.append(where.take(hits))
-                        routes.append(pa.array(np.full(len(hits), route.index, np.int32)))
+                        routes.append(pa.repeat(pa.scalar(route.index, pa.int32()), len(hits)))
         if not picked:
             return pa.array([], pa.uint64()), pa.array([], pa.int32())
         return pa.concat_arrays(picked), pa.concat_arrays(routes)
 
-    def route(self, batch: pa.RecordBatch, columns: Sequence[str]) -> pa.RecordBatch:
-        """The rows of ``batch`` that go to at least one route, in ``batch`` order: ``columns``,
-        then :data:`ROUTES_COLUMN` (the ascending indexes of the routes each row goes to).
-
-        One row per source row, not per (row, route): that is what crosses from Spark's Python
-        workers to the driver; :func:`explode_routes` makes the per-route rows there.
-        """
+    def route(self, batch: pa.RecordBatch, columns: Sequence[str]) -> pa.Table:
+        """One row per (row of ``batch``, route it goes to): ``columns`` of the row, then
+        :data:`ROUTE_COLUMN` (int32, the route's index); grouped by route in route order, each
+        group in ``batch`` order."""
         positions, indexes = self.matches(batch)
-        order = pc.sort_indices(positions)  # stable: each row's routes stay ascending
-        positions, indexes = positions.take(order), indexes.take(order)
-        counts = np.bincount(positions.to_numpy(), minlength=batch.num_rows)
-        kept = np.flatnonzero(counts)
-        offsets = np.concatenate([[0], np.cumsum(counts[kept])]).astype(np.int32)
-        taken = batch.select(list(columns)).take(pa.array(kept, pa.uint64()))
-        lists = pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), indexes)
-        return pa.RecordBatch.from_arrays([*taken.columns, lists], names=[*columns, ROUTES_COLUMN])
-
-
-def explode_routes(rows: pa.Table) -> pa.Table:
-    """One row per (row, route) of :meth:`RoutingPlan.route`'s output: the other columns, then
-    :data:`ROUTE_COLUMN` (int32) instead of :data:`ROUTES_COLUMN`."""
-    lists = rows.column(ROUTES_COLUMN)
-    parents = pc.list_parent_indices(lists)
-    exploded = rows.drop_columns([ROUTES_COLUMN]).take(parents)
-    return exploded.append_column(ROUTE_COLUMN, pc.list_flatten(lists).cast(pa.int32()))
+        taken = pa.Table.from_batches([batch.select(list(columns))]).take(positions)
+        return taken.append_column(ROUTE_COLUMN, indexes)
 
 
 def _by_topic(routes: tuple[Route, ...]) -> dict[str, list[Route]]:
@@ -267,21 +249,7 @@ def build_plan(records: Iterable[SubscriptionRecord]) -> RoutingPlan:
 def plan_for(records: tuple[SubscriptionRecord, ...]) -> RoutingPlan:
     """:func:`build_plan` of ``records``, remembered: a catalog state is compiled once per process.
 
-    The fan-out calls this on the driver and in every Python worker for each micro-batch; while
-    the catalog does not change the records (and so the key) are the same.
+    The fan-out calls this for each micro-batch; while the catalog does not change, the records
+    (and so the key) are the same.
     """
     return build_plan(records)
-
-
-def route_partition(
-    batches: Iterable[pa.RecordBatch], *, records: tuple[SubscriptionRecord, ...], columns: tuple[str, ...]
-) -> Iterable[pa.RecordBatch]:
-    """``mapInArrow`` function of the fan-out: each batch routed by the plan of ``records``.
-
-    Bind ``records`` and ``columns`` with :func:`functools.partial`; the partial pickles as a
-    reference to this function plus the records, and workers compile the plan once per catalog
-    state (:func:`plan_for`).
-    """
-    plan = plan_for(records)
-    for batch in batches:
-        yield plan.route(batch, columns)

@@ -16,13 +16,10 @@ from sharedsub.model import SubscriptionRecord, SubscriptionState
 from sharedsub.routing import (
     NORMALISED_KEY_SQL,
     ROUTE_COLUMN,
-    ROUTES_COLUMN,
     build_plan,
     condition,
-    explode_routes,
     java_regex,
     plan_for,
-    route_partition,
     sql_string,
 )
 from sharedsub.selector import evaluate, parse_selector, to_spark_sql
@@ -129,9 +126,7 @@ def test_empty_plan_routes_nothing() -> None:
     plan = build_plan([])
     assert plan.routes == () and plan.topics == frozenset()
     out = plan.route(_batch([_row(0)]), COLUMNS)
-    assert out.num_rows == 0 and out.schema.names == [*COLUMNS, ROUTES_COLUMN]
-    exploded = explode_routes(pa.Table.from_batches([out]))
-    assert exploded.num_rows == 0 and exploded.schema.names == [*COLUMNS, ROUTE_COLUMN]
+    assert out.num_rows == 0 and out.schema.names == [*COLUMNS, ROUTE_COLUMN]
 
 
 # -- routing Arrow batches ---------------------------------------------------------------------------
@@ -151,7 +146,7 @@ def _batch(rows: list[dict[str, Any]]) -> pa.RecordBatch:
 def _routed(plan_records: list[SubscriptionRecord], rows: list[dict[str, Any]]) -> set[tuple[str, int]]:
     """(subscription name, seq) of every routed row."""
     plan = build_plan(plan_records)
-    out = explode_routes(pa.Table.from_batches([plan.route(_batch(rows), COLUMNS)])).to_pylist()
+    out = plan.route(_batch(rows), COLUMNS).to_pylist()
     return {(plan.routes[r[ROUTE_COLUMN]].record.identity.name, r["seq"]) for r in out}
 
 
@@ -179,20 +174,17 @@ def test_route_applies_topic_start_seq_binding_and_no_local() -> None:
     }  # fmt: skip
 
 
-def test_route_gives_each_matched_row_once_with_its_routes_and_explode_one_row_per_route() -> None:
+def test_route_output_is_grouped_by_route_in_batch_order() -> None:
     plan = build_plan(
         [subscription("t", name="x", start_seq=1), subscription("t", name="y", selector="n > 1"), subscription("u")]
     )
     rows = [_row(i, application_properties=[("n", {"type": "int", "long": i})]) for i in range(4)]
-    out = plan.route(_batch(rows), COLUMNS)
-    assert out.column("seq").to_pylist() == [1, 2, 3]  # seq 0 goes nowhere
-    assert out.column(ROUTES_COLUMN).to_pylist() == [[0], [0, 1], [0, 1]]
     positions, indexes = plan.matches(_batch(rows))
     assert list(zip(positions.to_pylist(), indexes.to_pylist(), strict=True)) == [(1, 0), (2, 0), (3, 0), (2, 1), (3, 1)]
-    exploded = explode_routes(pa.Table.from_batches([out]))
-    assert exploded.column("seq").to_pylist() == [1, 2, 2, 3, 3]
-    assert exploded.column(ROUTE_COLUMN).to_pylist() == [0, 0, 1, 0, 1]
-    assert exploded.column("topic").to_pylist() == ["t"] * 5
+    out = plan.route(_batch(rows), COLUMNS)
+    assert out.column("seq").to_pylist() == [1, 2, 3, 2, 3]
+    assert out.column(ROUTE_COLUMN).to_pylist() == [0, 0, 0, 1, 1]
+    assert out.column("topic").to_pylist() == ["t"] * 5
 
 
 PATTERNS = sorted({p for p, _, _ in CASES})
@@ -226,11 +218,3 @@ def test_selector_routes_exactly_the_rows_the_reference_evaluator_matches() -> N
         assert parsed is not None
         for row in plain:
             assert ((f"s{i}", row["seq"]) in got) is (evaluate(parsed, row) is True), (text, row["seq"])
-
-
-def test_route_partition_routes_each_batch_with_the_records_plan() -> None:
-    records = (subscription("t", name="a", start_seq=1),)
-    batches = [_batch([_row(0), _row(1)]), _batch([_row(2)])]
-    out = list(route_partition(batches, records=records, columns=COLUMNS))
-    assert [b.column("seq").to_pylist() for b in out] == [[1], [2]]
-    assert [b.column(ROUTES_COLUMN).to_pylist() for b in out] == [[[0]], [[0]]]
