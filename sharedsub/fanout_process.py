@@ -23,7 +23,12 @@ READY_LINE = "sharedsub fanout running"
 
 
 def _die_with_parent(parent: int) -> None:
-    """In the child: get SIGTERM when the supervising thread's process dies (even by SIGKILL).
+    """In the child: get SIGKILL when the supervising thread's process dies (even by SIGKILL).
+
+    SIGKILL, not SIGTERM: the job acts on SIGTERM only once its query has started, so an orphan told
+    to stop gracefully went on starting its query on the same checkpoint as the child of the
+    restarted server (two fan-out queries at once, seen in the crash suite). A job killed
+    outright is a crash the job survives by design; its JVM exits when the driver's pipe closes.
 
     ``parent`` is the supervisor's pid: if it died between the fork and the ``prctl`` the signal
     would never come (the child is already an orphan), so the child exits at once then.
@@ -31,7 +36,7 @@ def _die_with_parent(parent: int) -> None:
     try:
         import ctypes
 
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
     except OSError:
         return
     if os.getppid() != parent:
