@@ -106,6 +106,17 @@ def _log(level: str) -> None:
     )
 
 
+def _start_maintenance(settings: Settings) -> Any:
+    """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs)."""
+    from sharedsub.maintenance import MaintenanceThread
+
+    if settings.maintenance.interval <= 0 or "://" in settings.data_dir:
+        return None
+    thread = MaintenanceThread(settings.data_dir, settings.maintenance)
+    thread.start()
+    return thread
+
+
 def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     """Run the front end (and the fan-out child) until SIGINT/SIGTERM."""
     from connectors.amqp.server import FrontEndServer
@@ -148,9 +159,12 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
         else:
             print(f"sharedsub ready amqp://{host}:{port}", flush=True)
 
+    maintenance = _start_maintenance(settings)
     try:
         server.run(on_started=announce)
     finally:
+        if maintenance is not None:
+            maintenance.stop()
         if fanout is not None:
             fanout.stop()
     logging.getLogger("sharedsub").info("stopped")

@@ -64,6 +64,16 @@ class FanoutSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class MaintenanceSettings:
+    """[maintenance]: compaction, vacuum and history retention (sharedsub.maintenance)."""
+
+    interval: float = 3600.0  # seconds between runs; 0 = maintenance off
+    history_retention_hours: int = 168  # time travel and replay reach this far back
+    compact_min_files: int = 16  # compact a table once it has this many data files
+    min_acked_rows: int = 1000  # delete acknowledged rows once at least this many can go
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """All settings; frozen, passed down from the entry point."""
 
@@ -72,6 +82,7 @@ class Settings:
     publish: PublishSettings = PublishSettings()
     delivery: DeliverySettings = DeliverySettings()
     fanout: FanoutSettings = FanoutSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
 
     @property
     def data_dir(self) -> str:
@@ -86,6 +97,7 @@ _SECTIONS: dict[str, type] = {
     "publish": PublishSettings,
     "delivery": DeliverySettings,
     "fanout": FanoutSettings,
+    "maintenance": MaintenanceSettings,
 }
 
 
@@ -137,6 +149,15 @@ def _check(settings: Settings) -> None:
         raise ConfigError("delivery.poll_interval", "must be positive")
     if s.fanout.trigger_interval < 0:
         raise ConfigError("fanout.trigger_interval", "must not be negative")
+    if s.maintenance.interval < 0:
+        raise ConfigError("maintenance.interval", "must be 0 (off) or positive")
+    for key, value in (
+        ("maintenance.history_retention_hours", s.maintenance.history_retention_hours),
+        ("maintenance.compact_min_files", s.maintenance.compact_min_files),
+        ("maintenance.min_acked_rows", s.maintenance.min_acked_rows),
+    ):
+        if value < 0:
+            raise ConfigError(key, f"must not be negative, got {value}")
     if not s.storage.data_dir:
         raise ConfigError("storage.data_dir", "must not be empty")
 

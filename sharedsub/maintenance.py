@@ -42,6 +42,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sharedsub.config import MaintenanceSettings
 from sharedsub.model import SubscriptionRecord
 from sharedsub.outcomes import AckOutcome
 from sharedsub.storage import delta, layout
@@ -50,14 +51,8 @@ from sharedsub.storage.catalog import load_catalog
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class Policy:
-    """``[maintenance]`` settings (documented in conf/sharedsub.toml)."""
-
-    interval_s: float = 3600.0  # 0: never (maintenance off)
-    history_retention_hours: int = 168
-    compact_min_files: int = 16
-    min_acked_rows: int = 1000
+Policy = MaintenanceSettings
+"""The ``[maintenance]`` settings are the policy (documented in conf/sharedsub.toml)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -154,7 +149,7 @@ def _tidy(table: str, policy: Policy, report: Report, *, compact: bool = True) -
     if compact and delta.data_file_count(table) >= policy.compact_min_files:
         report.files_compacted += _step(report, "compaction", table, lambda: delta.compact(table))
     report.files_vacuumed += _step(report, "vacuum", table, lambda: delta.vacuum(table, policy.history_retention_hours))
-    _step(report, "checkpoint", table, lambda: delta.checkpoint_and_clean_log(table))
+    _step(report, "checkpoint", table, lambda: delta.checkpoint_and_clean_log(table, policy.history_retention_hours))
 
 
 def _subscription_dirs(root: str) -> Mapping[str, list[str]]:
@@ -197,7 +192,8 @@ def run_once(root: str, policy: Policy, *, now: dt.datetime | None = None) -> Re
 
 
 class MaintenanceThread(threading.Thread):
-    """Runs :func:`run_once` every ``policy.interval_s`` seconds until :meth:`stop`."""
+    """Runs :func:`run_once` every ``policy.interval`` seconds until :meth:`stop`; start it only
+    when the interval is positive (0 means maintenance is off)."""
 
     def __init__(self, root: str, policy: Policy) -> None:
         super().__init__(name="sharedsub-maintenance", daemon=True)
@@ -206,7 +202,7 @@ class MaintenanceThread(threading.Thread):
         self._stop = threading.Event()
 
     def run(self) -> None:
-        while not self._stop.wait(self.policy.interval_s):
+        while not self._stop.wait(self.policy.interval):
             try:
                 report = run_once(self.root, self.policy)
             except Exception:  # a run that fails entirely (catalog unreadable) is retried next time

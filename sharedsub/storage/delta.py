@@ -469,10 +469,17 @@ def vacuum(table: str, retention_hours: int) -> int:
     return len(removed)
 
 
-def checkpoint_and_clean_log(table: str) -> None:
-    """Write a checkpoint at the current version and drop log files older than the table's
-    ``delta.logRetentionDuration`` (the checkpoint makes them unnecessary for reading)."""
+def checkpoint_and_clean_log(table: str, retention_hours: int) -> None:
+    """Write a checkpoint at the current version and drop log files older than ``retention_hours``.
+
+    The table's ``delta.logRetentionDuration`` is set to the retention first (one metadata
+    commit, only when it differs), so log cleanup never removes history that vacuum keeps.
+    """
     dt = DeltaTable(table)
+    wanted = f"interval {int(retention_hours)} hours"
+    if dt.metadata().configuration.get("delta.logRetentionDuration") != wanted:
+        dt.alter.set_table_properties({"delta.logRetentionDuration": wanted}, commit_properties=_mark("retention"))
+        dt.update_incremental()
     dt.create_checkpoint()
     dt.cleanup_metadata()
 

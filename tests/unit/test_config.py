@@ -15,6 +15,12 @@ def test_defaults_file_loads() -> None:
     assert s.publish.credit > 0
 
 
+def test_maintenance_defaults_and_environment() -> None:
+    s = parse_settings({}, {"SHAREDSUB_MAINTENANCE_HISTORY_RETENTION_HOURS": "24", "SHAREDSUB_MAINTENANCE_INTERVAL": "0"})
+    assert (s.maintenance.history_retention_hours, s.maintenance.interval) == (24, 0.0)
+    assert parse_settings({}).maintenance.compact_min_files == 16
+
+
 def test_precedence_env_then_flags() -> None:
     s = parse_settings({"server": {"port": 1}}, {"SHAREDSUB_SERVER_PORT": "2"}, {"server.port": 3})
     assert s.server.port == 3
@@ -34,6 +40,9 @@ def test_precedence_env_then_flags() -> None:
         ({"publish": {"credit": 0}}, "publish.credit"),
         ({"delivery": {"poll_interval": -1}}, "delivery.poll_interval"),
         ({"server": {"auto_create_topics": "maybe"}}, "server.auto_create_topics"),
+        ({"maintenance": {"interval": -1}}, "maintenance.interval"),
+        ({"maintenance": {"history_retention_hours": -5}}, "maintenance.history_retention_hours"),
+        ({"maintenance": {"min_acked_rows": "many"}}, "maintenance.min_acked_rows"),
     ],
 )
 def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
