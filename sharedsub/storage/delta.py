@@ -191,32 +191,58 @@ class Commit:
     transactions: dict[str, int]
 
 
-def read_commit(table: str, version: int) -> Commit | None:
-    """Parse ``_delta_log/<version>.json``; None when that version is not (yet) committed."""
+@dataclasses.dataclass(frozen=True, slots=True)
+class _LogEntry:
+    """What one ``_delta_log/<version>.json`` says, as far as sharedsub's readers care."""
+
+    info: dict[str, Any]  # commitInfo ({} when absent)
+    added: tuple[str, ...]  # absolute paths of the data files added with dataChange
+    removed: int  # data files removed with dataChange
+    transactions: dict[str, int]  # app id -> version
+    mtime_ms: int
+
+
+def _read_log_entry(table: str, version: int) -> _LogEntry | None:
+    """Parse one commit file; None when that version is not (or no longer) in the log."""
+    path = log_file(table, version)
     try:
-        with open(log_file(table, version), encoding="utf-8") as fh:
+        with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
+        mtime_ms = int(os.stat(path).st_mtime * 1000)
     except FileNotFoundError:
         return None
     base = _local(table)
+    info: dict[str, Any] = {}
     added: list[str] = []
+    removed = 0
     txns: dict[str, int] = {}
-    maintenance = False
     for line in lines:
         if not line:
             continue
         action = json.loads(line)
         if "add" in action:
-            add = action["add"]
-            if add.get("dataChange", True):
-                added.append(os.path.join(base, urllib.parse.unquote(add["path"])))
+            if action["add"].get("dataChange", True):
+                added.append(os.path.join(base, urllib.parse.unquote(action["add"]["path"])))
+        elif "remove" in action:
+            removed += 1 if action["remove"].get("dataChange", True) else 0
         elif "txn" in action:
             txns[action["txn"]["appId"]] = int(action["txn"]["version"])
         elif "commitInfo" in action:
-            maintenance = MAINTENANCE_MARK in action["commitInfo"]
-    # A maintenance delete re-adds the rows it keeps (with dataChange, as Delta requires): they
-    # are not new rows, so tailers must not see them again.
-    return Commit(version, () if maintenance else tuple(added), txns)
+            info = action["commitInfo"]
+    return _LogEntry(info, tuple(added), removed, txns, mtime_ms)
+
+
+def read_commit(table: str, version: int) -> Commit | None:
+    """The rows-adding files and app transactions of ``version``; None when not (yet) committed.
+
+    A maintenance delete re-adds the rows it keeps (with dataChange, as Delta requires): they
+    are not new rows, so a commit marked :data:`MAINTENANCE_MARK` adds nothing here.
+    """
+    entry = _read_log_entry(table, version)
+    if entry is None:
+        return None
+    added = () if MAINTENANCE_MARK in entry.info else entry.added
+    return Commit(version, added, entry.transactions)
 
 
 def latest_version(table: str, known: int = -1) -> int:
@@ -393,33 +419,16 @@ def history(table: str) -> list[HistoryEntry]:
     cleanup removed the first commits, the oldest retained entry stands for everything before
     it too: its ``added`` is the whole snapshot at that version (and it counts as an append).
     """
-    versions = _retained_versions(table)
     entries: list[HistoryEntry] = []
-    for version in versions:
-        path = log_file(table, version)
-        try:
-            with open(path, encoding="utf-8") as fh:
-                lines = fh.read().splitlines()
-            mtime_ms = int(os.stat(path).st_mtime * 1000)
-        except FileNotFoundError:  # cleaned up between listdir and open
+    for version in _retained_versions(table):
+        entry = _read_log_entry(table, version)
+        if entry is None:  # cleaned up between listing and reading
             continue
-        timestamp, operation, removed = mtime_ms, "", 0
-        added: list[str] = []
-        for line in lines:
-            if not line:
-                continue
-            action = json.loads(line)
-            if "commitInfo" in action:
-                info = action["commitInfo"]
-                timestamp = int(info.get("timestamp", mtime_ms))
-                operation = str(info.get("operation", ""))
-            elif "add" in action and action["add"].get("dataChange", True):
-                added.append(os.path.join(_local(table), urllib.parse.unquote(action["add"]["path"])))
-            elif "remove" in action and action["remove"].get("dataChange", True):
-                removed += 1
+        added, removed = entry.added, entry.removed
         if not entries and version > 0:
-            added, removed = snapshot_files(table, version), 0
-        entries.append(HistoryEntry(version, timestamp, operation, tuple(added), removed))
+            added, removed = tuple(snapshot_files(table, version)), 0
+        timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
+        entries.append(HistoryEntry(version, timestamp, str(entry.info.get("operation", "")), added, removed))
     return entries
 
 

@@ -9,21 +9,27 @@ messages (hypothesis) are checked the same way, in a few batched jobs.
 from __future__ import annotations
 
 import contextlib
-import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sharedsub.selector import ast, evaluate, parse_selector, to_spark_sql
+from sharedsub.selector import ast, parse_selector, to_spark_sql
 from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from sharedsub.storage import schemas
-from tests.selector_strategies import booleans, messages
-from tests.spark.selector_corpus import CORPUS, msg
+from tests.selector_parity import (
+    assert_agrees_with_reference,
+    assert_corpus_expectations,
+    booleans,
+    corpus_matrix,
+    messages,
+)
+from tests.spark.selector_corpus import msg
 
 pytestmark = pytest.mark.spark
 
@@ -39,10 +45,6 @@ def ansi_mode(spark: SparkSession, enabled: str) -> Iterator[None]:
         yield
     finally:
         spark.conf.set(ANSI, before)
-
-
-def _key(row: dict[str, Any]) -> str:
-    return json.dumps(row, default=repr, sort_keys=True)
 
 
 def spark_matrix(spark: SparkSession, selectors: Sequence[ast.Selector], rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
@@ -61,41 +63,18 @@ def python_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def assert_parity(spark: SparkSession, selectors: Sequence[ast.Selector], rows: Sequence[dict[str, Any]]) -> list[list[Any]]:
-    """Spark and Python agree on every (row, selector) pair; return Spark's matrix."""
+    """Spark and Python agree on every (row, selector) pair; return Spark's ``[row][selector]``."""
     matrix = spark_matrix(spark, selectors, rows)
-    plain = python_rows(rows)
-    mismatches = [
-        (sel.text, plain[m], matrix[m][s], evaluate(sel, plain[m]))
-        for s, sel in enumerate(selectors)
-        for m in range(len(rows))
-        if matrix[m][s] is not evaluate(sel, plain[m])
-    ]
-    assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[0]}"
+    assert_agrees_with_reference(selectors, python_rows(rows), lambda s, m: matrix[m][s])
     return matrix
 
 
 @pytest.mark.parametrize("ansi", ["true", "false"])
 def test_corpus_agrees_with_spark_and_expectations(spark: SparkSession, ansi: str) -> None:
-    selectors: dict[str, ast.Selector] = {}
-    rows: dict[str, dict[str, Any]] = {}
-    for case in CORPUS:
-        parsed = parse_selector(case.selector)
-        assert parsed is not None, case.selector
-        selectors.setdefault(case.selector, parsed)
-        rows.setdefault(_key(case.message), case.message)
-    sel_index = {text: i for i, text in enumerate(selectors)}
-    row_index = {key: i for i, key in enumerate(rows)}
-
-    # Every selector on every message: far more pairs than the corpus lists.
-    with ansi_mode(spark, ansi):
-        matrix = assert_parity(spark, list(selectors.values()), list(rows.values()))
-
-    wrong = [
-        (case.selector, case.expected, got)
-        for case in CORPUS
-        if (got := matrix[row_index[_key(case.message)]][sel_index[case.selector]]) is not case.expected
-    ]
-    assert not wrong, wrong
+    selectors, rows = corpus_matrix()
+    with ansi_mode(spark, ansi):  # every selector on every message: far more pairs than listed
+        matrix = assert_parity(spark, selectors, rows)
+    assert_corpus_expectations(selectors, rows, lambda s, m: matrix[m][s])
 
 
 def test_selectors_at_the_parser_limits_plan_and_agree(spark: SparkSession) -> None:

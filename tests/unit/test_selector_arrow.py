@@ -6,7 +6,6 @@ corpus message) and many random selectors run in seconds.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,12 +13,18 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharedsub.selector import ast, evaluate, parse_selector
+from sharedsub.selector import ast, parse_selector
 from sharedsub.selector.arrow import Rows, compile_arrow
 from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from sharedsub.storage import schemas
-from tests.selector_strategies import booleans, messages
-from tests.spark.selector_corpus import CORPUS, msg
+from tests.selector_parity import (
+    assert_agrees_with_reference,
+    assert_corpus_expectations,
+    booleans,
+    corpus_matrix,
+    messages,
+)
+from tests.spark.selector_corpus import msg
 
 
 def _rows(rows: Sequence[dict[str, Any]]) -> tuple[Rows, list[dict[str, Any]]]:
@@ -34,36 +39,14 @@ def assert_parity(selectors: Sequence[ast.Selector], rows: Sequence[dict[str, An
     """Arrow and Python agree on every (row, selector) pair; return Arrow's ``[selector][row]``."""
     batch, plain = _rows(rows)
     matrix = [compile_arrow(s).evaluate(batch).to_pylist() for s in selectors]
-    mismatches = [
-        (sel.text, plain[m], matrix[s][m], evaluate(sel, plain[m]))
-        for s, sel in enumerate(selectors)
-        for m in range(len(plain))
-        if matrix[s][m] is not evaluate(sel, plain[m])
-    ]
-    assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[0]}"
+    assert_agrees_with_reference(selectors, plain, lambda s, m: matrix[s][m])
     return matrix
 
 
 def test_corpus_agrees_with_reference_and_expectations() -> None:
-    selectors: dict[str, ast.Selector] = {}
-    rows: dict[str, dict[str, Any]] = {}
-    for case in CORPUS:
-        parsed = parse_selector(case.selector)
-        assert parsed is not None, case.selector
-        selectors.setdefault(case.selector, parsed)
-        rows.setdefault(json.dumps(case.message, default=repr, sort_keys=True), case.message)
-    sel_index = {text: i for i, text in enumerate(selectors)}
-    row_index = {key: i for i, key in enumerate(rows)}
-
-    matrix = assert_parity(list(selectors.values()), list(rows.values()))
-
-    wrong = [
-        (case.selector, case.expected, got)
-        for case in CORPUS
-        if (got := matrix[sel_index[case.selector]][row_index[json.dumps(case.message, default=repr, sort_keys=True)]])
-        is not case.expected
-    ]
-    assert not wrong, wrong
+    selectors, rows = corpus_matrix()
+    matrix = assert_parity(selectors, rows)  # every selector on every message
+    assert_corpus_expectations(selectors, rows, lambda s, m: matrix[s][m])
 
 
 def test_selectors_at_the_parser_limits_agree() -> None:

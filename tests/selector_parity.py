@@ -1,19 +1,62 @@
-"""Hypothesis strategies for selector parity tests: well-typed random selectors and messages.
-
-Shared by the Spark parity test (tests/spark/test_selector_parity.py) and the Arrow one
-(tests/unit/test_selector_arrow.py), so every back end is checked against the reference
-evaluator on the same kind of input.
+"""Shared by the selector parity tests of every back end (tests/spark/test_selector_parity.py for
+Spark SQL, tests/unit/test_selector_arrow.py for Arrow): the corpus as a selector × message
+matrix, the comparison with the reference evaluator, and hypothesis strategies for well-typed
+random selectors and messages.
 """
 
 from __future__ import annotations
 
+import json
 import math
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from hypothesis import strategies as st
 
-from sharedsub.selector import ast
-from tests.spark.selector_corpus import LONG_MAX, LONG_MIN, msg, typed
+from sharedsub.selector import ast, evaluate, parse_selector
+from tests.spark.selector_corpus import CORPUS, LONG_MAX, LONG_MIN, msg, typed
+
+# A back end's answer for (selector index, message index).
+Lookup = Callable[[int, int], Any]
+
+
+def message_key(message: dict[str, Any]) -> str:
+    return json.dumps(message, default=repr, sort_keys=True)
+
+
+def corpus_matrix() -> tuple[list[ast.Selector], list[dict[str, Any]]]:
+    """Every distinct corpus selector (parsed) and every distinct corpus message, in order."""
+    selectors: dict[str, ast.Selector] = {}
+    rows: dict[str, dict[str, Any]] = {}
+    for case in CORPUS:
+        parsed = parse_selector(case.selector)
+        assert parsed is not None, case.selector
+        selectors.setdefault(case.selector, parsed)
+        rows.setdefault(message_key(case.message), case.message)
+    return list(selectors.values()), list(rows.values())
+
+
+def assert_agrees_with_reference(selectors: Sequence[ast.Selector], plain: Sequence[dict[str, Any]], got: Lookup) -> None:
+    """``got(s, m)`` is the reference evaluator's answer for every selector and (plain) row."""
+    mismatches = [
+        (sel.text, plain[m], got(s, m), evaluate(sel, plain[m]))
+        for s, sel in enumerate(selectors)
+        for m in range(len(plain))
+        if got(s, m) is not evaluate(sel, plain[m])
+    ]
+    assert not mismatches, f"{len(mismatches)} disagreements, first: {mismatches[0]}"
+
+
+def assert_corpus_expectations(selectors: Sequence[ast.Selector], rows: Sequence[dict[str, Any]], got: Lookup) -> None:
+    """``got`` gives every corpus case its hand-written expected answer."""
+    sel_index = {s.text: i for i, s in enumerate(selectors)}
+    row_index = {message_key(r): i for i, r in enumerate(rows)}
+    wrong = [
+        (case.selector, case.expected, answer)
+        for case in CORPUS
+        if (answer := got(sel_index[case.selector], row_index[message_key(case.message)])) is not case.expected
+    ]
+    assert not wrong, wrong
 
 NUMBER_NAMES = ["a", "b", "JMSPriority", "JMSXGroupSeq", "JMSTimestamp"]
 STRING_NAMES = ["s", "a", "JMSType", "JMSXUserID"]
