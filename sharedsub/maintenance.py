@@ -199,10 +199,10 @@ class MaintenanceThread(threading.Thread):
         super().__init__(name="sharedsub-maintenance", daemon=True)
         self.root = root
         self.policy = policy
-        self._stop = threading.Event()
+        self._stopping = threading.Event()  # not _stop: that name is a method threading.Thread calls
 
     def run(self) -> None:
-        while not self._stop.wait(self.policy.interval):
+        while not self._stopping.wait(self.policy.interval):
             try:
                 report = run_once(self.root, self.policy)
             except Exception:  # a run that fails entirely (catalog unreadable) is retried next time
@@ -211,4 +211,4 @@ class MaintenanceThread(threading.Thread):
             log.info("maintenance: %s", report)
 
     def stop(self) -> None:
-        self._stop.set()
+        self._stopping.set()
