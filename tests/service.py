@@ -109,6 +109,11 @@ class ServeProcess:
             self.proc.wait(30)
 
     @property
+    def ready(self) -> bool:
+        """True once the process printed its ready line."""
+        return self._ready.is_set()
+
+    @property
     def pid(self) -> int:
         """PID of the server process."""
         assert self.proc is not None
@@ -138,13 +143,28 @@ class ServeProcess:
 
     def kill_fanout(self) -> int:
         """SIGKILL the fan-out job, as a crash of the job would: the child's whole process group (its
-        Python driver and the JVM; Spark's Python daemons end with the JVM). Return the child's pid."""
+        Python driver and the JVM; Spark's Python daemons end with the JVM). Return the child's pid
+        once it is dead."""
         pid = self.fanout_pid()
         if pid is None:
             raise AssertionError("sharedsub serve has no fan-out child to kill")
         os.killpg(pid, signal.SIGKILL)  # the supervisor starts the child in its own session
+        deadline = time.monotonic() + 30
+        while _alive(pid):  # dead means gone or a zombie its supervisor has yet to reap
+            if time.monotonic() > deadline:
+                raise AssertionError(f"fan-out child {pid} still alive 30 s after SIGKILL")
+            time.sleep(0.01)
         return pid
 
     def log(self) -> str:
         """Everything the process wrote to stderr so far."""
         return "\n".join(self.stderr_lines)
+
+
+def _alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"

@@ -165,8 +165,10 @@ def test_an_unmarked_redelivery_is_caught() -> None:
     log.accepts.append(Accept(S, "c1", "m1", 1, 40.5))
     violations = check(log, stored)
     assert rules(violations) == {"redelivery-marked"}
-    # first-acquirer false alone marks it too.
+    # first-acquirer false is the default, on first deliveries too: it does not mark one.
     log.deliveries[-1] = Delivery(S, "c1", "m1", 1, 40.0, 0, False)
+    assert rules(check(log, stored)) == {"redelivery-marked"}
+    log.deliveries[-1] = Delivery(S, "c1", "m1", 1, 40.0, 1, False)
     assert check(log, stored) == []
 
 
