@@ -100,3 +100,32 @@ class AmbiguousSubscription(SharedSubError):
         super().__init__(f"{name!r} names {len(candidates)} subscriptions; use one of their keys: " + ", ".join(candidates))
         self.name = name
         self.candidates = candidates
+
+
+class SubscriptionInUse(SharedSubError):
+    """``unsubscribe`` of a subscription that still has consumer links attached."""
+
+    condition = AmqpCondition.RESOURCE_LOCKED
+
+    def __init__(self, name: str, consumers: int) -> None:
+        super().__init__(
+            f"subscription {name!r} has {consumers} consumer link(s) attached; "
+            "unsubscribe is refused while consumers are attached (detach them first)"
+        )
+        self.name = name
+        self.consumers = consumers
+
+
+class TopicInUse(SharedSubError):
+    """``topics drop`` of a topic that subscriptions, consumers or publishers still use."""
+
+    condition = AmqpCondition.RESOURCE_LOCKED
+
+    def __init__(self, topic: str, reason: str) -> None:
+        super().__init__(f"topic {topic!r} is in use: {reason}")
+        self.topic = topic
+        self.reason = reason
+
+
+class ServiceUnavailable(SharedSubError):
+    """A service runs on the data dir but its admin endpoint cannot be reached or did not answer."""

@@ -1,0 +1,1 @@
+"""HTTP endpoint of the service: metrics, health and admin calls (stdlib http.server)."""
