@@ -66,9 +66,11 @@ from pyspark.sql.streaming import StreamingQuery
 from jobs.session import build_session
 from sharedsub.config import Settings, load_settings
 from sharedsub.errors import SharedSubError
+from sharedsub.logformat import configure_logging
 from sharedsub.routing import ROUTE_COLUMN, RoutingPlan, plan_for
 from sharedsub.storage import delta, layout, schemas
 from sharedsub.storage.catalog import CatalogReader
+from sharedsub.storage.fanout_stats import StatsRecorder
 from sharedsub.storage.spark_source import SOURCE_NAME
 
 READY_LINE = "sharedsub fanout running"
@@ -95,6 +97,7 @@ class FanoutSink:
         self._appenders: dict[str, delta.TableAppender] = {}
         self._pool = ThreadPoolExecutor(max_workers=commit_threads, thread_name_prefix="fanout-commit")
         self._warned: set[tuple[str, int]] = set()
+        self.stats = StatsRecorder(root)  # read by the /metrics endpoint of serve/frontend
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         self.route_batch(df, batch_id)
@@ -143,6 +146,7 @@ class FanoutSink:
             len(written),
             (time.monotonic() - evaluated) * 1000,
         )
+        self.stats.record(batch_id, source, written, (r.record for r in plan.routes), time.monotonic() - started)
         return written
 
     def write_routed(self, routed: pa.Table, plan: RoutingPlan, batch_id: int) -> dict[str, int]:
@@ -297,6 +301,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SharedSubError as exc:
         print(f"jobs.fanout: {exc.description}", file=sys.stderr)
         return 2
+    configure_logging(settings.log.level, settings.log.format)  # [log] / SHAREDSUB_LOG_* (serve passes its flags so)
 
     stop = threading.Event()
 

@@ -9,9 +9,16 @@ subscription is named by its key (as ``subscriptions list`` prints it), by
 ``<namespace>:<name>`` (namespace = the container-id, or ``global``) or by its bare name when
 that is unique. ``--json`` prints one JSON document on stdout; otherwise a table for people.
 
-Exit codes: 0 done; 1 failure; 2 usage or invalid input (bad flags, invalid topic name, invalid
-selector, a subscription name matching several subscriptions: the candidates are printed);
-3 not found (topic, subscription); 4 already exists.
+``unsubscribe SUB`` and ``topics drop NAME`` change things: when a service runs on the data dir
+(``<data>/_service.json`` names a live pid) they are calls to its HTTP admin endpoint, decided
+on its reactor thread against the links attached right now; when none runs they change the
+tables directly and say so ("offline"). Both follow sharedsub.admin_rules.
+
+Exit codes (sharedsub.admin_rules): 0 done; 1 failure; 2 usage or invalid input (bad flags,
+invalid topic name, invalid selector, a subscription name matching several subscriptions: the
+candidates are printed); 3 not found (topic, subscription); 4 already exists; 5 refused: in use
+(``unsubscribe`` while consumers are attached, ``topics drop`` of a topic with subscriptions,
+consumers or publishers).
 """
 
 from __future__ import annotations
@@ -25,14 +32,14 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from sharedsub.admin_rules import EXIT_ERROR, EXIT_EXISTS, EXIT_IN_USE, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, exit_code
 from sharedsub.config import Settings, load_settings
 from sharedsub.errors import SharedSubError
 
-EXIT_OK = 0
-EXIT_ERROR = 1
-EXIT_USAGE = 2
-EXIT_NOT_FOUND = 3
-EXIT_EXISTS = 4
+__all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "main"]
+
+EPILOG = """exit codes: 0 done, 1 failure, 2 usage or invalid input (or an ambiguous subscription name),
+3 not found, 4 already exists, 5 refused: in use (consumers, publishers or subscriptions attached)"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -45,12 +52,20 @@ def _server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--host", help="listen address (default 127.0.0.1)")
     p.add_argument("--port", type=int, help="listen port (default 5672; 0 picks a free port)")
     p.add_argument("--auto-create-topics", action="store_true", default=None, help="create topics on first use")
-    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING (default INFO)")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default: [log] level, INFO)")
+    p.add_argument("--log-format", choices=("text", "json"), help="log lines as text or one JSON object each (default: [log] format)")
+    p.add_argument("--http-host", help="HTTP endpoint address (default: [server] http_host, else --host)")
+    p.add_argument(
+        "--http-port", type=int, help="HTTP endpoint port: metrics, health, admin (default 0 = a free port; -1 = off)"
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of every subcommand."""
-    parser = argparse.ArgumentParser(prog="sharedsub", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="sharedsub", description=__doc__.splitlines()[0], epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("serve", help="run the AMQP front end and the embedded fan-out job")
     _server_flags(p)
@@ -63,6 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     p = topics.add_parser("list", help="list topics")
     _common(p)
     _json(p)
+    p = topics.add_parser(
+        "drop", help="delete a topic (refused while it has subscriptions, unless --force)", epilog=EPILOG
+    )
+    p.add_argument("name")
+    p.add_argument("--force", action="store_true", help="also delete the topic's subscriptions (none may have consumers)")
+    _admin(p)
+    p = sub.add_parser(
+        "unsubscribe", help="delete a subscription (refused while consumers are attached)", epilog=EPILOG
+    )
+    p.add_argument("subscription", metavar="SUB", help="key, <namespace>:<name>, or a unique name")
+    _admin(p)
     subs = sub.add_parser("subscriptions", help="list and show subscriptions (read-only)")
     actions = subs.add_subparsers(dest="action", required=True)
     p = actions.add_parser("list", help="subscriptions with consumers and backlog")
@@ -84,6 +110,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _admin(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    _json(p)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a running service (default 60)")
+
+
 def _json(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="machine-readable output (one JSON document)")
 
@@ -94,16 +126,60 @@ def _settings(args: argparse.Namespace) -> Settings:
         "server.host": getattr(args, "host", None),
         "server.port": getattr(args, "port", None),
         "server.auto_create_topics": getattr(args, "auto_create_topics", None),
+        "server.http_host": getattr(args, "http_host", None),
+        "server.http_port": getattr(args, "http_port", None),
+        "log.level": getattr(args, "log_level", None),
+        "log.format": getattr(args, "log_format", None),
     }
     return load_settings(args.config, os.environ, overrides)
 
 
-def _log(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+def _log(settings: Settings) -> None:
+    from sharedsub.logformat import configure_logging
+
+    configure_logging(settings.log.level, settings.log.format)
+    # The fan-out child reads its settings from the same config and environment; flags reach it
+    # as the SHAREDSUB_LOG_* variables they override.
+    os.environ["SHAREDSUB_LOG_FORMAT"] = settings.log.format
+    os.environ["SHAREDSUB_LOG_LEVEL"] = settings.log.level
+
+
+def _start_http(server: Any, settings: Settings) -> Any:
+    """Start the HTTP endpoint (metrics, health, admin) unless ``[server] http_port`` is -1.
+
+    Raises:
+        ConfigError: the address cannot be bound (names the key).
+    """
+    from connectors.http.admin import AdminHttpServer
+    from connectors.http.endpoints import build_routes
+    from sharedsub.errors import ConfigError
+
+    if settings.server.http_port < 0:
+        return None
+    host = settings.server.http_host or settings.server.host
+    http = AdminHttpServer(host, settings.server.http_port, build_routes(server))
+    try:
+        http.start()
+    except OSError as exc:
+        raise ConfigError("server.http_port", f"cannot listen on {host}:{settings.server.http_port}: {exc}") from None
+    logging.getLogger("sharedsub").info(
+        "metrics and admin on %s", http.url, extra={"http_host": http.host, "http_port": http.port}
     )
+    return http
+
+
+def _announce_service(settings: Settings, host: str, port: int, http: Any) -> None:
+    import time
+
+    from sharedsub.discovery import ServiceInfo, write_service_file
+
+    info = ServiceInfo(
+        os.getpid(), host, port, http.host if http else None, http.port if http else None, time.time()
+    )
+    try:
+        write_service_file(settings.data_dir, info)
+    except OSError as exc:
+        logging.getLogger("sharedsub").warning("could not write %s/_service.json: %s", settings.data_dir, exc)
 
 
 def _start_maintenance(settings: Settings) -> Any:
@@ -123,7 +199,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     from sharedsub.fanout_process import FanoutProcess
 
     settings = _settings(args)
-    _log(args.log_level)
+    _log(settings)
     # The reactor thread is CPU-bound Python; the committer and tailer threads call into Rust and
     # need the GIL briefly and often. A short switch interval keeps them from queuing behind the
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
@@ -132,6 +208,12 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
         os.makedirs(settings.data_dir, exist_ok=True)
     server = FrontEndServer(settings)
     host, port = server.listen()
+    try:
+        http = _start_http(server, settings)
+    except SharedSubError:
+        server.handler.stop()
+        raise
+    _announce_service(settings, host, port, http)
     fanout = FanoutProcess(settings.data_dir, config=args.config) if with_fanout else None
 
     def on_signal(signum: int, _frame: Any) -> None:
@@ -163,6 +245,11 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     try:
         server.run(on_started=announce)
     finally:
+        from sharedsub.discovery import remove_service_file
+
+        if http is not None:
+            http.stop()
+        remove_service_file(settings.data_dir, os.getpid())
         if maintenance is not None:
             maintenance.stop()
         if fanout is not None:
@@ -176,6 +263,16 @@ def cmd_topics(args: argparse.Namespace) -> int:
     from sharedsub.storage import delta
 
     settings = _settings(args)
+    if args.action == "drop":
+        return _admin_call(
+            args,
+            settings,
+            "/admin/topics/drop",
+            {"topic": args.name, "force": args.force},
+            lambda: _offline().drop_topic(
+                settings.data_dir, args.name, force=args.force, progress=_progress("deleting subscriptions")
+            ),
+        )
     if args.action == "create":
         from sharedsub.storage.layout import is_valid_topic_name
 
@@ -204,6 +301,70 @@ def _progress(what: str) -> Callable[[int, int], None] | None:
         print(f"\r{what} {done}/{total}", end=end, file=sys.stderr, flush=True)
 
     return report
+
+
+def _offline() -> Any:
+    from sharedsub import offline_admin
+
+    return offline_admin
+
+
+def _done_line(result: dict[str, Any], where: str) -> str:
+    if "subscription" in result:
+        sub = result["subscription"]
+        return f"unsubscribed {sub['name']} (key {sub['key']}, generation {sub['generation']}, topic {sub['topic']}) {where}"
+    deleted = result.get("deleted_subscriptions") or []
+    also = f" and its {len(deleted)} subscription(s): " + ", ".join(d["name"] for d in deleted) if deleted else ""
+    return f"dropped topic {result['topic']}{also} {where}"
+
+
+def _admin_call(
+    args: argparse.Namespace,
+    settings: Settings,
+    path: str,
+    body: dict[str, Any],
+    offline: Callable[[], dict[str, Any]],
+) -> int:
+    """Run an admin command through the running service, or ``offline()`` when none runs."""
+    from sharedsub.admin_rules import error_body, error_from_body
+    from sharedsub.discovery import call_admin, running_service
+
+    service = running_service(settings.data_dir)
+    if service is not None:
+        if sys.stderr.isatty():
+            print(f"asking the service (pid {service.pid})...", file=sys.stderr, flush=True)
+        result = call_admin(service, path, body, timeout=args.timeout)
+        mode: dict[str, Any] = {"mode": "service", "pid": service.pid}
+        where = f"through the running service (pid {service.pid})"
+        if not result.get("ok"):
+            code, message = error_from_body(result)
+            if args.json:
+                print(json.dumps(result | mode))
+            print(f"error: {message}", file=sys.stderr)
+            return code
+    else:
+        mode = {"mode": "offline"}
+        where = f"offline: no service runs on {settings.data_dir}; the tables were changed directly"
+        try:
+            result = offline()
+        except SharedSubError as exc:
+            if args.json:
+                print(json.dumps(error_body(exc) | mode))
+            raise
+    print(json.dumps(result | mode) if args.json else _done_line(result, where))
+    return EXIT_OK
+
+
+def cmd_unsubscribe(args: argparse.Namespace) -> int:
+    """``unsubscribe SUB``: delete a subscription (refused with exit 5 while consumers are attached)."""
+    settings = _settings(args)
+    return _admin_call(
+        args,
+        settings,
+        "/admin/unsubscribe",
+        {"subscription": args.subscription},
+        lambda: _offline().unsubscribe(settings.data_dir, args.subscription),
+    )
 
 
 def cmd_subscriptions(args: argparse.Namespace) -> int:
@@ -276,17 +437,11 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_backlog(args)
         if args.command == "selector":
             return cmd_selector(args)
+        if args.command == "unsubscribe":
+            return cmd_unsubscribe(args)
     except SharedSubError as exc:
         print(f"error: {exc.description}", file=sys.stderr)
-        from sharedsub.errors import AmbiguousSubscription, ConfigError, SubscriptionNotFound, TopicExists, TopicNotFound
-
-        if isinstance(exc, TopicExists):
-            return EXIT_EXISTS
-        if isinstance(exc, (TopicNotFound, SubscriptionNotFound)):
-            return EXIT_NOT_FOUND
-        if isinstance(exc, (ConfigError, AmbiguousSubscription)):
-            return EXIT_USAGE
-        return EXIT_ERROR
+        return exit_code(exc)
     return EXIT_USAGE
 
 

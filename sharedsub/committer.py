@@ -60,6 +60,19 @@ class CreateTopic:
 
 
 @dataclasses.dataclass(slots=True)
+class DropTopic:
+    """Remove a topic table (admin ``topics drop``), after everything queued before it.
+
+    Handled last in its group, so catalog revisions submitted before it (the DELETED revisions of
+    the topic's subscriptions) are committed first. Forgets the topic's appender, next seq and
+    cached payloads, so a topic created again under the name starts afresh.
+    """
+
+    topic: str
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
 class Ack:
     """Record settled-for-good rows of a subscription generation in its acknowledgement log."""
 
@@ -100,7 +113,7 @@ class _DeadLetterAck(Ack):
     __slots__ = ()
 
 
-Request = Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent
+Request = Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent | DropTopic
 
 
 @dataclasses.dataclass(slots=True)
@@ -136,6 +149,9 @@ class Committer:
         self._catalog = catalog.catalog_appender(root)
         self._revision = 0
         self.commits = 0
+        # Newest published_at (epoch seconds) committed per topic; written by this thread only,
+        # read by the metrics endpoint with dict.copy() (sharedsub.metrics: threading contract).
+        self.published_at: dict[str, float] = {}
 
     def start(self) -> None:
         """Load the catalog's last revision and start the thread."""
@@ -196,8 +212,11 @@ class Committer:
         acks: dict[str, list[Ack]] = {}
         dead: dict[str, list[DeadLetterMessage]] = {}
         links: list[LinkEvent] = []
+        drops: list[DropTopic] = []
         for req in group:
-            if isinstance(req, LinkEvent):
+            if isinstance(req, DropTopic):
+                drops.append(req)
+            elif isinstance(req, LinkEvent):
                 links.append(req)
             elif isinstance(req, DeadLetterMessage):
                 dead.setdefault(req.table, []).append(req)
@@ -219,7 +238,22 @@ class Committer:
             results.extend(r for r in self._append_acks(table, items) if not isinstance(r.request, _DeadLetterAck))
         if links:
             results.extend(self._append_links(links))
+        results.extend(self._drop_topic(req) for req in drops)
         return results
+
+    def _drop_topic(self, req: DropTopic) -> Result:
+        path = layout.topic_table(self.root, req.topic)
+        try:
+            delta.remove_table(path)
+        except Exception as exc:
+            log.exception("removing topic %s failed", req.topic)
+            return Result(req, error=exc)
+        finally:
+            self._appenders.pop(path, None)
+            self._next_seq.pop(req.topic, None)
+            self.published_at.pop(req.topic, None)
+            self._cache.forget_topic(req.topic)
+        return Result(req, value=path)
 
     def _append(self, path: str, data: pa.Table) -> None:
         """Commit ``data`` to the table at ``path`` with its cached appender.
@@ -325,5 +359,6 @@ class Committer:
             self._next_seq.pop(topic, None)  # re-read from the table before the next attempt
             return [Result(item, error=exc) for item in items]
         self._next_seq[topic] = first + len(items)
+        self.published_at[topic] = now.timestamp()
         self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])
         return [Result(item, value=first + i) for i, item in enumerate(items)]

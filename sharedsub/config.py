@@ -26,6 +26,10 @@ class ServerSettings:
     auto_create_topics: bool = False
     shared_consumer_limit: int = 0  # 0 = unlimited
     max_message_size: int = 1024 * 1024  # bytes of one published message; 0 = unlimited
+    # HTTP endpoint (metrics, health, admin calls): connectors/http.
+    http_host: str = ""  # "" = the AMQP host
+    http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
+    metrics_backlog_interval: float = 5.0  # seconds a computed backlog serves scrapes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -74,6 +78,18 @@ class MaintenanceSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class LogSettings:
+    """[log]: what serve, frontend and the fan-out job write to stderr (sharedsub.logformat)."""
+
+    format: str = "text"  # text | json (one JSON object per line)
+    level: str = "INFO"  # DEBUG | INFO | WARNING | ERROR
+
+
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class Settings:
     """All settings; frozen, passed down from the entry point."""
 
@@ -83,6 +99,7 @@ class Settings:
     delivery: DeliverySettings = DeliverySettings()
     fanout: FanoutSettings = FanoutSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
+    log: LogSettings = LogSettings()
 
     @property
     def data_dir(self) -> str:
@@ -98,6 +115,7 @@ _SECTIONS: dict[str, type] = {
     "delivery": DeliverySettings,
     "fanout": FanoutSettings,
     "maintenance": MaintenanceSettings,
+    "log": LogSettings,
 }
 
 
@@ -160,6 +178,19 @@ def _check(settings: Settings) -> None:
             raise ConfigError(key, f"must not be negative, got {value}")
     if not s.storage.data_dir:
         raise ConfigError("storage.data_dir", "must not be empty")
+    _check_observability(s)
+
+
+def _check_observability(s: Settings) -> None:
+    """[server] http_*, metrics_backlog_interval and [log]."""
+    if not -1 <= s.server.http_port <= 65535:
+        raise ConfigError("server.http_port", f"must be -1 (off), 0 (a free port) or 1..65535, got {s.server.http_port}")
+    if s.server.metrics_backlog_interval < 0:
+        raise ConfigError("server.metrics_backlog_interval", "must not be negative")
+    if s.log.format not in LOG_FORMATS:
+        raise ConfigError("log.format", f"must be one of {', '.join(LOG_FORMATS)}, got {s.log.format!r}")
+    if s.log.level.upper() not in LOG_LEVELS:
+        raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {s.log.level!r}")
 
 
 def parse_settings(

@@ -33,3 +33,9 @@ class PayloadCache:
         """The cached message, or None."""
         with self._lock:
             return self._data.get((topic, seq))
+
+    def forget_topic(self, topic: str) -> None:
+        """Drop every cached message of ``topic`` (the topic was dropped)."""
+        with self._lock:
+            for key in [k for k in self._data if k[0] == topic]:
+                self._bytes -= len(self._data.pop(key))

@@ -23,7 +23,7 @@ from typing import Any
 import proton
 from proton import Condition, Endpoint
 
-from sharedsub import attach
+from sharedsub import attach, metrics
 from sharedsub.attach import (
     Create,
     DeleteSubscription,
@@ -102,6 +102,7 @@ class Subscriptions:
         tailer: Tailer,
         topic_gate: TopicGate,
         tokens: Any,
+        counters: metrics.Counters | None = None,
     ) -> None:
         self.settings = settings
         self.root = settings.data_dir
@@ -114,6 +115,7 @@ class Subscriptions:
             self._on_ack,
             self._on_dead_letter,
             limits=Limits(max_delivery_count=settings.delivery.max_delivery_count),
+            counters=counters,
         )
         self.records: dict[str, SubscriptionRecord] = {}
         # Highest generation ever used per key, deleted ones included: a re-created subscription
@@ -363,6 +365,15 @@ class Subscriptions:
         """No consumer left here: stop reading its table (acknowledgements stay known)."""
         self._tailer.unwatch(rec.key)
         self.dispatcher.drop(rec.key)
+
+    def busy(self, key: str) -> bool:
+        """True while a catalog write for ``key`` is in flight (its state is about to change)."""
+        return key in self._busy
+
+    def unsubscribe(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:
+        """Delete ``rec`` now (the admin ``unsubscribe``; its rule is the caller's:
+        sharedsub.admin_rules). ``then(result)`` runs once the DELETED revision is committed."""
+        self._delete(rec, then)
 
     def _delete(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:
         self._idle(rec)

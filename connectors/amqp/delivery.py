@@ -36,7 +36,7 @@ from typing import Any
 
 import proton
 
-from sharedsub import outcomes
+from sharedsub import metrics, outcomes
 from sharedsub.outcomes import Ack, AckOutcome, DeadLetter, Limits, Requeue, Settlement
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout
@@ -123,6 +123,10 @@ class Tailer:
         """Stop tailing a subscription."""
         with self._lock:
             self._feeds.pop(key, None)
+
+    def forget_topic(self, topic: str) -> None:
+        """``topic`` was dropped: its table index is stale (any thread)."""
+        self._indexes.pop(topic, None)
 
     def sent(self, key: str, count: int) -> None:
         """Reactor reports ``count`` rows of ``key`` left its queue (frees in-flight room)."""
@@ -262,8 +266,10 @@ class Dispatcher:
         *,
         limits: Limits = Limits(),
         clock: Callable[[], int] = _now_ms,
+        counters: metrics.Counters | None = None,
     ) -> None:
         self._subs: dict[str, _Subscription] = {}
+        self._counters = counters if counters is not None else metrics.Counters()
         self._on_sent = on_sent
         self._on_ack = on_ack
         self._on_dead_letter = on_dead_letter
@@ -397,6 +403,9 @@ class Dispatcher:
         dlv = link.delivery(str(self._tag))
         dlv.ss_row = (key, row)
         count = sub.failures.get(row.seq, 0)
+        self._counters.inc(metrics.DELIVERED, row.topic, key)
+        if count or row.seq in sub.acquired:
+            self._counters.inc(metrics.REDELIVERED, row.topic, key)
         # A row sent before (and not settled for good) may have been acquired by another link:
         # first-acquirer false, whatever the count (a released one keeps count 0).
         link.send(with_delivery_count(row.message, count) if count or row.seq in sub.acquired else row.message)
@@ -413,6 +422,9 @@ class Dispatcher:
         sub.acked.add(row.seq)
         sub.failures.pop(row.seq, None)
         sub.acquired.discard(row.seq)
+        if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
+            name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
+            self._counters.inc(name, row.topic, key)
         self._on_ack(key, row.seq, outcome, consumer)
 
     def _apply(
@@ -433,6 +445,7 @@ class Dispatcher:
                 sub.acked.add(row.seq)
                 sub.failures.pop(row.seq, None)
                 sub.acquired.discard(row.seq)
+                self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
                 self._on_dead_letter(key, row, decision, error, consumer)
             case Requeue(delivery_count=count, exclude_link=exclude, failed=failed):
                 if count:

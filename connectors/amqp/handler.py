@@ -20,7 +20,7 @@ import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
 from proton.reactor import ApplicationEvent, EventInjector
 
-from sharedsub import addressing
+from sharedsub import addressing, metrics
 from sharedsub.committer import Committer, CreateTopic, Publish, Result
 from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.config import Settings
@@ -93,8 +93,14 @@ class FrontEnd(Handler):
         )
         self.tailer = Tailer(self.root, self.cache, self._post_rows, poll_interval=settings.delivery.poll_interval)
         self.tokens = Tokens()
-        self.subscriptions = Subscriptions(settings, self.committer, self.tailer, self._with_topic, self.tokens)
+        # Reactor-thread counters read by the metrics endpoint (sharedsub.metrics: threading).
+        self.counters = metrics.Counters()
+        self.subscriptions = Subscriptions(
+            settings, self.committer, self.tailer, self._with_topic, self.tokens, counters=self.counters
+        )
         self._known_topics: set[str] = set()
+        # Topics being dropped (admin ``topics drop``): treated as absent until the drop is done.
+        self.dropping: set[str] = set()
         self._pending_topic: dict[str, list[Callable[[BaseException | None], None]]] = {}
         self.connections: set[proton.Connection] = set()
 
@@ -129,6 +135,7 @@ class FrontEnd(Handler):
                 dlv: Delivery = obj
                 if result.error is None:
                     dlv.update(Delivery.ACCEPTED)
+                    self.counters.inc(metrics.PUBLISHED, req.topic)
                 else:
                     dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {result.error}")
                     dlv.update(Delivery.REJECTED)
@@ -201,12 +208,34 @@ class FrontEnd(Handler):
 
     def _topic_exists(self, topic: str) -> bool:
         """True when ``topic`` exists (topics created while running are found on the first miss)."""
+        if topic in self.dropping:
+            return False
         if topic in self._known_topics:
             return True
         if delta.topic_exists(self.root, topic):
             self._known_topics.add(topic)
             return True
         return False
+
+    def topic_exists(self, topic: str) -> bool:
+        """True when ``topic`` exists and is not being dropped (reactor thread)."""
+        return self._topic_exists(topic)
+
+    def forget_topic(self, topic: str) -> None:
+        """``topic`` is being dropped: look it up in the tables again next time."""
+        self._known_topics.discard(topic)
+
+    def publishers(self, topic: str) -> int:
+        """Publisher links attached with ``topic`` as their target (anonymous relays not counted)."""
+        count = 0
+        for conn in self.connections:
+            link = conn.link_head(Endpoint.LOCAL_ACTIVE)
+            while link is not None:
+                state = getattr(link, "ss", None)
+                if isinstance(state, PublisherLink) and state.address is not None and state.address.topic == topic:
+                    count += 1
+                link = link.next(Endpoint.LOCAL_ACTIVE)
+        return count
 
     def _with_topic(self, topic: str, then: Callable[[BaseException | None], None]) -> None:
         """Run ``then(None)`` once ``topic`` exists (creating it when allowed), else ``then(error)``."""

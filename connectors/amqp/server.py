@@ -3,10 +3,13 @@
 ``FrontEndServer.run()`` blocks on the proton reactor (main thread, so signals reach it);
 ``request_stop()`` may be called from a signal handler or any thread and leads to a clean stop:
 stop accepting, commit and settle everything already received, close connections, return.
+``call(fn)`` runs ``fn`` on the reactor thread from any other thread (the admin endpoint's
+calls) and waits for the result it gives.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -14,6 +17,7 @@ from typing import Any
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from sharedsub.config import Settings
+from sharedsub.errors import ServiceUnavailable
 
 from connectors.amqp.handler import FrontEnd
 
@@ -24,6 +28,17 @@ class _Root(FrontEnd):
     """FrontEnd plus the stop sequence, which needs the container and acceptor."""
 
     server: FrontEndServer
+
+    def on_sharedsub_call(self, event: Any) -> None:
+        """Run a :meth:`FrontEndServer.call` function; what it raises fails its future."""
+        fn, future = event.subject
+        if not future.set_running_or_notify_cancel():
+            return  # the caller gave up before the reactor got to it
+        try:
+            fn(self, future)
+        except BaseException as exc:  # reported to the caller, which maps it to a reply
+            if not future.done():
+                future.set_exception(exc)
 
     def on_sharedsub_stop(self, event: Any) -> None:
         srv = self.server
@@ -95,6 +110,27 @@ class FrontEndServer:
         finally:
             if not self._stopping:
                 self.handler.stop()
+
+    def call(self, fn: Callable[[FrontEnd, concurrent.futures.Future[Any]], None], timeout: float = 30.0) -> Any:
+        """Run ``fn(front_end, future)`` on the reactor thread and return the future's result.
+
+        ``fn`` completes ``future`` with ``set_result``/``set_exception``, at once or later from
+        a reactor continuation (e.g. once a catalog commit is done); an exception ``fn`` raises
+        fails it. Any thread but the reactor's (it would wait on itself).
+
+        Raises:
+            ServiceUnavailable: the service is stopping, or no result within ``timeout`` seconds.
+            Whatever ``fn`` set as the future's exception.
+        """
+        if self._stopping:
+            raise ServiceUnavailable("the service is stopping")
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self.injector.trigger(ApplicationEvent("sharedsub_call", subject=(fn, future)))
+        try:
+            return future.result(timeout)
+        except concurrent.futures.TimeoutError:
+            future.cancel()
+            raise ServiceUnavailable(f"the service did not complete the request within {timeout:.0f} s") from None
 
     def request_stop(self) -> None:
         """Begin a clean stop (safe from signal handlers and other threads)."""

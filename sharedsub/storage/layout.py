@@ -9,6 +9,8 @@ Layout (all Delta tables unless noted)::
     <data>/subscriptions/<key>/acks-g<gen>   acknowledgement log of that generation
     <data>/subscriptions/<key>/dlq-g<gen>    dead-letter table of that generation
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
+    <data>/_checkpoints/fanout-stats.json    the fan-out job's batch statistics (JSON, replaced per batch)
+    <data>/_service.json                     the running service: pid, AMQP and HTTP addresses (JSON)
 
 Pure: no I/O besides string handling.
 """
@@ -23,6 +25,8 @@ SUBSCRIPTIONS_DIR = "subscriptions"
 CATALOG_TABLE = "catalog/subscriptions"
 LINKS_TABLE = "catalog/links"
 FANOUT_CHECKPOINT = "_checkpoints/fanout"
+FANOUT_STATS = "_checkpoints/fanout-stats.json"
+SERVICE_FILE = "_service.json"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.
@@ -53,6 +57,16 @@ def catalog_table(root: str) -> str:
 def fanout_checkpoint(root: str) -> str:
     """Location of the fan-out query's Spark checkpoint."""
     return join(root, FANOUT_CHECKPOINT)
+
+
+def fanout_stats_file(root: str) -> str:
+    """Location of the fan-out job's batch statistics (sharedsub.storage.fanout_stats)."""
+    return join(root, FANOUT_STATS)
+
+
+def service_file(root: str) -> str:
+    """Location of the running service's discovery file (sharedsub.discovery)."""
+    return join(root, SERVICE_FILE)
 
 
 def subscription_key(namespace: str, name: str, *, shared: bool, durable: bool) -> str:

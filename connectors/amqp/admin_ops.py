@@ -1,0 +1,102 @@
+"""Admin operations inside a running front end, on the reactor thread.
+
+Each function has the shape :meth:`connectors.amqp.server.FrontEndServer.call` runs:
+``op(front_end, future)``; it decides with the pure rules of :mod:`sharedsub.admin_rules`
+(against the in-memory catalog and the links attached right now), applies the decision through
+the committer, and completes ``future`` with a JSON-ready dict once the catalog (and table)
+commits are done — or with the rule's typed error.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from sharedsub import admin_rules
+from sharedsub.committer import DropTopic, Result
+from sharedsub.errors import SharedSubError, SubscriptionInUse, TopicInUse
+from sharedsub.inspection import display_name, find_subscription
+from sharedsub.model import SubscriptionRecord
+
+from connectors.amqp.handler import FrontEnd
+
+log = logging.getLogger(__name__)
+
+Op = Callable[[FrontEnd, "concurrent.futures.Future[Any]"], None]
+
+
+def _describe(rec: SubscriptionRecord) -> dict[str, Any]:
+    return {"key": rec.key, "name": display_name(rec), "topic": rec.topic, "generation": rec.generation}
+
+
+def _fail_on_error(future: concurrent.futures.Future[Any], result: Result, what: str) -> bool:
+    if result.error is None:
+        return False
+    if not future.done():
+        future.set_exception(SharedSubError(f"{what} failed: {result.error}"))
+    return True
+
+
+def unsubscribe(name: str) -> Op:
+    """``unsubscribe SUB``: delete the subscription ``name`` designates unless consumers are attached."""
+
+    def op(front: FrontEnd, future: concurrent.futures.Future[Any]) -> None:
+        subs = front.subscriptions
+        rec = find_subscription(subs.records, name)  # active records only: deleted ones are not held
+        if subs.busy(rec.key):
+            raise SubscriptionInUse(name, subs.dispatcher.consumers(rec.key) or 1)
+        decision = admin_rules.decide_unsubscribe(rec, name, subs.dispatcher.consumers(rec.key))
+
+        def saved(result: Result) -> None:
+            if _fail_on_error(future, result, "the catalog commit"):
+                return
+            log.info("admin: subscription %s unsubscribed", rec.key, extra={"subscription": rec.key})
+            if not future.done():
+                future.set_result({"ok": True, "subscription": _describe(decision.record)})
+
+        subs.unsubscribe(decision.record, saved)
+
+    return op
+
+
+def drop_topic(topic: str, *, force: bool) -> Op:
+    """``topics drop NAME [--force]``: delete the topic's subscriptions (with ``force``), then its table."""
+
+    def op(front: FrontEnd, future: concurrent.futures.Future[Any]) -> None:
+        subs = front.subscriptions
+        records = list(subs.records.values())
+        busy = [r.key for r in records if r.topic == topic and subs.busy(r.key)]
+        if busy:
+            raise TopicInUse(topic, "a change to subscription(s) " + ", ".join(busy) + " is in progress")
+        decision = admin_rules.decide_drop_topic(
+            topic,
+            exists=topic not in front.dropping and front.topic_exists(topic),
+            subscriptions=records,
+            consumers={r.key: subs.dispatcher.consumers(r.key) for r in records},
+            publishers=front.publishers(topic),
+            force=force,
+        )
+        # From here on the topic is absent for attaches and publishes (no new subscription or
+        # message can land on a table about to go).
+        front.dropping.add(topic)
+        front.forget_topic(topic)
+        for rec in decision.subscriptions:
+            subs.unsubscribe(rec)
+
+        def dropped(result: Result) -> None:
+            front.dropping.discard(topic)
+            front.tailer.forget_topic(topic)
+            if _fail_on_error(future, result, "removing the topic table"):
+                return
+            log.info("admin: topic %s dropped", topic, extra={"topic": topic})
+            if not future.done():
+                future.set_result(
+                    {"ok": True, "topic": topic, "deleted_subscriptions": [_describe(r) for r in decision.subscriptions]}
+                )
+
+        # Queued after the DELETED revisions: the committer commits them first (DropTopic contract).
+        front.committer.submit(DropTopic(topic, front.tokens.put(dropped)))
+
+    return op

@@ -1,0 +1,184 @@
+"""The routes of a running service's HTTP endpoint (the one place they are listed: add yours in
+:func:`build_routes`).
+
+======  ========================  =========================================================
+GET     /metrics                  Prometheus text exposition 0.0.4 (see :class:`MetricsView`)
+GET     /health                   ``{"ok": true, "pid", "amqp", "subscriptions", "fanout"}``
+POST    /admin/unsubscribe        ``{"subscription": SUB}`` → ``{"ok": true, "subscription": {...}}``
+POST    /admin/topics/drop        ``{"topic": NAME, "force": bool}`` → ``{"ok": true, "topic",
+                                  "deleted_subscriptions": [...]}``
+======  ========================  =========================================================
+
+Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
+sharedsub.admin_rules). Admin calls run on the reactor thread (FrontEndServer.call).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from sharedsub import metrics
+from sharedsub.errors import ConfigError
+from sharedsub.model import SubscriptionRecord
+from sharedsub.storage.backlog import subscription_backlog
+from sharedsub.storage.fanout_stats import read_stats
+
+from connectors.amqp import admin_ops
+from connectors.amqp.server import FrontEndServer
+from connectors.http.admin import Reply, Request, Routes
+
+ADMIN_TIMEOUT = 60.0
+
+
+def _string_field(request: Request, name: str) -> str:
+    value = request.body.get(name)
+    if not isinstance(value, str) or not value:
+        raise ConfigError(name, f"the request body needs a non-empty string {name!r}")
+    return value
+
+
+class MetricsView:
+    """Builds ``/metrics`` from the front end's counters, the backlog and the fan-out statistics.
+
+    Reads, from the HTTP thread, only what is safe there: a counters snapshot and a copy of the
+    in-memory catalog dict (sharedsub.metrics explains why both are consistent under the GIL),
+    the subscription tables (read-only Delta reads) and the fan-out statistics file. Backlog is
+    recomputed at most every ``backlog_interval`` seconds (one scrape computes, concurrent ones
+    reuse the last values).
+    """
+
+    def __init__(self, server: FrontEndServer, backlog_interval: float) -> None:
+        self._server = server
+        self._root = server.settings.data_dir
+        self._interval = backlog_interval
+        self._lock = threading.Lock()
+        self._backlog: list[tuple[SubscriptionRecord, int, int]] = []
+        self._backlog_at = -1e18
+
+    def _records(self) -> list[SubscriptionRecord]:
+        return sorted(self._server.handler.subscriptions.records.copy().values(), key=lambda r: r.key)
+
+    def _backlogs(self) -> list[tuple[SubscriptionRecord, int, int]]:
+        with self._lock:
+            if time.monotonic() - self._backlog_at >= self._interval:
+                out = []
+                for rec in self._records():
+                    parts = subscription_backlog(self._root, rec.key, rec.generation)
+                    out.append((rec, sum(p.messages for p in parts), sum(p.bytes for p in parts)))
+                self._backlog = out
+                self._backlog_at = time.monotonic()
+            return self._backlog
+
+    def families(self) -> list[metrics.Family]:
+        """Every family of a scrape."""
+        snapshot = self._server.handler.counters.snapshot()
+        out = metrics.counter_families(snapshot)
+        backlogs = self._backlogs()
+        out.append(
+            metrics.gauge(
+                "sharedsub_backlog_messages",
+                "Messages routed to the subscription's current generation and not settled for good "
+                "(non-durable subscriptions: every routed message).",
+                [({"topic": r.topic, "subscription": r.key}, float(n)) for r, n, _ in backlogs],
+            )
+        )
+        out.append(
+            metrics.gauge(
+                "sharedsub_backlog_bytes",
+                "Encoded size of the backlog messages.",
+                [({"topic": r.topic, "subscription": r.key}, float(b)) for r, _, b in backlogs],
+            )
+        )
+        out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}))
+        return out
+
+    def _fanout_families(self, topics: set[str]) -> list[metrics.Family]:
+        stats = read_stats(self._root) or {}
+        routed: Mapping[str, Any] = stats.get("routed") or {}
+        last: Mapping[str, Any] = stats.get("last_batch") or {}
+        out = [
+            metrics.counter(
+                "sharedsub_routed_total",
+                "Rows the fan-out job committed to the subscription's tables since the job started.",
+                [({"topic": str(v.get("topic", "")), "subscription": k}, float(v.get("rows", 0))) for k, v in sorted(routed.items())],
+            ),
+            metrics.counter(
+                "sharedsub_fanout_batches_total",
+                "Micro-batches that routed messages since the fan-out job started.",
+                [({}, float(stats.get("batches", 0)))] if stats else [],
+            ),
+            metrics.gauge(
+                "sharedsub_fanout_batch_duration_seconds",
+                "Duration of the fan-out job's last routing micro-batch (evaluation and commits).",
+                [({}, float(last["seconds"]))] if "seconds" in last else [],
+            ),
+            metrics.gauge(
+                "sharedsub_fanout_last_batch_timestamp_seconds",
+                "When the fan-out job's last routing micro-batch finished (seconds since the epoch).",
+                [({}, float(last["finished_at"]))] if "finished_at" in last else [],
+            ),
+        ]
+        routed_at: Mapping[str, float] = stats.get("routed_published_at") or {}
+        published_at = self._server.handler.committer.published_at.copy()
+        lag = []
+        for topic in sorted(topics):
+            newest = published_at.get(topic)
+            done = routed_at.get(topic)
+            if newest is None and done is None:
+                continue
+            behind = (newest or 0.0) - (done or 0.0) if newest else 0.0
+            lag.append(({"topic": topic}, round(behind, 3) if behind >= 0.001 else 0.0))
+        out.append(
+            metrics.gauge(
+                "sharedsub_fanout_lag_seconds",
+                "Publish time of the newest message this front end committed to the topic minus that of "
+                "the newest message the fan-out routed (0 when caught up); topics with subscriptions.",
+                lag,
+            )
+        )
+        return out
+
+
+def build_routes(server: FrontEndServer) -> Routes:
+    """The route table of ``server``'s HTTP endpoint (add routes here)."""
+    view = MetricsView(server, server.settings.server.metrics_backlog_interval)
+
+    def get_metrics(_request: Request) -> Reply:
+        return Reply.text(metrics.render(view.families()), metrics.CONTENT_TYPE)
+
+    def get_health(_request: Request) -> Reply:
+        stats = read_stats(server.settings.data_dir) or {}
+        last = (stats.get("last_batch") or {}).get("finished_at")
+        return Reply.json(
+            {
+                "ok": True,
+                "pid": os.getpid(),
+                "amqp": server.url,
+                "subscriptions": len(server.handler.subscriptions.records.copy()),
+                "fanout_last_batch_at": last,
+            }
+        )
+
+    def post_unsubscribe(request: Request) -> Reply:
+        name = _string_field(request, "subscription")
+        return Reply.json(server.call(admin_ops.unsubscribe(name), ADMIN_TIMEOUT))
+
+    def post_drop_topic(request: Request) -> Reply:
+        topic = _string_field(request, "topic")
+        force = request.body.get("force", False)
+        if not isinstance(force, bool):
+            raise ConfigError("force", "must be true or false")
+        return Reply.json(server.call(admin_ops.drop_topic(topic, force=force), ADMIN_TIMEOUT))
+
+    routes: Routes = {
+        ("GET", "/metrics"): get_metrics,
+        ("GET", "/health"): get_health,
+        ("POST", "/admin/unsubscribe"): post_unsubscribe,
+        ("POST", "/admin/topics/drop"): post_drop_topic,
+    }
+    return routes
+
