@@ -1,6 +1,6 @@
 """The AMQP 1.0 workloads, driven with python-qpid-proton against any broker URL.
 
-Three workloads, each one ``proton.reactor.Container`` run in this process, each bounded by a
+Four workloads, each one ``proton.reactor.Container`` run in this process, each bounded by a
 deadline after which it closes its connection and returns what it has (``timed_out`` true):
 
 * ``publish_throughput``: durable 1 KB messages on an unsettled sender link, at most ``window``
@@ -10,6 +10,9 @@ deadline after which it closes its connection and returns what it has (``timed_o
   clock). The send time also travels in the application property ``bench_sent_ns``.
 * ``fanout_deliver``: N subscribers attach, then K messages are published; returns when every
   subscriber has all K.
+* ``consume_backlog``: N receivers, each on its own connection, drain a pre-loaded subscription
+  (or queue), accepting every delivery; ``create_subscription`` makes the durable subscription
+  beforehand (attach, then detach without closing).
 
 Every body is fresh random bytes, so nothing downstream can compress or deduplicate it.
 Messages are encoded before the workload starts; only the send time is written at send time.
@@ -24,9 +27,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from proton import Message
+from proton import Data, Message, Terminus
 from proton.handlers import MessagingHandler
-from proton.reactor import Container, Handler
+from proton.reactor import Container, Handler, LinkOption
 
 CpuProbe = Callable[[], "float | None"]
 # Extra application properties of message ``seq`` (e.g. for selectors to match on).
@@ -98,8 +101,8 @@ def encode_messages(count: int, size: int, props: PropsFn | None = None) -> list
 class _Workload(MessagingHandler):
     """Connection, deadline and clean shutdown shared by the workloads."""
 
-    def __init__(self, url: str, *, timeout_s: float, prefetch: int = 0) -> None:
-        super().__init__(prefetch=prefetch, auto_accept=True, auto_settle=True)
+    def __init__(self, url: str, *, timeout_s: float, prefetch: int = 0, auto_accept: bool = True) -> None:
+        super().__init__(prefetch=prefetch, auto_accept=auto_accept, auto_settle=True)
         self.url = url
         self.timeout_s = timeout_s
         self.timed_out = False
@@ -641,3 +644,257 @@ def fanout_deliver(
         "errors": h.errors[:10],
         "error_count": len(h.errors),
     }
+
+
+# --------------------------------------------------------------------------- consume (shared subscription)
+
+
+def shared_durable_link_name(subscription: str) -> str:
+    """Link name of a global JMS 2.0 shared durable consumer (as Qpid JMS names the first
+    consumer of ``subscription`` on a connection without a ClientID)."""
+    return f"{subscription}|global"
+
+
+def shared_durable_source(link: Any) -> None:
+    """Set ``link``'s source terminus as a Qpid JMS global shared durable consumer does:
+    capabilities ``topic``, ``shared``, ``global``; durable unsettled-state; expiry never."""
+    src = link.source
+    src.capabilities.put_array(False, Data.SYMBOL)
+    src.capabilities.enter()
+    for cap in ("topic", "shared", "global"):
+        src.capabilities.put_symbol(cap)
+    src.capabilities.exit()
+    src.durability = Terminus.DELIVERIES
+    src.expiry_policy = Terminus.EXPIRE_NEVER
+
+
+class SourceSetup(LinkOption):
+    """A link option that runs ``fn(link)`` before the attach goes out."""
+
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self._fn = fn
+
+    def apply(self, link: Any) -> None:
+        self._fn(link)
+
+
+class _CreateSubscription(MessagingHandler):
+    """Attach one consumer without credit, then detach it (closed=false): a durable
+    subscription outlives the detach, as when a JMS application closes its shared consumer."""
+
+    def __init__(self, url: str, address: str, link_name: str, configure: Callable[[Any], None]) -> None:
+        super().__init__(prefetch=0, auto_accept=False)
+        self.url, self.address, self.link_name, self.configure = url, address, link_name, configure
+        self.attached = self.detached = False
+        self.remote_source_address: str | None = None
+        self.errors: list[str] = []
+        self._conn: Any = None
+
+    def on_start(self, event: Any) -> None:
+        self._conn = event.container.connect(self.url, reconnect=False)
+        event.container.create_receiver(self._conn, self.address, name=self.link_name,
+                                        options=SourceSetup(self.configure))
+
+    def on_link_opened(self, event: Any) -> None:
+        self.remote_source_address = event.link.remote_source.address
+        self.attached = self.remote_source_address is not None
+        event.link.detach()
+
+    def on_link_remote_detach(self, event: Any) -> None:
+        self.detached = True
+        self._conn.close()
+
+    def on_link_error(self, event: Any) -> None:
+        cond = event.link.remote_condition
+        self.errors.append(f"{cond.name} {cond.description}" if cond else "link closed by the peer")
+        self._conn.close()
+
+    def on_transport_error(self, event: Any) -> None:
+        cond = event.transport.condition
+        self.errors.append(f"transport: {cond.name if cond else ''} {cond.description if cond else ''}".strip())
+
+    def on_connection_closed(self, event: Any) -> None:
+        event.container.stop()
+
+
+def create_subscription(url: str, address: str, link_name: str, configure: Callable[[Any], None],
+                        timeout_s: float = 60.0) -> dict[str, Any]:
+    """Create a durable subscription by attaching one consumer and detaching it (not closing).
+
+    Returns ``attached``/``detached`` flags, seconds taken and errors. Raises ``RuntimeError``
+    when the attach was refused or the broker did not answer the detach within ``timeout_s``.
+    """
+    h = _CreateSubscription(url, address, link_name, configure)
+    c = Container(h)
+    c.schedule(timeout_s, _Call(c.stop))
+    t0 = time.perf_counter()
+    c.run()
+    out = {"attached": h.attached, "detached": h.detached, "create_s": time.perf_counter() - t0,
+           "errors": h.errors[:5]}
+    if not (h.attached and h.detached) or h.errors:
+        msg = f"creating subscription {link_name!r} on {address!r} failed: {out}"
+        raise RuntimeError(msg)
+    return out
+
+
+class _ConsumeBacklog(_Workload):
+    """``consumers`` receivers on a pre-loaded subscription, each on its own connection.
+
+    No credit is granted until every link has attached; then each gets ``prefetch`` and one
+    more per message it accepts (a window of ``prefetch`` unsettled deliveries per consumer).
+    """
+
+    def __init__(
+        self, url: str, address: str, *, consumers: int, count: int, prefetch: int, link_name: str,
+        configure: Callable[[Any], None] | None, timeout_s: float, cpu_probe: CpuProbe,
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s, prefetch=0, auto_accept=False)  # accepted in on_message
+        self.address, self.n, self.count, self.prefetch = address, consumers, count, prefetch
+        self.link_name, self.configure = link_name, configure
+        self.conns: list[Any] = []
+        self.receivers: list[Any] = []
+        self.closed_conns = 0
+        self.opened = 0
+        self.per_consumer = [0] * consumers  # deliveries accepted by each consumer (duplicates included)
+        self.per_consumer_first = [0] * consumers  # distinct messages each was the first to accept
+        self.seen: set[int] = set()
+        self.duplicates = self.redelivered = self.unstamped = 0
+        self.t_connect = self.t_attached = self.t_first = self.t_done = None
+        self.cpu_probe = cpu_probe
+        self.marks: list[tuple[float, float | None]] = []
+
+    def on_start(self, event: Any) -> None:
+        c = self._container = event.container
+        self._deadline = c.schedule(self.timeout_s, _Call(self._on_deadline))
+        self.t_connect = time.perf_counter()
+        options = SourceSetup(self.configure) if self.configure is not None else None
+        for i in range(self.n):
+            conn = c.connect(self.url, reconnect=False)
+            rcv = c.create_receiver(conn, self.address, name=self.link_name, options=options)
+            rcv.bench_consumer = i  # stored in the link's record: the same on every event
+            self.conns.append(conn)
+            self.receivers.append(rcv)
+
+    def on_link_opened(self, event: Any) -> None:
+        if event.link.remote_source.address is None:
+            return  # a refusal: the detach that follows ends the run through on_link_error
+        self.opened += 1
+        if self.opened == self.n:
+            self.t_attached = time.perf_counter()
+            self._mark()
+            for rcv in self.receivers:
+                rcv.flow(self.prefetch)
+
+    def _mark(self) -> None:
+        self.marks.append((os.times().user + os.times().system, self.cpu_probe()))
+
+    def on_message(self, event: Any) -> None:
+        now = time.perf_counter()
+        dlv = event.delivery
+        self.accept(dlv)
+        link = event.link
+        if not self.done:
+            link.flow(1)
+        if self.t_first is None:
+            self.t_first = now
+            self._mark()
+        i = link.bench_consumer
+        self.per_consumer[i] += 1
+        if event.message.delivery_count:
+            self.redelivered += 1
+        seq = (event.message.properties or {}).get("bench_seq")
+        if seq is None:
+            self.unstamped += 1
+            return
+        if seq in self.seen:
+            self.duplicates += 1
+            return
+        self.seen.add(seq)
+        self.per_consumer_first[i] += 1
+        if len(self.seen) == self.count and self.t_done is None:
+            self.t_done = time.perf_counter()
+            self._mark()
+            self.finish()
+
+    def finish(self) -> None:
+        """Close every connection (unsettled deliveries, if any, go back to the subscription)."""
+        if self.done:
+            return
+        self.done = True
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+        for conn in self.conns:
+            conn.close()
+        self._grace = self._container.schedule(5.0, _Call(self._container.stop))
+
+    def _closed(self) -> None:
+        self.closed_conns += 1
+        if not self.done:
+            self.errors.append("a connection closed before the workload finished")
+            self.finish()
+        if self.closed_conns >= self.n:
+            if self._grace is not None:
+                self._grace.cancel()
+                self._grace = None
+            self._container.stop()
+
+    def on_connection_closed(self, event: Any) -> None:
+        self._closed()
+
+    def on_transport_closed(self, event: Any) -> None:
+        pass  # counted once, in on_connection_closed (or on_transport_error when the socket broke)
+
+
+def consume_backlog(
+    url: str, address: str, *, consumers: int, count: int, prefetch: int = 100, link_name: str,
+    configure: Callable[[Any], None] | None = None, timeout_s: float = 300.0,
+    cpu_probe: CpuProbe = lambda: None,
+) -> dict[str, Any]:
+    """Drain ``count`` pre-loaded messages (stamped ``bench_seq`` 0..count-1) from ``address``
+    with ``consumers`` receivers, each on its own connection of one Container (one thread).
+
+    Every link is named ``link_name`` and set up by ``configure`` (e.g. ``shared_durable_source``).
+    Each delivery is accepted (and settled) by the consumer: at-least-once, acknowledged.
+
+    Returns:
+        ``msgs_per_s``: (count - 1) / (seconds from the first delivery to the count-th distinct
+        message accepted); per-consumer accepted deliveries, duplicates, redeliveries, attach and
+        attach→first-delivery times, client and broker CPU seconds over the measured span.
+    """
+    h = _ConsumeBacklog(
+        url, address, consumers=consumers, count=count, prefetch=prefetch, link_name=link_name,
+        configure=configure, timeout_s=timeout_s, cpu_probe=cpu_probe,
+    )
+    t0 = time.perf_counter()
+    Container(h).run()
+    wall = time.perf_counter() - t0
+    end = h.t_done if h.t_done is not None else time.perf_counter()
+    span = end - h.t_first if h.t_first is not None else None
+    distinct = len(h.seen)
+    out: dict[str, Any] = {
+        "msgs_per_s": (distinct - 1) / span if span and distinct > 1 else None,
+        "measured_s": span,
+        "distinct_accepted": distinct,
+        "missing": count - distinct,
+        "deliveries": sum(h.per_consumer),
+        "per_consumer_accepted": h.per_consumer,
+        "per_consumer_first_accepted": h.per_consumer_first,
+        "duplicates": h.duplicates,
+        "redelivered": h.redelivered,
+        "unstamped_messages": h.unstamped,
+        "attach_s": h.t_attached - h.t_connect if h.t_attached and h.t_connect else None,
+        "attach_to_first_delivery_s": h.t_first - h.t_attached if h.t_first and h.t_attached else None,
+        "wall_s": wall,
+        "timed_out": h.timed_out,
+        "errors": h.errors[:10],
+        "error_count": len(h.errors),
+    }
+    # marks: credit granted, first delivery, last distinct message accepted.
+    if len(h.marks) == 3:
+        (_, b0), (c1, b1), (c2, b2) = h.marks
+        out["client_cpu_s"] = c2 - c1
+        if None not in (b0, b1, b2):
+            out["broker_cpu_s"] = b2 - b1
+            out["broker_cpu_s_before_first_delivery"] = b1 - b0
+    return out
