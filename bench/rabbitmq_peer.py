@@ -232,6 +232,12 @@ class RabbitMQPeer(procstat.BrokerMetrics):
             queue=queue,
         )
 
+    def ready_messages(self, route: Route) -> int:
+        """Return how many messages wait in ``route``'s queue, ready for delivery (not the
+        ones delivered and still unacknowledged)."""
+        ok = self._channel.queue_declare(queue=route.queue, passive=True)
+        return int(ok.method.message_count)
+
     def release(self, route: Route) -> None:
         """Delete the queue behind ``route`` so runs do not pile up backlog."""
         if route.queue:

@@ -164,6 +164,15 @@ class SharedSubService(procstat.BrokerMetrics):
         topic = topic_name(label)
         return Route(publish_address=topic, subscribe_address=topic if subscribe else None)
 
+    def subscription_counts(self, name: str) -> tuple[int, int]:
+        """Return (messages routed, messages not yet acknowledged for good) of the current
+        generation of subscription ``name`` (``<namespace>:<name>``), read from the data dir
+        (read-only, no Spark; serve may keep running)."""
+        from sharedsub import inspection  # the project under test; only this helper needs it
+
+        status = inspection.subscription_status(self.data_dir, name)
+        return status.routed, status.messages
+
     def release(self, route: Route) -> None:
         """Nothing to clean: each run has its own topic."""
 
