@@ -43,6 +43,13 @@ def test_precedence_env_then_flags() -> None:
         ({"maintenance": {"interval": -1}}, "maintenance.interval"),
         ({"maintenance": {"history_retention_hours": -5}}, "maintenance.history_retention_hours"),
         ({"maintenance": {"min_acked_rows": "many"}}, "maintenance.min_acked_rows"),
+        ({"server": {"http_port": -2}}, "server.http_port"),
+        ({"server": {"http_port": 65536}}, "server.http_port"),
+        ({"server": {"http_port": "web"}}, "server.http_port"),
+        ({"server": {"metrics_backlog_interval": -1}}, "server.metrics_backlog_interval"),
+        ({"log": {"format": "xml"}}, "log.format"),
+        ({"log": {"level": "LOUD"}}, "log.level"),
+        ({"log": {"colour": True}}, "log.colour"),
     ],
 )
 def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
@@ -50,3 +57,12 @@ def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
         parse_settings(doc, {})
     assert info.value.key == key
     assert key in str(info.value)
+
+
+def test_observability_defaults_and_overrides() -> None:
+    s = load_settings(environ={})
+    assert (s.server.http_host, s.server.http_port, s.server.metrics_backlog_interval) == ("", 0, 5.0)
+    assert (s.log.format, s.log.level) == ("text", "INFO")
+    s = parse_settings({}, {"SHAREDSUB_LOG_FORMAT": "json", "SHAREDSUB_SERVER_HTTP_PORT": "-1"}, {"log.level": "debug"})
+    assert (s.log.format, s.server.http_port, s.log.level) == ("json", -1, "debug")
+    assert parse_settings({}, {}, {"server.http_port": 8161, "server.http_host": "0.0.0.0"}).server.http_port == 8161
