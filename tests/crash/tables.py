@@ -6,7 +6,9 @@ run while the service is up.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+
+import pyarrow as pa
 
 from sharedsub import outcomes
 from sharedsub.model import SubscriptionKey
@@ -23,26 +25,33 @@ def read_topic(root: str, topic: str) -> list[tuple[int, str | None]]:
     return list(zip(data.column("seq").to_pylist(), data.column("message_id").to_pylist(), strict=True))
 
 
-def routed_seqs(table: str) -> list[int]:
-    """Topic seq of every row the fan-out ever appended to a subscription table, one per row.
+def appended_rows(table: str, columns: Sequence[str]) -> pa.Table | None:
+    """Every row ever appended to ``table`` (``columns`` only), read commit by commit.
 
-    Read commit by commit rather than from the latest snapshot: maintenance drops acknowledged
-    rows and re-adds the rest (in commits :func:`delta.read_commit` leaves out), so the snapshot
-    no longer shows what was routed, while the log's data-changing adds do.
+    Not the latest snapshot: maintenance deletes acknowledged rows from subscription tables and
+    ack logs (re-adding the rest in commits :func:`delta.read_commit` leaves out) and compacts
+    them (adds that change no data), so a snapshot no longer shows what was routed or acked,
+    while the log's data-changing adds do.
     """
-    seqs: list[int] = []
+    parts = []
     for version in range(delta.latest_version(table) + 1):
         commit = delta.read_commit(table, version)
-        data = delta.read_files(commit.added, ["seq"]) if commit is not None else None
+        data = delta.read_files(commit.added, columns) if commit is not None else None
         if data is not None:
-            seqs.extend(data.column("seq").to_pylist())
-    return seqs
+            parts.append(data)
+    return pa.concat_tables(parts) if parts else None
+
+
+def routed_seqs(table: str) -> list[int]:
+    """Topic seq of every row the fan-out ever appended to a subscription table, one per row."""
+    data = appended_rows(table, ["seq"])
+    return data.column("seq").to_pylist() if data is not None else []
 
 
 def read_acks(table: str) -> list[tuple[int, float]]:
-    """``(seq, acked_at)`` of the rows of an ack log that settle a message for good (a ``failed``
-    row only counts a failed delivery), ``acked_at`` in seconds since the epoch."""
-    data = delta.read_table(table, ["seq", "outcome", "acked_at"])
+    """``(seq, acked_at)`` of every row ever committed to an ack log that settles a message for
+    good (a ``failed`` row only counts a failed delivery), ``acked_at`` in seconds since the epoch."""
+    data = appended_rows(table, ["seq", "outcome", "acked_at"])
     if data is None:
         return []
     rows = zip(data.column("seq").to_pylist(), data.column("outcome").to_pylist(), data.column("acked_at").to_pylist(), strict=True)
