@@ -34,11 +34,13 @@ Exit codes (the CLI's; the admin endpoint's JSON error replies carry the same ``
 
 == ============================================================================================
 0  done
-1  failure (an I/O error, the service did not answer, ...)
-2  usage or invalid input (bad flags or values, invalid names, an ambiguous subscription name)
-3  not found (topic, subscription)
+1  failure (an I/O error, the service did not answer, ``replay`` with no service running, ...)
+2  usage or invalid input (bad flags or values, invalid names, an ambiguous subscription name,
+   ``replay`` of a non-durable subscription or from a version the table does not have yet)
+3  not found (topic, subscription, a ``replay`` point older than the retained Delta history)
 4  already exists
-5  refused: in use (consumers or publishers attached, subscriptions on a topic)
+5  refused: in use (consumers or publishers attached, subscriptions on a topic, a replay of
+   the subscription already running)
 == ============================================================================================
 
 No I/O: tested as tables in tests/unit/test_admin_rules.py.
@@ -53,13 +55,18 @@ from typing import Any
 from sharedsub.errors import (
     AmbiguousSubscription,
     ConfigError,
+    HistoryUnavailable,
     InvalidAddress,
+    ReplayInProgress,
+    ReplayNotDurable,
+    ServiceRefused,
     SharedSubError,
     SubscriptionInUse,
     SubscriptionNotFound,
     TopicExists,
     TopicInUse,
     TopicNotFound,
+    VersionNotFound,
 )
 from sharedsub.model import SubscriptionRecord
 
@@ -88,11 +95,19 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (InvalidAddress, "usage"),
     (SubscriptionInUse, "in-use"),
     (TopicInUse, "in-use"),
+    # replay (sharedsub.replay)
+    (HistoryUnavailable, "not-found"),
+    (VersionNotFound, "usage"),
+    (ReplayNotDurable, "usage"),
+    (ReplayInProgress, "in-use"),
 )
 
 
 def error_code(error: BaseException) -> str:
-    """The admin error code of ``error`` (``error`` for anything not listed)."""
+    """The admin error code of ``error`` (``error`` for anything not listed; a
+    :class:`~sharedsub.errors.ServiceRefused` carries the code the service answered)."""
+    if isinstance(error, ServiceRefused):
+        return error.code if error.code in ERROR_CODES else "error"
     for kind, code in _CODE_OF:
         if isinstance(error, kind):
             return code

@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = check.add_parser("check", help="parse and explain a selector")
     p.add_argument("expression", metavar="EXPR")
     _json(p)
+    _replay_parser(sub)
     return parser
 
 
@@ -423,6 +424,49 @@ def cmd_selector(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- replay
+# ``replay SUB --version V | --timestamp T``: through the running service only (sharedsub.replay_client).
+
+
+def _replay_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="re-deliver a durable subscription's messages from its Delta history (needs the running service)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Re-deliver to the subscription's consumers what its table held at a version (or at the latest\n"
+            "version committed at or before a time) and everything routed after, acknowledged or not, marked\n"
+            "redelivered. History reaches back [maintenance] history_retention_hours (default 168); an older\n"
+            "point is refused (exit 3) naming the oldest version still available."
+        ),
+    )
+    p.add_argument("subscription", metavar="SUB", help="key, <namespace>:<name>, or a unique name")
+    point = p.add_mutually_exclusive_group(required=True)
+    point.add_argument("--version", type=int, metavar="V", help="a version of the subscription's generation table")
+    point.add_argument("--timestamp", metavar="T", help="ISO-8601 time (no zone: UTC), e.g. 2026-01-31T12:00:00Z")
+    _admin(p)
+    p.set_defaults(timeout=120.0)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``replay SUB --version V | --timestamp T``."""
+    from sharedsub.admin_rules import error_body
+    from sharedsub.replay_client import request_replay
+
+    settings = _settings(args)
+    try:
+        result = request_replay(
+            settings.data_dir, args.subscription, version=args.version, timestamp=args.timestamp, timeout=args.timeout
+        )
+    except SharedSubError as exc:
+        if args.json:
+            print(json.dumps(error_body(exc)))
+        raise
+    print(json.dumps(result) if args.json else f"{result['message']} (through the running service, pid {result['pid']})")
+    return EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sharedsub`` console script."""
     args = build_parser().parse_args(argv)
@@ -439,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_selector(args)
         if args.command == "unsubscribe":
             return cmd_unsubscribe(args)
+        if args.command == "replay":
+            return cmd_replay(args)
     except SharedSubError as exc:
         print(f"error: {exc.description}", file=sys.stderr)
         return exit_code(exc)

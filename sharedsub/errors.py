@@ -129,3 +129,83 @@ class TopicInUse(SharedSubError):
 
 class ServiceUnavailable(SharedSubError):
     """A service runs on the data dir but its admin endpoint cannot be reached or did not answer."""
+
+
+# --------------------------------------------------------------------------- replay (sharedsub.replay)
+
+
+class ReplayNotDurable(SharedSubError):
+    """A replay of a non-durable subscription: it keeps no acknowledgements and no history guarantee."""
+
+    condition = AmqpCondition.NOT_ALLOWED
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"subscription {name!r} is not durable; only durable subscriptions can be replayed "
+            "(a non-durable one keeps no acknowledgements and ends with its consumers)"
+        )
+        self.name = name
+
+
+class VersionNotFound(SharedSubError):
+    """A replay from a version the subscription table does not have yet (or a negative one)."""
+
+    condition = AmqpCondition.INVALID_FIELD
+
+    def __init__(self, name: str, version: int, latest: int) -> None:
+        what = "its table has no commit yet" if latest < 0 else f"its table's latest version is {latest}"
+        super().__init__(f"subscription {name!r} has no version {version}; {what}")
+        self.name = name
+        self.version = version
+        self.latest = latest
+
+
+class HistoryUnavailable(SharedSubError):
+    """A replay from a point older than the retained Delta history of the subscription table."""
+
+    condition = AmqpCondition.NOT_FOUND
+
+    def __init__(self, name: str, wanted: str, oldest_version: int | None, oldest_at: str | None, retention_hours: int) -> None:
+        oldest = (
+            f"the oldest version still available is {oldest_version} (committed {oldest_at})"
+            if oldest_version is not None
+            else "no version of its table is available"
+        )
+        super().__init__(
+            f"cannot replay subscription {name!r} from {wanted}: that part of its Delta history is gone; "
+            f"{oldest}. History is kept for [maintenance] history_retention_hours "
+            f"(here {retention_hours} h); raise it to replay further back"
+        )
+        self.name = name
+        self.oldest_version = oldest_version
+        self.oldest_at = oldest_at
+        self.retention_hours = retention_hours
+
+
+class ReplayInProgress(SharedSubError):
+    """A replay of a subscription while an earlier replay of it is still running."""
+
+    condition = AmqpCondition.RESOURCE_LOCKED
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a replay of subscription {name!r} is already running; try again when it is done")
+        self.name = name
+
+
+class ServiceRefused(SharedSubError):
+    """A running service refused an admin call; ``code`` is its error code (sharedsub.admin_rules)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class ReplayNeedsService(SharedSubError):
+    """``replay`` on a data dir no service runs on."""
+
+    def __init__(self, data_dir: str) -> None:
+        super().__init__(
+            f"no service runs on {data_dir}; a replay re-delivers messages to the subscription's "
+            "consumers, which only a running service has: start 'sharedsub serve' (or 'frontend') on it first"
+        )
+        self.data_dir = data_dir

@@ -26,7 +26,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharedsub import outcomes
+from sharedsub.acklog import AckCounter, ack_state_of
 from sharedsub.errors import AmbiguousSubscription, SubscriptionNotFound
 from sharedsub.model import SubscriptionRecord
 from sharedsub.storage import delta, layout, schemas
@@ -234,7 +234,7 @@ class BacklogPoint:
 
     at: dt.datetime
     routed: int  # rows routed so far
-    settled: int  # distinct messages settled for good so far
+    settled: int  # distinct messages settled for good so far (a replay takes some back)
     backlog: int  # routed - settled
 
 
@@ -248,14 +248,14 @@ def backlog_history(root: str, record: SubscriptionRecord) -> list[BacklogPoint]
         # Only appends bring new rows; a maintenance delete or compaction re-adds kept rows.
         data = delta.read_files(entry.added, ["seq"]) if entry.is_append else None
         events.append((entry.timestamp_ms, 0 if data is None else data.num_rows, 0))
-    settled: set[int] = set()
+    counter = AckCounter()  # the ack log so far; sharedsub.acklog decides what it settles
     for entry in delta.history(acks):
-        data = delta.read_files(entry.added, ["seq", "outcome"])
-        before = len(settled)
+        # Appends only: a maintenance delete re-adds the rows it keeps, already counted.
+        data = delta.read_files(entry.added, ["seq", "outcome"]) if entry.is_append else None
+        before = counter.settled_count
         for seq, outcome in zip(*(data.column(c).to_pylist() for c in ("seq", "outcome")), strict=True) if data else ():
-            if outcomes.is_final(outcome):
-                settled.add(seq)
-        events.append((entry.timestamp_ms, 0, len(settled) - before))
+            counter.add(seq, outcome)
+        events.append((entry.timestamp_ms, 0, counter.settled_count - before))
     events.sort()
     points: list[BacklogPoint] = []
     routed = done = 0
@@ -303,7 +303,7 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     ``limit``), with their routing columns, failed-delivery count and application properties.
 
     Columns: the subscription table's (``schemas.SUBSCRIPTION``), then ``delivery_failures``
-    (ack-log ``failed`` rows), then from the topic table ``to``, ``reply_to``, ``content_type``,
+    (the delivery count: ack-log ``failed`` and ``replayed`` rows, sharedsub.acklog), then from the topic table ``to``, ``reply_to``, ``content_type``,
     ``creation_time`` and ``application_properties`` (map of
     typed values, :data:`schemas.PROPERTY_VALUE`; :func:`plain_properties` turns one into a dict).
     """
@@ -313,13 +313,8 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     # Files rewritten by a maintenance delete may use other physical types (string_view).
     routed = routed.select(schemas.SUBSCRIPTION.names).cast(schemas.SUBSCRIPTION)
     acks = delta.read_table(layout.join(root, layout.ack_table_rel(record.key, record.generation)), ["seq", "outcome"])
-    final: set[int] = set()
-    failures: dict[int, int] = {}
-    for row in delta.iter_rows(acks):
-        if outcomes.is_final(row["outcome"]):
-            final.add(row["seq"])
-        elif row["outcome"] == outcomes.AckOutcome.FAILED:
-            failures[row["seq"]] = failures.get(row["seq"], 0) + 1
+    state = ack_state_of(acks)
+    final, failures = state.settled, state.delivery_counts
     keep = pc.invert(pc.is_in(routed.column("seq"), value_set=pa.array(sorted(final), pa.int64())))
     pending = routed.filter(keep).sort_by("seq")
     if limit is not None:

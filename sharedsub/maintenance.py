@@ -6,8 +6,8 @@ commits: one small file per micro-batch or group. :func:`run_once` (scheduled by
 
 1. **Acknowledged rows.** For each active subscription generation, the *ack watermark* is the
    highest ``seq`` such that every routed row at or below it is settled for good (accepted,
-   rejected, expired, dead-lettered: any ack-log outcome but ``failed``; shared consumers ack
-   out of order, so rows above the first unsettled one stay). When at least
+   rejected, expired, dead-lettered, and not opened again by a replay: sharedsub.acklog; shared
+   consumers ack out of order, so rows above the first unsettled one stay). When at least
    ``min_acked_rows`` rows are below it, those rows are deleted from the subscription table and
    from its ack log. The delete commits carry :data:`delta.MAINTENANCE_MARK`, so tailers do not
    take the rows a delete rewrites for new ones; the backlog (routed minus acknowledged) is
@@ -39,12 +39,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 
+from sharedsub.acklog import ack_state_of
 from sharedsub.config import MaintenanceSettings
 from sharedsub.model import SubscriptionRecord
-from sharedsub.outcomes import AckOutcome
 from sharedsub.storage import delta, layout
 from sharedsub.storage.catalog import load_catalog
 
@@ -112,10 +110,7 @@ def removable_generations(
 
 def _settled_seqs(ack_table: str) -> np.ndarray:
     data = delta.read_table(ack_table, ["seq", "outcome"]) if delta.table_exists(ack_table) else None
-    if data is None or data.num_rows == 0:
-        return np.array([], np.int64)
-    final = pc.not_equal(data.column("outcome"), pa.scalar(AckOutcome.FAILED.value))
-    return data.filter(pc.fill_null(final, True)).column("seq").to_numpy()
+    return np.array(sorted(ack_state_of(data).settled), np.int64)
 
 
 def _step(report: Report, what: str, table: str, fn: Callable[[], int | None]) -> int:

@@ -46,20 +46,24 @@ class Settlement(enum.StrEnum):
 class AckOutcome(enum.StrEnum):
     """The ``outcome`` column of the acknowledgement log (schemas.ACK).
 
-    Every value but ``FAILED`` settles the message for good (it is never delivered again);
-    ``FAILED`` rows only count failed deliveries, so the delivery count survives a restart.
+    Every value but ``FAILED`` and ``REPLAYED`` settles the message for good (it is never
+    delivered again); ``FAILED`` rows only count failed deliveries, so the delivery count
+    survives a restart; a ``REPLAYED`` row takes one settlement back (a replay, sharedsub.replay).
+    How the rows combine is :mod:`sharedsub.acklog`.
     """
 
     ACCEPTED = "accepted"
     DEAD_LETTERED = "dead-lettered"
     EXPIRED = "expired"
     FAILED = "failed"
+    REPLAYED = "replayed"
 
 
 def is_final(outcome: str) -> bool:
-    """True when an ack-log ``outcome`` takes the message out of the backlog for good (every
-    outcome but ``failed``; logs written before dead-lettering existed say ``rejected``)."""
-    return outcome != AckOutcome.FAILED
+    """True when an ack-log ``outcome`` settles the message for good (every outcome but
+    ``failed`` and ``replayed``; logs written before dead-lettering existed say ``rejected``).
+    Whether the message *is* settled depends on all its rows: :func:`sharedsub.acklog.ack_state`."""
+    return outcome not in (AckOutcome.FAILED, AckOutcome.REPLAYED)
 
 
 class DeadLetterReason(enum.StrEnum):

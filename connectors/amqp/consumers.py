@@ -127,6 +127,7 @@ class Subscriptions:
         # Subscriptions without consumers whose lifetime ends with a session or connection.
         self._scoped: dict[str, tuple[str, Any]] = {}
         self._validate_selector = _selector_validator()
+        self.replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
 
     def load(self) -> None:
         """Read the catalog (start-up). Non-durable subscriptions do not survive a restart."""
@@ -365,6 +366,27 @@ class Subscriptions:
         """No consumer left here: stop reading its table (acknowledgements stay known)."""
         self._tailer.unwatch(rec.key)
         self.dispatcher.drop(rec.key)
+
+    # ------------------------------------------------------------------ replay (connectors/amqp/replays.py)
+
+    def acked_seqs(self, rec: SubscriptionRecord) -> frozenset[int]:
+        """Seqs of ``rec``'s generation this service holds as acknowledged (ack rows may still
+        be on their way to the log)."""
+        return frozenset(self._acked.get(rec.table, ()))
+
+    def reopen(self, rec: SubscriptionRecord, seqs: frozenset[int]) -> int:
+        """A replay opened ``seqs`` again (their ``replayed`` ack rows are committed): forget them
+        as acknowledged and have the tailer load the backlog again, which re-delivers them (and
+        not the rows already waiting or outstanding). Returns the consumer links attached here."""
+        acked = self._acked.get(rec.table)
+        if acked is not None:
+            acked.difference_update(seqs)
+        # Marked redelivered here at once; the ack log's count (sharedsub.acklog) may say more.
+        counts = self._failures.setdefault(rec.table, {})
+        for seq in seqs:
+            counts[seq] = counts.get(seq, 0) + 1
+        self._tailer.rewind(rec.key)
+        return self.dispatcher.consumers(rec.key)
 
     def busy(self, key: str) -> bool:
         """True while a catalog write for ``key`` is in flight (its state is about to change)."""

@@ -37,6 +37,7 @@ from typing import Any
 import proton
 
 from sharedsub import metrics, outcomes
+from sharedsub.acklog import ack_state_of
 from sharedsub.outcomes import Ack, AckOutcome, DeadLetter, Limits, Requeue, Settlement
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout
@@ -71,6 +72,7 @@ class _Feed:
     ack_table: str | None
     next_version: int = -1  # -1: the backlog snapshot is not loaded yet
     in_flight: int = 0  # posted to the reactor, not yet sent (updated by both threads; approximate)
+    rewind: bool = False  # set by :meth:`Tailer.rewind`: load the backlog snapshot again
 
 
 class Tailer:
@@ -128,6 +130,19 @@ class Tailer:
         """``topic`` was dropped: its table index is stale (any thread)."""
         self._indexes.pop(topic, None)
 
+    def rewind(self, key: str) -> bool:
+        """Load ``key``'s backlog again (snapshot minus what the ack log settles) before its next
+        new commit: a replay (connectors/amqp/replays.py) opened settled messages again. Rows
+        already waiting or outstanding are not queued twice (:meth:`Dispatcher.offer`). Returns
+        False when ``key`` is not tailed here (its backlog is loaded when a consumer attaches)."""
+        with self._lock:
+            feed = self._feeds.get(key)
+            if feed is None:
+                return False
+            feed.rewind = True
+        self._wake.set()
+        return True
+
     def sent(self, key: str, count: int) -> None:
         """Reactor reports ``count`` rows of ``key`` left its queue (frees in-flight room)."""
         feed = self._feeds.get(key)
@@ -155,7 +170,8 @@ class Tailer:
     def _poll_feed(self, feed: _Feed) -> bool:
         if feed.in_flight >= self._max_in_flight:
             return False
-        if feed.next_version < 0:
+        if feed.next_version < 0 or feed.rewind:
+            feed.rewind = False
             return self._load_backlog(feed)
         commit = delta.read_commit(feed.table, feed.next_version)
         if commit is None:
@@ -168,15 +184,9 @@ class Tailer:
     def _load_backlog(self, feed: _Feed) -> bool:
         failures: dict[int, int] = {}
         if feed.ack_table is not None and delta.table_exists(feed.ack_table):
-            acks = delta.read_table(feed.ack_table, ["seq", "outcome"])
-            if acks is not None:
-                final = []
-                for seq, outcome in zip(acks.column("seq").to_pylist(), acks.column("outcome").to_pylist(), strict=True):
-                    if outcomes.is_final(outcome):
-                        final.append(seq)
-                    else:
-                        failures[seq] = failures.get(seq, 0) + 1
-                feed.acked.update(final)
+            state = ack_state_of(delta.read_table(feed.ack_table, ["seq", "outcome"]))
+            feed.acked.update(state.settled)
+            failures = state.delivery_counts
         version = delta.latest_version(feed.table)
         if version < 0:
             feed.next_version = 0
@@ -345,17 +355,33 @@ class Dispatcher:
         self._subs.pop(key, None)
 
     def offer(self, key: str, rows: list[Row]) -> None:
-        """Queue rows read by the tailer and dispatch what credit allows."""
+        """Queue rows read by the tailer and dispatch what credit allows.
+
+        A row that is acknowledged, outstanding, parked or already waiting is not queued (a
+        backlog loaded again after a replay repeats rows that are open); the skipped ones count
+        as sent for the tailer's in-flight bound. A row older than the newest waiting one (a
+        replay's) is queued in seq order.
+        """
         sub = self._subs.get(key)
         if sub is None:
             return
         parked = {r.seq for r in sub.parked}
+        tail = sub.pending[-1].seq if sub.pending else None
+        waiting = {r.seq for r in sub.pending} if tail is not None and rows and rows[0].seq <= tail else set()
+        skipped = 0
+        unordered = False
         for row in rows:
-            if row.seq in sub.acked or row.seq in sub.outstanding or row.seq in parked:
+            if row.seq in sub.acked or row.seq in sub.outstanding or row.seq in parked or row.seq in waiting:
+                skipped += 1
                 continue
-            if row.failures > sub.failures.get(row.seq, 0):  # counted before a restart
+            if row.failures > sub.failures.get(row.seq, 0):  # counted before a restart, or a replay
                 sub.failures[row.seq] = row.failures
+            unordered |= tail is not None and row.seq < tail
             sub.pending.append(row)
+        if unordered:
+            sub.pending = collections.deque(sorted(sub.pending, key=lambda r: r.seq))
+        if skipped:
+            self._on_sent(key, skipped)
         self.dispatch(key)
 
     def dispatch(self, key: str) -> None:

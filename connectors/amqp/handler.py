@@ -125,6 +125,18 @@ class FrontEnd(Handler):
     def _post_rows(self, key: str, rows: list[Row]) -> None:
         self._injector.trigger(ApplicationEvent("sharedsub_rows", subject=(key, rows)))
 
+    def run_on_reactor(self, fn: Callable[[], None]) -> None:
+        """Run ``fn()`` on the reactor thread (any thread may call this; ``fn`` must not carry
+        proton objects across threads: it is a continuation of work begun on the reactor)."""
+        self._injector.trigger(ApplicationEvent("sharedsub_run", subject=fn))
+
+    def on_sharedsub_run(self, event: Any) -> None:
+        """A continuation posted with :meth:`run_on_reactor` (its failure is logged, not fatal)."""
+        try:
+            event.subject()
+        except Exception:
+            log.exception("reactor continuation failed")
+
     def on_sharedsub_committed(self, event: Any) -> None:
         """Settle publishers whose messages are committed; run attach continuations."""
         credit: dict[proton.Link, int] = {}

@@ -7,6 +7,9 @@ GET     /health                   ``{"ok": true, "pid", "amqp", "subscriptions",
 POST    /admin/unsubscribe        ``{"subscription": SUB}`` → ``{"ok": true, "subscription": {...}}``
 POST    /admin/topics/drop        ``{"topic": NAME, "force": bool}`` → ``{"ok": true, "topic",
                                   "deleted_subscriptions": [...]}``
+POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{..., "timestamp":
+                                  ISO-8601}`` → ``{"ok": true, "replay": {...}, "message"}``
+                                  (connectors/amqp/replays.py; sharedsub.replay has the rules)
 ======  ========================  =========================================================
 
 Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
@@ -24,10 +27,11 @@ from typing import Any
 from sharedsub import metrics
 from sharedsub.errors import ConfigError
 from sharedsub.model import SubscriptionRecord
+from sharedsub.replay import parse_point
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.fanout_stats import read_stats
 
-from connectors.amqp import admin_ops
+from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import Reply, Request, Routes
 
@@ -174,11 +178,17 @@ def build_routes(server: FrontEndServer) -> Routes:
             raise ConfigError("force", "must be true or false")
         return Reply.json(server.call(admin_ops.drop_topic(topic, force=force), ADMIN_TIMEOUT))
 
+    def post_replay(request: Request) -> Reply:
+        name = _string_field(request, "subscription")
+        version, timestamp_ms = parse_point(request.body.get("version"), request.body.get("timestamp"))
+        return Reply.json(server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), ADMIN_TIMEOUT))
+
     routes: Routes = {
         ("GET", "/metrics"): get_metrics,
         ("GET", "/health"): get_health,
         ("POST", "/admin/unsubscribe"): post_unsubscribe,
         ("POST", "/admin/topics/drop"): post_drop_topic,
+        ("POST", "/admin/replay"): post_replay,
     }
     return routes
 

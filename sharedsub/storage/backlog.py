@@ -2,10 +2,10 @@
 
 Reads the generation table (``subscriptions/<key>/g<gen>``) and its ack log
 (``subscriptions/<key>/acks-g<gen>``) through :mod:`sharedsub.storage.delta` (delta-rs, no
-Spark), and counts the rows whose seq has no final ack-log row (``accepted``, ``dead-lettered``,
-``expired``; ``failed`` rows are delivery attempts, not acknowledgements; see
-:func:`sharedsub.outcomes.is_final`). Only the columns the answer needs are read, never a
-payload.
+Spark), and counts the rows whose seq is not settled for good by the ack log's rule
+(:mod:`sharedsub.acklog`: ``accepted``, ``dead-lettered``, ``expired`` settle; ``failed`` rows are
+delivery attempts; a ``replayed`` row opens a settled message again until its next
+acknowledgement). Only the columns the answer needs are read, never a payload.
 
 Non-durable subscriptions do not persist acknowledgements (they do not outlive the front end),
 so for them the result is every routed row: an upper bound.
@@ -19,7 +19,7 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharedsub import outcomes
+from sharedsub.acklog import ack_state_of
 from sharedsub.storage import delta, layout
 
 
@@ -39,11 +39,7 @@ def compute_backlog(routed: pa.Table | None, acks: pa.Table | None) -> list[Part
     ack log (``seq, outcome``), sorted by partition. Pure: Arrow in, values out."""
     if routed is None or routed.num_rows == 0:
         return []
-    done: set[int] = set()
-    if acks is not None:
-        for seq, outcome in zip(acks.column("seq").to_pylist(), acks.column("outcome").to_pylist(), strict=True):
-            if outcomes.is_final(outcome):
-                done.add(seq)
+    done = ack_state_of(acks).settled
     totals = routed.group_by("partition").aggregate([("seq", "count")])
     open_rows = routed.filter(pc.invert(pc.is_in(routed.column("seq"), value_set=pa.array(sorted(done), pa.int64()))))
     pending = open_rows.group_by("partition").aggregate(

@@ -22,7 +22,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
-from deltalake.exceptions import CommitFailedError, TableNotFoundError
+from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from sharedsub.errors import TopicExists, TopicNotFound
 from sharedsub.storage import layout, schemas
@@ -496,3 +496,53 @@ def checkpoint_and_clean_log(table: str, retention_hours: int) -> None:
 def remove_table(table: str) -> None:
     """Delete a local table directory and everything in it (no-op when absent)."""
     shutil.rmtree(_local(table), ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- replay (sharedsub.replay)
+# Reads a subscription table's past for a replay, and appends back the rows a replay restores.
+# The restore commit carries MAINTENANCE_MARK too: its rows were routed before, they are not new.
+
+
+class HistoryMissing(Exception):
+    """A version's log entry or one of the data files it needs is gone (log cleanup, vacuum)."""
+
+
+def read_since(table: str, version: int, columns: Sequence[str] | None = None) -> tuple[pa.Table | None, pa.Table | None, int]:
+    """``(rows as of version, rows the commits after it appended, latest version)`` of ``table``.
+
+    ``version`` -1 means before the first commit (no rows as of it). The appended rows are those
+    :func:`read_commit` calls new (a maintenance rewrite adds none). Either table is None when
+    empty.
+
+    Raises:
+        HistoryMissing: the log entry of a version from ``version`` on, or a data file one of
+            them needs, no longer exists.
+    """
+    latest = latest_version(table)
+    try:
+        at = None
+        if version >= 0:
+            at = read_files(snapshot_files(table, version), columns)
+        files: list[str] = []
+        for v in range(version + 1, latest + 1):
+            commit = read_commit(table, v)
+            if commit is None:
+                raise HistoryMissing(f"{table}: the log entry of version {v} is gone")
+            files.extend(commit.added)
+        after = read_files(files, columns)
+    except HistoryMissing:
+        raise
+    except (OSError, DeltaError) as exc:  # a vacuumed file, or a version delta-rs cannot load
+        raise HistoryMissing(f"{table}: version {version} cannot be read: {exc}") from exc
+    return at, after, latest
+
+
+def append_restored(table: str, data: pa.Table, what: str) -> None:
+    """Append rows a replay restores (marked: readers tailing the log take them for old rows)."""
+    for attempt in range(_APPEND_ATTEMPTS):
+        try:
+            write_deltalake(table, data, mode="append", commit_properties=_mark(what))
+            return
+        except CommitFailedError:  # a concurrent maintenance commit: an append may simply retry
+            if attempt + 1 == _APPEND_ATTEMPTS:
+                raise

@@ -1,0 +1,134 @@
+"""The table side of a replay (sharedsub.replay has the rules): read the subscription table's
+past, write the ``replayed`` ack-log rows and append back the rows maintenance deleted.
+
+:func:`replay_tables` runs on a worker thread of the service (connectors/amqp/replays.py), never
+on the reactor. What it writes, in this order:
+
+1. one ``replayed`` row per message to open again (``ReplayPlan.mark``) in the ack log, with
+   ``consumer`` = ``replay@v<start version>``;
+2. the rows to restore (``ReplayPlan.restore``: replayed, no longer in the current table) to the
+   current table, in one commit marked as not new (sharedsub.storage.delta.append_restored). A
+   maintenance run that deleted more replayed rows between the plan and the marks (it read the
+   ack log before them) is caught by checking again, at most three times.
+
+Both are durable before the service re-delivers anything, so a restart in the middle re-delivers
+the replayed messages too (marked redelivered: sharedsub.acklog).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import time
+from collections.abc import Collection, Iterable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from sharedsub.acklog import ack_state_of
+from sharedsub.errors import HistoryUnavailable
+from sharedsub.model import SubscriptionRecord
+from sharedsub.outcomes import AckOutcome
+from sharedsub.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
+from sharedsub.storage import delta, layout, schemas
+
+_RESTORE_ROUNDS = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ReplayDone:
+    """What :func:`replay_tables` did."""
+
+    version: int  # start version (-1: the table's first commit)
+    version_at: str | None  # its commit time (ISO-8601)
+    latest_version: int
+    plan: ReplayPlan
+    restored: tuple[int, ...]  # seqs appended back (the plan's, plus any a concurrent maintenance deleted)
+
+    @property
+    def reopen(self) -> frozenset[int]:
+        """Seqs the service must no longer hold as acknowledged."""
+        return frozenset(self.plan.mark) | frozenset(self.restored)
+
+
+def _seqs(data: pa.Table | None) -> list[int]:
+    return [] if data is None else data.column("seq").to_pylist()
+
+
+def _rows(sources: Iterable[pa.Table | None], seqs: Collection[int]) -> pa.Table:
+    """The subscription rows of ``seqs`` from ``sources`` (first occurrence of each seq)."""
+    parts = [
+        t.select(schemas.SUBSCRIPTION.names).cast(schemas.SUBSCRIPTION)
+        for t in sources
+        if t is not None and t.num_rows
+    ]
+    if not parts:
+        return schemas.SUBSCRIPTION.empty_table()
+    data = pa.concat_tables(parts)
+    data = data.filter(pc.is_in(data.column("seq"), value_set=pa.array(sorted(seqs), pa.int64())))
+    first: dict[int, int] = {}
+    for i, seq in enumerate(data.column("seq").to_pylist()):
+        first.setdefault(seq, i)
+    return data.take(pa.array(sorted(first.values()), pa.int64())).sort_by("seq")
+
+
+def replay_tables(
+    root: str,
+    record: SubscriptionRecord,
+    name: str,
+    *,
+    version: int | None = None,
+    timestamp_ms: int | None = None,
+    acked_here: Collection[int] = (),
+    retention_hours: int,
+) -> ReplayDone:
+    """Plan and write the table side of replaying ``record``'s current generation (see the
+    module docstring); ``name`` is how errors name it, ``acked_here`` the seqs the service
+    holds as acknowledged.
+
+    Raises:
+        VersionNotFound, HistoryUnavailable: as :func:`sharedsub.replay.start_version`, and
+            HistoryUnavailable when the files of a version still in the log were vacuumed.
+    """
+    table = layout.join(root, record.table)
+    acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
+    now_ms = int(time.time() * 1000)
+    history = [Commit(e.version, e.timestamp_ms) for e in delta.history(table)]
+    start = start_version(
+        history, name=name, version=version, timestamp_ms=timestamp_ms, now_ms=now_ms, retention_hours=retention_hours
+    )
+    try:
+        at, after, latest = delta.read_since(table, start)
+    except delta.HistoryMissing as exc:
+        avail = oldest_available(history, now_ms=now_ms, retention_hours=retention_hours)
+        wanted = f"version {start}" if version is not None or start < 0 else f"{iso(timestamp_ms or 0)} (version {start})"
+        raise HistoryUnavailable(
+            name, wanted, avail.version if avail else None, iso(avail.timestamp_ms) if avail else None, retention_hours
+        ) from exc
+    settled = ack_state_of(delta.read_table(acks, ["seq", "outcome"])).settled
+    current = delta.read_seqs(table).to_pylist()
+    plan = plan_replay(_seqs(at), _seqs(after), current, settled, acked_here)
+    if plan.mark:
+        stamp = dt.datetime.now(dt.UTC)
+        marks = pa.Table.from_pydict(
+            {
+                "seq": list(plan.mark),
+                "outcome": [AckOutcome.REPLAYED.value] * len(plan.mark),
+                "acked_at": [stamp] * len(plan.mark),
+                "consumer": [f"replay@v{start}"] * len(plan.mark),
+            },
+            schema=schemas.ACK,
+        )
+        delta.TableAppender(acks, schemas.ACK).append(marks)
+    restored: set[int] = set()
+    missing: Collection[int] = plan.restore
+    for _ in range(_RESTORE_ROUNDS):
+        if not missing:
+            break
+        delta.append_restored(table, _rows((at, after), missing), f"replay-restore from version {start}")
+        restored.update(missing)
+        now = set(delta.read_seqs(table).to_pylist())
+        settled = ack_state_of(delta.read_table(acks, ["seq", "outcome"])).settled
+        missing = [s for s in plan.seqs if s not in now and s not in settled]
+    version_at = next((iso(c.timestamp_ms) for c in history if c.version == start), None)
+    return ReplayDone(start, version_at, latest, plan, tuple(sorted(restored)))
