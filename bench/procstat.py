@@ -75,6 +75,32 @@ def tree_cpu_seconds(root: int) -> float:
     return total / _CLK_TCK
 
 
+def tree_cpu_by_command(root: int) -> dict[str, float]:
+    """Return CPU seconds (user + system) of ``root`` and its live descendants, summed per command
+    name (``/proc/<pid>/comm``, e.g. ``sharedsub``, ``java``, ``python``)."""
+    out: dict[str, float] = {}
+    for pid in tree_pids(root):
+        fields = _stat_fields(pid)
+        try:
+            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+                name = f.read().strip()
+        except OSError:
+            continue
+        if fields is not None:
+            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _CLK_TCK
+    return out
+
+
+def cpu_by_command_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """Return ``after - before`` per command name, rounded, leaving out the ones that did not move."""
+    out = {}
+    for name, value in after.items():
+        d = round(value - before.get(name, 0.0), 2)
+        if d > 0:
+            out[name] = d
+    return out
+
+
 def cpu_reader(root: int) -> Callable[[], float]:
     """Return a cheap function giving CPU seconds of the tree under ``root`` as it is now.
 
@@ -188,6 +214,11 @@ class BrokerMetrics:
         """Return a cheap reader of the CPU seconds used so far by the broker's processes."""
         pid = self.broker_pid()
         return cpu_reader(pid) if pid else (lambda: None)
+
+    def cpu_by_command(self) -> dict[str, float]:
+        """Return CPU seconds used so far by the broker's processes, per command name."""
+        pid = self.broker_pid()
+        return tree_cpu_by_command(pid) if pid else {}
 
     def rss_bytes(self) -> int | None:
         """Return the resident memory of the broker's process tree."""

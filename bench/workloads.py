@@ -859,8 +859,9 @@ def consume_backlog(
 
     Returns:
         ``msgs_per_s``: (count - 1) / (seconds from the first delivery to the count-th distinct
-        message accepted); per-consumer accepted deliveries, duplicates, redeliveries, attach and
-        attach→first-delivery times, client and broker CPU seconds over the measured span.
+        message accepted); per-consumer accepted deliveries, duplicates, redeliveries, the time
+        to attach all links and from then (credit granted) to the first delivery, client and
+        broker CPU seconds over the measured span.
     """
     h = _ConsumeBacklog(
         url, address, consumers=consumers, count=count, prefetch=prefetch, link_name=link_name,
@@ -884,7 +885,7 @@ def consume_backlog(
         "redelivered": h.redelivered,
         "unstamped_messages": h.unstamped,
         "attach_s": h.t_attached - h.t_connect if h.t_attached and h.t_connect else None,
-        "attach_to_first_delivery_s": h.t_first - h.t_attached if h.t_first and h.t_attached else None,
+        "attach_to_first_delivery_ms": (h.t_first - h.t_attached) * 1000 if h.t_first and h.t_attached else None,
         "wall_s": wall,
         "timed_out": h.timed_out,
         "errors": h.errors[:10],
