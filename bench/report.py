@@ -39,6 +39,7 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
         Row("publish→accepted p50 at 1k msg/s (ms)", "latency", "accepted_p50_ms", "ms", "lower"),
         Row("publish→accepted p99 at 1k msg/s (ms)", "latency", "accepted_p99_ms", "ms", "lower"),
     ]
+    rows += _consume_rows(lines)
     amp = [ln for ln in lines if ln.get("bench") == "amplification" and "subscribers" in ln]
     subs = sorted({ln["subscribers"] for ln in amp})
 
@@ -60,6 +61,27 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
 
 
 SHAREDSUB_ONLY = ("amplification", "fanout_throughput", "fanout_latency")
+
+
+def _consume_rows(lines: list[dict[str, Any]]) -> list[Row]:
+    """Rows of the consume measurement, one group per consumer count."""
+    con = [ln for ln in lines if ln.get("bench") == "consume" and "subscribers" in ln]
+    rows = []
+    for n in sorted({ln["subscribers"] for ln in con}):
+        m = "/".join(sorted({str(ln["count"]) for ln in con if ln["subscribers"] == n and "count" in ln})) or "?"
+        p = "/".join(sorted({str(ln["prefetch"]) for ln in con if ln["subscribers"] == n and "prefetch" in ln})) or "?"
+        rows += [
+            Row(f"consume throughput, shared subscription, {n} consumer(s), acknowledged 1 KB, M={m}, "
+                f"prefetch {p} (msg/s)", "consume", "msgs_per_s", "msg/s", "higher", n),
+            Row(f"  broker CPU s per 1,000 messages consumed, {n} consumer(s)", "consume",
+                "broker_cpu_s_per_1k_msgs", "x", "lower", n),
+            Row(f"  credit granted → first delivery, {n} consumer(s) (ms)", "consume",
+                "attach_to_first_delivery_ms", "ms", "lower", n),
+        ]
+        if n > 1:
+            rows.append(Row(f"  least busy consumer's share of the messages, {n} consumers (even = {1 / n:.3f})",
+                            "consume", "min_consumer_share", "frac", "", n))
+    return rows
 
 
 def _fanout_rows(lines: list[dict[str, Any]]) -> list[Row]:
@@ -162,7 +184,8 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
             continue
         if ln.get("timed_out"):
             out.append(f"{where}: hit its time limit; figures cover what completed before it")
-        for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted"):
+        for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted", "missing", "redelivered",
+                    "unacknowledged_after"):
             if ln.get(key):
                 out.append(f"{where}: {key} = {ln[key]}")
         if ln.get("credit_stalls"):
@@ -207,7 +230,8 @@ def describe_commit(repo: str) -> str:
 def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """Return the RESULTS.md section for one run: date, machine, command, table, notes."""
     m = meta["machine"]
-    measured = [ln for ln in lines if ln.get("bench") in ("publish", "latency", "amplification", *SHAREDSUB_ONLY)]
+    measured = [ln for ln in lines
+                if ln.get("bench") in ("publish", "latency", "consume", "amplification", *SHAREDSUB_ONLY)]
     loads = [ln["loadavg_1m_before"] for ln in measured if "loadavg_1m_before" in ln]
     others = [ln["other_busy_cores_before"] for ln in measured if "other_busy_cores_before" in ln]
     versions = {ln["broker"]: ln.get("version", "") for ln in lines if ln.get("bench") == "broker_start"}

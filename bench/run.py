@@ -1,7 +1,8 @@
 """Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) in one run, reported as ratios.
 
-    .venv/bin/python bench/run.py [--quick] [--only publish,latency,amplification,fanout]
+    .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
                                   [--brokers rabbitmq,sharedsub] [--runs N] [--write-results]
+                                  [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
 
 Measures, with the same python-qpid-proton client code against both brokers:
@@ -10,9 +11,23 @@ Measures, with the same python-qpid-proton client code against both brokers:
    once the broker's ``accepted`` arrived. Warm-up, then ``--count`` measured (msg/s).
 2. latency: a steady 1,000 msg/s publisher and one subscriber; publish→delivery and
    publish→accepted p50/p99 over ``--duration`` s after ``--latency-warmup`` s.
-3. amplification (sharedsub only): bytes in a fresh data dir per published payload byte after
+3. consume (only when asked for with ``--only``: with the default counts it adds about 8 min
+   to a run on a quiet machine, more on a busy one where each measurement first waits up to
+   ``--wait-idle`` s): throughput of N = ``--consume-consumers`` consumers sharing one subscription.
+   sharedsub: a global JMS 2.0 shared durable subscription (link ``<name>|global``, source
+   capabilities topic/shared/global, durable unsettled-state, expiry never), created by attaching
+   one consumer and detaching it; RabbitMQ: a durable queue bound to amq.topic (competing
+   consumers). ``--consume-count`` 1 KB durable messages are published, then the run waits until
+   all of them wait for the consumers (sharedsub: routed into the subscription's table, read from
+   the data dir; RabbitMQ: ready in the queue). Then N receivers attach, each on its own
+   connection (one proton Container, one thread, in this process), and only once all have
+   attached each gets ``--prefetch`` credit, topped up per message. Every delivery is accepted
+   (settled by the consumer: at-least-once, acknowledged). msg/s from the first delivery to
+   the M-th distinct message accepted; per-consumer counts, duplicates, credit granted→first
+   delivery, broker CPU over that span (sharedsub: serve with its Spark JVM). Afterwards an untimed check that nothing is left unacknowledged.
+4. amplification (sharedsub only): bytes in a fresh data dir per published payload byte after
    N = 1, 10, 100 plain subscribers have each received all ``--amp-count`` messages.
-4. fanout (sharedsub only, and only when asked for with ``--only``: RabbitMQ has no JMS
+5. fanout (sharedsub only, and only when asked for with ``--only``: RabbitMQ has no JMS
    selectors): (a) routing throughput of the fan-out job for N = ``--fanout-subs``
    subscriptions with distinct selectors on one topic pre-loaded with ``--fanout-count`` 1 KB
    messages written straight into Delta, run once with available-now (published messages
@@ -46,10 +61,10 @@ import procstat
 import report
 import workloads
 import fanout_bench
-from rabbitmq_peer import RabbitMQPeer
+from rabbitmq_peer import RabbitMQPeer, Route
 from sharedsub_service import SharedSubService
 
-BENCHES = ("publish", "latency", "amplification", "fanout")
+BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
 BROKERS = ("rabbitmq", "sharedsub")
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -82,6 +97,10 @@ class Settings:
     fanout_latency_subs: int
     fanout_timeout_s: float
     fanout_drain_s: float
+    consume_consumers: tuple[int, ...]
+    consume_count: int
+    consume_timeout_s: float
+    consume_route_timeout_s: float
 
 
 def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -102,7 +121,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     )
     p.add_argument("--quick", action="store_true", help="small counts and short windows (a few minutes in all)")
     p.add_argument("--only", type=_csv(BENCHES), default=DEFAULT_BENCHES,
-                   help="measurements to run (default: publish,latency,amplification; fanout only on request)")
+                   help="measurements to run (default: publish,latency,amplification; consume and fanout only "
+                   "on request)")
     p.add_argument("--brokers", type=_csv(BROKERS), default=BROKERS, help="brokers to measure (default: both)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
     p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
@@ -126,6 +146,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "during the latency measurement (default 100)")
     p.add_argument("--fanout-drain", type=float, default=120.0, help="fanout latency: wait for stragglers after "
                    "the last send, s (default 120: every micro-batch evaluates all selectors)")
+    p.add_argument("--consume-consumers", default="1,2,4", help="consume: consumer counts on one shared "
+                   "subscription / queue (default 1,2,4)")
+    p.add_argument("--consume-count", type=int, help="consume: messages pre-loaded and drained (default 20000, "
+                   "--quick 3000)")
     p.add_argument("--wait-idle", type=float, help="before each timed measurement wait up to this many s for other "
                    "processes to go quiet (default 30, --quick 10; 0 = don't wait)")
     p.add_argument("--idle-cores", type=float, default=0.25, help="'quiet' = others keep at most this many cores busy")
@@ -165,6 +189,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
         fanout_latency_subs=args.fanout_latency_subs,
         fanout_timeout_s=pick(None, 1200.0, 400.0),
         fanout_drain_s=args.fanout_drain,
+        consume_consumers=tuple(int(x) for x in args.consume_consumers.split(",") if x.strip()),
+        consume_count=pick(args.consume_count, 20000, 3000),
+        consume_timeout_s=pick(None, 600.0, 300.0),
+        consume_route_timeout_s=pick(None, 600.0, 300.0),
     )
 
 
@@ -254,6 +282,95 @@ def measure_latency(t: Target, run: int, s: Settings, rec: Recorder) -> None:
     })
 
 
+def wait_backlog(t: Target, route: Route, subscription: str | None, want: int, timeout_s: float) -> dict[str, Any]:
+    """Poll until ``want`` messages wait for the consumers: for sharedsub, routed into the
+    subscription's table and not acknowledged; for RabbitMQ, ready in the queue. Returns the
+    last figures seen and the seconds waited (``backlog_ready`` false when the time ran out)."""
+    t0 = time.monotonic()
+    while True:
+        if isinstance(t, SharedSubService):
+            routed, waiting = t.subscription_counts(f"global:{subscription}")
+        else:
+            routed = waiting = t.ready_messages(route)
+        ready = waiting >= want
+        if ready or time.monotonic() - t0 > timeout_s:
+            return {"backlog_routed": routed, "backlog_waiting": waiting, "backlog_ready": ready,
+                    "backlog_wait_s": round(time.monotonic() - t0, 2)}
+        time.sleep(0.5)
+
+
+def wait_drained(t: Target, route: Route, subscription: str | None, timeout_s: float) -> dict[str, Any]:
+    """After the consumers closed, poll (bounded) until the broker holds no unacknowledged
+    message of the run: their accepts reached it and were made durable. Untimed, a check only."""
+    t0 = time.monotonic()
+    while True:
+        if isinstance(t, SharedSubService):
+            _, left = t.subscription_counts(f"global:{subscription}")
+        else:
+            left = t.ready_messages(route)
+        if left == 0 or time.monotonic() - t0 > timeout_s:
+            return {"unacknowledged_after": left, "drained_check_s": round(time.monotonic() - t0, 2)}
+        time.sleep(0.5)
+
+
+def measure_consume(t: Target, run: int, n: int, s: Settings, rec: Recorder) -> None:
+    """Pre-load ``consume_count`` messages for one subscription (sharedsub: a global shared
+    durable subscription; RabbitMQ: a durable queue), then drain them with ``n`` consumers."""
+    label = consume_label(run, n)
+    route = t.route(label, subscribe=True)
+    subscription = None
+    if isinstance(t, SharedSubService):
+        subscription = route.publish_address  # one topic and one subscription of the same name per run
+        link_name = workloads.shared_durable_link_name(subscription)
+        configure = workloads.shared_durable_source
+        created = workloads.create_subscription(t.url, route.subscribe_address, link_name, configure)
+    else:
+        link_name, configure, created = "bench-consumer", None, {}
+    log(f"{t.name} consume N={n} run {run}: pre-loading {s.consume_count} messages")
+    load = workloads.publish_throughput(
+        t.url, route.publish_address, warmup=0, count=s.consume_count, window=s.window, size=s.size,
+        timeout_s=s.publish_timeout_s,
+    )
+    if load["accepted"] != s.consume_count:
+        raise RuntimeError(f"pre-load: {load['accepted']} of {s.consume_count} accepted ({load['errors'][:3]})")
+    backlog = wait_backlog(t, route, subscription, s.consume_count, s.consume_route_timeout_s)
+    if not backlog["backlog_ready"]:
+        raise RuntimeError(f"backlog not ready after {s.consume_route_timeout_s:.0f} s: {backlog}")
+    pre = before_measurement(t.broker_pid(), s)
+    log(f"{t.name} consume N={n} run {run}: {n} consumer(s), prefetch {s.prefetch}, "
+        f"{s.consume_count} messages (backlog ready after {backlog['backlog_wait_s']} s)")
+    cpu_before = t.cpu_by_command()
+    res = workloads.consume_backlog(
+        t.url, route.subscribe_address, consumers=n, count=s.consume_count, prefetch=s.prefetch,
+        link_name=link_name, configure=configure, timeout_s=s.consume_timeout_s, cpu_probe=t.cpu_probe(),
+    )
+    rss = t.rss_bytes()
+    # Which of the broker's processes did the work (sharedsub: front end vs Spark JVM and workers),
+    # over the whole consume workload (attach to close), not just the measured span.
+    by_command = procstat.cpu_by_command_delta(cpu_before, t.cpu_by_command())
+    drained = wait_drained(t, route, subscription, 30.0)
+    t.release(route)
+    per_1k = None
+    if res.get("broker_cpu_s") is not None and res["distinct_accepted"]:
+        per_1k = res["broker_cpu_s"] / res["distinct_accepted"] * 1000
+    firsts = res["per_consumer_first_accepted"]
+    rec.emit({
+        "bench": "consume", "broker": t.name, "run": run, "subscribers": n, "count": s.consume_count,
+        "size": s.size, "prefetch": s.prefetch, "subscribe_address": route.subscribe_address,
+        "link_name": link_name, "subscription_create": created,
+        "preload_msgs_per_s": load["msgs_per_s"], "preload_s": load["measured_s"], **backlog, **pre, **res,
+        **drained, "broker_cpu_s_per_1k_msgs": per_1k, "broker_rss_bytes": rss,
+        "broker_cpu_s_by_command_whole_workload": by_command,
+        # Share of the distinct messages the least busy consumer took (1/N when perfectly even).
+        "min_consumer_share": min(firsts) / s.consume_count if firsts else None,
+    })
+
+
+def consume_label(run: int, n: int) -> str:
+    """Topic/queue label of one consume measurement."""
+    return f"con{n}-r{run}"
+
+
 def prime(t: Target, rec: Recorder) -> None:
     """Push 100 messages end to end once, untimed, so first-use costs stay out of the runs."""
     route = t.route("prime", subscribe=True)
@@ -275,12 +392,45 @@ def guarded(rec: Recorder, base: dict[str, Any], fn: Callable[[], None]) -> None
         rec.emit({**base, "error": f"{type(exc).__name__}: {exc}"})
 
 
-def planned(benches: tuple[str, ...], s: Settings) -> list[tuple[str, int]]:
-    return [(b, r) for r in range(1, s.runs + 1) for b in ("publish", "latency") if b in benches]
+Step = tuple[str, int, int | None]  # (bench, run, consumers for "consume" else None)
+
+
+def planned(benches: tuple[str, ...], s: Settings) -> list[Step]:
+    """The measurements run on one long-lived broker, in order: per run publish, latency, then
+    consume for each consumer count."""
+    out: list[Step] = []
+    for r in range(1, s.runs + 1):
+        out += [(b, r, None) for b in ("publish", "latency") if b in benches]
+        if "consume" in benches:
+            out += [("consume", r, n) for n in s.consume_consumers]
+    return out
+
+
+def step_label(b: str, r: int, n: int | None) -> str:
+    """Topic/queue label of one step (sharedsub topics are created before serve starts)."""
+    return consume_label(r, n) if b == "consume" and n is not None else f"{b[:3]}-r{r}"
+
+
+def run_step(t: Target, step: Step, s: Settings, rec: Recorder) -> None:
+    """Run one planned measurement against the started broker ``t``."""
+    b, r, n = step
+    if b == "publish":
+        measure_publish(t, r, s, rec)
+    elif b == "latency":
+        measure_latency(t, r, s, rec)
+    else:
+        assert n is not None
+        measure_consume(t, r, n, s, rec)
+
+
+def step_base(t: Target, step: Step) -> dict[str, Any]:
+    """The identifying fields of a step's error line."""
+    b, r, n = step
+    return {"bench": b, "broker": t.name, "run": r, **({"subscribers": n} if n is not None else {})}
 
 
 def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, version: Callable[[], str]) -> None:
-    """Start ``t``, prime it, run the publish/latency measurements, stop it (always)."""
+    """Start ``t``, prime it, run the publish/latency/consume measurements, stop it (always)."""
     plan = planned(benches, s)
     if not plan:
         return
@@ -288,7 +438,7 @@ def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, 
         try:
             if isinstance(t, SharedSubService):
                 t.create_topics(t.route(label, subscribe=False).publish_address
-                                for label in ["prime", *[f"{b[:3]}-r{r}" for b, r in plan]])
+                                for label in ["prime", *[step_label(*step) for step in plan]])
             log(f"starting {t.name}")
             start_s = t.start()
         except KeyboardInterrupt:
@@ -296,15 +446,14 @@ def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, 
         except Exception as exc:  # noqa: BLE001 - recorded, then the other broker still runs
             log(f"{t.name} did not start: {exc}")
             rec.emit({"bench": "broker_start", "broker": t.name, "error": f"{type(exc).__name__}: {exc}"})
-            for b, r in plan:
-                rec.emit({"bench": b, "broker": t.name, "run": r, "error": f"{t.name} did not start"})
+            for step in plan:
+                rec.emit({**step_base(t, step), "error": f"{t.name} did not start"})
             return
         rec.emit({"bench": "broker_start", "broker": t.name, "start_s": round(start_s, 2), "url": t.url,
                   "version": version(), "broker_rss_bytes": t.rss_bytes()})
         guarded(rec, {"bench": "prime", "broker": t.name}, lambda: prime(t, rec))
-        for b, r in plan:
-            fn = measure_publish if b == "publish" else measure_latency
-            guarded(rec, {"bench": b, "broker": t.name, "run": r}, lambda fn=fn, r=r: fn(t, r, s, rec))
+        for step in plan:
+            guarded(rec, step_base(t, step), lambda step=step: run_step(t, step, s, rec))
         t0 = time.perf_counter()
         t.stop()
         rec.emit({"bench": "broker_stop", "broker": t.name, "stop_s": round(time.perf_counter() - t0, 2)})
