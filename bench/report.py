@@ -71,8 +71,9 @@ def _consume_rows(lines: list[dict[str, Any]]) -> list[Row]:
         m = "/".join(sorted({str(ln["count"]) for ln in con if ln["subscribers"] == n and "count" in ln})) or "?"
         p = "/".join(sorted({str(ln["prefetch"]) for ln in con if ln["subscribers"] == n and "prefetch" in ln})) or "?"
         rows += [
-            Row(f"consume throughput, shared subscription, {n} consumer(s), acknowledged 1 KB, M={m}, "
-                f"prefetch {p} (msg/s)", "consume", "msgs_per_s", "msg/s", "higher", n),
+            Row(f"consume throughput, {n} consumer(s) on one shared durable subscription (RabbitMQ: one "
+                f"durable queue), acknowledged 1 KB, M={m}, prefetch {p} (msg/s)", "consume", "msgs_per_s", "msg/s",
+                "higher", n),
             Row(f"  broker CPU s per 1,000 messages consumed, {n} consumer(s)", "consume",
                 "broker_cpu_s_per_1k_msgs", "x", "lower", n),
             Row(f"  credit granted → first delivery, {n} consumer(s) (ms)", "consume",
