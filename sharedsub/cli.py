@@ -183,6 +183,21 @@ def _announce_service(settings: Settings, host: str, port: int, http: Any) -> No
         logging.getLogger("sharedsub").warning("could not write %s/_service.json: %s", settings.data_dir, exc)
 
 
+def _previous_stop_was_unclean(settings: Settings) -> bool:
+    """True when the last front end on the data dir died without its clean stop: its
+    ``_service.json`` (removed by a clean stop) is still there and its process is gone."""
+    from sharedsub.discovery import pid_alive, read_service_file
+
+    previous = read_service_file(settings.data_dir)
+    unclean = previous is not None and previous.pid != os.getpid() and not pid_alive(previous.pid)
+    if unclean:
+        logging.getLogger("sharedsub").warning(
+            "the previous front end (pid %d) did not stop cleanly: backlog messages go out marked redelivered",
+            previous.pid,  # type: ignore[union-attr]
+        )
+    return unclean
+
+
 def _start_maintenance(settings: Settings) -> Any:
     """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs)."""
     from sharedsub.maintenance import MaintenanceThread
@@ -207,7 +222,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     sys.setswitchinterval(0.0005)
     if "://" not in settings.data_dir:
         os.makedirs(settings.data_dir, exist_ok=True)
-    server = FrontEndServer(settings)
+    server = FrontEndServer(settings, after_unclean_stop=_previous_stop_was_unclean(settings))
     host, port = server.listen()
     try:
         http = _start_http(server, settings)

@@ -56,6 +56,9 @@ class Row:
     message: bytes
     expires_at: int | None = None  # ms since the epoch (sharedsub.outcomes.expires_at)
     failures: int = 0  # failed deliveries recorded in the ack log when the row was read
+    # Loaded after an unclean stop (SIGKILL, power loss) of the previous front end: it may have
+    # been sent then without any trace in the ack log, so it goes out marked redelivered.
+    maybe_delivered: bool = False
     message_id: str | None = None
 
 
@@ -86,10 +89,18 @@ class Tailer:
         *,
         poll_interval: float = 0.005,
         max_in_flight: int = 2000,
+        after_unclean_stop: bool = False,
     ) -> None:
         self.root = root
         self._cache = cache
         self._post = post
+        # The previous front end on this data dir died without its clean stop (which records
+        # unsettled deliveries as failed): the first backlog of each subscription may hold rows
+        # it had sent. JMS says such messages must come marked redelivered; we cannot tell which
+        # were sent, so every one is (a possibly-redelivered mark, not a failed delivery: it
+        # does not count towards max_delivery_count).
+        self._after_unclean_stop = after_unclean_stop
+        self._first_loads: set[str] = set()
         self._poll = poll_interval
         self._max_in_flight = max_in_flight
         self._feeds: dict[str, _Feed] = {}
@@ -193,10 +204,12 @@ class Tailer:
             return False
         data = delta.read_files(delta.snapshot_files(feed.table, version), _ROW_COLUMNS)
         feed.next_version = version + 1
-        self._emit(feed, data, failures)
+        first = feed.table not in self._first_loads
+        self._first_loads.add(feed.table)
+        self._emit(feed, data, failures, maybe_delivered=self._after_unclean_stop and first)
         return True
 
-    def _emit(self, feed: _Feed, data: Any, failures: dict[int, int]) -> None:
+    def _emit(self, feed: _Feed, data: Any, failures: dict[int, int], *, maybe_delivered: bool = False) -> None:
         """Post the not-acknowledged rows of ``data`` (subscription-table columns) in seq order."""
         if data is None:
             return
@@ -212,7 +225,13 @@ class Tailer:
         for start in range(0, len(wanted), self._max_in_flight):
             part = wanted[start : start + self._max_in_flight]
             rows = [
-                dataclasses.replace(r, expires_at=meta[r.seq][0], message_id=meta[r.seq][1], failures=failures.get(r.seq, 0))
+                dataclasses.replace(
+                    r,
+                    expires_at=meta[r.seq][0],
+                    message_id=meta[r.seq][1],
+                    failures=failures.get(r.seq, 0),
+                    maybe_delivered=maybe_delivered,
+                )
                 for r in self._resolve(feed.topic, part)
             ]
             if rows and feed.key in self._feeds:
@@ -262,6 +281,7 @@ class _Subscription:
     acked: set[int] = dataclasses.field(default_factory=set)
     failures: dict[int, int] = dataclasses.field(default_factory=dict)  # seq -> failed deliveries
     acquired: set[int] = dataclasses.field(default_factory=set)  # seqs sent before, not settled for good
+    maybe_delivered: set[int] = dataclasses.field(default_factory=set)  # see Row.maybe_delivered
     cursor: int = 0
 
 
@@ -376,6 +396,8 @@ class Dispatcher:
                 continue
             if row.failures > sub.failures.get(row.seq, 0):  # counted before a restart, or a replay
                 sub.failures[row.seq] = row.failures
+            if row.maybe_delivered:
+                sub.maybe_delivered.add(row.seq)
             unordered |= tail is not None and row.seq < tail
             sub.pending.append(row)
         if unordered:
@@ -429,6 +451,8 @@ class Dispatcher:
         dlv = link.delivery(str(self._tag))
         dlv.ss_row = (key, row)
         count = sub.failures.get(row.seq, 0)
+        if row.seq in sub.maybe_delivered:
+            count = max(count, 1)  # delivery-count > 0 is what makes JMSRedelivered true
         self._counters.inc(metrics.DELIVERED, row.topic, key)
         if count or row.seq in sub.acquired:
             self._counters.inc(metrics.REDELIVERED, row.topic, key)
@@ -448,6 +472,7 @@ class Dispatcher:
         sub.acked.add(row.seq)
         sub.failures.pop(row.seq, None)
         sub.acquired.discard(row.seq)
+        sub.maybe_delivered.discard(row.seq)
         if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
             name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
             self._counters.inc(name, row.topic, key)

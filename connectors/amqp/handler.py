@@ -78,7 +78,7 @@ class Tokens:
 class FrontEnd(Handler):
     """The proton handler of ``sharedsub serve`` / ``sharedsub frontend``."""
 
-    def __init__(self, settings: Settings, injector: EventInjector) -> None:
+    def __init__(self, settings: Settings, injector: EventInjector, *, after_unclean_stop: bool = False) -> None:
         super().__init__()
         self.settings = settings
         self.root = settings.data_dir
@@ -91,7 +91,13 @@ class FrontEnd(Handler):
             max_batch_messages=settings.publish.max_batch_messages,
             max_batch_bytes=settings.publish.max_batch_bytes,
         )
-        self.tailer = Tailer(self.root, self.cache, self._post_rows, poll_interval=settings.delivery.poll_interval)
+        self.tailer = Tailer(
+            self.root,
+            self.cache,
+            self._post_rows,
+            poll_interval=settings.delivery.poll_interval,
+            after_unclean_stop=after_unclean_stop,
+        )
         self.tokens = Tokens()
         # Reactor-thread counters read by the metrics endpoint (sharedsub.metrics: threading).
         self.counters = metrics.Counters()

@@ -73,10 +73,12 @@ class _StopContainer:
 class FrontEndServer:
     """The AMQP listener of ``sharedsub frontend`` / ``serve``."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, *, after_unclean_stop: bool = False) -> None:
+        """``after_unclean_stop``: the previous front end on the data dir did not stop cleanly
+        (its ``_service.json`` is still there, its process gone); see delivery.Tailer."""
         self.settings = settings
         self.injector = EventInjector()
-        self.handler = _Root(settings, self.injector)
+        self.handler = _Root(settings, self.injector, after_unclean_stop=after_unclean_stop)
         self.handler.server = self
         self.container = Container(self.handler)
         self.container.container_id = "sharedsub"

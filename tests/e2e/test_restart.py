@@ -95,3 +95,43 @@ def test_ack_state_and_delivery_counts_survive_a_restart(tmp_path: Path) -> None
             sub.detach()
     finally:
         assert second.stop() == 0, second.log()[-3000:]
+
+
+def test_after_a_sigkill_the_unsettled_come_back_marked_redelivered(tmp_path: Path) -> None:
+    """A killed front end leaves no failed rows for what it had sent: after the restart every
+    unacknowledged message may have been delivered, so each goes out with delivery-count >= 1
+    (JMSRedelivered), while acknowledged ones stay settled."""
+    from tests.amqp_peer import Received, jms_durable, wait_for
+    from tests.e2e.test_outcomes import ack_log
+
+    root = str(tmp_path)
+    delta.create_topic(root, "killed")
+    name, cid = "survivor", "client-kill"
+
+    def policy(got: Received) -> str:
+        return "accept" if got.message.body < 3 else "none"
+
+    first = ServeProcess(tmp_path).start()
+    try:
+        with Subscriber(first.url, "killed", container_id=cid, settle=policy, **jms_durable(name)) as sub:
+            sub.wait_attached()
+            publish(first.url, "killed", [Message(body=i) for i in range(8)])
+            sub.wait_count(8)
+            wait_for(lambda: len(ack_log(tmp_path, name)) == 3, 60, "0..2 acknowledged")
+            first.kill()
+    finally:
+        first.kill()
+
+    second = ServeProcess(tmp_path).start()
+    try:
+        with Subscriber(second.url, "killed", container_id=cid, **jms_durable(name)) as sub:
+            sub.wait_attached()
+            got = sub.wait_count(5)
+            assert sorted(r.message.body for r in got) == [3, 4, 5, 6, 7]
+            assert all(r.delivery_count >= 1 for r in got), [(r.message.body, r.delivery_count) for r in got]
+            # A message routed after the restart was never sent before: no mark.
+            publish(second.url, "killed", [Message(body=8)])
+            (fresh,) = sub.wait_count(6)[5:]
+            assert (fresh.message.body, fresh.delivery_count) == (8, 0)
+    finally:
+        assert second.stop() == 0, second.log()[-3000:]
