@@ -76,6 +76,12 @@ class _Feed:
     next_version: int = -1  # -1: the backlog snapshot is not loaded yet
     in_flight: int = 0  # posted to the reactor, not yet sent (updated by both threads; approximate)
     rewind: bool = False  # set by :meth:`Tailer.rewind`: load the backlog snapshot again
+    # Rows read but not posted yet, in seq order: (seq, expires_at, message_id, failures,
+    # maybe_delivered). A large backlog waits here, without payloads, until the reactor has sent
+    # enough of what was posted (``max_in_flight``); new commits are read only once it is empty.
+    unposted: collections.deque[tuple[int, int | None, str | None, int, bool]] = dataclasses.field(
+        default_factory=collections.deque
+    )
 
 
 class Tailer:
@@ -179,11 +185,15 @@ class Tailer:
                 self._wake.clear()
 
     def _poll_feed(self, feed: _Feed) -> bool:
+        if feed.rewind:
+            feed.unposted.clear()
         if feed.in_flight >= self._max_in_flight:
             return False
         if feed.next_version < 0 or feed.rewind:
             feed.rewind = False
             return self._load_backlog(feed)
+        if feed.unposted:
+            return self._post_unposted(feed)
         commit = delta.read_commit(feed.table, feed.next_version)
         if commit is None:
             return False
@@ -210,7 +220,8 @@ class Tailer:
         return True
 
     def _emit(self, feed: _Feed, data: Any, failures: dict[int, int], *, maybe_delivered: bool = False) -> None:
-        """Post the not-acknowledged rows of ``data`` (subscription-table columns) in seq order."""
+        """Queue the not-acknowledged rows of ``data`` (subscription-table columns) in seq order and
+        post as many as ``max_in_flight`` allows (the rest on later polls)."""
         if data is None:
             return
         meta: dict[int, tuple[int | None, str | None]] = {}
@@ -220,23 +231,33 @@ class Tailer:
                 continue
             published_ms = int(published.timestamp() * 1000) if published is not None else None
             meta[seq] = (outcomes.expires_at(ttl, absolute, published_ms), message_id)
-        wanted = sorted(meta)
-        # Large backlogs go out in slices so one subscription cannot fill memory.
-        for start in range(0, len(wanted), self._max_in_flight):
-            part = wanted[start : start + self._max_in_flight]
+        for seq in sorted(meta):
+            feed.unposted.append((seq, *meta[seq], failures.get(seq, 0), maybe_delivered))
+        self._post_unposted(feed)
+
+    def _post_unposted(self, feed: _Feed) -> bool:
+        """Post unposted rows (payloads resolved now) while fewer than ``max_in_flight`` are in
+        flight; return whether anything was posted."""
+        posted = False
+        while feed.unposted and feed.in_flight < self._max_in_flight and feed.key in self._feeds:
+            room = self._max_in_flight - feed.in_flight
+            part = [feed.unposted.popleft() for _ in range(min(room, len(feed.unposted)))]
+            extra = {seq: rest for seq, *rest in part}
             rows = [
                 dataclasses.replace(
                     r,
-                    expires_at=meta[r.seq][0],
-                    message_id=meta[r.seq][1],
-                    failures=failures.get(r.seq, 0),
-                    maybe_delivered=maybe_delivered,
+                    expires_at=extra[r.seq][0],
+                    message_id=extra[r.seq][1],
+                    failures=extra[r.seq][2],
+                    maybe_delivered=extra[r.seq][3],
                 )
-                for r in self._resolve(feed.topic, part)
+                for r in self._resolve(feed.topic, [seq for seq, *_ in part])
             ]
-            if rows and feed.key in self._feeds:
+            if rows:
                 feed.in_flight += len(rows)
                 self._post(feed.key, rows)
+                posted = True
+        return posted
 
     def _resolve(self, topic: str, seqs: list[int]) -> list[Row]:
         found: dict[int, bytes] = {}
