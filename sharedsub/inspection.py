@@ -86,7 +86,8 @@ class SubscriptionStatus:
 
     @property
     def routed(self) -> int:
-        """Messages ever routed to the current generation."""
+        """Rows the current generation's table holds: routed and not yet removed (maintenance deletes
+        acknowledged rows below the ack watermark, so this is not a lifetime total)."""
         return sum(p.routed for p in self.partitions)
 
     @property

@@ -31,7 +31,7 @@ class PartitionBacklog:
     messages: int
     bytes: int  # sum of the messages' encoded sizes
     oldest_published_at: dt.datetime | None  # None when ``messages`` is 0
-    routed: int  # rows ever routed to this partition
+    routed: int  # rows of this partition the table holds (maintenance removes acknowledged ones)
 
 
 def compute_backlog(routed: pa.Table | None, acks: pa.Table | None) -> list[PartitionBacklog]:
