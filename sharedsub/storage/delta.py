@@ -263,6 +263,63 @@ def latest_version(table: str, known: int = -1) -> int:
     return version
 
 
+# --------------------------------------------------------------------------- table identity
+# A table dropped and created again under the same path restarts at version 0; its Delta
+# ``metaData.id`` (a UUID chosen at creation) tells the two apart.
+
+
+def table_id(table: str) -> str | None:
+    """The Delta ``metaData.id`` of ``table``; None when there is no table there.
+
+    Read from the version-0 commit file when it is still in the log (one small file parse),
+    else through delta-rs (the checkpoint holds the metadata once log cleanup removed it).
+    """
+    try:
+        with open(log_file(table, 0), encoding="utf-8") as fh:
+            for line in fh:
+                if '"metaData"' in line:
+                    return str(json.loads(line)["metaData"]["id"])
+    except FileNotFoundError:
+        pass
+    if not table_exists(table):
+        return None
+    try:
+        return str(DeltaTable(table).metadata().id)
+    except TableNotFoundError:  # dropped while we looked
+        return None
+
+
+def _first_commit_stamp(table: str) -> tuple[int, int] | None:
+    """``(inode, mtime ns)`` of ``table``'s version-0 commit file; None when it is absent."""
+    try:
+        st = os.stat(log_file(table, 0))
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+class TableIds:
+    """Cached :func:`table_id` of tables that are polled often (one ``stat`` per lookup).
+
+    An id is re-read when the table's version-0 commit file changes (a table created again has
+    a new one) or when the caller says so (``reload``: e.g. the table's version went backwards,
+    which is how a new table shows when neither has its version-0 file any more).
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[tuple[int, int] | None, str | None]] = {}
+
+    def get(self, table: str, *, reload: bool = False) -> str | None:
+        """The id of ``table`` (None when there is no table), from the cache when still valid."""
+        stamp = _first_commit_stamp(table)
+        cached = self._ids.get(table)
+        if not reload and cached is not None and cached[0] == stamp and (stamp is not None or cached[1] is not None):
+            return cached[1]
+        found = table_id(table)
+        self._ids[table] = (stamp, found)
+        return found
+
+
 def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table | None:
     """Concatenate the given Parquet files (None when there are none)."""
     tables = [_plain_types(pq.read_table(p, columns=list(columns) if columns else None)) for p in paths]

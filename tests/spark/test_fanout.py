@@ -184,3 +184,28 @@ def test_topic_created_while_the_query_runs_is_routed(spark: SparkSession, root:
     finally:
         query.stop()
         sink.close()
+
+
+def test_topic_dropped_and_created_again_is_routed_in_full_on_the_same_checkpoint(spark: SparkSession, root: str) -> None:
+    from sharedsub.offline_admin import drop_topic
+
+    for _ in range(4):
+        b.publish(root, "t", ["k"] * 2)  # versions 1..4, seqs 0..7
+    (old,) = b.register(root, b.subscription("t", name="s"))
+    settings = make_settings(root)
+    run_available_now(spark, settings)
+    assert b.routed_seqs(root, old) == list(range(8))
+
+    # `topics drop --force` deletes the subscription and the table; the job keeps running fine.
+    assert drop_topic(root, "t", force=True)["deleted_subscriptions"]
+    run_available_now(spark, settings)
+
+    # Created again: fewer commits and seqs than before, a new generation of the subscription.
+    b.topic(root, "t")
+    (new,) = b.register(root, b.subscription("t", name="s", generation=old.generation + 1))
+    b.publish(root, "t", ["k", "k"])  # version 1, seqs 0, 1
+    b.publish(root, "t", ["k"])  # version 2, seq 2
+    run_available_now(spark, settings)
+    assert new.table != old.table
+    assert b.routed_seqs(root, new) == [0, 1, 2]
+    assert b.routed_seqs(root, old) == list(range(8))

@@ -12,7 +12,15 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
 from sharedsub.storage import schemas
-from sharedsub.storage.spark_source import ARROW_SCHEMA, SPARK_SCHEMA, TopicFiles, TopicsStreamReader, make_offset
+from sharedsub.storage.spark_source import (
+    ARROW_SCHEMA,
+    SPARK_SCHEMA,
+    TopicFiles,
+    TopicsStreamReader,
+    make_offset,
+    offset_ids,
+    offset_versions,
+)
 from tests import builders as b
 
 pytestmark = pytest.mark.spark
@@ -34,20 +42,20 @@ def test_first_batch_is_capped_then_max_commits_per_topic(root: str) -> None:
     r = reader(root, max_commits_per_batch="2")
     start = r.initialOffset()
     first = r.latestOffset(start, r.getDefaultReadLimit())
-    assert first == make_offset({"t": 0})  # first_batch_max_commits = 1: only the creation commit
+    assert offset_versions(first) == {"t": 0}  # first_batch_max_commits = 1: only the creation commit
     second = r.latestOffset(first, r.getDefaultReadLimit())
-    assert second == make_offset({"t": 2})
-    assert r.latestOffset(second, ReadAllAvailable()) == make_offset({"t": 5})
-    assert r.latestOffset(second, ReadMaxFiles(1)) == make_offset({"t": 3})
+    assert offset_versions(second) == {"t": 2}
+    assert offset_versions(r.latestOffset(second, ReadAllAvailable())) == {"t": 5}
+    assert offset_versions(r.latestOffset(second, ReadMaxFiles(1))) == {"t": 3}
 
 
 def test_new_topic_is_picked_up_at_minus_one(root: str) -> None:
     b.publish(root, "a", ["k"])
     r = reader(root, topic_list_interval="0", first_batch_max_commits="100")
     end = r.latestOffset(r.initialOffset(), ReadAllAvailable())
-    assert end == make_offset({"a": 1})
+    assert offset_versions(end) == {"a": 1}
     b.publish(root, "late", ["k", "k"])
-    assert r.latestOffset(end, ReadAllAvailable()) == make_offset({"a": 1, "late": 1})
+    assert offset_versions(r.latestOffset(end, ReadAllAvailable())) == {"a": 1, "late": 1}
 
 
 def test_available_now_stops_at_the_target(root: str) -> None:
@@ -125,6 +133,96 @@ def test_a_topic_whose_early_log_was_cleaned_is_read_from_its_snapshot(root: str
     r = reader(root, max_commits_per_batch="1")
     start = r.initialOffset()
     end = r.latestOffset(start, r.getDefaultReadLimit())
-    assert end == make_offset({"t": 4})  # no commit-by-commit cap without the commits
+    assert offset_versions(end) == {"t": 4}  # no commit-by-commit cap without the commits
     table = pa.Table.from_batches([batch for p in r.partitions(start, end) for batch in r.read(p)])
     assert sorted(table.column("seq").to_pylist()) == [0, 1, 2, 3, 4, 5, 6]
+
+
+def read_seqs(r: TopicsStreamReader, start: dict, end: dict) -> dict[str, list[int]]:
+    """``{topic: seqs}`` the reader delivers for the batch ``(start, end]``, in read order."""
+    out: dict[str, list[int]] = {}
+    for part in r.partitions(start, end):
+        for batch in r.read(part):
+            out.setdefault(part.topic, []).extend(batch.column("seq").to_pylist())
+    return out
+
+
+def drain(r: TopicsStreamReader, offset: dict) -> tuple[dict, dict[str, list[int]]]:
+    """Run batches until nothing is new; return the last offset and every seq read per topic."""
+    seen: dict[str, list[int]] = {}
+    for _ in range(20):
+        nxt = r.latestOffset(offset, ReadAllAvailable())
+        if nxt == offset:
+            return offset, seen
+        for topic, seqs in read_seqs(r, offset, nxt).items():
+            seen.setdefault(topic, []).extend(seqs)
+        offset = nxt
+    raise AssertionError("the reader never caught up")
+
+
+def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str) -> None:
+    from sharedsub.offline_admin import drop_topic
+    from sharedsub.storage import delta, layout
+
+    for _ in range(4):
+        b.publish(root, "t", ["k", "k"])  # versions 1..4, seqs 0..7
+    b.publish(root, "other", ["k"])
+    r = reader(root, topic_list_interval="0", first_batch_max_commits="100")
+    routed, seen = drain(r, r.initialOffset())
+    assert seen == {"t": list(range(8)), "other": [0]}
+    old_id = offset_ids(routed)["t"]
+    assert old_id == delta.table_id(layout.topic_table(root, "t"))
+
+    # Dropped, not created again: the source does not fail and keeps the entry as it was.
+    drop_topic(root, "t", force=True)
+    again, seen = drain(r, routed)
+    assert again == routed and seen == {}
+
+    # Created again under the same name: fewer commits than the offset's version 4.
+    b.publish(root, "t", ["a", "b"])  # create (version 0) + version 1: seqs 0, 1
+    b.publish(root, "t", ["c"])  # version 2: seq 2
+    after, seen = drain(r, routed)
+    assert seen == {"t": [0, 1, 2]}
+    assert offset_versions(after) == {"t": 2, "other": 1}
+    assert offset_ids(after)["t"] == delta.table_id(layout.topic_table(root, "t")) != old_id
+
+    # A restarted reader (the same checkpoint, a fresh process) continues the new table.
+    b.publish(root, "t", ["d"])
+    fresh = reader(root, first_batch_max_commits="100")
+    assert drain(fresh, after)[1] == {"t": [3]}
+
+
+def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root: str) -> None:
+    from sharedsub.storage import delta, layout
+
+    for _ in range(3):
+        b.publish(root, "t", ["k"])  # versions 1..3
+    r = reader(root, first_batch_max_commits="100")
+    # Written before ids existed: versions only. Same table: continue after version 2.
+    assert drain(r, {"topics": {"t": 2}})[1] == {"t": [2]}
+    # A table created again with fewer versions than such an offset: read from its beginning.
+    delta.remove_table(layout.topic_table(root, "t"))
+    b.publish(root, "t", ["x", "y"])  # versions 0, 1
+    end, seen = drain(reader(root, first_batch_max_commits="100"), {"topics": {"t": 3}})
+    assert seen == {"t": [0, 1]} and offset_versions(end) == {"t": 1}
+
+
+def test_partitions_read_a_different_table_from_its_beginning_and_skip_a_dropped_one(root: str) -> None:
+    from sharedsub.storage import delta, layout
+
+    path = layout.topic_table(root, "t")
+    b.publish(root, "t", ["k"] * 3)
+    old_id = delta.table_id(path)
+    assert old_id is not None
+    r = reader(root)
+    # A batch planned on the old table, whose table is dropped before it is read: nothing.
+    delta.remove_table(path)
+    assert r.partitions(make_offset({"t": -1}), make_offset({"t": 1}, {"t": old_id})) == []
+    b.publish(root, "t", ["a", "b"])
+    b.publish(root, "t", ["c"])
+    new_id = delta.table_id(path)
+    # ``end`` names the new table, ``start`` the old one at a higher version: read from -1.
+    start, end = make_offset({"t": 5}, {"t": old_id}), make_offset({"t": 2}, {"t": new_id})
+    assert read_seqs(r, start, end) == {"t": [0, 1, 2]}
+    # Same ids: the usual (start, end].
+    assert read_seqs(r, make_offset({"t": 1}, {"t": new_id}), end) == {"t": [2]}
