@@ -67,7 +67,10 @@ def test_rows_a_delete_rewrites_are_not_delivered_again(tmp_path: Path) -> None:
             sub.wait_attached()
             publish(service.url, "maint2", [Message(body=i) for i in range(10)])
             sub.wait_count(10)
-            wait_for(lambda: _rows(tmp_path, "holder") == list(range(5, 10)), 120, "rows 0..4 deleted, 5..9 rewritten")
+            try:
+                wait_for(lambda: _rows(tmp_path, "holder") == list(range(5, 10)), 240, "rows 0..4 deleted, 5..9 rewritten")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; rows {_rows(tmp_path, 'holder')}; log:\n{service.log()[-4000:]}") from None
             publish(service.url, "maint2", [Message(body="marker")])
             got = sub.wait_count(11)
             assert [r.message.body for r in got] == [*range(10), "marker"]
