@@ -14,7 +14,18 @@ from typing import Any
 from hypothesis import strategies as st
 
 from sharedsub.selector import ast, evaluate, parse_selector
+from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from tests.spark.selector_corpus import CORPUS, LONG_MAX, LONG_MIN, msg, typed
+
+# The deepest and largest selectors the parser accepts (every back end must plan and agree).
+PARSER_LIMIT_SELECTORS = [
+    "(" * MAX_NESTING + "a" + " + 1)" * MAX_NESTING + " = 51",
+    "(" * 6 + "a" + " / 2 * b - -1)" * 6 + " > 0",
+    "a = 1" + " = TRUE" * (MAX_DEPTH - 2),
+    " AND ".join(["NOT a = 2"] * 40),
+    " OR ".join(["JMSPriority = 1"] * 200),
+    "NOT (" * (MAX_NESTING // 2) + "a IS NULL" + ")" * (MAX_NESTING // 2),
+]
 
 # A back end's answer for (selector index, message index).
 Lookup = Callable[[int, int], Any]

@@ -14,7 +14,7 @@ from proton import Message
 
 from sharedsub.storage import delta, layout
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, publish, uid, unsubscribe, wait_for
-from tests.e2e.test_outcomes import ack_log, bodies, dead_letters, record
+from tests.e2e.test_outcomes import ack_log, assert_only_new_messages_then_unsubscribe, bodies, dead_letters, record
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -62,13 +62,7 @@ def test_lost_links_count_towards_max_delivery_count(service: ServeProcess, topi
     wait_for(lambda: len(dead_letters(service.data_dir, name)) == 1, 60, "the dead-letter row")
     (row,) = dead_letters(service.data_dir, name)
     assert row["reason"] == "max-delivery-count" and row["delivery_count"] == MAX_DELIVERY_COUNT
-    with Subscriber(service.url, topic, container_id=cid, **jms_durable(name)) as s:
-        s.wait_attached()
-        publish(service.url, topic, [Message(body="END")])
-        s.wait_count(1)
-        assert bodies(s) == ["END"]
-        s.detach()
-    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+    assert_only_new_messages_then_unsubscribe(service, topic, name, cid, jms_durable(name))
 
 
 def _published_at_ms(service: ServeProcess, topic: str) -> dict[str, int]:

@@ -45,6 +45,20 @@ def bodies(sub: Subscriber) -> list[Any]:
     return [r.message.body for r in sub.received]
 
 
+def assert_only_new_messages_then_unsubscribe(
+    service: ServeProcess, topic: str, name: str, cid: str, terminus: dict[str, Any]
+) -> None:
+    """Nothing settled for good comes back: a new consumer of the subscription gets only a
+    message published now. Then the subscription is removed."""
+    with Subscriber(service.url, topic, container_id=cid, **terminus) as s:
+        s.wait_attached()
+        publish(service.url, topic, [Message(body="END")])
+        s.wait_count(1)
+        assert bodies(s) == ["END"]
+        s.detach()
+    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+
+
 def first_time_then(how: str) -> Any:
     """A settle policy: ``how`` for a message's first arrival, accept afterwards."""
     seen: set[Any] = set()
@@ -68,13 +82,7 @@ def test_accepted_is_acknowledged_for_good(service: ServeProcess, topic: str) ->
         wait_for(lambda: len(ack_log(service.data_dir, name)) == 3, 60, "three acks in the ack log")
         s.detach()
     assert {o for _, o in ack_log(service.data_dir, name)} == {"accepted"}
-    with Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name)) as s:
-        s.wait_attached()
-        publish(service.url, topic, [Message(body="END")])
-        s.wait_count(1)
-        assert bodies(s) == ["END"]
-        s.detach()
-    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+    assert_only_new_messages_then_unsubscribe(service, topic, name, cid, jms_shared_durable(name))
 
 
 def test_released_comes_back_with_the_same_count(service: ServeProcess, topic: str) -> None:
@@ -158,13 +166,7 @@ def test_rejected_is_dead_lettered_with_its_error(service: ServeProcess, topic: 
     wait_for(lambda: len(ack_log(service.data_dir, name)) == 3, 60, "three ack-log rows")
     assert sorted(o for _, o in ack_log(service.data_dir, name)) == ["accepted", "accepted", "dead-lettered"]
     # Never redelivered: a new consumer gets only what comes next.
-    with Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name)) as s:
-        s.wait_attached()
-        publish(service.url, topic, [Message(body="END")])
-        s.wait_count(1)
-        assert bodies(s) == ["END"]
-        s.detach()
-    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+    assert_only_new_messages_then_unsubscribe(service, topic, name, cid, jms_shared_durable(name))
 
 
 def test_rejected_without_error_on_a_plain_subscription(service: ServeProcess, topic: str) -> None:
@@ -222,10 +224,4 @@ def test_presettled_consumer_gets_each_message_once(service: ServeProcess, topic
         wait_for(lambda: len(ack_log(service.data_dir, name)) == 5, 60, "five acks")
         s.detach()
     assert {o for _, o in ack_log(service.data_dir, name)} == {"accepted"}
-    with Subscriber(service.url, topic, container_id=cid, **kwargs) as s:
-        s.wait_attached()
-        publish(service.url, topic, [Message(body="END")])
-        s.wait_count(1)
-        assert bodies(s) == ["END"]
-        s.detach()
-    assert unsubscribe(service.url, name, container_id=cid) == (None, None)
+    assert_only_new_messages_then_unsubscribe(service, topic, name, cid, kwargs)

@@ -20,10 +20,10 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from sharedsub.selector import ast, parse_selector, to_spark_sql
-from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from sharedsub.storage import schemas
 from tests.selector_parity import (
     assert_agrees_with_reference,
+    PARSER_LIMIT_SELECTORS,
     assert_corpus_expectations,
     booleans,
     corpus_matrix,
@@ -81,14 +81,7 @@ def test_selectors_at_the_parser_limits_plan_and_agree(spark: SparkSession) -> N
     """The deepest and largest selectors the parser accepts: Spark parses them (flat AND/OR
     chains, bounded parentheses) and plans them without the exponential cost that conditionals
     nested through arithmetic would have (the test would hang; pytest's timeout ends it)."""
-    texts = [
-        "(" * MAX_NESTING + "a" + " + 1)" * MAX_NESTING + " = 51",
-        "(" * 6 + "a" + " / 2 * b - -1)" * 6 + " > 0",
-        "a = 1" + " = TRUE" * (MAX_DEPTH - 2),
-        " AND ".join(["NOT a = 2"] * 40),
-        " OR ".join(["JMSPriority = 1"] * 200),
-        "NOT (" * (MAX_NESTING // 2) + "a IS NULL" + ")" * (MAX_NESTING // 2),
-    ]
+    texts = PARSER_LIMIT_SELECTORS
     selectors = [parse_selector(t) for t in texts]
     assert all(s is not None for s in selectors)
     rows = [msg({"a": 1, "b": 2}), msg({"a": 2.5, "b": 0}), msg({"a": "x"}), msg(priority=1)]

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from sharedsub.selector import ast, parse_selector
 from sharedsub.selector.arrow import Rows, compile_arrow
-from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
 from sharedsub.storage import schemas
 from tests.selector_parity import (
     assert_agrees_with_reference,
+    PARSER_LIMIT_SELECTORS,
     assert_corpus_expectations,
     booleans,
     corpus_matrix,
@@ -50,14 +50,7 @@ def test_corpus_agrees_with_reference_and_expectations() -> None:
 
 
 def test_selectors_at_the_parser_limits_agree() -> None:
-    texts = [
-        "(" * MAX_NESTING + "a" + " + 1)" * MAX_NESTING + " = 51",
-        "(" * 6 + "a" + " / 2 * b - -1)" * 6 + " > 0",
-        "a = 1" + " = TRUE" * (MAX_DEPTH - 2),
-        " AND ".join(["NOT a = 2"] * 40),
-        " OR ".join(["JMSPriority = 1"] * 200),
-        "NOT (" * (MAX_NESTING // 2) + "a IS NULL" + ")" * (MAX_NESTING // 2),
-    ]
+    texts = PARSER_LIMIT_SELECTORS
     selectors = [s for t in texts if (s := parse_selector(t)) is not None]
     assert len(selectors) == len(texts)
     rows = [msg({"a": 1, "b": 2}), msg({"a": 2.5, "b": 0}), msg({"a": "x"}), msg(priority=1)]
