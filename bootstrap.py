@@ -6,7 +6,9 @@
 
 Setup is idempotent and only does what is missing: a virtual environment in .venv with the
 pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` is not on PATH
-(PySpark needs one). Needs nothing but Python 3.11.
+(PySpark needs one). Needs nothing but Python 3.11. ``test`` also sets up the client tiers: a
+JDK and Maven (the Qpid JMS tier, tests/jms, whose Maven dependencies are fetched once) and
+Node.js with npm (the rhea tier, tests/rhea, ``npm ci``), through apt-get when missing.
 """
 
 from __future__ import annotations
@@ -36,14 +38,69 @@ def venv_python() -> Path:
     return VENV / "bin" / "python"
 
 
+_APT_UPDATED = False
+
+
+def apt_install(*packages: str) -> None:
+    """Install Debian packages (``apt-get update`` once per run first)."""
+    global _APT_UPDATED
+    sudo = [] if os.geteuid() == 0 else ["sudo"]
+    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    if not _APT_UPDATED:
+        run([*sudo, "apt-get", "update", "-q"], env=env)
+        _APT_UPDATED = True
+    run([*sudo, "apt-get", "install", "-y", "-q", *packages], env=env)
+
+
 def ensure_java() -> None:
     if shutil.which("java"):
         return
     say("java not found: installing a Java 17 runtime with apt-get")
-    sudo = [] if os.geteuid() == 0 else ["sudo"]
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    run([*sudo, "apt-get", "update", "-q"], env=env)
-    run([*sudo, "apt-get", "install", "-y", "-q", "openjdk-17-jre-headless"], env=env)
+    apt_install("openjdk-17-jre-headless")
+
+
+def _stamped(stamp: Path, inputs: list[Path]) -> tuple[bool, str]:
+    """(up to date, digest): whether ``stamp`` records the digest of ``inputs``."""
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in inputs)).hexdigest()
+    return stamp.exists() and stamp.read_text().strip() == digest, digest
+
+
+def ensure_jms_tier() -> None:
+    """A JDK and Maven for tests/jms, and its Maven dependencies (fetched once per pom)."""
+    missing = [pkg for tool, pkg in (("javac", "openjdk-17-jdk-headless"), ("mvn", "maven")) if not shutil.which(tool)]
+    if missing:
+        say(f"installing {', '.join(missing)} with apt-get (the Qpid JMS test tier)")
+        apt_install(*missing)
+    pom = ROOT / "tests" / "jms" / "pom.xml"
+    if not pom.exists():
+        return
+    stamp = ROOT / "tests" / "jms" / "target" / ".sharedsub-fetched"
+    fresh, digest = _stamped(stamp, [pom])
+    if fresh:
+        return
+    say("fetching the Qpid JMS tier's Maven dependencies (first time: a minute or two)")
+    # Compiles the tests and resolves the test runner without running a test.
+    run(["mvn", "-B", "-q", "-f", str(pom), "test", "-Dtest=NONE", "-Dsurefire.failIfNoSpecifiedTests=false"])
+    stamp.parent.mkdir(parents=True, exist_ok=True)
+    stamp.write_text(digest)
+
+
+def ensure_rhea_tier() -> None:
+    """Node.js with npm for tests/rhea, and its locked packages (``npm ci``)."""
+    if not (shutil.which("node") and shutil.which("npm")):
+        say("installing nodejs and npm with apt-get (the rhea test tier)")
+        apt_install("nodejs", "npm")
+    tier = ROOT / "tests" / "rhea"
+    lock = tier / "package-lock.json"
+    if not lock.exists():
+        return
+    stamp = tier / "node_modules" / ".sharedsub-installed"
+    fresh, digest = _stamped(stamp, [tier / "package.json", lock])
+    if fresh:
+        return
+    say("installing the rhea tier's npm packages (npm ci)")
+    run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(tier)])
+    stamp.write_text(digest)
 
 
 def ensure_venv() -> None:
@@ -71,6 +128,9 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     setup()
+    if command == "test":
+        ensure_jms_tier()
+        ensure_rhea_tier()
     env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
     if command == "setup":
         return 0

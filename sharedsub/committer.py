@@ -107,13 +107,33 @@ class LinkEvent:
     token: Any = None
 
 
+@dataclasses.dataclass(slots=True)
+class CommitTransaction:
+    """Store every message a transaction published, never split: all of a topic's messages of
+    the transaction land in one Delta commit (with whatever else the group holds for that
+    topic). Its result fails when any of them failed; ``value`` is their seqs."""
+
+    publishes: list[Publish]
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class Barrier:
+    """Nothing to store: its result comes once everything queued before it has been committed
+    (results of a group are reported together, after all of the group's commits)."""
+
+    token: Any = None
+
+
 class _DeadLetterAck(Ack):
     """The ack-log row of a dead-lettered message (internal: its result is the dead letter's)."""
 
     __slots__ = ()
 
 
-Request = Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent | DropTopic
+Request = (
+    Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent | DropTopic | CommitTransaction | Barrier
+)
 
 
 @dataclasses.dataclass(slots=True)
@@ -183,7 +203,7 @@ class Committer:
             if first is None:
                 break
             group: list[Request] = [first]
-            size = len(first.message) if isinstance(first, Publish) else 0
+            size = _size(first)
             while len(group) < self._max_msgs and size < self._max_bytes:
                 try:
                     nxt = self._queue.get_nowait()
@@ -193,8 +213,7 @@ class Committer:
                     stopping = True
                     break
                 group.append(nxt)
-                if isinstance(nxt, Publish):
-                    size += len(nxt.message)
+                size += _size(nxt)
             try:
                 results = self._commit_group(group)
             except BaseException as exc:  # last-resort guard: report, never lose silently
@@ -213,8 +232,16 @@ class Committer:
         dead: dict[str, list[DeadLetterMessage]] = {}
         links: list[LinkEvent] = []
         drops: list[DropTopic] = []
+        txns: list[CommitTransaction] = []
+        barriers: list[Barrier] = []
         for req in group:
-            if isinstance(req, DropTopic):
+            if isinstance(req, Barrier):
+                barriers.append(req)
+            elif isinstance(req, CommitTransaction):
+                txns.append(req)
+                for item in req.publishes:
+                    publishes.setdefault(item.topic, []).append(item)
+            elif isinstance(req, DropTopic):
                 drops.append(req)
             elif isinstance(req, LinkEvent):
                 links.append(req)
@@ -232,6 +259,8 @@ class Committer:
             results.extend(self._save_subscriptions(saves))
         for topic, items in publishes.items():
             results.extend(self._append_topic(topic, items))
+        if txns:
+            results = _transaction_results(results, txns)
         for table, letters in dead.items():
             results.extend(self._append_dead_letters(table, letters, acks))
         for table, items in acks.items():
@@ -239,6 +268,7 @@ class Committer:
         if links:
             results.extend(self._append_links(links))
         results.extend(self._drop_topic(req) for req in drops)
+        results.extend(Result(req) for req in barriers)  # after every commit of the group
         return results
 
     def _drop_topic(self, req: DropTopic) -> Result:
@@ -362,3 +392,30 @@ class Committer:
         self.published_at[topic] = now.timestamp()
         self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])
         return [Result(item, value=first + i) for i, item in enumerate(items)]
+
+
+def _size(request: Request | None) -> int:
+    """Bytes of message data a request brings into a group (its share of max_batch_bytes)."""
+    if isinstance(request, Publish):
+        return len(request.message)
+    if isinstance(request, CommitTransaction):
+        return sum(len(p.message) for p in request.publishes)
+    return 0
+
+
+def _transaction_results(results: list[Result], txns: list[CommitTransaction]) -> list[Result]:
+    """Replace the results of transactions' own publishes with one result per transaction."""
+    owner = {id(item): txn for txn in txns for item in txn.publishes}
+    parts: dict[int, list[Result]] = {id(txn): [] for txn in txns}
+    out = []
+    for result in results:
+        txn = owner.get(id(result.request))
+        if txn is None:
+            out.append(result)
+        else:
+            parts[id(txn)].append(result)
+    for txn in txns:
+        mine = parts[id(txn)]
+        error = next((r.error for r in mine if r.error is not None), None)
+        out.append(Result(txn, error=error, value=None if error else [r.value for r in mine]))
+    return out

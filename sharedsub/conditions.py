@@ -19,6 +19,8 @@ class AmqpCondition(enum.StrEnum):
     MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
     LINK_STOLEN = "amqp:link:stolen"
     DETACH_FORCED = "amqp:link:detach-forced"
+    TRANSACTION_UNKNOWN_ID = "amqp:transaction:unknown-id"
+    TRANSACTION_ROLLBACK = "amqp:transaction:rollback"
 
 
 class Capability(enum.StrEnum):

@@ -26,6 +26,8 @@ class ServerSettings:
     auto_create_topics: bool = False
     shared_consumer_limit: int = 0  # 0 = unlimited
     max_message_size: int = 1024 * 1024  # bytes of one published message; 0 = unlimited
+    max_transaction_messages: int = 10000  # messages one transaction may publish; 0 = unlimited
+    max_transaction_bytes: int = 64 * 1024 * 1024  # bytes one transaction may publish; 0 = unlimited
     # HTTP endpoint (metrics, health, admin calls): connectors/http.
     http_host: str = ""  # "" = the AMQP host
     http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
@@ -148,6 +150,8 @@ def _check(settings: Settings) -> None:
     for key, value in (
         ("server.shared_consumer_limit", s.server.shared_consumer_limit),
         ("server.max_message_size", s.server.max_message_size),
+        ("server.max_transaction_messages", s.server.max_transaction_messages),
+        ("server.max_transaction_bytes", s.server.max_transaction_bytes),
         ("delivery.max_delivery_count", s.delivery.max_delivery_count),
     ):
         if value < 0:

@@ -70,6 +70,44 @@ class MessageTooLarge(SharedSubError):
         self.limit = limit
 
 
+class UnknownTransaction(SharedSubError):
+    """A transfer, settlement or discharge naming a transaction this connection has not declared
+    (or one already discharged or rolled back)."""
+
+    condition = AmqpCondition.TRANSACTION_UNKNOWN_ID
+
+    def __init__(self, txn_id: bytes) -> None:
+        super().__init__(
+            f"unknown transaction id {txn_id.hex()}: not declared on this connection, "
+            "or already discharged or rolled back"
+        )
+        self.txn_id = txn_id
+
+
+class TransactionRolledBack(SharedSubError):
+    """A discharge asking to commit a transaction that could not be committed; it was rolled back."""
+
+    condition = AmqpCondition.TRANSACTION_ROLLBACK
+
+    def __init__(self, txn_id: bytes, reason: str) -> None:
+        super().__init__(f"transaction {txn_id.hex()} was rolled back: {reason}")
+        self.txn_id = txn_id
+        self.reason = reason
+
+
+class TransactionTooLarge(SharedSubError):
+    """A transactional publish beyond the per-transaction limit; the transaction can only roll back."""
+
+    condition = AmqpCondition.RESOURCE_LIMIT_EXCEEDED
+
+    def __init__(self, txn_id: bytes, limit: str) -> None:
+        super().__init__(
+            f"transaction {txn_id.hex()} holds more than {limit} of published messages "
+            "(server.max_transaction_messages / max_transaction_bytes); it will roll back"
+        )
+        self.txn_id = txn_id
+
+
 class ConfigError(SharedSubError):
     """An invalid configuration value, named by its key."""
 

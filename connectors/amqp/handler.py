@@ -21,6 +21,7 @@ from proton import Condition, Delivery, Endpoint, Handler, symbol
 from proton.reactor import ApplicationEvent, EventInjector
 
 from sharedsub import addressing, metrics
+from sharedsub import transactions as txn_rules
 from sharedsub.committer import Committer, CreateTopic, Publish, Result
 from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.config import Settings
@@ -31,6 +32,7 @@ from sharedsub.storage import delta
 from connectors.amqp import translate
 from connectors.amqp.consumers import Subscriptions, refuse
 from connectors.amqp.delivery import Row, Tailer
+from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +106,18 @@ class FrontEnd(Handler):
         self.subscriptions = Subscriptions(
             settings, self.committer, self.tailer, self._with_topic, self.tokens, counters=self.counters
         )
+        dispatcher = self.subscriptions.dispatcher
+        self.coordinator = Coordinator(
+            txn_rules.Transactions(
+                txn_rules.Limits(settings.server.max_transaction_messages, settings.server.max_transaction_bytes)
+            ),
+            self.committer,
+            self.tokens,
+            hold_settlement=lambda dlv, key, outcome, failed, undeliverable, condition: dispatcher.settle_transactional(
+                dlv, key, outcome, failed=failed, undeliverable=undeliverable, condition=condition
+            ),
+            end_settlements=lambda key, commit: dispatcher.discharge(key, commit),
+        )
         self._known_topics: set[str] = set()
         # Topics being dropped (admin ``topics drop``): treated as absent until the drop is done.
         self.dropping: set[str] = set()
@@ -161,7 +175,10 @@ class FrontEnd(Handler):
                 link = dlv.link
                 credit[link] = credit.get(link, 0) + 1
             elif obj is not None:
-                obj(result)
+                try:
+                    obj(result)
+                except Exception:  # one continuation's failure must not end the reactor
+                    log.exception("continuation of %s failed", type(req).__name__)
         for link, n in credit.items():
             if link.state & Endpoint.LOCAL_ACTIVE and not link.state & Endpoint.REMOTE_CLOSED:
                 link.flow(n)
@@ -209,7 +226,9 @@ class FrontEnd(Handler):
         if not link.state & Endpoint.LOCAL_UNINIT:
             return
         try:
-            if link.is_receiver:
+            if is_coordinator(link):
+                self.coordinator.open(link)
+            elif link.is_receiver:
                 self._open_publisher(link)
             elif link.remote_target is None or link.remote_target.type == proton.Terminus.UNSPECIFIED:
                 # wire-spec §5.48: a receiver attach needs a target.
@@ -326,6 +345,12 @@ class FrontEnd(Handler):
             columns["publisher"] = state.container
             columns["partition"] = 0
             columns["size"] = len(data)
+            txn_id = transaction_of(dlv)
+            if txn_id is not None:
+                # Held until the transaction is discharged (connectors/amqp/transactions.py).
+                self.coordinator.enlist_publish(dlv, txn_id, Publish(topic, columns, data, None))
+                link.flow(1)
+                return
         except SharedSubError as exc:
             dlv.local.condition = Condition(str(exc.condition), exc.description)
             dlv.update(Delivery.REJECTED)
@@ -372,11 +397,19 @@ class FrontEnd(Handler):
                     self._refuse_oversized(current)
                 elif current.partial:
                     break
+                elif self.coordinator.is_coordinator_link(link):
+                    self.coordinator.on_transfer(current)
                 else:
                     self._on_published(current)
                 current = link.current
             return
-        if dlv.remote_state or dlv.settled:
+        try:
+            txn_id = transaction_of(dlv)
+        except SharedSubError:
+            txn_id = None  # a malformed transactional-state: judged as the plain settlement it is
+        if txn_id is not None:
+            self.coordinator.settlement(dlv, txn_id)
+        elif dlv.remote_state or dlv.settled:
             self.subscriptions.dispatcher.settled(dlv)
 
     def on_link_flow(self, event: Any) -> None:
@@ -402,6 +435,7 @@ class FrontEnd(Handler):
         """Detach closed=true."""
         link = event.link
         if link.is_receiver:
+            self.coordinator.link_gone(link)
             self._reply_detach(link, True, None)
             return
         self.subscriptions.consumer_gone(
@@ -411,6 +445,7 @@ class FrontEnd(Handler):
     def on_link_remote_detach(self, event: Any) -> None:
         """Detach closed=false."""
         link = event.link
+        self.coordinator.link_gone(link)
         self.subscriptions.consumer_gone(
             link, closed=False, reply=lambda closed, cond: self._reply_detach(link, closed, cond)
         )
@@ -438,6 +473,7 @@ class FrontEnd(Handler):
         if conn not in self.connections:
             return
         self._links_gone(conn)
+        self.coordinator.connection_gone(conn)
         self.connections.discard(conn)
         ssn = conn.session_head(0)
         while ssn is not None:
@@ -449,6 +485,7 @@ class FrontEnd(Handler):
         link = conn.link_head(0)
         while link is not None:
             if session is None or link.session == session:
+                self.coordinator.link_gone(link)
                 self.subscriptions.consumer_gone(
                     link,
                     closed=False,

@@ -11,7 +11,7 @@ import proton
 import pytest
 
 from connectors.amqp.translate import message_columns, property_value
-from sharedsub.committer import Committer, Publish, Result, SaveSubscription
+from sharedsub.committer import Barrier, Committer, CommitTransaction, Publish, Result, SaveSubscription
 from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout
@@ -155,3 +155,37 @@ def test_property_value_types(value: object, type_: str, field: str, expected: o
     out = property_value(value)
     assert out["type"] == type_
     assert out[field] == expected
+
+
+def test_a_transaction_is_stored_in_one_commit_per_topic_with_one_result(root: str) -> None:
+    delta.create_topic(root, "tx-a")
+    delta.create_topic(root, "tx-b")
+    done = Collector()
+    committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done, max_batch_messages=2)
+    committer.start()
+    try:
+        items = [_publish("tx-a", f"a{i}", None) for i in range(5)] + [_publish("tx-b", "b0", None)]
+        committer.submit(CommitTransaction(items, token="txn"))
+        committer.submit(Barrier(token="after"))
+        results = done.wait(2)
+    finally:
+        committer.stop()
+    # Only the transaction's and the barrier's results are reported, never its own publishes.
+    assert [r.request.token for r in results] == ["txn", "after"]
+    assert results[0].error is None and results[0].value == [0, 1, 2, 3, 4, 0]
+    # Five messages with max_batch_messages=2: still one commit (version 1 after the create).
+    table = layout.topic_table(root, "tx-a")
+    assert delta.latest_version(table) == 1
+    assert sorted(delta.read_table(table).column("seq").to_pylist()) == [0, 1, 2, 3, 4]
+
+
+def test_a_transaction_whose_commit_fails_reports_the_error(root: str) -> None:
+    done = Collector()
+    committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done)
+    committer.start()
+    try:
+        committer.submit(CommitTransaction([_publish("never-created", "x", None)], token="txn"))
+        (result,) = done.wait(1)
+    finally:
+        committer.stop()
+    assert result.request.token == "txn" and result.error is not None and result.value is None
