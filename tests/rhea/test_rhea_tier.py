@@ -1,0 +1,139 @@
+"""The rhea tier: wire-level checks with an AMQP 1.0 client that shares no code with Proton-C.
+
+Every other wire test drives the service with python-qpid-proton, the engine the service itself
+runs on, so a frame both ends encode the same wrong way goes unnoticed (an empty source terminus
+on refusals did). This wrapper starts a real ``sharedsub serve``, runs the Node test files
+``tests/rhea/*.test.js`` (rhea, Node's AMQP 1.0 implementation, pinned in package.json) with
+``node --test``, reads the JUnit report and fails naming every failed Node test with its message.
+
+It fails, never skips, when node or ``tests/rhea/node_modules`` (``npm ci --prefix tests/rhea``)
+is missing, or when fewer tests ran than the files declare.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.service import ServeProcess
+
+pytestmark = pytest.mark.e2e
+
+TIER = Path(__file__).resolve().parent
+MIN_TESTS = 26  # the tier as committed; a file that vanishes must not pass unnoticed
+NODE_TIMEOUT = 360  # seconds for the whole node run (it takes about a minute)
+
+
+def _test_files() -> list[Path]:
+    return sorted(TIER.glob("*.test.js"))
+
+
+def _declared_tests(files: list[Path]) -> int:
+    """Top-level ``test(`` calls in the tier's files: how many tests must have run."""
+    return sum(len(re.findall(r"^test\(", f.read_text(), flags=re.MULTILINE)) for f in files)
+
+
+def _check_setup() -> str:
+    node = shutil.which("node")
+    if node is None:
+        pytest.fail("node is not on the PATH: the rhea tier needs Node.js 20 (node --test)")
+    pinned = json.loads((TIER / "package.json").read_text())["dependencies"]["rhea"]
+    installed = TIER / "node_modules" / "rhea" / "package.json"
+    if not installed.exists():
+        pytest.fail(f"{TIER / 'node_modules'} has no rhea: run `npm ci --prefix tests/rhea`")
+    version = json.loads(installed.read_text())["version"]
+    if version != pinned:
+        pytest.fail(f"tests/rhea/node_modules has rhea {version}, package.json pins {pinned}: run `npm ci --prefix tests/rhea`")
+    return node
+
+
+def _message(case: ET.Element) -> str:
+    """The failure text of a JUnit testcase, without stack frames, kept short."""
+    parts = []
+    for failure in case.findall("failure") + case.findall("error"):
+        text = failure.text or failure.get("message") or ""
+        lines = [ln.rstrip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("at ")]
+        parts.append("\n".join(lines[:25]))
+    return "\n".join(parts) or (case.get("failure") or "failed")
+
+
+def _results(report: Path) -> tuple[list[str], list[tuple[str, str]], list[str]]:
+    """(passed, failed with message, skipped) test names from node's JUnit report."""
+    root = ET.parse(report).getroot()
+    passed, failed, skipped = [], [], []
+    for case in root.iter("testcase"):
+        name = case.get("name") or "?"
+        if case.find("failure") is not None or case.find("error") is not None or case.get("failure"):
+            failed.append((name, _message(case)))
+        elif case.find("skipped") is not None:
+            skipped.append(name)
+        else:
+            passed.append(name)
+    return passed, failed, skipped
+
+
+@pytest.mark.timeout(NODE_TIMEOUT + 360)  # + starting (Spark) and stopping the service
+def test_rhea_tier(tmp_path: Path) -> None:
+    node = _check_setup()
+    files = _test_files()
+    expected = max(_declared_tests(files), MIN_TESTS)
+    data = tmp_path / "data"
+    report = tmp_path / "rhea-junit.xml"
+    service = ServeProcess(data).start()
+    try:
+        env = dict(
+            os.environ,
+            SHAREDSUB_URL=service.url,
+            SHAREDSUB_DATA_DIR=str(data),
+            SHAREDSUB_PYTHON=sys.executable,
+            NODE_NO_WARNINGS="1",
+        )
+        cmd = [
+            node,
+            "--test",
+            "--test-concurrency=1",
+            "--test-reporter=spec",
+            "--test-reporter-destination=stdout",
+            "--test-reporter=junit",
+            f"--test-reporter-destination={report}",
+            *[str(f) for f in files],
+        ]
+        try:
+            run = subprocess.run(cmd, cwd=TIER, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            pytest.fail(f"the rhea tier did not finish within {NODE_TIMEOUT} s:\n{out[-6000:]}")
+    finally:
+        code = service.stop()
+    assert code == 0, f"sharedsub serve exited with {code}:\n{service.log()[-4000:]}"
+
+    output = (run.stdout + "\n" + run.stderr)[-8000:]
+    if not report.exists():
+        pytest.fail(f"node --test wrote no JUnit report (exit {run.returncode}):\n{output}")
+    passed, failed, skipped = _results(report)
+    problems = []
+    if failed:
+        problems.append(
+            f"{len(failed)} rhea test(s) failed:\n"
+            + "\n\n".join(f"--- {name}\n{message}" for name, message in failed)
+        )
+    if skipped:
+        problems.append(f"rhea tests skipped (the tier never skips): {skipped}")
+    ran = len(passed) + len(failed) + len(skipped)
+    if ran < expected:
+        problems.append(f"only {ran} rhea tests ran, {expected} expected (files: {[f.name for f in files]})")
+    if run.returncode != 0 and not failed:
+        problems.append(f"node --test exited with {run.returncode} without a failed test in its report")
+    if problems:
+        log_tail = "\n".join(service.stderr_lines[-20:])
+        if len(problems) > 1 or not failed:  # the report alone does not explain it
+            problems.append(f"node output (tail):\n{output[-3000:]}")
+        pytest.fail("\n\n".join(problems) + f"\n\nservice log (tail):\n{log_tail}")
