@@ -240,3 +240,102 @@ test('publish: an undecodable transfer is rejected (amqp:decode-error), not stor
     assert.equal(String(broken.state.error.condition), 'amqp:decode-error', h.show(broken.state));
     await assertStillWorks(setup);
   }));
+
+test('drain: a flow with drain=true and no message available is answered with a flow (drain, link-credit 0, delivery-count advanced)', T, () =>
+  // Qpid JMS drains for receiveNoWait()/receive(timeout) with prefetch 0 and when it stops a
+  // consumer (Connection.stop, transacted rollback); without an answer it fails the consumer
+  // after amqp.drainTimeout (60 s, QPIDJMS-175).
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const c = await connect({ containerId: h.uid('client') });
+    const consumer = c.receiver(h.jmsReceiver(h.uid('sub'), topic, 'durable'));
+    await consumer.attach();
+    const before = consumer.link.delivery_count;
+    consumer.flow(1);
+    consumer.link.drain_credit();
+    const answer = await consumer.waitFlow(
+      (f) => f.handle !== undefined && f.drain === true,
+      10000,
+      'the drain answer: flow(drain=true, link-credit=0)',
+    );
+    consumer.link.drain = false; // rhea keeps draining on every later flow otherwise
+    assert.equal(Number(answer.link_credit), 0, `drained: link-credit 0; ${h.show(answer)}`);
+    assert.equal(Number(answer.delivery_count), before + 1, `drained: delivery-count advanced by the unused credit; ${h.show(answer)}`);
+
+    // The link still delivers with new credit.
+    consumer.flow(1);
+    const p = await connect();
+    const sender = p.sender({ target: { address: topic } });
+    await sender.sendable();
+    assert.equal((await sender.send({ body: 'after-drain' })).outcome, 'accepted');
+    const [m] = await consumer.waitMessages(1);
+    assert.equal(m.message.body, 'after-drain');
+    await settle(() => m.delivery.accept());
+    await consumer.closeLink();
+  }));
+
+test('round trip: a message as Qpid JMS sends it (header, JMS annotations, properties, typed application properties) arrives byte for byte', T, () =>
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const c = await connect({ containerId: h.uid('client') });
+    const consumer = c.receiver(h.jmsReceiver(h.uid('sub'), topic, 'shared-durable'));
+    await consumer.attach();
+    consumer.flow(10);
+    const p = await connect({ containerId: h.uid('producer') });
+    const sender = p.sender({ name: h.uid('pub'), target: { address: topic, capabilities: ['topic'] } });
+    await sender.sendable();
+    const types = h.rhea.types;
+    const sent = {
+      durable: true,
+      priority: 7,
+      ttl: 600000,
+      message_annotations: { 'x-opt-jms-msg-type': types.wrap_byte(5), 'x-opt-jms-dest': types.wrap_byte(1) },
+      message_id: `ID:${h.uid('m')}:1:1:1-1`,
+      to: topic,
+      subject: 'order',
+      reply_to: 'replies',
+      correlation_id: 'ID:corr-1',
+      content_type: 'text/plain',
+      creation_time: new Date(Date.now() - 1000),
+      absolute_expiry_time: new Date(Date.now() + 600000),
+      group_id: 'g',
+      application_properties: {
+        s: 'text',
+        i: types.wrap_int(-3),
+        l: types.wrap_long(1234567890123),
+        d: types.wrap_double(2.5),
+        b: true,
+        n: null,
+      },
+      body: types.wrap_string('hello JMS'),
+      footer: { 'x-footer': 'f' },
+    };
+    const bytes = h.encodeMessage(sent);
+    assert.equal((await sender.send(bytes)).outcome, 'accepted');
+    const [m] = await consumer.waitMessages(1);
+    assert.equal(
+      m.message.raw.toString('hex'),
+      bytes.toString('hex'),
+      `first delivery byte for byte; got ${h.show(m.message)}`,
+    );
+    assert.equal(m.message.body, 'hello JMS');
+    await settle(() => m.delivery.accept());
+  }));
+
+test('expiry: a message whose absolute-expiry-time has passed is not delivered (JMSExpiration)', T, () =>
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const c = await connect({ containerId: h.uid('client') });
+    const consumer = c.receiver(h.jmsReceiver(h.uid('sub'), topic, 'durable'));
+    await consumer.attach();
+    consumer.flow(10);
+    const sender = await publisher(connect, topic);
+    const past = new Date(Date.now() - 60000);
+    assert.equal((await sender.send({ body: 'expired', absolute_expiry_time: past, creation_time: new Date(Date.now() - 120000) })).outcome, 'accepted');
+    assert.equal((await sender.send({ body: 'fresh' })).outcome, 'accepted'); // positive control
+    const [m] = await consumer.waitMessages(1);
+    await h.delay(h.QUIET_WAIT);
+    assert.deepEqual(consumer.messages.map((x) => x.message.body), ['fresh'], 'only the unexpired message comes');
+    await settle(() => m.delivery.accept());
+    await consumer.closeLink();
+  }));

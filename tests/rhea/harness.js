@@ -13,6 +13,16 @@ const { execFile } = require('node:child_process');
 const crypto = require('node:crypto');
 const rhea = require('rhea');
 
+// Keep the exact bytes of every message rhea decodes (as message.raw), so a test can compare
+// what a consumer got with what was published, byte for byte.
+const messageCodec = require('rhea/lib/message.js');
+const decodeMessage = messageCodec.decode;
+messageCodec.decode = function (buffer) {
+  const decoded = decodeMessage(buffer);
+  Object.defineProperty(decoded, 'raw', { value: Buffer.from(buffer), enumerable: false });
+  return decoded;
+};
+
 const EVENT_TIMEOUT = 30000; // expected events: routing by the Spark job takes 0.3-3 s
 const QUIET_WAIT = 4000; // "nothing arrives" windows, always after a positive control
 
@@ -274,6 +284,14 @@ class WatchedLink {
       this.detached.resolve(link.remote.detach);
     });
     if (isReceiver) {
+      // Keep every flow frame the server sends on this link (drain replies).
+      this.flows = [];
+      const onFlow = link.on_flow;
+      link.on_flow = (frame) => {
+        this.flows.push(frame.performative);
+        this._notify();
+        return onFlow.call(link, frame);
+      };
       link.on('message', (ctx) => {
         this.messages.push({ message: ctx.message, delivery: ctx.delivery });
         this._notify();
@@ -326,6 +344,26 @@ class WatchedLink {
       }),
       ms,
       `${n} message(s) on ${this.link.name} (have ${this.messages.length}: ${show(this.messages.map((m) => m.message.body))})`,
+    );
+  }
+
+  /** Wait for a flow frame from the server matching pred; returns it. */
+  waitFlow(pred, ms = EVENT_TIMEOUT, what = 'a flow frame') {
+    const found = () => this.flows.find(pred);
+    if (found()) return Promise.resolve(found());
+    return withTimeout(
+      new Promise((resolve) => {
+        const w = () => {
+          const f = found();
+          if (f) {
+            this._waiters.splice(this._waiters.indexOf(w), 1);
+            resolve(f);
+          }
+        };
+        this._waiters.push(w);
+      }),
+      ms,
+      `${what} on ${this.link.name} (flows so far: ${show(this.flows)})`,
     );
   }
 
@@ -514,4 +552,5 @@ module.exports = {
   SELECTOR_DESCRIPTOR,
   NO_LOCAL_DESCRIPTOR,
   rhea,
+  encodeMessage: messageCodec.encode,
 };

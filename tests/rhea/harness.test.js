@@ -66,3 +66,29 @@ test('harness: assertReplySource reads the selector filter by descriptor and not
   assert.throws(() => h.assertReplySource(bare, { address: 't', capabilities: ['topic'], selector: "a = 'b'" }), /one selector filter/);
   assert.throws(() => h.assertReplySource(bare, { address: 't', capabilities: ['shared', 'topic'] }), /capabilities/);
 });
+
+test('harness: waitFlow sees a drain answer from a peer that honours drain (a local rhea listener)', async () => {
+  const server = h.rhea.create_container({ id: 'drain-peer' });
+  server.on('sender_draining', (ctx) => ctx.sender.set_drained(true));
+  server.on('error', () => {});
+  const listener = server.listen({ port: 0, host: '127.0.0.1' });
+  await new Promise((resolve) => listener.on('listening', resolve));
+  const saved = process.env.SHAREDSUB_URL;
+  process.env.SHAREDSUB_URL = `amqp://127.0.0.1:${listener.address().port}`;
+  const client = new h.Client({ containerId: h.uid('self') });
+  try {
+    await client.open();
+    const r = client.receiver({ name: 'drain-me', source: { address: 'q' } });
+    await r.attach();
+    r.flow(1);
+    r.link.drain_credit();
+    const answer = await r.waitFlow((f) => f.handle !== undefined && f.drain === true, 5000, 'drain answer');
+    assert.equal(Number(answer.link_credit), 0);
+    assert.equal(Number(answer.delivery_count), 1);
+  } finally {
+    await client.close();
+    listener.close();
+    if (saved === undefined) delete process.env.SHAREDSUB_URL;
+    else process.env.SHAREDSUB_URL = saved;
+  }
+});

@@ -270,3 +270,77 @@ test('detach: closed=false keeps a durable subscription and its backlog; closed=
     assert.equal(volReply.closed, true, `link-detach expiry: reply closed=true; got ${h.show(volReply)}`);
     assert.equal(volReply.error, undefined, h.show(volReply));
   }));
+
+test('session end and connection close without detach (as Qpid JMS closes them) keep a durable subscription; a volatile one goes', T, () =>
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const cid = h.uid('client');
+    const a = await connect({ containerId: cid });
+
+    // Durable subscriber on a session that is ended with only `end` (scenario 38).
+    const sub = h.uid('sub');
+    const session = a.session();
+    const durable = a.receiver(h.jmsReceiver(sub, topic, 'durable'), session);
+    await durable.attach();
+    // Shared volatile on another session, also ended with only `end`.
+    const vol = h.uid('vol');
+    const vsession = a.session();
+    const volatile = a.receiver(h.jmsReceiver(`${vol}|volatile1`, topic, 'shared-volatile'), vsession);
+    await volatile.attach();
+    session.end();
+    vsession.end();
+    await h.delay(500);
+
+    const p = await connect();
+    const sender = p.sender({ target: { address: topic } });
+    await sender.sendable();
+    assert.equal((await sender.send({ body: 'while-gone' })).outcome, 'accepted');
+
+    // The durable one is found by the lookup, with its backlog.
+    const lookup = a.receiver(h.lookupReceiver(sub));
+    h.assertReplySource(await lookup.attach(), { address: topic, capabilities: ['topic'], expiry: 'never' });
+    lookup.flow(10);
+    const [kept] = await lookup.waitMessages(1);
+    assert.equal(kept.message.body, 'while-gone');
+    await settle(kept);
+
+    // The volatile one was deleted with its session: a new `vol|volatile1` starts empty.
+    const again = a.receiver(h.jmsReceiver(`${vol}|volatile1`, topic, 'shared-volatile'));
+    await again.attach();
+    again.flow(10);
+    assert.equal((await sender.send({ body: 'after' })).outcome, 'accepted'); // positive control
+    await again.waitMessages(1);
+    await h.delay(h.QUIET_WAIT);
+    assert.deepEqual(again.messages.map((m) => m.message.body), ['after'], 'the volatile subscription did not outlive its session');
+
+    // Connection closed without detaching: the durable subscription stays.
+    await lookup.detachLink();
+    const b = await connect({ containerId: cid });
+    const onB = b.receiver(h.jmsReceiver(sub, topic, 'durable'));
+    await onB.attach();
+    await b.close();
+    await h.delay(500);
+    const c = await connect({ containerId: cid });
+    const found = c.receiver(h.lookupReceiver(sub));
+    h.assertReplySource(await found.attach(), { address: topic, capabilities: ['topic'], expiry: 'never' });
+    assert.equal((await found.closeLink()).error, undefined, 'unsubscribe after the connection closed');
+  }));
+
+test('refused: the lookup of an unshared durable subscription whose consumer is attached is amqp:resource-locked', T, () =>
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const cid = h.uid('client');
+    const sub = h.uid('sub');
+    const a = await connect({ containerId: cid });
+    const active = a.receiver(h.jmsReceiver(sub, topic, 'durable'));
+    await active.attach();
+    const b = await connect({ containerId: cid });
+    await h.assertRefused(b.receiver(h.lookupReceiver(sub)), 'amqp:resource-locked', { descriptionIncludes: [sub] });
+    assert.equal(active.detached.done, false, 'the active consumer stays');
+    assert.equal((await active.closeLink()).error, undefined);
+  }));
+
+function settle(m) {
+  m.delivery.accept();
+  return h.delay(50);
+}
