@@ -57,3 +57,21 @@ test('a second connection for a container that desires sole-connection-for-conta
     const r = first.receiver({ name: h.uid('plain'), source: { address: topic } });
     assert.ok(h.terminusOf(await r.attach(), 'source'), 'the first connection can still attach');
   }));
+
+test('idle timeout: the server keeps a connection alive whose open asks for idle-time-out 1 s (Qpid JMS asks for 60 s)', T, () =>
+  h.withClients(async (connect) => {
+    const c = await connect({ containerId: h.uid('client'), idleTimeout: 1000, desiredCapabilities: JMS_DESIRED });
+    let frames = 0;
+    c.connection.socket.on('data', () => {
+      frames += 1;
+    });
+    // rhea closes a connection that hears nothing for twice its idle-time-out.
+    await h.delay(5000);
+    assert.equal(c.errors.length, 0, `no idle-timeout error; got ${c.errors.map(String)}`);
+    assert.equal(c.connection.remote.close, undefined, 'still open');
+    assert.ok(!c.disconnected.done && c.connection.is_open(), 'still connected');
+    assert.ok(frames >= 2, `the server sent empty frames while idle; got ${frames} reads in 5 s`);
+    const topic = await h.createTopic();
+    const r = c.receiver({ name: h.uid('plain'), source: { address: topic } });
+    assert.ok(h.terminusOf(await r.attach(), 'source'), 'the connection still works');
+  }));

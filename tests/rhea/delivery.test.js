@@ -320,6 +320,36 @@ test('round trip: a message as Qpid JMS sends it (header, JMS annotations, prope
     );
     assert.equal(m.message.body, 'hello JMS');
     await settle(() => m.delivery.accept());
+
+    // A message larger than the frame size goes in several transfer frames both ways.
+    const frameSize = Number(p.connection.remote.open.max_frame_size || 0);
+    const large = h.encodeMessage({
+      message_id: 'ID:large',
+      application_properties: { part: 'large' },
+      body: types.wrap_binary(Buffer.alloc(Math.max(frameSize, 16384) * 8 + 123, 0x5a)),
+    });
+    assert.equal((await sender.send(large)).outcome, 'accepted');
+    const [, big] = await consumer.waitMessages(2);
+    assert.equal(big.message.raw.length, large.length, 'the multi-frame message arrives whole');
+    assert.ok(big.message.raw.equals(large), 'the multi-frame message arrives byte for byte');
+    await settle(() => big.delivery.accept());
+  }));
+
+test('publish: a pre-settled message (sender settle mode settled) is stored and delivered', T, () =>
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const c = await connect({ containerId: h.uid('client') });
+    const consumer = c.receiver({ name: h.uid('plain'), source: h.jmsSource(topic, 'plain') });
+    await consumer.attach();
+    consumer.flow(10);
+    const p = await connect();
+    const sender = p.sender({ name: h.uid('presettled'), target: { address: topic }, snd_settle_mode: 1 });
+    await sender.attach();
+    await sender.sendable();
+    const delivery = sender.link.send({ body: 'fire-and-forget' });
+    assert.equal(delivery.settled, true, 'rhea sends it settled');
+    const [m] = await consumer.waitMessages(1);
+    assert.equal(m.message.body, 'fire-and-forget');
   }));
 
 test('expiry: a message whose absolute-expiry-time has passed is not delivered (JMSExpiration)', T, () =>

@@ -151,7 +151,7 @@ function terminusOf(attach, which) {
 class Client {
   /**
    * One AMQP connection from its own rhea container.
-   * options: containerId, desiredCapabilities, properties (open properties).
+   * options: containerId, desiredCapabilities, properties (open properties), idleTimeout (ms).
    */
   constructor(options = {}) {
     this.containerId = options.containerId || uid('rhea');
@@ -164,7 +164,7 @@ class Client {
       port,
       reconnect: false,
       container_id: this.containerId,
-      idle_time_out: 0,
+      idle_time_out: options.idleTimeout || 0,
     };
     if (options.desiredCapabilities) connectOptions.desired_capabilities = options.desiredCapabilities;
     if (options.properties) connectOptions.properties = options.properties;
@@ -173,9 +173,13 @@ class Client {
     this.disconnected = deferred();
     this.connection = this.container.connect(connectOptions);
     this.connection.on('connection_open', () => this.opened.resolve(this.connection.remote.open));
-    this.connection.on('connection_close', () => this.closed.resolve(this.connection.remote.close));
+    this.connection.on('connection_close', () => {
+      this.closed.done = true;
+      this.closed.resolve(this.connection.remote.close);
+    });
     this.connection.on('connection_error', () => {});
     this.connection.on('disconnected', (ctx) => {
+      this.disconnected.done = true;
       this.disconnected.resolve(ctx && ctx.error);
       this.opened.reject(new Error(`disconnected before open: ${ctx && ctx.error}`));
     });
