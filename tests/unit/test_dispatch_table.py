@@ -1,0 +1,375 @@
+"""The dispatch rules (sharedsub.dispatch) as a decision table, one row per rule.
+
+Each row: the state (built by the ``given`` events on a fresh subscription, their effects
+dropped), one event, and the effects it must give, in order; ``then`` pins the state after it.
+Row ids name the rule they pin: ``§5`` for DESIGN §5 (delivery), ``#N`` for the row of the
+table in sharedsub/dispatch.py's docstring, ``txn`` for the transaction rules. The wire (proton
+links, frames, the ack log) is tested end to end in tests/e2e.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from sharedsub.dispatch import (
+    AddConsumer,
+    CountSent,
+    Credit,
+    DeadLetterRow,
+    Discharge,
+    Drop,
+    Effect,
+    Event,
+    Offer,
+    Record,
+    RemoveConsumer,
+    Send,
+    Settle,
+    SettleTransactional,
+    Shutdown,
+    SubscriptionDispatch,
+)
+from sharedsub.outcomes import AckOutcome, DeadLetterReason, Limits, Settlement
+
+NOW = 1_000_000
+TEN = Limits(max_delivery_count=10)
+T = b"txn-1"
+ACCEPTED, FAILED, EXPIRED = AckOutcome.ACCEPTED, AckOutcome.FAILED, AckOutcome.EXPIRED
+REJECTED, MAX = DeadLetterReason.REJECTED, DeadLetterReason.MAX_DELIVERY_COUNT
+
+
+@dataclasses.dataclass(frozen=True)
+class R:
+    """A row as the tailer offers it (the fields the rules read, and a topic)."""
+
+    seq: int
+    expires_at: int | None = None
+    failures: int = 0
+    maybe_delivered: bool = False
+    topic: str = "t"
+
+
+# ------------------------------------------------------------------------ event shorthands
+
+
+def add(consumer: int, credit: int = 0, *, presettled: bool = False) -> AddConsumer:
+    return AddConsumer(consumer, credit, presettled)
+
+
+def offer(*rows: int | R) -> Offer:
+    return Offer(tuple(r if isinstance(r, R) else R(r) for r in rows))
+
+
+SETTLEMENTS: dict[str, tuple[Settlement, bool, bool]] = {
+    "accepted": (Settlement.ACCEPTED, False, False),
+    "released": (Settlement.RELEASED, False, False),
+    "rejected": (Settlement.REJECTED, False, False),
+    "modified": (Settlement.MODIFIED, False, False),
+    "modified-failed": (Settlement.MODIFIED, True, False),
+    "undeliverable": (Settlement.MODIFIED, False, True),
+    "undeliverable-failed": (Settlement.MODIFIED, True, True),
+}
+
+
+def settle(consumer: int, seq: int, how: str, error: Any = None) -> Settle:
+    settlement, failed, here = SETTLEMENTS[how]
+    return Settle(consumer, seq, settlement, failed, here, error)
+
+
+def txn_settle(consumer: int, seq: int, how: str, txn: bytes = T, error: Any = None) -> SettleTransactional:
+    settlement, failed, here = SETTLEMENTS[how]
+    return SettleTransactional(consumer, seq, txn, settlement, failed, here, error)
+
+
+def send(consumer: int, row: int | R, count: int = 0, *, first: bool = True, presettled: bool = False) -> Send:
+    return Send(consumer, row if isinstance(row, R) else R(row), count, first, presettled)
+
+
+def record(row: int | R, outcome: AckOutcome, consumer: int | None) -> Record:
+    return Record(row if isinstance(row, R) else R(row), outcome, consumer)
+
+
+def dead(row: int | R, reason: DeadLetterReason, count: int, consumer: int | None, error: Any = None) -> DeadLetterRow:
+    return DeadLetterRow(row if isinstance(row, R) else R(row), reason, count, consumer, error)
+
+
+# ------------------------------------------------------------------------ the table
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One rule: how the state came to be, the event, the effects it gives, the state after."""
+
+    id: str
+    given: tuple[Event, ...]
+    event: Event
+    effects: tuple[Effect, ...]
+    then: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    limits: Limits = TEN
+    acked: frozenset[int] = frozenset()
+    failures: Mapping[int, int] = dataclasses.field(default_factory=dict)
+    now: int = NOW
+
+
+ROWS: list[Row] = [
+    # ---- round-robin, credit, order (§5 "Dispatch")
+    Row("§5/#3 rows go round-robin over the consumers with credit",
+        (add(1, 2), add(2, 2)), offer(1, 2, 3, 4),
+        (send(1, 1), send(2, 2), send(1, 3), send(2, 4), CountSent(4)),
+        {"outstanding": {1: 1, 2: 2, 3: 1, 4: 2}, "pending": ()}),
+    Row("§5/#3 a consumer without credit gets nothing and holds nothing back",
+        (add(1, 0), add(2, 5)), offer(1, 2, 3),
+        (send(2, 1), send(2, 2), send(2, 3), CountSent(3))),
+    Row("§5/#3 the round-robin goes on where it stopped",
+        (add(1, 5), add(2, 5), offer(1)), offer(2, 3),
+        (send(2, 2), send(1, 3), CountSent(2))),
+    Row("§5/#3 no credit anywhere: the rows wait, in seq order",
+        (add(1, 0),), offer(1, 2), (), {"pending": (1, 2)}),
+    Row("§5/#14 credit arrives: waiting rows go, as many as it allows",
+        (add(1, 0), offer(1, 2, 3)), Credit({1: 2}),
+        (send(1, 1), send(1, 2), CountSent(2)), {"pending": (3,), "credit(1)": 0}),
+    Row("§5/#14 a consumer joins: waiting rows go to it",
+        (offer(1, 2),), add(1, 1), (send(1, 1), CountSent(1)), {"pending": (2,)}),
+    Row("§5/#3 no consumer: offered rows wait",
+        (), offer(1, 2), (), {"pending": (1, 2)}),
+    Row("§5 a row is outstanding on one link only: more credit elsewhere does not send it again",
+        (add(1, 1), add(2, 0), offer(1)), Credit({2: 5}), (), {"outstanding": {1: 1}}),
+    # ---- offer: nothing queued twice (#1), replays in seq order (#2)
+    Row("#1 acknowledged, outstanding and waiting rows are not queued again; they count as sent",
+        (add(1, 1), offer(1, 2)), offer(1, 2, 5, 6),
+        (CountSent(3),), {"pending": (2, 6), "outstanding": {1: 1}}, acked=frozenset({5})),
+    Row("#1 a parked row is not queued again",
+        (add(1, 1), offer(1), settle(1, 1, "undeliverable")), offer(1),
+        (CountSent(1),), {"pending": (), "parked": {1: frozenset({1})}}),
+    Row("#1/txn a row held by a transaction is not queued again",
+        (add(1, 1), offer(1), txn_settle(1, 1, "accepted")), offer(1),
+        (CountSent(1),), {"pending": (), "held": {T: (1,)}}),
+    Row("#2 rows older than the newest waiting one (a replay's) are queued in seq order",
+        (add(1, 0), offer(5, 6)), offer(2, 3), (), {"pending": (2, 3, 5, 6)}),
+    Row("#2 a row's failures from the ack log become its delivery count",
+        (add(1, 1),), offer(R(1, failures=3)),
+        (send(1, R(1, failures=3), 3, first=False), CountSent(1)), {"failures": {1: 3}}),
+    # ---- expiry (#5), pre-settled (#6), maybe-delivered
+    Row("§5/#5 an expired row is recorded as expired and not sent (nor counted as sent)",
+        (add(1, 1),), offer(R(1, expires_at=NOW), R(2, expires_at=NOW + 1)),
+        (record(R(1, expires_at=NOW), EXPIRED, None), send(1, R(2, expires_at=NOW + 1)), CountSent(1)),
+        {"acked": {1}}),
+    Row("#6 a pre-settled consumer: each row sent settled and acknowledged at once",
+        (add(1, 2, presettled=True),), offer(1, 2),
+        (send(1, 1, presettled=True), record(1, ACCEPTED, 1), send(1, 2, presettled=True), record(2, ACCEPTED, 1),
+         CountSent(2)),
+        {"outstanding": {}, "acked": {1, 2}}),
+    Row("§5 after an unclean stop a row goes out with delivery-count >= 1, first-acquirer false",
+        (add(1, 1),), offer(R(1, maybe_delivered=True)),
+        (send(1, R(1, maybe_delivered=True), 1, first=False), CountSent(1)), {"failures": {}}),
+    Row("§5 a maybe-delivered row's mark does not count towards the limit",
+        (add(1, 2), offer(R(1, maybe_delivered=True))), settle(1, 1, "modified-failed"),
+        (record(R(1, maybe_delivered=True), FAILED, 1), send(1, R(1, maybe_delivered=True), 1, first=False),
+         CountSent(1)),
+        {"failures": {1: 1}}),
+    # ---- settlements (#7-#12)
+    Row("§5/#7 accepted: acknowledged for good",
+        (add(1, 1), offer(1)), settle(1, 1, "accepted"),
+        (record(1, ACCEPTED, 1),), {"acked": {1}, "outstanding": {}}),
+    Row("§5/#8 released: back first, delivery-count unchanged, first-acquirer false",
+        (add(1, 3), offer(1, 2)), settle(1, 1, "released"),
+        (send(1, 1, 0, first=False), CountSent(1)), {"pending": (), "failures": {}}),
+    Row("§5/#8 released, no credit left: it waits at the head of the queue",
+        (add(1, 1), offer(1, 2)), settle(1, 1, "released"), (), {"pending": (1, 2)}),
+    Row("§5/#8 modified with neither flag: as released",
+        (add(1, 2), offer(1)), settle(1, 1, "modified"), (send(1, 1, 0, first=False), CountSent(1))),
+    Row("§5/#9 modified(delivery-failed): recorded as failed, delivery-count + 1",
+        (add(1, 2), offer(1)), settle(1, 1, "modified-failed"),
+        (record(1, FAILED, 1), send(1, 1, 1, first=False), CountSent(1)), {"failures": {1: 1}}),
+    Row("§5/#10 modified(undeliverable-here): parked, not sent back to the refusing link",
+        (add(1, 5), offer(1)), settle(1, 1, "undeliverable"),
+        (), {"parked": {1: frozenset({1})}, "failures": {}}),
+    Row("§5/#4 a parked row goes to a link that did not refuse it, before the queue head",
+        (add(1, 1), add(2, 0), offer(1, 2), settle(1, 1, "undeliverable")), Credit({2: 1}),
+        (send(2, 1, 0, first=False), CountSent(1)), {"parked": {}, "pending": (2,)}),
+    Row("§5/#4 a parked row waits for a new link, which gets it",
+        (add(1, 1), offer(1), settle(1, 1, "undeliverable")), add(2, 1),
+        (send(2, 1, 0, first=False), CountSent(1)), {"parked": {}}),
+    Row("§5/#13 the refusing link goes: its refusal is lifted, the row returns to the queue",
+        (add(1, 1), add(2, 0), offer(1), settle(1, 1, "undeliverable")), RemoveConsumer(1),
+        (), {"parked": {}, "pending": (1,), "consumers": (2,)}),
+    Row("§5/#9 #10 modified(undeliverable-here, delivery-failed): counted and parked",
+        (add(1, 5), offer(1)), settle(1, 1, "undeliverable-failed"),
+        (record(1, FAILED, 1),), {"parked": {1: frozenset({1})}, "failures": {1: 1}}),
+    Row("§5/#11 rejected: dead-lettered with its error, never redelivered",
+        (add(1, 1), offer(1)), settle(1, 1, "rejected", error="app:bad-order"),
+        (dead(1, REJECTED, 0, 1, "app:bad-order"),), {"acked": {1}, "pending": ()}, failures={}),
+    Row("§5/#12 modified(delivery-failed) reaching max_delivery_count: dead-lettered",
+        (add(1, 1), offer(1)), settle(1, 1, "modified-failed"),
+        (dead(1, MAX, 10, 1),), {"acked": {1}, "failures": {}}, failures={1: 9}),
+    Row("§5/#12 max_delivery_count 0: no limit",
+        (add(1, 2), offer(1)), settle(1, 1, "modified-failed"),
+        (record(1, FAILED, 1), send(1, 1, 1001, first=False), CountSent(1)), limits=Limits(0), failures={1: 1000}),
+    Row("#7 a settlement for a row not outstanding on that consumer does nothing",
+        (add(1, 1), add(2, 1), offer(1)), settle(2, 1, "accepted"), (), {"outstanding": {1: 1}}),
+    # ---- link, session, connection lost (#13)
+    Row("§5/#13 a link goes: its unsettled rows fail (count + 1) and go back in seq order",
+        (add(1, 5), add(2, 0), offer(1, 2)), RemoveConsumer(1),
+        (record(2, FAILED, 1), record(1, FAILED, 1)), {"pending": (1, 2), "failures": {1: 1, 2: 1}, "outstanding": {}}),
+    Row("§5/#13 ... and another link gets them marked redelivered",
+        (add(1, 5), add(2, 0), offer(1, 2), RemoveConsumer(1)), Credit({2: 5}),
+        (send(2, 1, 1, first=False), send(2, 2, 1, first=False), CountSent(2))),
+    Row("§5/#12 #13 a lost delivery reaching max_delivery_count: dead-lettered",
+        (add(1, 5), offer(1)), RemoveConsumer(1), (dead(1, MAX, 2, 1),), {"pending": ()},
+        limits=Limits(2), failures={1: 1}),
+    # ---- shutdown (#19)
+    Row("#19 shutdown: every outstanding row fails (count + 1)",
+        (add(1, 1), offer(1, 2)), Shutdown(),
+        (record(1, FAILED, 1),), {"outstanding": {}, "pending": (1, 2), "failures": {1: 1}}),
+    Row("#19 after shutdown nothing is sent",
+        (add(1, 1), offer(1), Shutdown()), Credit({1: 5}), ()),
+    Row("#19 shutdown at the limit dead-letters",
+        (add(1, 1), offer(1)), Shutdown(), (dead(1, MAX, 10, 1),), failures={1: 9}),
+    Row("#19/txn shutdown fails the rows transactions hold",
+        (add(1, 1), offer(1), txn_settle(1, 1, "accepted")), Shutdown(),
+        (record(1, FAILED, 1),), {"held": {}}),
+    # ---- drop (#20)
+    Row("#20 drop: consumers and queued rows forgotten, held rows kept",
+        (add(1, 1), offer(1, 2), txn_settle(1, 1, "accepted")), Drop(),
+        (), {"consumers": (), "pending": (), "held": {T: (1,)}}),
+    # ---- transactions (#15-#18)
+    Row("txn/#15 settled in a transaction: held, not outstanding, nothing recorded yet",
+        (add(1, 1), offer(1)), txn_settle(1, 1, "accepted"),
+        (), {"outstanding": {}, "held": {T: (1,)}, "acked": set()}),
+    Row("txn/#15 a held row is not requeued when its link goes",
+        (add(1, 1), add(2, 5), offer(1), txn_settle(1, 1, "released")), RemoveConsumer(1),
+        (), {"held": {T: (1,)}, "pending": ()}),
+    Row("txn/#15 a transactional settlement from another consumer does nothing",
+        (add(1, 1), offer(1)), txn_settle(2, 1, "accepted"), (), {"outstanding": {1: 1}, "held": {}}),
+    Row("txn/#16 commit of accepted: acknowledged",
+        (add(1, 1), offer(1), txn_settle(1, 1, "accepted")), Discharge(T, commit=True),
+        (record(1, ACCEPTED, 1),), {"acked": {1}, "held": {}}),
+    Row("txn/#16 commit of released: back, count unchanged, first-acquirer false",
+        (add(1, 2), offer(1), txn_settle(1, 1, "released")), Discharge(T, commit=True),
+        (send(1, 1, 0, first=False), CountSent(1))),
+    Row("txn/#16 commit of modified(delivery-failed): count + 1",
+        (add(1, 2), offer(1), txn_settle(1, 1, "modified-failed")), Discharge(T, commit=True),
+        (record(1, FAILED, 1), send(1, 1, 1, first=False), CountSent(1))),
+    Row("txn/#16 commit of modified(undeliverable-here): parked away from its consumer",
+        (add(1, 2), offer(1), txn_settle(1, 1, "undeliverable")), Discharge(T, commit=True),
+        (), {"parked": {1: frozenset({1})}}),
+    Row("txn/#16 commit of undeliverable-here after its consumer went: back to the queue",
+        (add(1, 2), add(2, 0), offer(1), txn_settle(1, 1, "undeliverable"), RemoveConsumer(1)),
+        Discharge(T, commit=True), (), {"parked": {}, "pending": (1,)}),
+    Row("txn/#16 commit of rejected: dead-lettered with its error",
+        (add(1, 1), offer(1), txn_settle(1, 1, "rejected", error="app:no")), Discharge(T, commit=True),
+        (dead(1, REJECTED, 0, 1, "app:no"),), {"acked": {1}}),
+    Row("txn/#16 commit of modified(delivery-failed) at the limit: dead-lettered",
+        (add(1, 1), offer(1), txn_settle(1, 1, "modified-failed")), Discharge(T, commit=True),
+        (dead(1, MAX, 10, 1),), failures={1: 9}),
+    Row("txn/#16 commit applies outcomes of a consumer that has gone",
+        (add(1, 1), offer(1), txn_settle(1, 1, "accepted"), RemoveConsumer(1)), Discharge(T, commit=True),
+        (record(1, ACCEPTED, 1),), {"acked": {1}}),
+    Row("txn/#17 rollback: back marked redelivered, count + 1 (recorded as failed)",
+        (add(1, 2), offer(1), txn_settle(1, 1, "accepted")), Discharge(T, commit=False),
+        (record(1, FAILED, 1), send(1, 1, 1, first=False), CountSent(1)), {"acked": set(), "failures": {1: 1}}),
+    Row("txn/#17 rollback of several rows: back at the head of the queue in seq order",
+        (add(1, 2), offer(1, 2, 3), txn_settle(1, 2, "rejected"), txn_settle(1, 1, "accepted")),
+        Discharge(T, commit=False),
+        (record(2, FAILED, 1), record(1, FAILED, 1)), {"pending": (1, 2, 3), "failures": {1: 1, 2: 1}}),
+    Row("txn/#17 rollback at max_delivery_count: dead-lettered",
+        (add(1, 1), offer(1), txn_settle(1, 1, "accepted")), Discharge(T, commit=False),
+        (dead(1, MAX, 10, 1),), {"acked": {1}}, failures={1: 9}),
+    Row("txn/#18 discharge of an unknown transaction: nothing",
+        (add(1, 1), offer(1), txn_settle(1, 1, "accepted")), Discharge(b"other", commit=True),
+        (), {"held": {T: (1,)}}),
+]
+
+
+def _state(row: Row) -> tuple[SubscriptionDispatch, list[Effect]]:
+    sub = SubscriptionDispatch(set(row.acked), dict(row.failures), row.limits)
+    for event in row.given:
+        sub.handle(event, row.now)
+    return sub, sub.handle(row.event, row.now)
+
+
+def _view(sub: SubscriptionDispatch, name: str) -> Any:
+    if name == "acked":
+        return sub.acked
+    if name == "failures":
+        return sub.failures
+    if name.startswith("credit("):
+        return sub.credit(int(name[7:-1]))
+    return getattr(sub, name)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.id for r in ROWS])
+def test_dispatch_table(row: Row) -> None:
+    sub, effects = _state(row)
+    assert effects == list(row.effects)
+    for name, value in row.then.items():
+        assert _view(sub, name) == value, name
+
+
+def test_ids_are_unique() -> None:
+    ids = [r.id for r in ROWS]
+    assert len(ids) == len(set(ids))
+
+
+def test_every_effect_kind_is_produced() -> None:
+    produced = {type(e) for row in ROWS for e in _state(row)[1]}
+    assert produced == set(typing.get_args(Effect))
+
+
+def test_every_event_kind_is_a_row() -> None:
+    assert {type(r.event) for r in ROWS} == set(typing.get_args(Event))
+
+
+# ------------------------------------------------------------------------ properties
+
+
+def test_a_row_is_never_outstanding_on_two_consumers_or_sent_twice_while_open() -> None:
+    """Many consumers joining, leaving, settling every way: at any time each open seq is in at
+    most one place, and every offered row ends acknowledged or dead-lettered."""
+    import random
+
+    rng = random.Random(7)
+    sub = SubscriptionDispatch(set(), {}, Limits(4))
+    seqs = list(range(1, 60))
+    consumers: list[int] = []
+    next_id = 0
+    done: set[int] = set()
+    sub.handle(offer(*seqs), NOW)
+    for step in range(3000):
+        choice = rng.random()
+        if choice < 0.1 or not consumers:
+            next_id += 1
+            consumers.append(next_id)
+            effects = sub.handle(add(next_id, rng.randint(0, 3)), NOW)
+        elif choice < 0.15:
+            gone = consumers.pop(rng.randrange(len(consumers)))
+            effects = sub.handle(RemoveConsumer(gone), NOW)
+        elif choice < 0.4:
+            effects = sub.handle(Credit({c: rng.randint(0, 3) for c in consumers}), NOW)
+        elif choice < 0.5 and sub.held:
+            effects = sub.handle(Discharge(T, commit=rng.random() < 0.5), NOW)
+        else:
+            open_ = sub.outstanding
+            if not open_:
+                continue
+            seq = rng.choice(sorted(open_))
+            how = rng.choice(list(SETTLEMENTS))
+            if rng.random() < 0.2:
+                effects = sub.handle(txn_settle(open_[seq], seq, how), NOW)
+            else:
+                effects = sub.handle(settle(open_[seq], seq, how), NOW)
+        for e in effects:
+            if isinstance(e, Send):
+                assert e.row.seq not in done
+            if isinstance(e, DeadLetterRow) or (isinstance(e, Record) and e.outcome != FAILED):
+                done.add(e.row.seq)
+        places = [*sub.pending, *sub.parked, *sub.outstanding, *(s for held in sub.held.values() for s in held)]
+        assert len(places) == len(set(places)), step
+        assert not set(places) & done
+        assert set(places) | done == set(seqs), step
+
