@@ -327,6 +327,7 @@ class FrontEnd(Handler):
         try:
             msg = proton.Message()
             try:
+                translate.check_encoding(data)
                 msg.decode(data)
             except Exception as exc:
                 raise MessageDecodeError(f"transfer is not a valid AMQP message: {exc}") from exc
@@ -418,6 +419,11 @@ class FrontEnd(Handler):
         state = getattr(link, "ss", None)
         if link.is_sender and state is not None:
             self.subscriptions.dispatcher.dispatch(state.key)
+        if link.is_sender and link.drain and link.credit > 0:
+            # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,
+            # delivery-count advanced). Qpid JMS drains for receive(timeout)/receiveNoWait() with
+            # prefetch 0 and when it stops a consumer, and fails the consumer when no answer comes.
+            link.drained()
 
     # ------------------------------------------------------------------ closing
 

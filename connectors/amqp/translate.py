@@ -36,6 +36,52 @@ _NUMBER_TYPES: list[tuple[type, str, bool]] = [
 ]
 
 
+# Message section descriptors (AMQP 1.0 §3.2), as codes and as symbols.
+_SECTIONS: dict[Any, str] = {
+    0x70: "amqp:header:list",
+    0x71: "amqp:delivery-annotations:map",
+    0x72: "amqp:message-annotations:map",
+    0x73: "amqp:properties:list",
+    0x74: "amqp:application-properties:map",
+    0x75: "amqp:data:binary",
+    0x76: "amqp:amqp-sequence:list",
+    0x77: "amqp:amqp-value:*",
+    0x78: "amqp:footer:map",
+}
+_SECTION_DESCRIPTORS = set(_SECTIONS) | set(_SECTIONS.values())
+
+
+def check_encoding(raw: bytes) -> None:
+    """Raise ValueError unless ``raw`` is a sequence of complete AMQP message sections.
+
+    proton's message decoder stops quietly at bytes it cannot decode (a truncated value reads as
+    a missing body), so a transfer is checked here before it is stored: every byte must belong
+    to a complete described value whose descriptor is a message section.
+    """
+    data = proton.Data()
+    view = memoryview(raw)
+    offset = 0
+    while offset < len(raw):
+        data.clear()
+        try:
+            used = data.decode(view[offset:])
+        except proton.DataException as exc:
+            raise ValueError(f"undecodable bytes at offset {offset}: {exc}") from None
+        if used <= 0:
+            raise ValueError(f"undecodable bytes at offset {offset}")
+        data.rewind()
+        data.next()
+        if data.type() != proton.Data.DESCRIBED:
+            raise ValueError(f"the value at offset {offset} is not a message section (not a described type)")
+        data.enter()
+        data.next()
+        descriptor = data.get_object()
+        data.exit()
+        if descriptor not in _SECTION_DESCRIPTORS:
+            raise ValueError(f"the value at offset {offset} is not a message section (descriptor {descriptor!r})")
+        offset += used
+
+
 def property_value(value: Any) -> dict[str, Any]:
     """Typed struct (schemas.PROPERTY_VALUE) for one application-property value."""
     out: dict[str, Any] = {"type": None, "long": None, "double": None, "string": None, "bool": None}
