@@ -419,7 +419,7 @@ class FrontEnd(Handler):
         state = getattr(link, "ss", None)
         if link.is_sender and state is not None:
             self.subscriptions.dispatcher.dispatch(state.key)
-        if link.is_sender and link.drain and link.credit > 0:
+        if link.is_sender and link.drain and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
             # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,
             # delivery-count advanced). Qpid JMS drains for receive(timeout)/receiveNoWait() with
             # prefetch 0 and when it stops a consumer, and fails the consumer when no answer comes.
