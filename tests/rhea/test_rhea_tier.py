@@ -28,7 +28,7 @@ from tests.service import ServeProcess
 pytestmark = pytest.mark.e2e
 
 TIER = Path(__file__).resolve().parent
-MIN_TESTS = 34  # the tier as committed; a file that vanishes must not pass unnoticed
+MIN_TESTS = 37  # the tier as committed; a file that vanishes must not pass unnoticed
 NODE_TIMEOUT = 360  # seconds for the whole node run (it takes about a minute)
 
 
@@ -122,14 +122,20 @@ def test_rhea_tier(tmp_path: Path) -> None:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             pytest.fail(f"the rhea tier did not finish within {NODE_TIMEOUT} s:\n{out[-6000:]}")
     finally:
+        alive = service.proc is not None and service.proc.poll() is None
         code = service.stop()
-    assert code == 0, f"sharedsub serve exited with {code}:\n{service.log()[-4000:]}"
 
+    problems = []
+    if not alive or code != 0:
+        # Reported with the node results, which say what the clients saw when it went.
+        problems.append(
+            f"sharedsub serve {'died during the tier' if not alive else 'did not stop cleanly'} (exit {code}):\n"
+            + "\n".join(service.stderr_lines[-40:])
+        )
     output = (run.stdout + "\n" + run.stderr)[-8000:]
     if not report.exists():
-        pytest.fail(f"node --test wrote no JUnit report (exit {run.returncode}):\n{output}")
+        pytest.fail("\n\n".join([*problems, f"node --test wrote no JUnit report (exit {run.returncode}):\n{output}"]))
     passed, failed, skipped = _results(report)
-    problems = []
     if failed:
         problems.append(
             f"{len(failed)} rhea test(s) failed:\n"
@@ -143,7 +149,10 @@ def test_rhea_tier(tmp_path: Path) -> None:
     if run.returncode != 0 and not failed:
         problems.append(f"node --test exited with {run.returncode} without a failed test in its report")
     if problems:
-        log_tail = "\n".join(service.stderr_lines[-20:])
-        if len(problems) > 1 or not failed:  # the report alone does not explain it
+        if not failed:  # the report alone does not explain it
             problems.append(f"node output (tail):\n{output[-3000:]}")
-        pytest.fail("\n\n".join(problems) + f"\n\nservice log (tail):\n{log_tail}")
+        if alive and code == 0:
+            problems.append("service log (tail):\n" + "\n".join(service.stderr_lines[-20:]))
+        # Node failures first, then the service's exit.
+        problems.sort(key=lambda p: p.startswith("sharedsub serve"))
+        pytest.fail("\n\n".join(problems))
