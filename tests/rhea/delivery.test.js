@@ -369,3 +369,31 @@ test('expiry: a message whose absolute-expiry-time has passed is not delivered (
     await settle(() => m.delivery.accept());
     await consumer.closeLink();
   }));
+
+test('filters as rhea encodes them: the selector (ulong descriptor) and the no-local filter (string NoLocalFilter{}) route as JMS expects', T, () =>
+  h.withClients(async (connect) => {
+    const topic = await h.createTopic();
+    const cid = h.uid('client');
+    const own = await connect({ containerId: cid });
+    const consumer = own.receiver(h.jmsReceiver(h.uid('sub'), topic, 'durable', { selector: "colour = 'red'", noLocal: true }));
+    await consumer.attach();
+    consumer.flow(20);
+    const ownSender = own.sender({ target: { address: topic } });
+    const other = await connect({ containerId: h.uid('other') });
+    const otherSender = other.sender({ target: { address: topic } });
+    await ownSender.sendable();
+    await otherSender.sendable();
+    const props = (colour) => ({ application_properties: { colour } });
+    assert.equal((await ownSender.send({ body: 'own-red', ...props('red') })).outcome, 'accepted');
+    assert.equal((await otherSender.send({ body: 'other-blue', ...props('blue') })).outcome, 'accepted');
+    assert.equal((await otherSender.send({ body: 'other-red', ...props('red') })).outcome, 'accepted'); // positive control
+    const [m] = await consumer.waitMessages(1);
+    m.delivery.accept();
+    await h.delay(h.QUIET_WAIT);
+    assert.deepEqual(
+      consumer.messages.map((x) => x.message.body),
+      ['other-red'],
+      'only red, and not from the subscriber\'s own container',
+    );
+    await consumer.closeLink();
+  }));

@@ -504,9 +504,12 @@ function jmsReceiver(linkName, topic, kind, extra = {}) {
   return { name: linkName, source: jmsSource(topic, kind, extra), snd_settle_mode: 0, rcv_settle_mode: 0 };
 }
 
-/** The unsubscribe lookup: null source, link name `sub` (ClientID) or `sub|global`. */
+/** The unsubscribe lookup: null source, link name `sub` (ClientID) or `sub|global`, the latter
+ * with link desired-capabilities [shared, global] as Qpid JMS sends them (wire-spec §1.9). */
 function lookupReceiver(linkName) {
-  return { name: linkName, snd_settle_mode: 0, rcv_settle_mode: 0 };
+  const opts = { name: linkName, snd_settle_mode: 0, rcv_settle_mode: 0 };
+  if (/\|global$/.test(linkName)) opts.desired_capabilities = ['shared', 'global'];
+  return opts;
 }
 
 // ------------------------------------------------------------------------------- assertions
