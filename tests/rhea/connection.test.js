@@ -75,3 +75,14 @@ test('idle timeout: the server keeps a connection alive whose open asks for idle
     const r = c.receiver({ name: h.uid('plain'), source: { address: topic } });
     assert.ok(h.terminusOf(await r.attach(), 'source'), 'the connection still works');
   }));
+
+test('SASL: a connection with a SASL layer and ANONYMOUS (Qpid JMS uses a SASL layer by default) opens and works', T, () =>
+  h.withClients(async (connect) => {
+    const c = await connect({ containerId: h.uid('client'), saslAnonymous: true, desiredCapabilities: JMS_DESIRED });
+    assert.ok(c.connection.sasl_transport, 'the SASL layer was used');
+    assert.ok(h.symbolsOf(c.connection.remote.open.offered_capabilities).includes('SHARED-SUBS'));
+    const topic = await h.createTopic();
+    const r = c.receiver(h.jmsReceiver(h.uid('sub'), topic, 'shared-durable'));
+    assert.ok(h.terminusOf(await r.attach(), 'source'), 'attach works over the SASL connection');
+    assert.equal((await r.closeLink()).error, undefined);
+  }));

@@ -187,7 +187,8 @@ function terminusOf(attach, which) {
 class Client {
   /**
    * One AMQP connection from its own rhea container.
-   * options: containerId, desiredCapabilities, properties (open properties), idleTimeout (ms).
+   * options: containerId, desiredCapabilities, properties (open properties), idleTimeout (ms),
+   * saslAnonymous (a SASL layer with ANONYMOUS, as Qpid JMS connects by default).
    */
   constructor(options = {}) {
     this.containerId = options.containerId || uid('rhea');
@@ -204,6 +205,7 @@ class Client {
     };
     if (options.desiredCapabilities) connectOptions.desired_capabilities = options.desiredCapabilities;
     if (options.properties) connectOptions.properties = options.properties;
+    if (options.saslAnonymous) connectOptions.username = 'anonymous'; // rhea then speaks SASL ANONYMOUS
     this.opened = deferred();
     this.closed = deferred();
     this.disconnected = deferred();
