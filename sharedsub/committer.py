@@ -417,5 +417,9 @@ def _transaction_results(results: list[Result], txns: list[CommitTransaction]) -
     for txn in txns:
         mine = parts[id(txn)]
         error = next((r.error for r in mine if r.error is not None), None)
+        stored = sorted({r.request.topic for r in mine if r.error is None})  # type: ignore[union-attr]
+        if error is not None and stored:
+            # One Delta table per topic: what was written to the other topics stays written.
+            error = RuntimeError(f"{error} (its messages to {', '.join(stored)} were stored)")
         out.append(Result(txn, error=error, value=None if error else [r.value for r in mine]))
     return out
