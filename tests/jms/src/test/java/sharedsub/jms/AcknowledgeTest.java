@@ -1,0 +1,154 @@
+package sharedsub.jms;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+
+import jakarta.jms.Connection;
+import jakarta.jms.Message;
+import jakarta.jms.MessageConsumer;
+import jakarta.jms.Session;
+import jakarta.jms.Topic;
+
+import org.junit.jupiter.api.Test;
+
+/** CLIENT_ACKNOWLEDGE, recover(), redelivery, and closing a consumer with prefetched messages. */
+class AcknowledgeTest extends JmsTierSupport {
+
+    private static int deliveryCount(Message m) throws Exception {
+        return m.getIntProperty("JMSXDeliveryCount");
+    }
+
+    @Test
+    void recoverRedeliversUnacknowledgedMessagesAndAcknowledgedOnesNeverComeAgain() throws Exception {
+        String topic = newTopicName("ack");
+        String name = subName("d");
+        String id = clientId("a");
+        Connection c = connect(id);
+        Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        Topic t = s.createTopic(topic);
+        MessageConsumer consumer = s.createDurableConsumer(t, name);
+        publish(topic, "m1", "m2", "m3");
+
+        List<Message> first = expectTexts(consumer, "m1", "m2");
+        for (Message m : first) {
+            assertFalse(m.getJMSRedelivered());
+            assertEquals(1, deliveryCount(m));
+        }
+        first.get(1).acknowledge();   // acknowledges m1 and m2 (everything consumed in the session)
+        Message m3 = expectTexts(consumer, "m3").get(0);
+        assertFalse(m3.getJMSRedelivered());
+
+        s.recover();
+        Message again = expectTexts(consumer, "m3").get(0);
+        assertTrue(again.getJMSRedelivered(), "recovered message must be marked redelivered");
+        assertEquals(2, deliveryCount(again));
+
+        s.recover();
+        again = expectTexts(consumer, "m3").get(0);
+        assertTrue(again.getJMSRedelivered());
+        assertEquals(3, deliveryCount(again));
+        expectNothing(consumer, "m1 and m2 were acknowledged");
+
+        // Close the connection without acknowledging m3: it comes again, m1 and m2 never do.
+        c.close();
+        Connection c2 = connect(id);
+        Session s2 = c2.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer back = s2.createDurableConsumer(s2.createTopic(topic), name);
+        publish(topic, "m4");
+        List<Message> got = expectTexts(back, "m3", "m4");
+        assertTrue(got.get(0).getJMSRedelivered(), "m3 was delivered before: it comes back marked redelivered");
+        assertTrue(deliveryCount(got.get(0)) >= 2, "JMSXDeliveryCount of m3 after the connection closed: " + deliveryCount(got.get(0)));
+        assertFalse(got.get(1).getJMSRedelivered());
+        got.get(1).acknowledge();
+        c2.close();
+
+        // Everything is acknowledged now: nothing comes back.
+        Connection c3 = connect(id);
+        Session s3 = c3.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer last = s3.createDurableConsumer(s3.createTopic(topic), name);
+        publish(topic, "m5");
+        assertEquals(List.of(), textsUntil(last, "m5"), "acknowledged messages must never come again");
+    }
+
+    @Test
+    void recoverOnASharedSubscription() throws Exception {
+        String topic = newTopicName("ack");
+        String name = subName("sd");
+        Connection c = connect(null);
+        Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer consumer = s.createSharedDurableConsumer(s.createTopic(topic), name);
+        publish(topic, "s1", "s2");
+        expectTexts(consumer, "s1", "s2");
+        s.recover();
+        List<Message> again = expectTexts(consumer, "s1", "s2");
+        for (Message m : again) {
+            assertTrue(m.getJMSRedelivered());
+            assertEquals(2, deliveryCount(m));
+        }
+        again.get(1).acknowledge();
+        consumer.close();
+        MessageConsumer back = s.createSharedDurableConsumer(s.createTopic(topic), name);
+        publish(topic, "s3");
+        assertEquals(List.of(), textsUntil(back, "s3"), "acknowledged messages after re-attach");
+    }
+
+    private void closeWithPrefetched(int ackMode) throws Exception {
+        String topic = newTopicName("prefetch");
+        String name = subName("d");
+        String id = clientId("a");
+        Connection c = connect(id, "jms.prefetchPolicy.all=10");
+        Session s = c.createSession(false, ackMode);
+        Topic t = s.createTopic(topic);
+        MessageConsumer consumer = s.createDurableConsumer(t, name);
+        String[] msgs = texts("p", 6);
+        publish(topic, msgs);
+        Message first = expectTexts(consumer, "p-0").get(0);
+        if (ackMode == Session.CLIENT_ACKNOWLEDGE) {
+            first.acknowledge();
+        }
+        Thread.sleep(1_000);   // let the rest arrive in the consumer's prefetch buffer
+        consumer.close();
+
+        MessageConsumer back = s.createDurableConsumer(t, name);
+        publish(topic, "marker");
+        List<String> got = textsUntil(back, "marker");
+        Map<String, Integer> counts = counts(got);
+        List<String> problems = new ArrayList<>();
+        if (counts.containsKey("p-0")) {
+            problems.add("the acknowledged p-0 came again");
+        }
+        for (int i = 1; i < msgs.length; i++) {
+            int n = counts.getOrDefault(msgs[i], 0);
+            if (n != 1) {
+                problems.add(msgs[i] + " arrived " + n + " times");
+            }
+        }
+        assertTrue(problems.isEmpty(), problems + " (received " + got + ")");
+        expectNothing(back, "no duplicates after the marker");
+    }
+
+    @Test
+    void closingAConsumerWithPrefetchedMessagesClientAcknowledge() throws Exception {
+        closeWithPrefetched(Session.CLIENT_ACKNOWLEDGE);
+    }
+
+    @Test
+    void closingAConsumerWithPrefetchedMessagesAutoAcknowledge() throws Exception {
+        closeWithPrefetched(Session.AUTO_ACKNOWLEDGE);
+    }
+
+    @Test
+    void dupsOkAcknowledgeDeliversEverything() throws Exception {
+        String topic = newTopicName("ack");
+        Connection c = connect(clientId("a"));
+        Session s = c.createSession(false, Session.DUPS_OK_ACKNOWLEDGE);
+        MessageConsumer consumer = s.createDurableConsumer(s.createTopic(topic), subName("d"));
+        publish(topic, "d1", "d2", "d3");
+        expectTexts(consumer, "d1", "d2", "d3");
+    }
+}

@@ -1,0 +1,108 @@
+"""The Qpid JMS tier: JUnit tests (tests/jms/src/test/java) drive a real ``sharedsub serve``
+through the Jakarta Messaging API of the Apache Qpid JMS client.
+
+This wrapper starts the server, runs ``mvn test`` against it with the server's URL, data dir and
+Python (the Java tests create their topics with ``python -m sharedsub topics create``), and fails
+listing every failed or errored Java test. It never skips: a missing ``mvn`` or fewer Java tests
+run than the sources define is a failure too.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+from tests.service import ROOT, ServeProcess
+
+JMS_DIR = Path(__file__).resolve().parent
+POM = JMS_DIR / "pom.xml"
+TEST_SOURCES = JMS_DIR / "src" / "test" / "java"
+REPORTS = JMS_DIR / "target" / "surefire-reports"
+
+# Maven's first run downloads the client and plugins; the tests themselves take a few minutes.
+MVN_TIMEOUT = 1500.0
+
+pytestmark = pytest.mark.e2e
+
+
+def defined_tests() -> dict[str, int]:
+    """``@Test`` methods per Java test class, counted in the sources."""
+    counts: dict[str, int] = {}
+    for path in sorted(TEST_SOURCES.rglob("*Test.java")):
+        n = len(re.findall(r"^\s*@Test\b", path.read_text(encoding="utf-8"), flags=re.MULTILINE))
+        if n:
+            counts[path.stem] = n
+    return counts
+
+
+def read_reports(reports: Path) -> tuple[int, list[str]]:
+    """(tests run, one line per failed/errored/skipped test) from surefire's TEST-*.xml."""
+    ran = 0
+    problems: list[str] = []
+    for xml in sorted(reports.glob("TEST-*.xml")):
+        root = ET.parse(xml).getroot()
+        for case in root.iter("testcase"):
+            ran += 1
+            name = f"{case.get('classname', '?').rsplit('.', 1)[-1]}.{case.get('name', '?')}"
+            for kind in ("failure", "error", "skipped"):
+                for node in case.findall(kind):
+                    message = (node.get("message") or "").strip()
+                    detail = (node.text or "").strip().splitlines()
+                    if not message and detail:
+                        message = detail[0]
+                    problems.append(f"{kind.upper()} {name}: {node.get('type', '')}: {message}")
+    return ran, problems
+
+
+@pytest.mark.timeout(MVN_TIMEOUT + 300)
+def test_qpid_jms_tier(tmp_path: Path) -> None:
+    """Every Java test of the tier passes against a freshly started server."""
+    mvn = shutil.which("mvn")
+    assert mvn is not None, "mvn (Apache Maven) is not on the PATH: the Qpid JMS tier cannot run"
+    expected = defined_tests()
+    assert expected, f"no @Test methods found under {TEST_SOURCES}"
+
+    for stale in (REPORTS, JMS_DIR / "target" / "test-classes"):
+        if stale.exists():
+            shutil.rmtree(stale)  # never read a previous run's reports, nor run a deleted test's class
+    data = tmp_path / "serve-data"
+    data.mkdir()
+    log_path = tmp_path / "mvn.log"
+    server = ServeProcess(data).start()
+    try:
+        cmd = [
+            mvn,
+            "-B",
+            "-f",
+            str(POM),
+            "test",
+            f"-Dsharedsub.url={server.url}",
+            f"-Dsharedsub.dataDir={data}",
+            f"-Dsharedsub.python={sys.executable}",
+        ]
+        with log_path.open("w") as log:
+            try:
+                proc = subprocess.run(
+                    cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=MVN_TIMEOUT
+                )
+                rc = proc.returncode
+            except subprocess.TimeoutExpired:
+                rc = None
+    finally:
+        code = server.stop()
+    mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
+    assert code == 0, f"sharedsub serve exited with {code}:\n{server.log()[-4000:]}"
+    assert rc is not None, f"mvn test did not finish within {MVN_TIMEOUT:.0f} s; log {log_path}:\n{mvn_tail}"
+
+    ran, problems = read_reports(REPORTS)
+    total = sum(expected.values())
+    summary = f"{ran} Java tests ran ({total} defined: {expected}); mvn exit code {rc}; log {log_path}"
+    assert not problems, f"{len(problems)} Java test(s) did not pass:\n" + "\n".join(problems) + f"\n{summary}"
+    assert ran >= total, f"fewer Java tests ran than defined: {summary}\n{mvn_tail}"
+    assert rc == 0, f"mvn test failed without a failing test report: {summary}\n{mvn_tail}"
