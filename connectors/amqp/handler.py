@@ -12,6 +12,7 @@ Work done on other threads (commits, table reads) comes back through one ``Event
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -36,6 +37,9 @@ from connectors.amqp.transactions import Coordinator, is_coordinator, transactio
 
 log = logging.getLogger(__name__)
 
+CONTAINER_ID = "sharedsub"
+"""The container-id of the service's open frame."""
+
 
 @dataclasses.dataclass(slots=True)
 class PublisherLink:
@@ -47,6 +51,27 @@ class PublisherLink:
 
 def _no_reply(_closed: bool, _condition: Condition | None) -> None:
     pass
+
+
+_Callback = Callable[[Any, Any], None]
+
+
+def _contained(method: _Callback) -> _Callback:
+    """Run a client-driven event callback so that what goes wrong in it ends at most the
+    connection the event came from, never the reactor (and with it every other client)."""
+
+    @functools.wraps(method)
+    def guarded(self: Any, event: Any) -> None:
+        try:
+            method(self, event)
+        except Exception as exc:
+            conn = getattr(event, "connection", None)
+            log.exception("%s failed; closing its connection", method.__name__)
+            if conn is not None and not conn.state & Endpoint.LOCAL_CLOSED:
+                conn.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"internal error: {exc}")
+                conn.close()
+
+    return guarded
 
 
 def _refuse_error(link: proton.Link, error: BaseException) -> None:
@@ -190,6 +215,7 @@ class FrontEnd(Handler):
 
     # ------------------------------------------------------------------ connections
 
+    @_contained
     def on_connection_remote_open(self, event: Any) -> None:
         """Open with the capabilities Qpid JMS looks for (DESIGN §4.1), or refuse a duplicate container."""
         conn = event.connection
@@ -197,6 +223,7 @@ class FrontEnd(Handler):
             return
         container = conn.remote_container or ""
         desired = {str(c) for c in conn.remote_desired_capabilities or []}
+        conn.container = CONTAINER_ID
         conn.offered_capabilities = proton.SymbolList([symbol(c) for c in CONNECTION_OFFERED])
         if Capability.SOLE_CONNECTION in desired and any(
             c.remote_container == container for c in self.connections if c != conn
@@ -215,11 +242,13 @@ class FrontEnd(Handler):
         self.connections.add(conn)
         conn.open()
 
+    @_contained
     def on_session_remote_open(self, event: Any) -> None:
         """Accept every session."""
         if event.session.state & Endpoint.LOCAL_UNINIT:
             event.session.open()
 
+    @_contained
     def on_link_remote_open(self, event: Any) -> None:
         """A new link: a publisher (our receiver) or a consumer (our sender)."""
         link = event.link
@@ -308,6 +337,7 @@ class FrontEnd(Handler):
             link.ss = PublisherLink(address, container)
             link.source.copy(link.remote_source)
             link.target.copy(link.remote_target)
+            link.snd_settle_mode = link.remote_snd_settle_mode  # a pre-settling publisher is answered as such
             if self.settings.server.max_message_size:
                 # Advertised so clients refuse oversized sends themselves (Qpid JMS does).
                 link.max_message_size = self.settings.server.max_message_size
@@ -383,6 +413,7 @@ class FrontEnd(Handler):
         link.advance()
         link.flow(1)
 
+    @_contained
     def on_delivery(self, event: Any) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""
         dlv = event.delivery
@@ -413,13 +444,14 @@ class FrontEnd(Handler):
         elif dlv.remote_state or dlv.settled:
             self.subscriptions.dispatcher.settled(dlv)
 
+    @_contained
     def on_link_flow(self, event: Any) -> None:
         """Credit arrived on a consumer link: dispatch."""
         link = event.link
         state = getattr(link, "ss", None)
         if link.is_sender and state is not None:
             self.subscriptions.dispatcher.dispatch(state.key)
-        if link.is_sender and link.drain and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
+        if link.is_sender and link.drain_mode and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
             # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,
             # delivery-count advanced). Qpid JMS drains for receive(timeout)/receiveNoWait() with
             # prefetch 0 and when it stops a consumer, and fails the consumer when no answer comes.
@@ -437,6 +469,7 @@ class FrontEnd(Handler):
         else:
             link.detach()
 
+    @_contained
     def on_link_remote_close(self, event: Any) -> None:
         """Detach closed=true."""
         link = event.link
@@ -448,6 +481,7 @@ class FrontEnd(Handler):
             link, closed=True, reply=lambda closed, cond: self._reply_detach(link, closed, cond)
         )
 
+    @_contained
     def on_link_remote_detach(self, event: Any) -> None:
         """Detach closed=false."""
         link = event.link
@@ -456,6 +490,7 @@ class FrontEnd(Handler):
             link, closed=False, reply=lambda closed, cond: self._reply_detach(link, closed, cond)
         )
 
+    @_contained
     def on_session_remote_close(self, event: Any) -> None:
         """Session end: its links go with it."""
         session = event.session
@@ -464,12 +499,14 @@ class FrontEnd(Handler):
         if not session.state & Endpoint.LOCAL_CLOSED:
             session.close()
 
+    @_contained
     def on_connection_remote_close(self, event: Any) -> None:
         """Connection close: its links go."""
         self._connection_gone(event.connection)
         if not event.connection.state & Endpoint.LOCAL_CLOSED:
             event.connection.close()
 
+    @_contained
     def on_transport_closed(self, event: Any) -> None:
         """Connection lost: its links go."""
         if event.connection is not None:

@@ -19,7 +19,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from sharedsub.config import Settings
 from sharedsub.errors import ServiceUnavailable
 
-from connectors.amqp.handler import FrontEnd
+from connectors.amqp.handler import CONTAINER_ID, FrontEnd
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class FrontEndServer:
         self.handler = _Root(settings, self.injector, after_unclean_stop=after_unclean_stop)
         self.handler.server = self
         self.container = Container(self.handler)
-        self.container.container_id = "sharedsub"
+        self.container.container_id = CONTAINER_ID
         self.container.selectable(self.injector)
         self.acceptor: Any = None
         self.host = settings.server.host
