@@ -91,18 +91,33 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
                 proc = subprocess.run(
                     cmd, cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, timeout=MVN_TIMEOUT
                 )
-                rc = proc.returncode
+                rc: int | None = proc.returncode
             except subprocess.TimeoutExpired:
                 rc = None
     finally:
+        alive = server.proc is not None and server.proc.poll() is None
         code = server.stop()
-    mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
-    assert code == 0, f"sharedsub serve exited with {code}:\n{server.log()[-4000:]}"
-    assert rc is not None, f"mvn test did not finish within {MVN_TIMEOUT:.0f} s; log {log_path}:\n{mvn_tail}"
 
-    ran, problems = read_reports(REPORTS)
+    problems: list[str] = []
+    if code != 0:
+        # A server that died mid-run fails every later Java test with "Connection refused":
+        # say so first, with its own last words.
+        problems.append(
+            f"sharedsub serve {'died during the tier' if not alive else 'did not stop cleanly'} (exit {code}):\n"
+            + "\n".join(server.stderr_lines[-40:])
+        )
+    mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
+    if rc is None:
+        problems.append(f"mvn test did not finish within {MVN_TIMEOUT:.0f} s; log {log_path}:\n{mvn_tail}")
+
+    ran, failed = read_reports(REPORTS)
     total = sum(expected.values())
     summary = f"{ran} Java tests ran ({total} defined: {expected}); mvn exit code {rc}; log {log_path}"
-    assert not problems, f"{len(problems)} Java test(s) did not pass:\n" + "\n".join(problems) + f"\n{summary}"
-    assert ran >= total, f"fewer Java tests ran than defined: {summary}\n{mvn_tail}"
-    assert rc == 0, f"mvn test failed without a failing test report: {summary}\n{mvn_tail}"
+    if failed:
+        problems.append(f"{len(failed)} Java test(s) did not pass:\n" + "\n".join(failed))
+    if ran < total:
+        problems.append(f"fewer Java tests ran than defined:\n{mvn_tail}")
+    if rc not in (0, None) and not failed:
+        problems.append(f"mvn test failed without a failing test report:\n{mvn_tail}")
+    if problems:
+        pytest.fail("\n\n".join([*problems, summary]), pytrace=False)
