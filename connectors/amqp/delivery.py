@@ -8,13 +8,14 @@ Two halves:
   ``(topic, seq)``), resolves each payload from the :class:`PayloadCache` or the topic table, and
   posts ``(key, rows)`` to the reactor. At most ``max_in_flight`` rows per subscription are posted
   but not yet sent, so a slow consumer bounds memory.
-* :class:`Dispatcher` (reactor thread, no I/O): per subscription a queue of pending rows and the
-  consumer links; rows go round-robin to the links that have credit; a link with no credit gets
-  nothing and holds nothing back; a row is outstanding on at most one link. What a settlement
-  does is decided by :func:`sharedsub.outcomes.decide` (accepted → acknowledged; released and
-  modified → back to the front of the queue; rejected, or too many failed deliveries → the
-  dead-letter table); the unsettled rows of a link that goes away count as failed deliveries.
-  A row past its expiry is not sent but acknowledged as ``expired``.
+* :class:`Dispatcher` (reactor thread, no I/O): applies the dispatch rules of
+  :mod:`sharedsub.dispatch` (one pure state machine per subscription, over consumers named by
+  ints) to proton links. Rows go round-robin to the links that have credit; a link with no credit
+  gets nothing and holds nothing back; a row is outstanding on at most one link. What a
+  settlement does is decided by :func:`sharedsub.outcomes.decide` (accepted → acknowledged;
+  released and modified → back to the front of the queue; rejected, or too many failed
+  deliveries → the dead-letter table); the unsettled rows of a link that goes away count as
+  failed deliveries. A row past its expiry is not sent but acknowledged as ``expired``.
 
   modified(undeliverable-here) parks the row for the links that refused it: it goes to any other
   consumer link of the subscription on this front end. When every current link refused it, it
@@ -22,6 +23,10 @@ Two halves:
   refusal); it never returns to a link that said undeliverable-here while that link lives.
   Add delivery-failed to the outcome (as Qpid JMS does after its client-side maxRedeliveries)
   to make such refusals count towards ``max_delivery_count``.
+
+  Transactions (:meth:`Dispatcher.settle_transactional`, :meth:`Dispatcher.discharge`): a
+  delivery settled inside a transaction is held by it until the discharge; commit applies its
+  outcome as a plain settlement, rollback returns it redelivered with its count + 1.
 """
 
 from __future__ import annotations
@@ -36,9 +41,10 @@ from typing import Any
 
 import proton
 
+from sharedsub import dispatch as rules
 from sharedsub import metrics, outcomes
 from sharedsub.acklog import ack_state_of
-from sharedsub.outcomes import Ack, AckOutcome, DeadLetter, Limits, Requeue, Settlement
+from sharedsub.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout
 
@@ -291,23 +297,46 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# A disposition with a transactional state (AMQP 0x34): its outcome counts only if the
+# transaction commits (Dispatcher.settle_transactional, Dispatcher.discharge).
+_TRANSACTIONAL_STATE = 0x34
+
+# Delivery state codes of the outcome inside a transactional state (AMQP 0x34), as proton
+# numbers them, and the settlement each means. 0: settled inside the transaction with no outcome.
+_TXN_OUTCOMES = {
+    0: Settlement.ACCEPTED,
+    proton.Delivery.ACCEPTED: Settlement.ACCEPTED,
+    proton.Delivery.REJECTED: Settlement.REJECTED,
+    proton.Delivery.RELEASED: Settlement.RELEASED,
+    proton.Delivery.MODIFIED: Settlement.MODIFIED,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sent:
+    """A delivery sent and not settled: which subscription, consumer and row."""
+
+    key: str
+    consumer: int
+    seq: int
+
+
 @dataclasses.dataclass(slots=True)
-class _Subscription:
-    consumers: list[proton.Sender] = dataclasses.field(default_factory=list)
-    pending: collections.deque[Row] = dataclasses.field(default_factory=collections.deque)
-    # Rows refused with undeliverable-here, waiting for a link that did not refuse them.
-    parked: list[Row] = dataclasses.field(default_factory=list)
-    excluded: dict[int, set[int]] = dataclasses.field(default_factory=dict)  # seq -> consumer ids
-    outstanding: dict[int, tuple[proton.Sender, Row]] = dataclasses.field(default_factory=dict)
-    acked: set[int] = dataclasses.field(default_factory=set)
-    failures: dict[int, int] = dataclasses.field(default_factory=dict)  # seq -> failed deliveries
-    acquired: set[int] = dataclasses.field(default_factory=set)  # seqs sent before, not settled for good
-    maybe_delivered: set[int] = dataclasses.field(default_factory=set)  # see Row.maybe_delivered
-    cursor: int = 0
+class _Txn:
+    """An open transaction: the subscriptions holding its rows, and the container of each
+    consumer that settled in it (the consumer may be gone when it is discharged)."""
+
+    subs: dict[int, tuple[str, rules.SubscriptionDispatch]] = dataclasses.field(default_factory=dict)
+    containers: dict[int, str] = dataclasses.field(default_factory=dict)
 
 
 class Dispatcher:
-    """Round-robin dispatch of pending rows over consumer links with credit (reactor thread)."""
+    """Applies the dispatch rules of :mod:`sharedsub.dispatch` to proton links (reactor thread).
+
+    Consumer links are named by ints in typed side tables (never attributes on proton objects):
+    ``_links`` (key -> consumer -> link), ``_consumer_of`` (link -> (key, consumer)),
+    ``_sent`` (unsettled delivery -> key, consumer, seq).
+    """
 
     def __init__(
         self,
@@ -319,7 +348,14 @@ class Dispatcher:
         clock: Callable[[], int] = _now_ms,
         counters: metrics.Counters | None = None,
     ) -> None:
-        self._subs: dict[str, _Subscription] = {}
+        self._subs: dict[str, rules.SubscriptionDispatch] = {}
+        # Subscriptions without consumers whose rows an open transaction holds.
+        self._dropped: dict[str, rules.SubscriptionDispatch] = {}
+        self._links: dict[str, dict[int, proton.Sender]] = {}
+        self._consumer_of: dict[proton.Sender, tuple[str, int]] = {}
+        self._containers: dict[int, str] = {}
+        self._sent: dict[proton.Delivery, _Sent] = {}
+        self._txns: dict[bytes, _Txn] = {}
         self._counters = counters if counters is not None else metrics.Counters()
         self._on_sent = on_sent
         self._on_ack = on_ack
@@ -330,61 +366,20 @@ class Dispatcher:
         self._next_consumer = 0
         self._stopped = False
 
+    # ------------------------------------------------------------------ subscriptions
+
     def open(self, key: str, acked: set[int], failures: dict[int, int]) -> None:
         """Make ``key`` dispatchable; ``acked`` (acknowledged seqs) and ``failures`` (failed
         deliveries per seq, the AMQP delivery-count) are live and outlive idle periods."""
-        if key not in self._subs:
-            self._subs[key] = _Subscription(acked=acked, failures=failures)
-
-    def add_consumer(self, key: str, link: proton.Sender) -> None:
-        """Attach a consumer link to subscription ``key`` (opened before)."""
-        self._next_consumer += 1
-        link.ss_consumer_id = self._next_consumer
-        self._subs[key].consumers.append(link)
-        self.dispatch(key)
-
-    def remove_consumer(self, key: str, link: proton.Sender) -> int:
-        """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
-
-        Its unsettled deliveries failed (DESIGN §5): each is requeued with its delivery count + 1,
-        or dead-lettered at ``max_delivery_count``. Its undeliverable-here refusals are lifted.
-        """
-        sub = self._subs.get(key)
-        if sub is None:
-            return 0
-        sub.consumers = [c for c in sub.consumers if c != link]
-        gone = getattr(link, "ss_consumer_id", None)
-        back = sorted((row for lk, row in sub.outstanding.values() if lk == link), key=lambda r: r.seq)
-        for row in back:
-            del sub.outstanding[row.seq]
-        unparked = []
-        for row in sub.parked:
-            refused = sub.excluded.get(row.seq, set())
-            refused.discard(gone)  # type: ignore[arg-type]
-            if not refused:
-                sub.excluded.pop(row.seq, None)
-                unparked.append(row)
-        if unparked:
-            sub.parked = [r for r in sub.parked if r.seq in sub.excluded]
-        container = link.connection.remote_container or ""
-        for row in reversed(back):
-            decision = outcomes.decide(Settlement.LINK_LOST, sub.failures.get(row.seq, 0), self._limits)
-            self._apply(key, sub, row, decision, None, None, container)
-        sub.pending.extendleft(sorted(unparked, key=lambda r: r.seq, reverse=True))
-        if back or unparked:
-            self.dispatch(key)
-        return len(sub.consumers)
-
-    def fail_outstanding(self) -> None:
-        """Shutting down: every unsettled delivery failed (recorded now, while the ack log can
-        still be written), and nothing more is sent."""
-        self._stopped = True
-        for key, sub in self._subs.items():
-            for link, row in sorted(sub.outstanding.values(), key=lambda lr: -lr[1].seq):
-                container = link.connection.remote_container or ""
-                decision = outcomes.decide(Settlement.LINK_LOST, sub.failures.get(row.seq, 0), self._limits)
-                self._apply(key, sub, row, decision, None, None, container)
-            sub.outstanding.clear()
+        if key in self._subs:
+            return
+        sub = self._dropped.pop(key, None)
+        if sub is None or sub.acked is not acked:  # another generation: start afresh
+            sub = rules.SubscriptionDispatch(acked, failures, self._limits)
+            if self._stopped:
+                sub.handle(rules.Shutdown(), self._clock())
+        self._subs[key] = sub
+        self._links.setdefault(key, {})
 
     def consumers(self, key: str) -> int:
         """Number of consumer links on ``key``."""
@@ -392,175 +387,218 @@ class Dispatcher:
         return len(sub.consumers) if sub else 0
 
     def drop(self, key: str) -> None:
-        """Forget a subscription and its pending rows (they stay in the table unless acknowledged)."""
-        self._subs.pop(key, None)
+        """Forget a subscription and its pending rows (they stay in the table unless acknowledged).
+        Rows an open transaction holds stay held until it is discharged."""
+        sub = self._subs.pop(key, None)
+        for consumer, link in self._links.pop(key, {}).items():
+            self._consumer_of.pop(link, None)
+            self._containers.pop(consumer, None)
+        self._sent = {d: s for d, s in self._sent.items() if s.key != key}
+        if sub is not None and sub.holds_transactions():
+            sub.handle(rules.Drop(), self._clock())
+            self._dropped[key] = sub
+
+    # ------------------------------------------------------------------ consumers
+
+    def add_consumer(self, key: str, link: proton.Sender) -> None:
+        """Attach a consumer link to subscription ``key`` (opened before)."""
+        self._next_consumer += 1
+        consumer = self._next_consumer
+        self._links[key][consumer] = link
+        self._consumer_of[link] = (key, consumer)
+        self._containers[consumer] = link.connection.remote_container or ""
+        presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
+        self._handle(key, rules.AddConsumer(consumer, _credit(link), presettled))
+
+    def remove_consumer(self, key: str, link: proton.Sender) -> int:
+        """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
+
+        Its unsettled deliveries failed (DESIGN §5): each is requeued with its delivery count + 1,
+        or dead-lettered at ``max_delivery_count``. Its undeliverable-here refusals are lifted.
+        Rows it settled inside a transaction stay with the transaction.
+        """
+        sub = self._subs.get(key)
+        if sub is None:
+            return 0
+        found = self._consumer_of.get(link)
+        if found is None or found[0] != key:
+            return len(sub.consumers)
+        consumer = found[1]
+        del self._consumer_of[link]
+        del self._links[key][consumer]
+        self._sent = {d: s for d, s in self._sent.items() if s.consumer != consumer}
+        self._handle(key, rules.RemoveConsumer(consumer))
+        self._containers.pop(consumer, None)
+        return len(sub.consumers)
+
+    def fail_outstanding(self) -> None:
+        """Shutting down: every unsettled delivery failed (recorded now, while the ack log can
+        still be written), and nothing more is sent. Rows held by transactions not discharged
+        yet fail the same way."""
+        self._stopped = True
+        containers = {c: name for txn in self._txns.values() for c, name in txn.containers.items()}
+        for key, sub in [*self._subs.items(), *self._dropped.items()]:
+            self._handle(key, rules.Shutdown(), sub, containers)
+        self._sent.clear()
+        self._txns.clear()
+        self._dropped.clear()
+
+    # ------------------------------------------------------------------ rows
 
     def offer(self, key: str, rows: list[Row]) -> None:
         """Queue rows read by the tailer and dispatch what credit allows.
 
-        A row that is acknowledged, outstanding, parked or already waiting is not queued (a
-        backlog loaded again after a replay repeats rows that are open); the skipped ones count
-        as sent for the tailer's in-flight bound. A row older than the newest waiting one (a
-        replay's) is queued in seq order.
+        A row that is acknowledged, outstanding, parked, held by a transaction or already waiting
+        is not queued (a backlog loaded again after a replay repeats rows that are open); the
+        skipped ones count as sent for the tailer's in-flight bound. A row older than the newest
+        waiting one (a replay's) is queued in seq order.
         """
-        sub = self._subs.get(key)
-        if sub is None:
-            return
-        parked = {r.seq for r in sub.parked}
-        tail = sub.pending[-1].seq if sub.pending else None
-        waiting = {r.seq for r in sub.pending} if tail is not None and rows and rows[0].seq <= tail else set()
-        skipped = 0
-        unordered = False
-        for row in rows:
-            if row.seq in sub.acked or row.seq in sub.outstanding or row.seq in parked or row.seq in waiting:
-                skipped += 1
-                continue
-            if row.failures > sub.failures.get(row.seq, 0):  # counted before a restart, or a replay
-                sub.failures[row.seq] = row.failures
-            if row.maybe_delivered:
-                sub.maybe_delivered.add(row.seq)
-            unordered |= tail is not None and row.seq < tail
-            sub.pending.append(row)
-        if unordered:
-            sub.pending = collections.deque(sorted(sub.pending, key=lambda r: r.seq))
-        if skipped:
-            self._on_sent(key, skipped)
-        self.dispatch(key)
+        if key in self._subs:
+            self._handle(key, rules.Offer(tuple(rows)))
 
     def dispatch(self, key: str) -> None:
         """Send pending (and parked) rows of ``key`` round-robin to links with credit."""
-        sub = self._subs.get(key)
-        if self._stopped or sub is None or not (sub.pending or sub.parked) or not sub.consumers:
-            return
-        sent = 0
-        n = len(sub.consumers)
-        idle = 0
-        now = self._clock()
-        while (sub.pending or sub.parked) and idle < n:
-            link = sub.consumers[sub.cursor % n]
-            sub.cursor = (sub.cursor + 1) % n
-            if link.credit <= 0 or not (link.state & proton.Endpoint.LOCAL_ACTIVE):
-                idle += 1
-                continue
-            row = self._take(sub, link)
-            if row is None:
-                idle += 1
-                continue
-            idle = 0
-            if row.seq in sub.acked:
-                continue
-            if outcomes.is_expired(row.expires_at, now):
-                self._settle_for_good(key, sub, row, AckOutcome.EXPIRED, "")
-                continue
-            self._send(link, key, sub, row)
-            sent += 1
-        if sent:
-            self._on_sent(key, sent)
+        if key in self._subs:
+            self._handle(key, rules.Credit({c: _credit(link) for c, link in self._links.get(key, {}).items()}))
 
-    def _take(self, sub: _Subscription, link: proton.Sender) -> Row | None:
-        """Next row for ``link``: a parked row it did not refuse, else the head of the queue."""
-        me = getattr(link, "ss_consumer_id", None)
-        for i, row in enumerate(sub.parked):
-            if me not in sub.excluded.get(row.seq, ()):
-                del sub.parked[i]
-                sub.excluded.pop(row.seq, None)
-                return row
-        return sub.pending.popleft() if sub.pending else None
-
-    def _send(self, link: proton.Sender, key: str, sub: _Subscription, row: Row) -> None:
-        self._tag += 1
-        dlv = link.delivery(str(self._tag))
-        dlv.ss_row = (key, row)
-        count = sub.failures.get(row.seq, 0)
-        if row.seq in sub.maybe_delivered:
-            count = max(count, 1)  # delivery-count > 0 is what makes JMSRedelivered true
-        self._counters.inc(metrics.DELIVERED, row.topic, key)
-        if count or row.seq in sub.acquired:
-            self._counters.inc(metrics.REDELIVERED, row.topic, key)
-        # A row sent before (and not settled for good) may have been acquired by another link:
-        # first-acquirer false, whatever the count (a released one keeps count 0).
-        link.send(with_delivery_count(row.message, count) if count or row.seq in sub.acquired else row.message)
-        link.advance()
-        if link.snd_settle_mode == proton.Link.SND_SETTLED:
-            # At-most-once consumer: settled on sending, acknowledged at once.
-            dlv.settle()
-            self._settle_for_good(key, sub, row, AckOutcome.ACCEPTED, link.connection.remote_container or "")
-        else:
-            sub.outstanding[row.seq] = (link, row)
-            sub.acquired.add(row.seq)
-
-    def _settle_for_good(self, key: str, sub: _Subscription, row: Row, outcome: AckOutcome, consumer: str) -> None:
-        sub.acked.add(row.seq)
-        sub.failures.pop(row.seq, None)
-        sub.acquired.discard(row.seq)
-        sub.maybe_delivered.discard(row.seq)
-        if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
-            name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
-            self._counters.inc(name, row.topic, key)
-        self._on_ack(key, row.seq, outcome, consumer)
-
-    def _apply(
-        self,
-        key: str,
-        sub: _Subscription,
-        row: Row,
-        decision: outcomes.Decision,
-        link: proton.Sender | None,
-        error: proton.Condition | None,
-        consumer: str,
-    ) -> None:
-        """Carry out a settlement decision for ``row`` (no longer outstanding)."""
-        match decision:
-            case Ack(outcome=outcome):
-                self._settle_for_good(key, sub, row, outcome, consumer)
-            case DeadLetter():
-                sub.acked.add(row.seq)
-                sub.failures.pop(row.seq, None)
-                sub.acquired.discard(row.seq)
-                self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
-                self._on_dead_letter(key, row, decision, error, consumer)
-            case Requeue(delivery_count=count, exclude_link=exclude, failed=failed):
-                if count:
-                    sub.failures[row.seq] = count
-                if failed:
-                    self._on_ack(key, row.seq, AckOutcome.FAILED, consumer)
-                if exclude and link is not None:
-                    sub.excluded.setdefault(row.seq, set()).add(link.ss_consumer_id)
-                    sub.parked.append(row)
-                else:
-                    sub.pending.appendleft(row)
+    # ------------------------------------------------------------------ settlements
 
     def settled(self, dlv: proton.Delivery) -> None:
-        """A consumer's disposition: decide (sharedsub.outcomes) and apply."""
-        key, row = getattr(dlv, "ss_row", (None, None))
+        """A consumer's disposition: decide (sharedsub.dispatch, sharedsub.outcomes) and apply."""
         state = dlv.remote_state
         terminal = (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED)
+        if state == _TRANSACTIONAL_STATE:
+            return  # the transaction coordinator calls settle_transactional
         if state not in terminal and not dlv.settled:
             return  # e.g. a received state: not an outcome yet
         dlv.settle()
-        if key is None:
+        sent = self._sent.pop(dlv, None)
+        if sent is None or sent.key not in self._subs:
             return
-        sub = self._subs.get(key)
-        if sub is None or sub.outstanding.pop(row.seq, None) is None:
-            return
-        link = dlv.link
-        count = sub.failures.get(row.seq, 0)
         error = None
+        failed = undeliverable = False
         if state == proton.Delivery.RELEASED:
-            decision = outcomes.decide(Settlement.RELEASED, count, self._limits)
+            settlement = Settlement.RELEASED
         elif state == proton.Delivery.MODIFIED:
-            decision = outcomes.decide(
-                Settlement.MODIFIED,
-                count,
-                self._limits,
-                delivery_failed=bool(dlv.remote.failed),
-                undeliverable_here=bool(dlv.remote.undeliverable),
-            )
+            settlement = Settlement.MODIFIED
+            failed, undeliverable = bool(dlv.remote.failed), bool(dlv.remote.undeliverable)
         elif state == proton.Delivery.REJECTED:
+            settlement = Settlement.REJECTED
             error = dlv.remote.condition
-            decision = outcomes.decide(Settlement.REJECTED, count, self._limits)
         else:  # accepted, or settled with no outcome
-            decision = outcomes.decide(Settlement.ACCEPTED, count, self._limits)
-        self._apply(key, sub, row, decision, link, error, link.connection.remote_container or "")
-        if isinstance(decision, Requeue):
-            self.dispatch(key)
+            settlement = Settlement.ACCEPTED
+        self._handle(sent.key, rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error))
+
+    def settle_transactional(
+        self,
+        dlv: proton.Delivery,
+        txn_id: bytes,
+        outcome: int,
+        *,
+        failed: bool = False,
+        undeliverable: bool = False,
+        condition: proton.Condition | None = None,
+    ) -> None:
+        """A consumer settled ``dlv`` with a transactional state (AMQP 0x34) of transaction
+        ``txn_id`` whose outcome is ``outcome`` (proton's state code: 0x24 accepted, 0x25
+        rejected, 0x26 released, 0x27 modified with ``failed`` / ``undeliverable``; 0 none, as
+        accepted). ``dlv`` is settled locally now; its row is no longer outstanding on its link
+        and is held by the transaction until :meth:`discharge`: not sent again, and not
+        requeued when its link, session or connection goes."""
+        settlement = _TXN_OUTCOMES.get(outcome)
+        if settlement is None:
+            raise ValueError(f"not an outcome: {outcome!r}")
+        dlv.settle()
+        sent = self._sent.pop(dlv, None)
+        if sent is None:
+            return
+        sub = self._subs.get(sent.key)
+        if sub is None:
+            return
+        event = rules.SettleTransactional(
+            sent.consumer,
+            sent.seq,
+            bytes(txn_id),
+            settlement,
+            delivery_failed=failed and settlement == Settlement.MODIFIED,
+            undeliverable_here=undeliverable and settlement == Settlement.MODIFIED,
+            error=condition if settlement == Settlement.REJECTED else None,
+        )
+        self._handle(sent.key, event)
+        txn = self._txns.setdefault(bytes(txn_id), _Txn())
+        txn.subs[id(sub)] = (sent.key, sub)
+        txn.containers[sent.consumer] = self._containers.get(sent.consumer, "")
+
+    def discharge(self, txn_id: bytes, commit: bool) -> None:
+        """Transaction ``txn_id`` ends. Commit: each outcome settled in it is applied as a plain
+        settlement would have been (acknowledgements through ``on_ack``, dead letters, requeues).
+        Rollback: every row it holds goes back to its subscription marked redelivered with its
+        delivery count + 1 (dead-lettered at ``max_delivery_count``), then dispatch. Unknown
+        ``txn_id``: nothing happens."""
+        txn = self._txns.pop(bytes(txn_id), None)
+        if txn is None:
+            return
+        event = rules.Discharge(bytes(txn_id), commit)
+        for key, sub in txn.subs.values():
+            self._handle(key, event, sub, txn.containers)
+            if not sub.holds_transactions() and self._dropped.get(key) is sub:
+                del self._dropped[key]
+
+    # ------------------------------------------------------------------ effects
+
+    def _handle(
+        self,
+        key: str,
+        event: rules.Event,
+        sub: rules.SubscriptionDispatch | None = None,
+        containers: dict[int, str] | None = None,
+    ) -> None:
+        """Mirror the links' credit into ``key``'s dispatch state, hand it ``event``, apply the effects."""
+        if sub is None:
+            sub = self._subs[key]
+        links = self._links.get(key, {}) if self._subs.get(key) is sub else {}
+        for consumer, link in links.items():
+            sub.set_credit(consumer, _credit(link))
+        for effect in sub.handle(event, self._clock()):
+            match effect:
+                case rules.Send():
+                    self._send(key, links[effect.consumer], effect)
+                case rules.Record(row=row, outcome=outcome, consumer=consumer):
+                    if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
+                        name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
+                        self._counters.inc(name, row.topic, key)
+                    self._on_ack(key, row.seq, outcome, self._container(consumer, containers))
+                case rules.DeadLetterRow(row=row, reason=reason, delivery_count=count, consumer=consumer):
+                    self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
+                    decision = DeadLetter(reason, count)
+                    self._on_dead_letter(key, row, decision, effect.error, self._container(consumer, containers))
+                case rules.CountSent(count=count):
+                    self._on_sent(key, count)
+
+    def _container(self, consumer: int | None, containers: dict[int, str] | None) -> str:
+        """The container-id of ``consumer``'s connection ("" for none)."""
+        if consumer is None:
+            return ""
+        found = self._containers.get(consumer)
+        if found is None and containers is not None:
+            found = containers.get(consumer)
+        return found or ""
+
+    def _send(self, key: str, link: proton.Sender, effect: rules.Send) -> None:
+        row: Row = effect.row
+        self._tag += 1
+        dlv = link.delivery(str(self._tag))
+        self._counters.inc(metrics.DELIVERED, row.topic, key)
+        if not effect.first_acquirer:
+            self._counters.inc(metrics.REDELIVERED, row.topic, key)
+        link.send(row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count))
+        link.advance()
+        if effect.presettled:
+            dlv.settle()  # at-most-once consumer: settled on sending (acknowledged by the next effect)
+        else:
+            self._sent[dlv] = _Sent(key, effect.consumer, row.seq)
+
+
+def _credit(link: proton.Sender) -> int:
+    """What ``link`` may be sent now: its credit while it is open locally, else nothing."""
+    return link.credit if link.state & proton.Endpoint.LOCAL_ACTIVE else 0

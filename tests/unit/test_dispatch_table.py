@@ -373,3 +373,258 @@ def test_a_row_is_never_outstanding_on_two_consumers_or_sent_twice_while_open() 
         assert not set(places) & done
         assert set(places) | done == set(seqs), step
 
+
+# ------------------------------------------------------------------------ the adapter
+# connectors.amqp.delivery.Dispatcher applies the effects to proton links. Stand-ins with
+# __slots__ stand for the links and deliveries: the adapter may not hang attributes on them.
+
+
+class _Conn:
+    __slots__ = ("remote_container",)
+
+    def __init__(self, container: str) -> None:
+        self.remote_container = container
+
+
+class _Remote:
+    __slots__ = ("condition", "failed", "undeliverable")
+
+    def __init__(self) -> None:
+        self.failed = self.undeliverable = False
+        self.condition = None
+
+
+class _Delivery:
+    __slots__ = ("link", "tag", "payload", "settled", "local_settled", "remote_state", "remote")
+
+    def __init__(self, link: _Link, tag: str) -> None:
+        self.link, self.tag, self.payload = link, tag, b""
+        self.settled = self.local_settled = False  # ``settled``: by the peer, as proton says
+        self.remote_state = 0
+        self.remote = _Remote()
+
+    def settle(self) -> None:
+        self.local_settled = True
+
+
+class _Link:
+    __slots__ = ("credit", "state", "snd_settle_mode", "connection", "sent", "_current")
+
+    def __init__(self, container: str, credit: int, *, presettled: bool = False) -> None:
+        import proton
+
+        self.credit = credit
+        self.state = proton.Endpoint.LOCAL_ACTIVE | proton.Endpoint.REMOTE_ACTIVE
+        self.snd_settle_mode = proton.Link.SND_SETTLED if presettled else proton.Link.SND_UNSETTLED
+        self.connection = _Conn(container)
+        self.sent: list[_Delivery] = []
+        self._current: _Delivery | None = None
+
+    def delivery(self, tag: str) -> _Delivery:
+        self._current = _Delivery(self, tag)
+        return self._current
+
+    def send(self, data: bytes) -> int:
+        assert self._current is not None
+        self._current.payload = data
+        return len(data)
+
+    def advance(self) -> bool:
+        assert self._current is not None
+        self.sent.append(self._current)
+        self._current = None
+        self.credit -= 1
+        return True
+
+
+class _Adapter:
+    """A Dispatcher with recording callbacks and one subscription ``k`` opened."""
+
+    def __init__(self, limits: Limits = TEN) -> None:
+        from connectors.amqp.delivery import Dispatcher
+
+        self.acks: list[tuple[str, int, str, str]] = []
+        self.dead: list[tuple[int, str, int, Any, str]] = []
+        self.sent_counts: list[int] = []
+        self.acked: set[int] = set()
+        self.failures: dict[int, int] = {}
+        self.d = Dispatcher(
+            lambda _k, n: self.sent_counts.append(n),
+            lambda k, seq, outcome, c: self.acks.append((k, seq, str(outcome), c)),
+            lambda _k, row, decision, error, c: self.dead.append(
+                (row.seq, str(decision.reason), decision.delivery_count, error, c)
+            ),
+            limits=limits,
+            clock=lambda: NOW,
+        )
+        self.d.open("k", self.acked, self.failures)
+
+    def rows(self, *seqs: int) -> list[Any]:
+        from proton import Message
+
+        from connectors.amqp.delivery import Row
+
+        return [Row("t", s, Message(body=f"m{s}").encode()) for s in seqs]
+
+
+def _header(payload: bytes) -> tuple[int, bool]:
+    """(delivery-count, first-acquirer) of an encoded message."""
+    from proton import Message
+
+    msg = Message()
+    msg.decode(payload)
+    return msg.delivery_count, bool(msg.first_acquirer)
+
+
+def test_adapter_sends_round_robin_and_acknowledges_an_accept() -> None:
+    import proton
+
+    a = _Adapter()
+    one, two = _Link("c1", 1), _Link("c2", 5)
+    a.d.add_consumer("k", one)  # type: ignore[arg-type]
+    a.d.add_consumer("k", two)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1, 2, 3))
+    assert [len(one.sent), len(two.sent)] == [1, 2]
+    assert a.sent_counts == [3]
+    dlv = one.sent[0]
+    dlv.remote_state, dlv.settled = proton.Delivery.ACCEPTED, True
+    a.d.settled(dlv)  # type: ignore[arg-type]
+    assert dlv.local_settled
+    assert a.acks == [("k", 1, "accepted", "c1")]
+    bare = two.sent[0]
+    bare.settled = True  # settled with no outcome: accepted
+    a.d.settled(bare)  # type: ignore[arg-type]
+    assert a.acks[-1] == ("k", 2, "accepted", "c2")
+
+
+def test_adapter_presettled_consumer_is_settled_and_acknowledged_on_send() -> None:
+    a = _Adapter()
+    link = _Link("c1", 5, presettled=True)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1, 2))
+    assert all(d.local_settled for d in link.sent)
+    assert [s for _k, s, o, _c in a.acks if o == "accepted"] == [1, 2]
+
+
+def test_adapter_transaction_commit_applies_the_held_outcomes() -> None:
+    import proton
+
+    a = _Adapter()
+    link, other = _Link("c1", 2), _Link("c2", 0)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", other)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1, 2))
+    first, second = link.sent
+    a.d.settle_transactional(first, b"T1", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
+    a.d.settle_transactional(  # type: ignore[arg-type]
+        second, b"T1", proton.Delivery.REJECTED, condition=proton.Condition("app:no", "bad")
+    )
+    assert first.local_settled and second.local_settled
+    assert a.acks == [] and a.dead == []
+    # The link goes before the discharge: its settled-in-a-transaction rows are not requeued.
+    assert a.d.remove_consumer("k", link) == 1  # type: ignore[arg-type]
+    other.credit = 5
+    a.d.dispatch("k")
+    assert other.sent == []
+    a.d.discharge(b"T1", True)
+    assert a.acks == [("k", 1, "accepted", "c1")]
+    assert [(seq, reason, count, error.name, c) for seq, reason, count, error, c in a.dead] == [
+        (2, "rejected", 0, "app:no", "c1")
+    ]
+    a.d.discharge(b"T1", True)  # already discharged: unknown now, nothing happens
+    a.d.discharge(b"never", False)
+    assert len(a.acks) == 1 and len(a.dead) == 1
+
+
+def test_adapter_transaction_rollback_redelivers_marked_redelivered() -> None:
+    import proton
+
+    a = _Adapter()
+    link, other = _Link("c1", 1), _Link("c2", 0)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", other)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1))
+    (dlv,) = link.sent
+    assert dlv.payload == a.rows(1)[0].message  # a first delivery goes out as published
+    a.d.settle_transactional(dlv, b"T2", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
+    other.credit = 1
+    a.d.discharge(b"T2", False)
+    assert a.acks == [("k", 1, "failed", "c1")]
+    (again,) = other.sent
+    assert _header(again.payload) == (1, False)
+    assert a.failures == {1: 1}
+
+
+def test_adapter_transaction_outlives_the_subscriptions_last_consumer() -> None:
+    """A consumer settles in a transaction and detaches (the subscription goes idle here); the
+    commit still acknowledges, and a rollback's row comes back when a consumer attaches again."""
+    import proton
+
+    a = _Adapter()
+    link = _Link("c1", 2)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1, 2))
+    one, two = link.sent
+    a.d.settle_transactional(one, b"C", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
+    a.d.settle_transactional(two, b"R", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
+    assert a.d.remove_consumer("k", link) == 0  # type: ignore[arg-type]
+    a.d.drop("k")
+    assert a.d.consumers("k") == 0
+    a.d.discharge(b"C", True)
+    assert a.acks == [("k", 1, "accepted", "c1")]
+    a.d.open("k", a.acked, a.failures)
+    again = _Link("c3", 5)
+    a.d.add_consumer("k", again)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(2))  # the backlog loaded again: row 2 is still held by R
+    assert again.sent == []
+    a.d.discharge(b"R", False)
+    assert a.acks[-1] == ("k", 2, "failed", "c1")
+    (redelivered,) = again.sent
+    assert _header(redelivered.payload) == (1, False)
+
+
+def test_adapter_refuses_an_unknown_outcome_code() -> None:
+    a = _Adapter()
+    link = _Link("c1", 1)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1))
+    with pytest.raises(ValueError):
+        a.d.settle_transactional(link.sent[0], b"T", 0x23)  # type: ignore[arg-type]
+
+
+def test_adapter_shutdown_fails_outstanding_and_held_rows() -> None:
+    import proton
+
+    a = _Adapter()
+    link = _Link("c1", 2)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1, 2))
+    a.d.settle_transactional(link.sent[0], b"T", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
+    a.d.fail_outstanding()
+    assert sorted(a.acks) == [("k", 1, "failed", "c1"), ("k", 2, "failed", "c1")]
+    a.d.discharge(b"T", True)
+    link.credit = 5
+    a.d.dispatch("k")
+    assert len(link.sent) == 2 and len(a.acks) == 2
+
+
+def test_adapter_leaves_a_transactional_disposition_to_the_coordinator() -> None:
+    """The handler hands every disposition to ``settled``; one with a transactional state
+    (0x34) must not count as settled without an outcome (accepted)."""
+    import proton
+
+    a = _Adapter()
+    link = _Link("c1", 1)
+    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.offer("k", a.rows(1))
+    (dlv,) = link.sent
+    dlv.remote_state, dlv.settled = 0x34, True
+    a.d.settled(dlv)  # type: ignore[arg-type]
+    assert a.acks == [] and not dlv.local_settled
+    a.d.settle_transactional(dlv, b"T", proton.Delivery.RELEASED)  # type: ignore[arg-type]
+    a.d.settled(dlv)  # type: ignore[arg-type]  # in either order
+    a.d.discharge(b"T", True)
+    assert a.acks == []
+    link.credit = 1
+    a.d.dispatch("k")
+    assert len(link.sent) == 2
