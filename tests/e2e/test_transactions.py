@@ -40,6 +40,7 @@ class _Scenario(MessagingHandler, TransactionHandler):
         self.txn: Any = None
 
     def on_start(self, event: Any) -> None:
+        self.container = event.container
         self.conn = event.container.connect(self.url, reconnect=False)
         self.sender = event.container.create_sender(self.conn, self.topic)
         event.container.declare_transaction(self.conn, handler=self)
@@ -119,9 +120,7 @@ def test_another_connections_transaction_cannot_be_discharged(service: ServeProc
     with Subscriber(service.url, topic) as sub:
         sub.wait_attached()
         release = threading.Event()
-        owner = _Scenario(service.url, topic, ["mine"], lambda s, txn: threading.Thread(
-            target=lambda: (release.wait(60), s.conn.container.schedule(0, _Commit(txn)))
-        ).start())
+        owner = _Scenario(service.url, topic, ["mine"], lambda s, txn: s.container.schedule(0.1, _CommitWhen(release, txn)))
         _run(owner)
         assert owner.declared.wait(60)
         intruder = _Intruder(service.url, topic, owner.txn.id)
@@ -135,12 +134,17 @@ def test_another_connections_transaction_cannot_be_discharged(service: ServeProc
         assert _bodies(sub) == ["mine"]
 
 
-class _Commit:
-    def __init__(self, txn: Any) -> None:
-        self.txn = txn
+class _CommitWhen:
+    """A timer task on the owner's container: commit once ``release`` is set."""
+
+    def __init__(self, release: threading.Event, txn: Any) -> None:
+        self.release, self.txn = release, txn
 
     def on_timer_task(self, event: Any) -> None:
-        self.txn.commit()
+        if self.release.is_set():
+            self.txn.commit()
+        else:
+            event.container.schedule(0.1, self)
 
 
 class _Intruder(MessagingHandler):
