@@ -29,6 +29,7 @@ Events and what they do, first match wins where several could apply:
                                                                   ``CountSent(sent)``
  4    ... a parked row, this consumer did not refuse it           it goes before the queue head
  5    ... the row is past its expiry at ``now_ms``                ``Record(expired)``, not sent
+                                                                  (counted in ``CountSent``)
  6    ... the consumer is pre-settled (at most once)              ``Send(presettled)`` and
                                                                   ``Record(accepted)``
  7    :class:`Settle` accepted, or settled with no outcome        ``Record(accepted)``
@@ -400,13 +401,15 @@ class SubscriptionDispatch:
                 idle += 1
                 continue
             idle = 0
+            # Every row taken off the queue leaves the tailer's in-flight window, sent or not:
+            # uncounted expired rows would hold that window shut and stall the subscription.
+            sent += 1
             if row.seq in self.acked:
                 continue
             if outcomes.is_expired(row.expires_at, now_ms):
                 self._settle_for_good(row, AckOutcome.EXPIRED, None, out)
                 continue
             self._send(consumer, row, out)
-            sent += 1
         if sent:
             out.append(CountSent(sent))
 
