@@ -151,4 +151,32 @@ class AcknowledgeTest extends JmsTierSupport {
         publish(topic, "d1", "d2", "d3");
         expectTexts(consumer, "d1", "d2", "d3");
     }
+
+    @Test
+    void aMessageTheClientRejectsAfterTooManyRedeliveriesNeverComesAgain() throws Exception {
+        String topic = newTopicName("ack");
+        String name = subName("d");
+        String id = clientId("a");
+        String[] options = {"jms.redeliveryPolicy.maxRedeliveries=1", "jms.redeliveryPolicy.outcome=REJECTED"};
+        Connection c = connect(id, options);
+        Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer consumer = s.createDurableConsumer(s.createTopic(topic), name);
+        publish(topic, "poison");
+        expectTexts(consumer, "poison");
+        s.recover();
+        assertTrue(expectTexts(consumer, "poison").get(0).getJMSRedelivered());
+        s.recover();   // redelivery 2 > maxRedeliveries 1: the client settles it as rejected
+        publish(topic, "marker");
+        Message marker = consumer.receive(RECEIVE_MS);
+        assertEquals("marker", marker == null ? null : text(marker),
+                "the client must not hand out a message past its redelivery limit");
+        marker.acknowledge();
+        c.close();
+
+        Connection c2 = connect(id, options);
+        Session s2 = c2.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer back = s2.createDurableConsumer(s2.createTopic(topic), name);
+        publish(topic, "marker-2");
+        assertEquals(List.of(), textsUntil(back, "marker-2"), "a rejected message must never be delivered again");
+    }
 }

@@ -320,4 +320,27 @@ class MessageTypesTest extends JmsTierSupport {
         MessageConsumer d = s.createDurableConsumer(t, name);
         assertEquals(List.of(), textsUntil(d, "long-lived"), "an expired message must not be delivered");
     }
+
+    @Test
+    void aLargeMessageRoundTrips() throws Exception {
+        String topic = newTopicName("large");
+        Connection c = connect(clientId("a"));
+        Session s = autoSession(c);
+        Topic t = s.createTopic(topic);
+        MessageConsumer durable = s.createDurableConsumer(t, subName("d"));
+        byte[] payload = new byte[400_000];   // many AMQP frames each way
+        new java.util.Random(7).nextBytes(payload);
+        BytesMessage big = s.createBytesMessage();
+        big.writeBytes(payload);
+        big.setStringProperty("kind", "big");
+        s.createProducer(t).send(big);
+        Message m = durable.receive(RECEIVE_MS);
+        assertInstanceOf(BytesMessage.class, m);
+        BytesMessage got = (BytesMessage) m;
+        assertEquals(payload.length, got.getBodyLength());
+        byte[] back = new byte[payload.length];
+        assertEquals(payload.length, got.readBytes(back));
+        assertArrayEquals(payload, back);
+        assertEquals("big", got.getStringProperty("kind"));
+    }
 }

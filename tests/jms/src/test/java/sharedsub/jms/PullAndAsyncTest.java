@@ -140,4 +140,23 @@ class PullAndAsyncTest extends JmsTierSupport {
         assertTrue(refused.await(RECEIVE_MS, TimeUnit.MILLISECONDS), "no completion for a send to an unknown topic");
         assertInstanceOf(InvalidDestinationException.class, error.get(), "completion of a send to an unknown topic");
     }
+
+    @Test
+    void messagesPublishedWhileTheConnectionIsStoppedArriveAfterStart() throws Exception {
+        String topic = newTopicName("stop");
+        Connection c = connect(clientId("a"));
+        Session s = autoSession(c);
+        Topic t = s.createTopic(topic);
+        MessageConsumer durable = s.createDurableConsumer(t, subName("d"));
+        MessageConsumer plain = s.createConsumer(t);
+        publish(topic, "before-stop");
+        expectTexts(durable, "before-stop");
+        expectTexts(plain, "before-stop");
+        c.stop();   // the client stops its consumers (a drain for each) and delivers nothing
+        publish(topic, "while-stopped");
+        Thread.sleep(1_000);
+        c.start();
+        expectTexts(durable, "while-stopped");
+        expectTexts(plain, "while-stopped");
+    }
 }

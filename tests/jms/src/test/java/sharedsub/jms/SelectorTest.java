@@ -234,4 +234,19 @@ class SelectorTest extends JmsTierSupport {
         publishColored(topic, "r", "red");
         expectTexts(ok, "r");
     }
+
+    @Test
+    void noLocalChangeWhileInactiveStartsANewSubscription() throws Exception {
+        String topic = newTopicName("sel");
+        String name = subName("d");
+        Connection c = connect(clientId("a"));
+        Session s = autoSession(c);
+        Topic t = s.createTopic(topic);
+        s.createDurableConsumer(t, name, null, false).close();
+        publish(topic, "backlog");
+        MessageConsumer noLocal = s.createDurableConsumer(t, name, null, true);
+        publish(c, topic, "own");
+        publish(topic, "marker");
+        assertEquals(List.of(), textsUntil(noLocal, "marker"), "noLocal toggled: a new subscription without the old backlog");
+    }
 }
