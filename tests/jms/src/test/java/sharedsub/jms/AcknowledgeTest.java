@@ -179,4 +179,27 @@ class AcknowledgeTest extends JmsTierSupport {
         publish(topic, "marker-2");
         assertEquals(List.of(), textsUntil(back, "marker-2"), "a rejected message must never be delivered again");
     }
+
+    @Test
+    void unacknowledgedMessagesOfAClosedConnectionGoToTheOtherSharedConsumer() throws Exception {
+        String topic = newTopicName("ack");
+        String name = subName("sd");
+        Connection a = connect(null, "jms.prefetchPolicy.all=1");
+        Session as = a.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer ca = as.createSharedDurableConsumer(as.createTopic(topic), name);
+        publish(topic, "u1");
+        Message held = ca.receive(RECEIVE_MS);
+        assertEquals("u1", held == null ? null : text(held));
+
+        Connection b = connect(null);
+        Session bs = b.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+        MessageConsumer cb = bs.createSharedDurableConsumer(bs.createTopic(topic), name);
+        a.close();   // u1 was delivered to A and never acknowledged
+        Message m = expectTexts(cb, "u1").get(0);
+        assertTrue(m.getJMSRedelivered(), "u1 was delivered before: JMSRedelivered");
+        assertTrue(deliveryCount(m) >= 2, "JMSXDeliveryCount " + deliveryCount(m));
+        m.acknowledge();
+        publish(topic, "marker");
+        assertEquals(List.of(), textsUntil(cb, "marker"));
+    }
 }

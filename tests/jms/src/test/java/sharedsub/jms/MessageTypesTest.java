@@ -231,6 +231,8 @@ class MessageTypesTest extends JmsTierSupport {
         MessageConsumer byCorrelation = s.createConsumer(t, "JMSCorrelationID = 'corr-1'");
         MessageConsumer byMode = s.createConsumer(t, "JMSDeliveryMode = 'NON_PERSISTENT'");
         MessageConsumer byPersistent = s.createConsumer(t, "JMSDeliveryMode = 'PERSISTENT'");
+        MessageConsumer byExpiration = s.createConsumer(t, "JMSExpiration > 0");
+        MessageConsumer byTimestamp = s.createConsumer(t, "JMSTimestamp > " + (System.currentTimeMillis() - 600_000));
 
         MessageProducer p = s.createProducer(t);
         TextMessage plain = s.createTextMessage("plain");
@@ -269,7 +271,9 @@ class MessageTypesTest extends JmsTierSupport {
         expectTexts(byCorrelation, "special");
         expectTexts(byMode, "special");
         expectTexts(byPersistent, "plain");
-        expectNothing(List.of(byPriority, byType, byCorrelation, byMode, byPersistent), "header selectors");
+        expectTexts(byExpiration, "special");
+        expectTexts(byTimestamp, "plain", "special");
+        expectNothing(List.of(byPriority, byType, byCorrelation, byMode, byPersistent, byExpiration), "header selectors");
     }
 
     @Test

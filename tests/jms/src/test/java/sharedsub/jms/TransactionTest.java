@@ -177,4 +177,45 @@ class TransactionTest extends JmsTierSupport {
         assertEquals("marker", back.receiveBody(String.class, RECEIVE_MS), "committed messages came again");
         ctx.commit();
     }
+
+    @Test
+    void closingATransactedSessionRollsBackWhatItConsumedAndPublished() throws Exception {
+        String topic = newTopicName("tx");
+        String name = subName("d");
+        String id = clientId("a");
+        Connection watcher = connect(null);
+        Session ws = autoSession(watcher);
+        MessageConsumer watch = ws.createConsumer(ws.createTopic(topic));
+
+        Connection c = connect(id);
+        Session tx = c.createSession(true, Session.SESSION_TRANSACTED);
+        Topic t = tx.createTopic(topic);
+        MessageConsumer consumer = tx.createDurableConsumer(t, name);
+        publish(topic, "x1");
+        expectTexts(consumer, "x1");
+        assertEquals(List.of(), textsUntil(watch, "x1"));
+        tx.createProducer(t).send(tx.createTextMessage("uncommitted"));
+        tx.close();   // JMS: closing a transacted session rolls its transaction back
+        Session s2 = autoSession(c);
+        MessageConsumer back = s2.createDurableConsumer(s2.createTopic(topic), name);
+        Message again = expectTexts(back, "x1").get(0);
+        assertTrue(again.getJMSRedelivered(), "consumed in a rolled-back transaction: redelivered");
+        publish(topic, "marker");
+        assertEquals(List.of(), textsUntil(back, "marker"));
+        assertEquals(List.of(), textsUntil(watch, "marker"), "the uncommitted publish must never appear");
+    }
+
+    @Test
+    void aTransactionOfAClosedConnectionIsNeverCommitted() throws Exception {
+        String topic = newTopicName("tx");
+        Connection sub = connect(null);
+        Session ss = autoSession(sub);
+        MessageConsumer consumer = ss.createConsumer(ss.createTopic(topic));
+        Connection c = connect(null);
+        Session tx = c.createSession(true, Session.SESSION_TRANSACTED);
+        tx.createProducer(tx.createTopic(topic)).send(tx.createTextMessage("never"));
+        c.close();
+        publish(topic, "marker");
+        assertEquals(List.of(), textsUntil(consumer, "marker"), "a transaction left open by a closed connection was delivered");
+    }
 }
