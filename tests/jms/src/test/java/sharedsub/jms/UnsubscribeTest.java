@@ -149,4 +149,49 @@ class UnsubscribeTest extends JmsTierSupport {
         ls.unsubscribe(name);
         assertThrows(InvalidDestinationException.class, () -> ls.unsubscribe(name));
     }
+
+    @Test
+    void unsubscribeDoesNotFindANonDurableSubscriptionOfThatName() throws Exception {
+        String topic = newTopicName("unsub");
+        String name = subName("v");
+        Connection c = connect(clientId("a"));
+        Session s = autoSession(c);
+        MessageConsumer volatileShared = s.createSharedConsumer(s.createTopic(topic), name);
+        Connection g = connect(null);
+        Session gs = autoSession(g);
+        MessageConsumer globalVolatile = gs.createSharedConsumer(gs.createTopic(topic), name);
+        // unsubscribe is about durable subscriptions: there is none of that name
+        assertThrows(InvalidDestinationException.class, () -> s.unsubscribe(name));
+        assertThrows(InvalidDestinationException.class, () -> gs.unsubscribe(name));
+        publish(topic, "still-there");
+        expectTexts(volatileShared, "still-there");
+        expectTexts(globalVolatile, "still-there");
+    }
+
+    @Test
+    void unsubscribeRemovesOnlyTheSubscriptionOfItsNamespace() throws Exception {
+        String topic = newTopicName("unsub");
+        String name = subName("same");
+        String idA = clientId("a");
+        String idB = clientId("b");
+        Connection a = connect(idA);
+        Session as = autoSession(a);
+        as.createDurableConsumer(as.createTopic(topic), name).close();
+        Connection b = connect(idB);
+        Session bs = autoSession(b);
+        bs.createSharedDurableConsumer(bs.createTopic(topic), name).close();
+        Connection g = connect(null);
+        Session gs = autoSession(g);
+        gs.createSharedDurableConsumer(gs.createTopic(topic), name).close();
+        publish(topic, "backlog");
+
+        Connection other = connect(null);
+        autoSession(other).unsubscribe(name);   // the global one
+
+        expectTexts(as.createDurableConsumer(as.createTopic(topic), name), "backlog");
+        expectTexts(bs.createSharedDurableConsumer(bs.createTopic(topic), name), "backlog");
+        MessageConsumer fresh = gs.createSharedDurableConsumer(gs.createTopic(topic), name);
+        publish(topic, "new");
+        assertEquals(java.util.List.of(), textsUntil(fresh, "new"), "the global subscription was unsubscribed");
+    }
 }
