@@ -146,15 +146,10 @@ class Settle:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class SettleTransactional:
-    """As :class:`Settle`, inside transaction ``txn``: held until :class:`Discharge`."""
+    """``settle`` made inside transaction ``txn``: held until :class:`Discharge`."""
 
-    consumer: int
-    seq: int
     txn: bytes
-    settlement: Settlement
-    delivery_failed: bool = False
-    undeliverable_here: bool = False
-    error: Any = None
+    settle: Settle
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -230,14 +225,10 @@ Effect = Send | Record | DeadLetterRow | CountSent
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Held:
-    """A settlement held by a transaction."""
+    """A settlement held by a transaction, with the row it settles."""
 
-    consumer: int
     row: Any
-    settlement: Settlement
-    delivery_failed: bool
-    undeliverable_here: bool
-    error: Any
+    settle: Settle
 
 
 class SubscriptionDispatch:
@@ -329,14 +320,11 @@ class SubscriptionDispatch:
                 self._dispatch(now_ms, out)
             case Settle():
                 self._settle(event, now_ms, out)
-            case SettleTransactional():
-                entry = self._outstanding.get(event.seq)
-                if entry is not None and entry[0] == event.consumer:
-                    del self._outstanding[event.seq]
-                    self._held.setdefault(event.txn, []).append(
-                        _Held(event.consumer, entry[1], event.settlement, event.delivery_failed,
-                              event.undeliverable_here, event.error)
-                    )
+            case SettleTransactional(txn=txn, settle=settle):
+                entry = self._outstanding.get(settle.seq)
+                if entry is not None and entry[0] == settle.consumer:
+                    del self._outstanding[settle.seq]
+                    self._held.setdefault(txn, []).append(_Held(entry[1], settle))
             case Discharge(txn=txn, commit=commit):
                 self._discharge(txn, commit, now_ms, out)
             case Shutdown():
@@ -528,13 +516,14 @@ class SubscriptionDispatch:
             return
         if not commit:
             # JMS: rolled-back messages come again, redelivered, as after a failed delivery.
-            self._fail([(h.consumer, h.row) for h in held], out)
+            self._fail([(h.settle.consumer, h.row) for h in held], out)
         else:
             requeued = False
             for h in sorted(held, key=lambda h: -h.row.seq):
-                decision = self._decide(h.settlement, h.row.seq, h.delivery_failed, h.undeliverable_here)
-                error = h.error if h.settlement == Settlement.REJECTED else None
-                requeued |= self._apply(h.row, decision, h.consumer, error, out)
+                st = h.settle
+                decision = self._decide(st.settlement, h.row.seq, st.delivery_failed, st.undeliverable_here)
+                error = st.error if st.settlement == Settlement.REJECTED else None
+                requeued |= self._apply(h.row, decision, st.consumer, error, out)
             if not requeued:
                 return
         self._dispatch(now_ms, out)
@@ -544,6 +533,6 @@ class SubscriptionDispatch:
         rows = list(self._outstanding.values())
         self._outstanding.clear()
         for held in self._held.values():
-            rows += [(h.consumer, h.row) for h in held]
+            rows += [(h.settle.consumer, h.row) for h in held]
         self._held.clear()
         self._fail(rows, out)

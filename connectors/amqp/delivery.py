@@ -516,13 +516,15 @@ class Dispatcher:
         if sub is None:
             return
         event = rules.SettleTransactional(
-            sent.consumer,
-            sent.seq,
             bytes(txn_id),
-            settlement,
-            delivery_failed=failed and settlement == Settlement.MODIFIED,
-            undeliverable_here=undeliverable and settlement == Settlement.MODIFIED,
-            error=condition if settlement == Settlement.REJECTED else None,
+            rules.Settle(
+                sent.consumer,
+                sent.seq,
+                settlement,
+                delivery_failed=failed and settlement == Settlement.MODIFIED,
+                undeliverable_here=undeliverable and settlement == Settlement.MODIFIED,
+                error=condition if settlement == Settlement.REJECTED else None,
+            ),
         )
         self._handle(sent.key, event)
         txn = self._txns.setdefault(bytes(txn_id), _Txn())

@@ -82,8 +82,7 @@ def settle(consumer: int, seq: int, how: str, error: Any = None) -> Settle:
 
 
 def txn_settle(consumer: int, seq: int, how: str, txn: bytes = T, error: Any = None) -> SettleTransactional:
-    settlement, failed, here = SETTLEMENTS[how]
-    return SettleTransactional(consumer, seq, txn, settlement, failed, here, error)
+    return SettleTransactional(txn, settle(consumer, seq, how, error))
 
 
 def send(consumer: int, row: int | R, count: int = 0, *, first: bool = True, presettled: bool = False) -> Send:
