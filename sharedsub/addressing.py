@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from sharedsub import binding
 from sharedsub.errors import InvalidAddress
 from sharedsub.storage.layout import is_valid_topic_name
 
@@ -41,15 +42,37 @@ def parse_address(address: str | None) -> Address:
 
 
 def binding_of(address: Address) -> str:
-    """Binding pattern of a subscription address: the suffix, or '#' (everything)."""
-    return address.suffix if address.suffix else "#"
+    """Binding pattern of a subscription address: the suffix, or '#' (everything).
+
+    Raises:
+        InvalidAddress: a pattern longer than binding.MAX_PATTERN_LENGTH.
+    """
+    pattern = address.suffix if address.suffix else "#"
+    try:
+        binding.check_pattern(pattern)
+    except ValueError as exc:
+        raise InvalidAddress(f"{address.topic}/{pattern[:40]}…", str(exc)) from None
+    return pattern
 
 
 def routing_key(address: Address, application_properties: Mapping[str, Any] | None, subject: str | None) -> str:
-    """Routing key of a published message (see module docstring for the order)."""
+    """Routing key of a published message (see module docstring for the order).
+
+    Raises:
+        InvalidAddress: a key longer than binding.MAX_KEY_LENGTH.
+    """
+    key = _routing_key(address, application_properties, subject)
+    try:
+        binding.check_key(key)
+    except ValueError as exc:
+        raise InvalidAddress(f"{address.topic} (key {key[:40]!r}…)", str(exc)) from None
+    return key
+
+
+def _routing_key(address: Address, application_properties: Mapping[str, Any] | None, subject: str | None) -> str:
     if address.suffix is not None:
         return address.suffix
-    if application_properties:
+    if isinstance(application_properties, Mapping):
         for name in ("routing-key", "routing_key"):
             value = application_properties.get(name)
             if isinstance(value, str):

@@ -21,7 +21,7 @@ Attach with a source (seed 000 rows "Not Null Source = YES"), first match wins:
  #    situation                                                   decision
 ====  =========================================================  ==============================
  1    ``dynamic`` source                                          Refuse not-implemented
- 2    address not ``T`` or ``T/pattern``                          Refuse invalid-field
+ 2    address not ``T`` or ``T/pattern``, or pattern too long     Refuse invalid-field
  3    selector invalid (blank selector = none)                    Refuse invalid-field (filter)
  4    durable, and the same name in the same namespace exists     Refuse resource-locked
       with the other exclusivity (shared vs unshared)             (consumers or not, §4.4, D6)
@@ -388,8 +388,9 @@ def decide_attach(
         )
     try:
         address = parse_address(spec.address)
+        binding = binding_of(address)
     except InvalidAddress as exc:
-        # Row 2.
+        # Row 2 (also a binding pattern past binding.MAX_PATTERN_LENGTH).
         return Refuse(AmqpCondition.INVALID_FIELD, exc.description)
     selector = spec.selector if spec.selector and spec.selector.strip() else None  # wire-spec §1.5
     if selector is not None:
@@ -400,7 +401,7 @@ def decide_attach(
             return Refuse(AmqpCondition.INVALID_FIELD, exc.description, field="filter")
 
     identity = identity_for(request, new_name=new_name)
-    topic, binding, no_local = address.topic, binding_of(address), spec.no_local
+    topic, no_local = address.topic, spec.no_local
     # seed 000: 'global' is echoed for durable or shared subscriptions only (row YES NO YES NO).
     global_cap = is_global(spec) and (identity.shared or identity.durable)
 

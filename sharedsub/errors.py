@@ -60,6 +60,13 @@ class MessageDecodeError(SharedSubError):
     condition = AmqpCondition.DECODE_ERROR
 
 
+class InvalidMessage(SharedSubError):
+    """A well-encoded message whose sections break the AMQP message format (e.g. an
+    application-properties section that is not a map)."""
+
+    condition = AmqpCondition.INVALID_FIELD
+
+
 class MessageTooLarge(SharedSubError):
     """A published message larger than ``[server] max_message_size``."""
 

@@ -19,6 +19,7 @@ from sharedsub.conditions import (
     SELECTOR_FILTER_CODE,
     SELECTOR_FILTER_SYMBOLS,
 )
+from sharedsub.errors import InvalidMessage
 from sharedsub.model import ExpiryPolicy
 from sharedsub.terminus import AttachRequest, SourceSpec
 
@@ -128,15 +129,26 @@ def id_text(value: Any) -> str | None:
     return str(value)
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def _ms(seconds: float | None) -> int | None:
+    """Milliseconds of an AMQP timestamp or milliseconds field, which proton hands out as float
+    seconds; clamped to the int64 column (2^63-1 ms comes back a little above it)."""
     if not seconds:
         return None
-    return int(round(seconds * 1000))
+    return min(max(int(round(seconds * 1000)), _INT64[0]), _INT64[1])
 
 
 def message_columns(msg: proton.Message) -> dict[str, Any]:
-    """Topic-table columns read from a decoded message (all but seq, time, publisher, key, size)."""
+    """Topic-table columns read from a decoded message (all but seq, time, publisher, key, size).
+
+    Raises:
+        InvalidMessage: an application-properties section that is not a map.
+    """
     props = msg.properties or {}
+    if not isinstance(props, dict):
+        raise InvalidMessage(f"application-properties must be a map, not a {type(props).__name__}")
     return {
         "durable": bool(msg.durable),
         "priority": int(msg.priority),

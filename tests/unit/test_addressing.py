@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from sharedsub.addressing import Address, binding_of, parse_address, routing_key
+from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import InvalidAddress
 
 
@@ -40,3 +41,28 @@ def test_routing_key(address: str, props: dict | None, subject: str | None, key:
 def test_binding_of() -> None:
     assert binding_of(parse_address("t")) == "#"
     assert binding_of(parse_address("t/a.*")) == "a.*"
+
+
+def test_a_routing_key_past_the_limit_is_refused() -> None:
+    from sharedsub.binding import MAX_KEY_LENGTH
+
+    addr = parse_address("t")
+    assert routing_key(addr, None, "k" * MAX_KEY_LENGTH) == "k" * MAX_KEY_LENGTH
+    with pytest.raises(InvalidAddress, match=f"limit is {MAX_KEY_LENGTH}") as info:
+        routing_key(addr, None, "k" * (MAX_KEY_LENGTH + 1))
+    assert info.value.condition == AmqpCondition.INVALID_FIELD
+    with pytest.raises(InvalidAddress):
+        routing_key(parse_address("t/" + "k" * (MAX_KEY_LENGTH + 1)), None, None)
+
+
+def test_a_binding_pattern_past_the_limit_is_refused() -> None:
+    from sharedsub.binding import MAX_PATTERN_LENGTH
+
+    assert binding_of(parse_address("t/" + "a" * MAX_PATTERN_LENGTH)) == "a" * MAX_PATTERN_LENGTH
+    with pytest.raises(InvalidAddress, match=f"limit is {MAX_PATTERN_LENGTH}"):
+        binding_of(parse_address("t/" + "a" * (MAX_PATTERN_LENGTH + 1)))
+
+
+def test_application_properties_that_are_not_a_map_give_no_key() -> None:
+    """A valid AMQP encoding proton decodes: an application-properties section holding a list."""
+    assert routing_key(parse_address("t"), ["routing-key", "x"], "subj") == "subj"  # type: ignore[arg-type]

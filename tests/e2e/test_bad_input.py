@@ -1,0 +1,93 @@
+"""Bad input against a real ``sharedsub serve``: each bad message is refused on its own, the
+messages sent with it are stored and delivered, and the service goes on serving everyone.
+
+Messages are built as raw AMQP sections (valid encodings that python-qpid-proton's own Message
+class would not produce), so what reaches the server is exactly what a foreign client may send.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from proton import Data, Described, Message, timestamp, ulong
+
+from sharedsub.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
+from sharedsub.storage import delta
+from tests.amqp_peer import Subscriber, publish, uid
+from tests.service import ServeProcess
+
+pytestmark = pytest.mark.e2e
+
+
+def _sections(*sections: tuple[int, Any]) -> bytes:
+    data = Data()
+    for code, value in sections:
+        data.put_object(Described(ulong(code), value))
+    return data.encode()
+
+
+def _properties(**fields: Any) -> list[Any]:
+    names = ["message_id", "user_id", "to", "subject", "reply_to", "correlation_id", "content_type",
+             "content_encoding", "absolute_expiry_time", "creation_time", "group_id", "group_sequence",
+             "reply_to_group_id"]
+    return [fields.get(n) for n in names]
+
+
+def _good(body: str) -> bytes:
+    return Message(body=body).encode()
+
+
+def test_each_bad_message_is_refused_alone_and_the_rest_of_the_burst_is_delivered(
+    service: ServeProcess, topic: str
+) -> None:
+    list_properties = _sections((0x74, ["routing-key", "x"]), (0x77, "list-props"))
+    max_expiry = _sections((0x73, _properties(absolute_expiry_time=timestamp(2**63 - 1))), (0x77, "far-future"))
+    truncated = bytes([0x00, 0x53, 0x77, 0xA1, 0x10, 0x61, 0x62])
+    long_key = Message(body="long-key", subject="k" * (MAX_KEY_LENGTH + 1)).encode()
+    burst = [_good("g1"), list_properties, _good("g2"), max_expiry, _good("g3"), truncated, long_key, _good("g4")]
+    with Subscriber(service.url, topic) as sub:
+        sub.wait_attached()
+        outcomes = publish(service.url, topic, burst)
+        states = [(o.state, o.condition) for o in outcomes]
+        assert states == [
+            ("accepted", None),
+            ("rejected", "amqp:invalid-field"),  # application-properties not a map
+            ("accepted", None),
+            ("accepted", None),  # the largest timestamp is a valid one, and fails no other message
+            ("accepted", None),
+            ("rejected", "amqp:decode-error"),
+            ("rejected", "amqp:invalid-field"),  # routing key past the limit
+            ("accepted", None),
+        ], outcomes
+        assert "application-properties must be a map" in (outcomes[1].description or "")
+        assert f"limit is {MAX_KEY_LENGTH}" in (outcomes[6].description or "")
+        sub.wait_count(5)
+        assert [r.message.body for r in sub.received] == ["g1", "g2", "far-future", "g3", "g4"]
+
+
+def test_a_pattern_that_would_backtrack_routes_at_once_and_stalls_no_other_topic(
+    service: ServeProcess, topic: str
+) -> None:
+    """One subscriber bound to '#.a.#.a…b' and a 60-word key: with the regex matcher this pair
+    held routing for every topic for about 40 s; matched word by word it is immediate."""
+    other = uid("other")
+    delta.create_topic(str(service.data_dir), other)
+    pattern = ".".join(["#", "a"] * 7) + ".b"
+    key = ".".join(["a"] * 60)
+    with Subscriber(service.url, f"{topic}/{pattern}") as greedy, Subscriber(service.url, other) as bystander:
+        greedy.wait_attached()
+        bystander.wait_attached()
+        assert [o.state for o in publish(service.url, f"{topic}/{key}", [Message(body="no-match")])] == ["accepted"]
+        assert [o.state for o in publish(service.url, f"{topic}/{key}.b", [Message(body="match")])] == ["accepted"]
+        assert [o.state for o in publish(service.url, other, [Message(body="unrelated")])] == ["accepted"]
+        bystander.wait_count(1, timeout=30)
+        greedy.wait_count(1, timeout=30)
+        assert [r.message.body for r in greedy.received] == ["match"]
+
+
+def test_a_binding_pattern_past_the_limit_is_refused_at_attach(service: ServeProcess, topic: str) -> None:
+    with Subscriber(service.url, f"{topic}/" + "a" * (MAX_PATTERN_LENGTH + 1)) as sub:
+        condition, description = sub.wait_refused()
+    assert condition == "amqp:invalid-field"
+    assert f"limit is {MAX_PATTERN_LENGTH}" in description
