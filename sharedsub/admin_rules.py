@@ -55,6 +55,7 @@ from typing import Any
 from sharedsub.errors import (
     AmbiguousSubscription,
     ConfigError,
+    DataDirInUse,
     HistoryUnavailable,
     InvalidAddress,
     ReplayInProgress,
@@ -95,6 +96,7 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (InvalidAddress, "usage"),
     (SubscriptionInUse, "in-use"),
     (TopicInUse, "in-use"),
+    (DataDirInUse, "in-use"),
     # replay (sharedsub.replay)
     (HistoryUnavailable, "not-found"),
     (VersionNotFound, "usage"),

@@ -222,6 +222,9 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     sys.setswitchinterval(0.0005)
     if "://" not in settings.data_dir:
         os.makedirs(settings.data_dir, exist_ok=True)
+    from sharedsub.discovery import own_data_dir
+
+    owner = own_data_dir(settings.data_dir)  # held until the process ends (DataDirInUse if taken)
     server = FrontEndServer(settings, after_unclean_stop=_previous_stop_was_unclean(settings))
     host, port = server.listen()
     try:
@@ -270,6 +273,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
             maintenance.stop()
         if fanout is not None:
             fanout.stop()
+    owner.release()
     logging.getLogger("sharedsub").info("stopped")
     return EXIT_OK
 

@@ -21,7 +21,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sharedsub.errors import ServiceUnavailable
+from sharedsub.errors import DataDirInUse, ServiceUnavailable
 from sharedsub.storage import layout
 
 
@@ -65,6 +65,49 @@ def write_service_file(root: str, info: ServiceInfo) -> None:
     except BaseException:
         os.unlink(tmp)
         raise
+
+
+class DataDirLock:
+    """Exclusive ownership of a local data dir by one ``serve``/``frontend`` process.
+
+    An advisory ``flock`` on ``<data>/_owner.lock``, held for the life of the process: the
+    kernel releases it when the process ends however it ends (a SIGKILLed service never blocks
+    its restart), and a second service on the same dir is refused at start instead of writing
+    the same seqs beside the first.
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the dir up (also done by the process ending)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def own_data_dir(root: str) -> DataDirLock:
+    """Take the data dir for this process (local dirs only; other storage is not locked).
+
+    Raises:
+        DataDirInUse: another live process holds it; the message names its pid and address
+            as its ``_service.json`` records them.
+    """
+    import fcntl
+
+    path = _local(root)
+    if path is None:
+        return DataDirLock(None)
+    fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        info = read_service_file(root)
+        alive = info is not None and pid_alive(info.pid)
+        address = f"amqp://{info.amqp_host}:{info.amqp_port}" if alive and info is not None else None
+        raise DataDirInUse(root, info.pid if alive and info is not None else None, address) from None
+    return DataDirLock(fd)
 
 
 def read_service_file(root: str) -> ServiceInfo | None:

@@ -172,6 +172,22 @@ class TopicInUse(SharedSubError):
         self.reason = reason
 
 
+class DataDirInUse(SharedSubError):
+    """A second ``serve``/``frontend`` on a data dir another process owns."""
+
+    condition = AmqpCondition.RESOURCE_LOCKED
+
+    def __init__(self, data_dir: str, pid: int | None, address: str | None) -> None:
+        owner = f"process {pid}" if pid else "another process"
+        where = f" serving {address}" if address else ""
+        super().__init__(
+            f"data dir {data_dir} is in use by {owner}{where}; one service per data dir "
+            "(stop it first, or give this one another --data-dir)"
+        )
+        self.data_dir = data_dir
+        self.pid = pid
+
+
 class ServiceUnavailable(SharedSubError):
     """A service runs on the data dir but its admin endpoint cannot be reached or did not answer."""
 

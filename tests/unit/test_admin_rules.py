@@ -18,6 +18,7 @@ from sharedsub.admin_rules import (
     http_status,
 )
 from sharedsub.errors import (
+    DataDirInUse,
     AmbiguousSubscription,
     ConfigError,
     SharedSubError,
@@ -109,6 +110,7 @@ def test_refusal_names_what_is_in_the_way() -> None:
     [
         (SubscriptionInUse("a", 1), "in-use", 5, 409),
         (TopicInUse("t", "x"), "in-use", 5, 409),
+        (DataDirInUse("/d", 42, "amqp://127.0.0.1:5672"), "in-use", 5, 409),
         (SubscriptionNotFound("a"), "not-found", 3, 404),
         (TopicNotFound("t"), "not-found", 3, 404),
         (TopicExists("t"), "exists", 4, 409),
