@@ -28,6 +28,7 @@ class ServerSettings:
     max_message_size: int = 1024 * 1024  # bytes of one published message; 0 = unlimited
     max_transaction_messages: int = 10000  # messages one transaction may publish; 0 = unlimited
     max_transaction_bytes: int = 64 * 1024 * 1024  # bytes one transaction may publish; 0 = unlimited
+    idle_timeout: float = 60.0  # seconds without a frame before a connection is dropped; 0 = never
     # HTTP endpoint (metrics, health, admin calls): connectors/http.
     http_host: str = ""  # "" = the AMQP host
     http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
@@ -167,6 +168,8 @@ def _check(settings: Settings) -> None:
     ):
         if value <= 0:
             raise ConfigError(key, f"must be positive, got {value}")
+    if s.server.idle_timeout < 0:
+        raise ConfigError("server.idle_timeout", "must be 0 (never) or positive")
     if s.delivery.poll_interval <= 0:
         raise ConfigError("delivery.poll_interval", "must be positive")
     if s.fanout.trigger_interval < 0:

@@ -240,6 +240,10 @@ class FrontEnd(Handler):
             log.info("refused a second connection for container %r", container)
             return
         self.connections.add(conn)
+        if self.settings.server.idle_timeout and conn.transport is not None:
+            # Proton advertises this in the open and closes the transport when nothing arrives
+            # for that long (on_transport_closed then releases what the connection held).
+            conn.transport.idle_timeout = self.settings.server.idle_timeout
         conn.open()
 
     @_contained
