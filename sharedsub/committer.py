@@ -156,8 +156,11 @@ class Committer:
         on_done: Callable[[list[Result]], None],
         max_batch_messages: int = 5000,
         max_batch_bytes: int = 16 * 1024 * 1024,
+        fsync: bool = False,
     ) -> None:
+        """``fsync``: force every commit to disk before its results are reported (delta.sync_commit)."""
         self.root = root
+        self._fsync = fsync
         self._cache = cache
         self._on_done = on_done
         self._max_msgs = max_batch_messages
@@ -166,7 +169,7 @@ class Committer:
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, delta.TableAppender] = {}  # by table path
         self._next_seq: dict[str, int] = {}
-        self._catalog = catalog.catalog_appender(root)
+        self._catalog = catalog.catalog_appender(root, fsync=fsync)
         self._revision = 0
         self.commits = 0
         # Newest published_at (epoch seconds) committed per topic; written by this thread only,
@@ -293,7 +296,7 @@ class Committer:
         """
         appender = self._appenders.get(path)
         if appender is None:
-            appender = self._appenders[path] = delta.TableAppender(path, data.schema)
+            appender = self._appenders[path] = delta.TableAppender(path, data.schema, fsync=self._fsync)
         try:
             appender.append(data)
         except Exception:

@@ -40,6 +40,7 @@ class StorageSettings:
     """[storage]: where the tables live."""
 
     data_dir: str = "./data"
+    fsync: bool = True  # force each topic, catalog and ack-log commit to disk before settling
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

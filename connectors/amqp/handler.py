@@ -117,6 +117,7 @@ class FrontEnd(Handler):
             on_done=self._post_results,
             max_batch_messages=settings.publish.max_batch_messages,
             max_batch_bytes=settings.publish.max_batch_bytes,
+            fsync=settings.storage.fsync,
         )
         self.tailer = Tailer(
             self.root,

@@ -22,9 +22,9 @@ def append_records(appender: delta.TableAppender, records: Iterable[Subscription
     return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG))
 
 
-def catalog_appender(root: str) -> delta.TableAppender:
-    """Appender for the catalog table under ``root``."""
-    return delta.TableAppender(layout.catalog_table(root), schemas.CATALOG)
+def catalog_appender(root: str, *, fsync: bool = False) -> delta.TableAppender:
+    """Appender for the catalog table under ``root`` (``fsync``: see delta.sync_commit)."""
+    return delta.TableAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync)
 
 
 class CatalogReader:

@@ -189,3 +189,36 @@ def test_a_transaction_whose_commit_fails_reports_the_error(root: str) -> None:
     finally:
         committer.stop()
     assert result.request.token == "txn" and result.error is not None and result.value is None
+
+
+def test_with_fsync_each_commit_forces_its_files_log_entry_and_directories(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recorded around the real os.fsync (it still runs): which paths were forced before the
+    committer reported the publish."""
+    import os
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    done = Collector()
+    c = Committer(root, cache=PayloadCache(1 << 20), on_done=done, fsync=True)
+    c.start()
+    try:
+        c.submit(_publish("t", "durable", "tok"))
+        (result,) = done.wait(1)
+        forced = list(synced)  # what was forced before the result was reported
+    finally:
+        c.stop()
+    assert result.error is None
+    table = layout.topic_table(root, "t")
+    version = delta.latest_version(table)
+    commit = delta.read_commit(table, version)
+    assert commit is not None and commit.added
+    for path in (*commit.added, delta.log_file(table, version), os.path.dirname(delta.log_file(table, version)), table):
+        assert os.path.realpath(path) in forced, (path, forced)
