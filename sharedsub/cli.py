@@ -234,6 +234,8 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
         raise
     _announce_service(settings, host, port, http)
     fanout = FanoutProcess(settings.data_dir, config=args.config) if with_fanout else None
+    if fanout is not None:
+        server.fanout_status = fanout.status
 
     def on_signal(signum: int, _frame: Any) -> None:
         logging.getLogger("sharedsub").info("signal %d: stopping", signum)

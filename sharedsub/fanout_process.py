@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from typing import Any
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,8 @@ class FanoutProcess:
         self.extra_args = extra_args or []
         self.ready = threading.Event()
         self.restarts = 0
+        self._state = "starting"  # starting | running | restarting (see status())
+        self._last_exit: tuple[int | None, float] | None = None  # (exit code, wall time)
         self._proc: subprocess.Popen[str] | None = None
         self._stopping = False
         self._lock = threading.Lock()
@@ -71,6 +74,21 @@ class FanoutProcess:
     def wait_ready(self, timeout: float) -> bool:
         """Block until the child reported its first micro-batch (False on timeout)."""
         return self.ready.wait(timeout)
+
+    def status(self) -> dict[str, Any]:
+        """The job's state for /health and /metrics (any thread).
+
+        ``state``: ``starting`` (spawned, no micro-batch yet), ``running`` (its query completed
+        a micro-batch), ``restarting`` (it exited; waiting out the backoff). ``restarts`` counts
+        unexpected exits; ``last_exit`` is the newest one's code and time (epoch seconds).
+        """
+        last = self._last_exit
+        return {
+            "state": self._state,
+            "pid": self.pid,
+            "restarts": self.restarts,
+            "last_exit": None if last is None else {"code": last[0], "at": last[1]},
+        }
 
     @property
     def pid(self) -> int | None:
@@ -99,6 +117,7 @@ class FanoutProcess:
                 if self._stopping:
                     return
                 self._proc = proc = self._spawn()
+                self._state = "starting"
             started = time.monotonic()
             came_up = False
             assert proc.stdout is not None
@@ -106,6 +125,7 @@ class FanoutProcess:
                 text = line.rstrip("\n")
                 if text == READY_LINE:
                     came_up = True
+                    self._state = "running"
                     self.ready.set()
                     log.info("fan-out job running (pid %d)", proc.pid)
                 elif text:
@@ -114,6 +134,8 @@ class FanoutProcess:
             if self._stopping:
                 return
             self.restarts += 1
+            self._state = "restarting"
+            self._last_exit = (code, time.time())
             log.error("fan-out job exited with code %s; restarting", code)
             # Back off only while the job cannot come up (a crash loop); one that was running and
             # then died is restarted after the shortest pause, however short its run.

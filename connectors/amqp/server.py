@@ -87,6 +87,9 @@ class FrontEndServer:
         self.host = settings.server.host
         self.port = settings.server.port
         self._stopping = False
+        # State of the embedded fan-out job for /health and /metrics (sharedsub.fanout_process
+        # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
+        self.fanout_status: Callable[[], dict[str, Any]] | None = None
 
     def listen(self) -> tuple[str, int]:
         """Bind the listener; return the actual (host, port) (port 0 picks a free one)."""

@@ -3,7 +3,9 @@
 
 ======  ========================  =========================================================
 GET     /metrics                  Prometheus text exposition 0.0.4 (see :class:`MetricsView`)
-GET     /health                   ``{"ok": true, "pid", "amqp", "subscriptions", "fanout"}``
+GET     /health                   ``{"ok", "pid", "amqp", "subscriptions", "fanout": {"state",
+                                  "pid", "restarts", "last_exit"}, "fanout_last_batch_at"}``;
+                                  503 with ``ok`` false while the fan-out job is not running
 POST    /admin/unsubscribe        ``{"subscription": SUB}`` → ``{"ok": true, "subscription": {...}}``
 POST    /admin/topics/drop        ``{"topic": NAME, "force": bool}`` → ``{"ok": true, "topic",
                                   "deleted_subscriptions": [...]}``
@@ -100,6 +102,24 @@ class MetricsView:
         out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}))
         return out
 
+    def _supervision_families(self) -> list[metrics.Family]:
+        """Whether the embedded fan-out job runs, and how often it was restarted (``serve`` only)."""
+        if self._server.fanout_status is None:
+            return []
+        status = self._server.fanout_status()
+        return [
+            metrics.gauge(
+                "sharedsub_fanout_up",
+                "1 while the embedded fan-out job runs (its query completed a micro-batch), else 0.",
+                [({}, 1.0 if status["state"] == "running" else 0.0)],
+            ),
+            metrics.counter(
+                "sharedsub_fanout_restarts_total",
+                "Unexpected exits of the embedded fan-out job (each followed by a restart).",
+                [({}, float(status["restarts"]))],
+            ),
+        ]
+
     def _fanout_families(self, topics: set[str]) -> list[metrics.Family]:
         stats = read_stats(self._root) or {}
         routed: Mapping[str, Any] = stats.get("routed") or {}
@@ -120,6 +140,7 @@ class MetricsView:
                 "Duration of the fan-out job's last routing micro-batch (evaluation and commits).",
                 [({}, float(last["seconds"]))] if "seconds" in last else [],
             ),
+            *self._supervision_families(),
             metrics.gauge(
                 "sharedsub_fanout_last_batch_timestamp_seconds",
                 "When the fan-out job's last routing micro-batch finished (seconds since the epoch).",
@@ -157,14 +178,19 @@ def build_routes(server: FrontEndServer) -> Routes:
     def get_health(_request: Request) -> Reply:
         stats = read_stats(server.settings.data_dir) or {}
         last = (stats.get("last_batch") or {}).get("finished_at")
+        # Under ``frontend`` the job runs elsewhere (spark-submit): its own monitoring tells.
+        fanout = server.fanout_status() if server.fanout_status is not None else {"state": "external"}
+        ok = fanout["state"] in ("running", "external")
         return Reply.json(
             {
-                "ok": True,
+                "ok": ok,
                 "pid": os.getpid(),
                 "amqp": server.url,
                 "subscriptions": len(server.handler.subscriptions.records.copy()),
+                "fanout": fanout,
                 "fanout_last_batch_at": last,
-            }
+            },
+            status=200 if ok else 503,
         )
 
     def post_unsubscribe(request: Request) -> Reply:

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -77,6 +78,40 @@ def test_service_file_and_health(svc: ServeProcess) -> None:
     with urllib.request.urlopen(f"{info.admin_url}/health", timeout=30) as reply:
         health = json.loads(reply.read())
     assert health["ok"] is True and health["pid"] == svc.pid and health["amqp"] == svc.url
+    assert health["fanout"]["state"] == "running" and health["fanout"]["restarts"] == 0
+
+
+def _health(svc: ServeProcess) -> tuple[int, dict]:
+    try:
+        with urllib.request.urlopen(f"{service_info(svc).admin_url}/health", timeout=30) as reply:
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read())
+
+
+def test_health_and_metrics_report_a_failed_fanout_job_until_it_runs_again(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    proc = ServeProcess(tmp_path_factory.mktemp("fanout-health")).start()
+    try:
+        killed = proc.kill_fanout()
+        # The supervisor counts the exit at once; a new job needs a backoff pause, a JVM and a
+        # first micro-batch (many seconds) before it runs again.
+        wait_for(lambda: _health(proc)[1]["fanout"]["restarts"] == 1, 30, "the restart to be counted")
+        status, health = _health(proc)
+        assert status == 503 and health["ok"] is False, health
+        assert health["fanout"]["state"] in ("restarting", "starting")
+        assert health["fanout"]["last_exit"]["code"] is not None
+        assert value(scrape(proc), "sharedsub_fanout_up") == 0.0
+        wait_for(lambda: _health(proc)[0] == 200, 240, "the fan-out job to run again")
+        status, health = _health(proc)
+        assert health["ok"] is True and health["fanout"]["state"] == "running"
+        assert health["fanout"]["pid"] not in (None, killed)
+        samples = scrape(proc)
+        assert value(samples, "sharedsub_fanout_up") == 1.0
+        assert value(samples, "sharedsub_fanout_restarts_total") == 1.0
+    finally:
+        assert proc.stop() == 0
 
 
 def test_metrics_count_what_clients_did(svc: ServeProcess) -> None:
