@@ -366,6 +366,8 @@ class FrontEnd(Handler):
                 msg.decode(data)
             except Exception as exc:
                 raise MessageDecodeError(f"transfer is not a valid AMQP message: {exc}") from exc
+            # First: it reads (and checks) the strings proton decodes lazily, msg.address among them.
+            columns = translate.message_columns(msg)
             address = state.address or addressing.parse_address(msg.address)
             topic = address.topic
             if not self._topic_exists(topic):
@@ -376,7 +378,6 @@ class FrontEnd(Handler):
                     )
                 else:
                     raise TopicNotFound(topic)
-            columns = translate.message_columns(msg)
             columns["routing_key"] = addressing.routing_key(address, msg.properties, msg.subject)
             columns["publisher"] = state.container
             columns["partition"] = 0

@@ -19,7 +19,7 @@ from sharedsub.conditions import (
     SELECTOR_FILTER_CODE,
     SELECTOR_FILTER_SYMBOLS,
 )
-from sharedsub.errors import InvalidMessage
+from sharedsub.errors import InvalidMessage, MessageDecodeError
 from sharedsub.model import ExpiryPolicy
 from sharedsub.terminus import AttachRequest, SourceSpec
 
@@ -140,32 +140,44 @@ def _ms(seconds: float | None) -> int | None:
     return min(max(int(round(seconds * 1000)), _INT64[0]), _INT64[1])
 
 
+def _field(msg: proton.Message, attribute: str, name: str) -> Any:
+    """A properties field of ``msg``; proton decodes its strings only when they are read."""
+    try:
+        return getattr(msg, attribute)
+    except UnicodeDecodeError as exc:
+        raise MessageDecodeError(f"properties.{name} is not valid UTF-8: {exc}") from None
+
+
 def message_columns(msg: proton.Message) -> dict[str, Any]:
     """Topic-table columns read from a decoded message (all but seq, time, publisher, key, size).
 
     Raises:
         InvalidMessage: an application-properties section that is not a map.
+        MessageDecodeError: a properties field that is not valid UTF-8 (proton decodes those
+            strings only here, after the message decoded).
     """
     props = msg.properties or {}
     if not isinstance(props, dict):
         raise InvalidMessage(f"application-properties must be a map, not a {type(props).__name__}")
+    content_type = _field(msg, "content_type", "content-type")
+    content_encoding = _field(msg, "content_encoding", "content-encoding")
     return {
         "durable": bool(msg.durable),
         "priority": int(msg.priority),
         "ttl": _ms(msg.ttl),
-        "message_id": id_text(msg.id),
+        "message_id": id_text(_field(msg, "id", "message-id")),
         "user_id": bytes(msg.user_id) if msg.user_id else None,
-        "to": msg.address,
-        "subject": msg.subject,
-        "reply_to": msg.reply_to,
-        "correlation_id": id_text(msg.correlation_id),
-        "content_type": str(msg.content_type) if msg.content_type else None,
-        "content_encoding": str(msg.content_encoding) if msg.content_encoding else None,
+        "to": _field(msg, "address", "to"),
+        "subject": _field(msg, "subject", "subject"),
+        "reply_to": _field(msg, "reply_to", "reply-to"),
+        "correlation_id": id_text(_field(msg, "correlation_id", "correlation-id")),
+        "content_type": str(content_type) if content_type else None,
+        "content_encoding": str(content_encoding) if content_encoding else None,
         "absolute_expiry_time": _ms(msg.expiry_time),
         "creation_time": _ms(msg.creation_time),
-        "group_id": msg.group_id,
+        "group_id": _field(msg, "group_id", "group-id"),
         "group_sequence": int(msg.group_sequence) if msg.group_sequence else None,
-        "reply_to_group_id": msg.reply_to_group_id,
+        "reply_to_group_id": _field(msg, "reply_to_group_id", "reply-to-group-id"),
         "application_properties": [(str(k), property_value(v)) for k, v in props.items()],
     }
 

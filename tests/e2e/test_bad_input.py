@@ -91,3 +91,22 @@ def test_a_binding_pattern_past_the_limit_is_refused_at_attach(service: ServePro
         condition, description = sub.wait_refused()
     assert condition == "amqp:invalid-field"
     assert f"limit is {MAX_PATTERN_LENGTH}" in description
+
+
+def test_a_properties_string_that_is_not_utf8_is_rejected_alone(service: ServeProcess, topic: str) -> None:
+    """Found by tests/fuzz: a properties.subject (or reply-to, group-id, ...) str8 holding bytes
+    that are not UTF-8 decoded fine, then raised UnicodeDecodeError when read, which closed the
+    publisher's connection with amqp:internal-error; now only that transfer is rejected."""
+    bad = _sections((0x73, _properties(subject="\x00")), (0x77, "bad-subject"))
+    bad = bad.replace(b"\xa1\x01\x00", b"\xa1\x01\xb0")
+    with Subscriber(service.url, topic) as sub:
+        sub.wait_attached()
+        outcomes = publish(service.url, topic, [_good("u1"), bad, _good("u2")])
+        assert [(o.state, o.condition) for o in outcomes] == [
+            ("accepted", None),
+            ("rejected", "amqp:decode-error"),
+            ("accepted", None),
+        ], outcomes
+        assert "properties.subject is not valid UTF-8" in (outcomes[1].description or "")
+        sub.wait_count(2)
+        assert [r.message.body for r in sub.received] == ["u1", "u2"]
