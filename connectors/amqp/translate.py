@@ -7,8 +7,10 @@ fields routing, selectors and notebooks need.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
+import cproton
 import proton
 from proton import Described, Terminus, symbol, ulong
 
@@ -148,6 +150,15 @@ def _field(msg: proton.Message, attribute: str, name: str) -> Any:
         raise MessageDecodeError(f"properties.{name} is not valid UTF-8: {exc}") from None
 
 
+def _symbol_field(msg: proton.Message, getter: Callable[[Any], str | None], name: str) -> str | None:
+    """content-type / content-encoding, None when absent: proton's Message properties wrap the
+    C string in ``symbol()`` even when it is NULL, which reads as the text 'None'."""
+    try:
+        return getter(msg._msg)
+    except UnicodeDecodeError as exc:
+        raise MessageDecodeError(f"properties.{name} is not valid UTF-8: {exc}") from None
+
+
 def message_columns(msg: proton.Message) -> dict[str, Any]:
     """Topic-table columns read from a decoded message (all but seq, time, publisher, key, size).
 
@@ -159,8 +170,8 @@ def message_columns(msg: proton.Message) -> dict[str, Any]:
     props = msg.properties or {}
     if not isinstance(props, dict):
         raise InvalidMessage(f"application-properties must be a map, not a {type(props).__name__}")
-    content_type = _field(msg, "content_type", "content-type")
-    content_encoding = _field(msg, "content_encoding", "content-encoding")
+    content_type = _symbol_field(msg, cproton.pn_message_get_content_type, "content-type")
+    content_encoding = _symbol_field(msg, cproton.pn_message_get_content_encoding, "content-encoding")
     return {
         "durable": bool(msg.durable),
         "priority": int(msg.priority),
@@ -171,8 +182,8 @@ def message_columns(msg: proton.Message) -> dict[str, Any]:
         "subject": _field(msg, "subject", "subject"),
         "reply_to": _field(msg, "reply_to", "reply-to"),
         "correlation_id": id_text(_field(msg, "correlation_id", "correlation-id")),
-        "content_type": str(content_type) if content_type else None,
-        "content_encoding": str(content_encoding) if content_encoding else None,
+        "content_type": content_type,
+        "content_encoding": content_encoding,
         "absolute_expiry_time": _ms(msg.expiry_time),
         "creation_time": _ms(msg.creation_time),
         "group_id": _field(msg, "group_id", "group-id"),

@@ -36,3 +36,17 @@ def test_a_properties_string_that_is_not_utf8_is_a_decode_error(index: int) -> N
     with pytest.raises(MessageDecodeError, match=f"properties.{_TEXT_FIELDS[index]} is not valid UTF-8") as info:
         message_columns(msg)
     assert str(info.value.condition) == "amqp:decode-error"
+
+
+def test_content_type_and_encoding_are_none_when_absent() -> None:
+    """Found by tests/fuzz: proton's Message.content_type is symbol(None) == 'None' when the
+    field is absent, so every stored message said content_type 'None' (and `sharedsub
+    subscriptions show` printed it)."""
+    msg = Message()
+    msg.decode(Message(body="x").encode())
+    columns = message_columns(msg)
+    assert columns["content_type"] is None
+    assert columns["content_encoding"] is None
+    msg.decode(Message(body="x", content_type="text/plain", content_encoding="gzip").encode())
+    columns = message_columns(msg)
+    assert (columns["content_type"], columns["content_encoding"]) == ("text/plain", "gzip")
