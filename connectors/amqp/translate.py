@@ -126,8 +126,8 @@ def id_text(value: Any) -> str | None:
     """Message-id / correlation-id rendered as a string (None when absent)."""
     if value is None:
         return None
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
+    if isinstance(value, (bytes, memoryview)):  # proton hands binary ids out as a memoryview
+        return bytes(value).decode("utf-8", "replace")
     return str(value)
 
 

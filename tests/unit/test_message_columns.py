@@ -50,3 +50,18 @@ def test_content_type_and_encoding_are_none_when_absent() -> None:
     msg.decode(Message(body="x", content_type="text/plain", content_encoding="gzip").encode())
     columns = message_columns(msg)
     assert (columns["content_type"], columns["content_encoding"]) == ("text/plain", "gzip")
+
+
+@pytest.mark.parametrize("value", [b"", b"id-1", b"\xff\x00"], ids=["empty", "ascii", "not-utf8"])
+def test_binary_message_and_correlation_ids_are_their_bytes(value: bytes) -> None:
+    """Found by tests/fuzz: proton decodes a binary message-id / correlation-id to a memoryview,
+    which id_text rendered as '<memory at 0x...>' (so JMSMessageID / JMSCorrelationID selectors
+    could never match a binary id)."""
+    msg = Message(body="x")
+    msg.id = value
+    msg.correlation_id = value
+    decoded = Message()
+    decoded.decode(msg.encode())
+    columns = message_columns(decoded)
+    expected = value.decode("utf-8", "replace")
+    assert (columns["message_id"], columns["correlation_id"]) == (expected, expected)
