@@ -50,6 +50,7 @@ class PublishSettings:
     credit: int = 1000
     max_batch_messages: int = 5000
     max_batch_bytes: int = 16 * 1024 * 1024
+    max_uncommitted_bytes: int = 256 * 1024 * 1024  # over all publishers; 0 = unlimited
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -154,6 +155,7 @@ def _check(settings: Settings) -> None:
         ("server.max_message_size", s.server.max_message_size),
         ("server.max_transaction_messages", s.server.max_transaction_messages),
         ("server.max_transaction_bytes", s.server.max_transaction_bytes),
+        ("publish.max_uncommitted_bytes", s.publish.max_uncommitted_bytes),
         ("delivery.max_delivery_count", s.delivery.max_delivery_count),
     ):
         if value < 0:

@@ -28,6 +28,7 @@ from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.config import Settings
 from sharedsub.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
 from sharedsub.payloads import PayloadCache
+from sharedsub.publish_window import PublishWindow
 from sharedsub.storage import delta
 
 from connectors.amqp import translate
@@ -127,6 +128,8 @@ class FrontEnd(Handler):
             after_unclean_stop=after_unclean_stop,
         )
         self.tokens = Tokens()
+        # Bytes handed to the committer and not committed yet, over all publishers.
+        self.publish_window = PublishWindow(settings.publish.max_uncommitted_bytes)
         # Reactor-thread counters read by the metrics endpoint (sharedsub.metrics: threading).
         self.counters = metrics.Counters()
         self.subscriptions = Subscriptions(
@@ -200,13 +203,15 @@ class FrontEnd(Handler):
                 dlv.settle()
                 link = dlv.link
                 credit[link] = credit.get(link, 0) + 1
+                self.publish_window.committed(len(req.message))
             elif obj is not None:
                 try:
                     obj(result)
                 except Exception:  # one continuation's failure must not end the reactor
                     log.exception("continuation of %s failed", type(req).__name__)
-        for link, n in credit.items():
-            if link.state & Endpoint.LOCAL_ACTIVE and not link.state & Endpoint.REMOTE_CLOSED:
+        window = self.publish_window
+        for link, n in [*((lk, window.grant(lk, n)) for lk, n in credit.items()), *window.release()]:
+            if n and link.state & Endpoint.LOCAL_ACTIVE and not link.state & Endpoint.REMOTE_CLOSED:
                 link.flow(n)
 
     def on_sharedsub_rows(self, event: Any) -> None:
@@ -347,7 +352,7 @@ class FrontEnd(Handler):
                 # Advertised so clients refuse oversized sends themselves (Qpid JMS does).
                 link.max_message_size = self.settings.server.max_message_size
             link.open()
-            link.flow(self.settings.publish.credit)
+            link.flow(self.publish_window.grant(link, self.settings.publish.credit))
 
         if address is None:
             ready(None)  # anonymous relay: each message names its topic
@@ -394,6 +399,7 @@ class FrontEnd(Handler):
             dlv.settle()
             link.flow(1)
             return
+        self.publish_window.queued(len(data))
         self.committer.submit(Publish(topic, columns, data, self.tokens.put(dlv)))
 
     def _oversized(self, dlv: Delivery) -> bool:

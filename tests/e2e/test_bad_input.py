@@ -110,3 +110,35 @@ def test_a_properties_string_that_is_not_utf8_is_rejected_alone(service: ServePr
         assert "properties.subject is not valid UTF-8" in (outcomes[1].description or "")
         sub.wait_count(2)
         assert [r.message.body for r in sub.received] == ["u1", "u2"]
+
+
+def test_publishers_held_back_by_the_uncommitted_bound_all_get_through(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """[publish] max_uncommitted_bytes = 1: every queued message fills the window, so the credit
+    publishers earn is owed until commits land; three concurrent publishers still get every
+    message accepted and stored once (owed credit is always paid)."""
+    import threading
+
+    data = tmp_path_factory.mktemp("window")
+    delta.create_topic(str(data), "windowed")
+    proc = ServeProcess(
+        data, command="frontend",
+        env={"SHAREDSUB_PUBLISH_MAX_UNCOMMITTED_BYTES": "1", "SHAREDSUB_PUBLISH_CREDIT": "5"},
+    ).start()
+    results: dict[int, list[str]] = {}
+    try:
+        def run(n: int) -> None:
+            msgs = [Message(body=f"p{n}-{i}") for i in range(150)]
+            results[n] = [o.state for o in publish(proc.url, "windowed", msgs, timeout=120)]
+
+        threads = [threading.Thread(target=run, args=(n,)) for n in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(150)
+        assert sorted(results) == [0, 1, 2] and all(r == ["accepted"] * 150 for r in results.values())
+    finally:
+        assert proc.stop() == 0
+    stored = delta.read_table(str(data / "topics" / "windowed"), ["seq"])
+    assert stored is not None and sorted(stored.column("seq").to_pylist()) == list(range(450))
