@@ -29,6 +29,9 @@ class ServerSettings:
     max_transaction_messages: int = 10000  # messages one transaction may publish; 0 = unlimited
     max_transaction_bytes: int = 64 * 1024 * 1024  # bytes one transaction may publish; 0 = unlimited
     idle_timeout: float = 60.0  # seconds without a frame before a connection is dropped; 0 = never
+    max_connections: int = 1000  # 0 = unlimited
+    max_sessions_per_connection: int = 256  # 0 = unlimited
+    max_links_per_connection: int = 1024  # 0 = unlimited
     # HTTP endpoint (metrics, health, admin calls): connectors/http.
     http_host: str = ""  # "" = the AMQP host
     http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
@@ -156,6 +159,9 @@ def _check(settings: Settings) -> None:
         ("server.max_transaction_messages", s.server.max_transaction_messages),
         ("server.max_transaction_bytes", s.server.max_transaction_bytes),
         ("publish.max_uncommitted_bytes", s.publish.max_uncommitted_bytes),
+        ("server.max_connections", s.server.max_connections),
+        ("server.max_sessions_per_connection", s.server.max_sessions_per_connection),
+        ("server.max_links_per_connection", s.server.max_links_per_connection),
         ("delivery.max_delivery_count", s.delivery.max_delivery_count),
     ):
         if value < 0:

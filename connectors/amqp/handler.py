@@ -75,6 +75,18 @@ def _contained(method: _Callback) -> _Callback:
     return guarded
 
 
+def _live(endpoint: Any, most: int) -> int:
+    """How many endpoints of a ``*_head(0)`` list the peer opened and neither side closed (an
+    attach still waiting for its catalog write counts), counting no further than ``most``."""
+    n = 0
+    while endpoint is not None and n < most:
+        state = endpoint.state
+        if state & Endpoint.REMOTE_ACTIVE and not state & Endpoint.LOCAL_CLOSED:
+            n += 1
+        endpoint = endpoint.next(0)
+    return n
+
+
 def _refuse_error(link: proton.Link, error: BaseException) -> None:
     err = error if isinstance(error, SharedSubError) else SharedSubError(f"internal error: {error}")
     refuse(link, str(err.condition), err.description)
@@ -245,6 +257,16 @@ class FrontEnd(Handler):
             conn.close()
             log.info("refused a second connection for container %r", container)
             return
+        cap = self.settings.server.max_connections
+        if cap and len(self.connections) >= cap:
+            conn.open()
+            conn.condition = Condition(
+                str(AmqpCondition.RESOURCE_LIMIT_EXCEEDED),
+                f"the service has {len(self.connections)} connections, its limit (server.max_connections)",
+            )
+            conn.close()
+            log.warning("refused a connection from container %r: server.max_connections (%d) reached", container, cap)
+            return
         self.connections.add(conn)
         if self.settings.server.idle_timeout and conn.transport is not None:
             # Proton advertises this in the open and closes the transport when nothing arrives
@@ -254,15 +276,32 @@ class FrontEnd(Handler):
 
     @_contained
     def on_session_remote_open(self, event: Any) -> None:
-        """Accept every session."""
-        if event.session.state & Endpoint.LOCAL_UNINIT:
-            event.session.open()
+        """Accept a session, or answer and end it past ``max_sessions_per_connection``."""
+        session = event.session
+        if not session.state & Endpoint.LOCAL_UNINIT:
+            return
+        session.open()
+        cap = self.settings.server.max_sessions_per_connection
+        if cap and _live(session.connection.session_head(0), cap + 1) > cap:
+            session.condition = Condition(
+                str(AmqpCondition.RESOURCE_LIMIT_EXCEEDED),
+                f"this connection has {cap} sessions, the limit (server.max_sessions_per_connection)",
+            )
+            session.close()
 
     @_contained
     def on_link_remote_open(self, event: Any) -> None:
         """A new link: a publisher (our receiver) or a consumer (our sender)."""
         link = event.link
         if not link.state & Endpoint.LOCAL_UNINIT:
+            return
+        cap = self.settings.server.max_links_per_connection
+        if cap and _live(link.connection.link_head(0), cap + 1) > cap:  # this link included
+            refuse(
+                link,
+                str(AmqpCondition.RESOURCE_LIMIT_EXCEEDED),
+                f"this connection has {cap} links, the limit (server.max_links_per_connection)",
+            )
             return
         try:
             if is_coordinator(link):

@@ -48,6 +48,8 @@ def test_precedence_env_then_flags() -> None:
         ({"server": {"http_port": "web"}}, "server.http_port"),
         ({"server": {"metrics_backlog_interval": -1}}, "server.metrics_backlog_interval"),
         ({"server": {"idle_timeout": -1}}, "server.idle_timeout"),
+        ({"server": {"max_connections": -1}}, "server.max_connections"),
+        ({"publish": {"max_uncommitted_bytes": -1}}, "publish.max_uncommitted_bytes"),
         ({"server": {"max_transaction_messages": -1}}, "server.max_transaction_messages"),
         ({"server": {"max_transaction_bytes": -1}}, "server.max_transaction_bytes"),
         ({"log": {"format": "xml"}}, "log.format"),
