@@ -147,17 +147,14 @@ class FrontEnd(Handler):
         self.subscriptions = Subscriptions(
             settings, self.committer, self.tailer, self._with_topic, self.tokens, counters=self.counters
         )
-        dispatcher = self.subscriptions.dispatcher
         self.coordinator = Coordinator(
             txn_rules.Transactions(
                 txn_rules.Limits(settings.server.max_transaction_messages, settings.server.max_transaction_bytes)
             ),
             self.committer,
             self.tokens,
-            hold_settlement=lambda dlv, key, outcome, failed, undeliverable, condition: dispatcher.settle_transactional(
-                dlv, key, outcome, failed=failed, undeliverable=undeliverable, condition=condition
-            ),
-            end_settlements=lambda key, commit: dispatcher.discharge(key, commit),
+            hold_settlement=self.subscriptions.dispatcher.settle_transactional,
+            end_settlements=self.subscriptions.dispatcher.discharge,
         )
         self._known_topics: set[str] = set()
         # Topics being dropped (admin ``topics drop``): treated as absent until the drop is done.

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import proton
 from proton import Condition, Delivery, Described, Endpoint, Terminus, ulong
@@ -65,6 +65,15 @@ def _held_key(owner: int, txn_id: bytes) -> bytes:
     return owner.to_bytes(8, "big") + txn_id
 
 
+class HoldSettlement(Protocol):
+    """``hold(dlv, key, outcome, *, failed, undeliverable, condition)``: see Coordinator."""
+
+    def __call__(
+        self, dlv: Delivery, txn_id: bytes, outcome: int, *, failed: bool = ..., undeliverable: bool = ...,
+        condition: Condition | None = ...,
+    ) -> None: ...
+
+
 class Coordinator:
     """Coordinator links, transactional publishes and settlements of a front end."""
 
@@ -74,12 +83,12 @@ class Coordinator:
         committer: Committer,
         tokens: Any,
         *,
-        hold_settlement: Callable[[Delivery, bytes, int, bool, bool, Condition | None], None],
+        hold_settlement: HoldSettlement,
         end_settlements: Callable[[bytes, bool], None],
     ) -> None:
-        """``hold_settlement(dlv, key, outcome, failed, undeliverable, condition)`` hands a
-        consumer's transactional settlement to the dispatcher; ``end_settlements(key, commit)``
-        applies (True) or undoes (False) what it holds under ``key`` (see :func:`_held_key`)."""
+        """``hold_settlement`` hands a consumer's transactional settlement to the dispatcher
+        (delivery.Dispatcher.settle_transactional); ``end_settlements(key, commit)`` applies
+        (True) or undoes (False) what it holds under ``key`` (see :func:`_held_key`)."""
         self._txns = transactions
         self._committer = committer
         self._tokens = tokens
@@ -228,7 +237,7 @@ class Coordinator:
             undeliverable = bool(fields[1]) if len(fields) > 1 else False
         owner = self._owner(dlv.link)
         held = _held_key(owner, txn_id)
-        self._hold(dlv, held, code, failed, undeliverable, condition)
+        self._hold(dlv, held, code, failed=failed, undeliverable=undeliverable, condition=condition)
         try:
             self._txns.check(txn_id, owner)
         except SharedSubError:
