@@ -236,9 +236,19 @@ class FrontEnd(Handler):
         conn = event.connection
         if not conn.state & Endpoint.LOCAL_UNINIT:
             return
-        container = conn.remote_container or ""
-        desired = {str(c) for c in conn.remote_desired_capabilities or []}
         conn.container = CONTAINER_ID
+        try:
+            container = conn.remote_container or ""
+        except UnicodeDecodeError:
+            conn.open()
+            conn.condition = Condition(
+                str(AmqpCondition.INVALID_FIELD),
+                "container-id is not valid UTF-8",
+                {symbol("invalid-field"): symbol("container-id")},
+            )
+            conn.close()
+            return
+        desired = {str(c) for c in conn.remote_desired_capabilities or []}
         conn.offered_capabilities = proton.SymbolList([symbol(c) for c in CONNECTION_OFFERED])
         if Capability.SOLE_CONNECTION in desired and any(
             c.remote_container == container for c in self.connections if c != conn

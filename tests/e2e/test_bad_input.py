@@ -142,3 +142,26 @@ def test_publishers_held_back_by_the_uncommitted_bound_all_get_through(
         assert proc.stop() == 0
     stored = delta.read_table(str(data / "topics" / "windowed"), ["seq"])
     assert stored is not None and sorted(stored.column("seq").to_pylist()) == list(range(450))
+
+
+def test_an_open_whose_container_id_is_not_utf8_closes_only_that_connection(service: ServeProcess, topic: str) -> None:
+    """A raw open frame (no client library would send it) with container-id str8 0xB0."""
+    import socket
+
+    body = bytes([0x00, 0x53, 0x10, 0xC0, 0x04, 0x01, 0xA1, 0x01, 0xB0])  # open(container-id=<0xB0>)
+    frame = (8 + len(body)).to_bytes(4, "big") + bytes([2, 0, 0, 0]) + body
+    host, port = service.url.removeprefix("amqp://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(b"AMQP\x00\x01\x00\x00" + frame)
+        received = b""
+        # The server answers with its header, an open and a close carrying the condition (then
+        # waits for our close): read until the description has arrived.
+        while b"not valid UTF-8" not in received and (chunk := sock.recv(65536)):
+            received += chunk
+    assert received.startswith(b"AMQP\x00\x01\x00\x00")
+    assert b"amqp:invalid-field" in received and b"container-id is not valid UTF-8" in received
+    assert not any("Traceback" in line for line in service.stderr_lines[-50:])
+    with Subscriber(service.url, topic) as sub:  # everyone else is served as before
+        sub.wait_attached()
+        assert [o.state for o in publish(service.url, topic, [Message(body="after")])] == ["accepted"]
+        sub.wait_count(1)
