@@ -87,6 +87,14 @@ def _live(endpoint: Any, most: int) -> int:
     return n
 
 
+def _refuse_connection(conn: proton.Connection, condition: AmqpCondition, description: str, *, field: str | None = None) -> None:
+    """Answer an open, then close the connection with ``condition`` (info ``{invalid-field:
+    field}`` when a field is named, as wire-spec §2.1 has it)."""
+    conn.open()
+    conn.condition = Condition(str(condition), description, {symbol("invalid-field"): symbol(field)} if field else None)
+    conn.close()
+
+
 def _refuse_error(link: proton.Link, error: BaseException) -> None:
     err = error if isinstance(error, SharedSubError) else SharedSubError(f"internal error: {error}")
     refuse(link, str(err.condition), err.description)
@@ -240,13 +248,7 @@ class FrontEnd(Handler):
         try:
             container = conn.remote_container or ""
         except UnicodeDecodeError:
-            conn.open()
-            conn.condition = Condition(
-                str(AmqpCondition.INVALID_FIELD),
-                "container-id is not valid UTF-8",
-                {symbol("invalid-field"): symbol("container-id")},
-            )
-            conn.close()
+            _refuse_connection(conn, AmqpCondition.INVALID_FIELD, "container-id is not valid UTF-8", field="container-id")
             return
         desired = {str(c) for c in conn.remote_desired_capabilities or []}
         conn.offered_capabilities = proton.SymbolList([symbol(c) for c in CONNECTION_OFFERED])
@@ -255,23 +257,21 @@ class FrontEnd(Handler):
         ):
             # wire-spec §2.1: refuse the newcomer; the client raises InvalidClientIDException.
             conn.properties = {symbol("amqp:connection-establishment-failed"): True}
-            conn.open()
-            conn.condition = Condition(
-                str(AmqpCondition.INVALID_FIELD),
+            _refuse_connection(
+                conn,
+                AmqpCondition.INVALID_FIELD,
                 f"container-id {container!r} is already connected; the JMS ClientID must be unique",
-                {symbol("invalid-field"): symbol("container-id")},
+                field="container-id",
             )
-            conn.close()
             log.info("refused a second connection for container %r", container)
             return
         cap = self.settings.server.max_connections
         if cap and len(self.connections) >= cap:
-            conn.open()
-            conn.condition = Condition(
-                str(AmqpCondition.RESOURCE_LIMIT_EXCEEDED),
+            _refuse_connection(
+                conn,
+                AmqpCondition.RESOURCE_LIMIT_EXCEEDED,
                 f"the service has {len(self.connections)} connections, its limit (server.max_connections)",
             )
-            conn.close()
             log.warning("refused a connection from container %r: server.max_connections (%d) reached", container, cap)
             return
         self.connections.add(conn)

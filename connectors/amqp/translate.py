@@ -142,21 +142,23 @@ def _ms(seconds: float | None) -> int | None:
     return min(max(int(round(seconds * 1000)), _INT64[0]), _INT64[1])
 
 
-def _field(msg: proton.Message, attribute: str, name: str) -> Any:
-    """A properties field of ``msg``; proton decodes its strings only when they are read."""
+def _read(name: str, read: Callable[[], Any]) -> Any:
+    """``read()`` of properties field ``name``: proton decodes its strings only when read."""
     try:
-        return getattr(msg, attribute)
+        return read()
     except UnicodeDecodeError as exc:
         raise MessageDecodeError(f"properties.{name} is not valid UTF-8: {exc}") from None
+
+
+def _field(msg: proton.Message, attribute: str, name: str) -> Any:
+    """A properties field of ``msg``."""
+    return _read(name, lambda: getattr(msg, attribute))
 
 
 def _symbol_field(msg: proton.Message, getter: Callable[[Any], str | None], name: str) -> str | None:
     """content-type / content-encoding, None when absent: proton's Message properties wrap the
     C string in ``symbol()`` even when it is NULL, which reads as the text 'None'."""
-    try:
-        return getter(msg._msg)
-    except UnicodeDecodeError as exc:
-        raise MessageDecodeError(f"properties.{name} is not valid UTF-8: {exc}") from None
+    return _read(name, lambda: getter(msg._msg))
 
 
 def message_columns(msg: proton.Message) -> dict[str, Any]:
