@@ -44,6 +44,7 @@ import proton
 from sharedsub import dispatch as rules
 from sharedsub import metrics, outcomes
 from sharedsub.acklog import ack_state_of
+from sharedsub.logthrottle import ThrottledLog
 from sharedsub.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout
@@ -177,6 +178,10 @@ class Tailer:
     # ------------------------------------------------------------------ thread
 
     def _run(self) -> None:
+        # A table that cannot be read fails again on every poll (every few ms) until it is
+        # repaired: its fault is logged when it starts, then at most every few minutes, and
+        # once when the table can be read again.
+        faults = ThrottledLog(log)
         while not self._stop.is_set():
             busy = False
             with self._lock:
@@ -184,8 +189,10 @@ class Tailer:
             for feed in feeds:
                 try:
                     busy |= self._poll_feed(feed)
-                except Exception:
-                    log.exception("reading subscription table %s failed", feed.table)
+                except Exception as exc:
+                    faults.fault(feed.table, "reading subscription table %s failed", feed.table, error=exc)
+                else:
+                    faults.clear(feed.table, "reading subscription table %s works again", feed.table)
             if not busy:
                 self._wake.wait(self._poll)
                 self._wake.clear()
