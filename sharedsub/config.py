@@ -73,6 +73,11 @@ class FanoutSettings:
     trigger_interval: float = 0.0
     max_commits_per_batch: int = 1000
     startup_timeout: float = 180.0
+    # Seconds between commit attempts on a subscription table whose commit failed (its rows are
+    # parked meanwhile; jobs/fanout.py, sharedsub.fanout_faults).
+    table_retry_interval: float = 5.0
+    # /health lists a topic as stalled once a commit of it has waited this long to be routed.
+    stalled_after: float = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -183,6 +188,12 @@ def _check(settings: Settings) -> None:
         raise ConfigError("delivery.poll_interval", "must be positive")
     if s.fanout.trigger_interval < 0:
         raise ConfigError("fanout.trigger_interval", "must not be negative")
+    for key, seconds in (
+        ("fanout.table_retry_interval", s.fanout.table_retry_interval),
+        ("fanout.stalled_after", s.fanout.stalled_after),
+    ):
+        if seconds <= 0:
+            raise ConfigError(key, f"must be positive, got {seconds}")
     if s.maintenance.interval < 0:
         raise ConfigError("maintenance.interval", "must be 0 (off) or positive")
     for key, value in (

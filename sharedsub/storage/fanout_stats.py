@@ -1,24 +1,34 @@
 """The fan-out job's batch statistics, shared with the metrics endpoint through one JSON file.
 
 The job (jobs/fanout.py) calls :meth:`StatsRecorder.record` after each micro-batch that routed
-something; it replaces ``<data>/_checkpoints/fanout-stats.json`` atomically (a temporary file in
-the same directory, then ``os.replace``), so a reader sees the previous or the new document,
-never half of one. :func:`read_stats` is the reader (``sharedsub serve``/``frontend``'s
-``/metrics``). Totals count from the start of the job process (a restarted job starts again at
-0: Prometheus sees a counter reset).
+something, and :meth:`StatsRecorder.write` when what it reports changed between batches (the
+query's routed versions, failing subscription tables); it replaces
+``<data>/_checkpoints/fanout-stats.json`` atomically (a temporary file in the same directory, then
+``os.replace``), so a reader sees the previous or the new document, never half of one.
+:func:`read_stats` is the reader (``sharedsub serve``/``frontend``'s ``/metrics`` and ``/health``).
+Totals count from the start of the job process (a restarted job starts again at 0: Prometheus
+sees a counter reset).
 
 Document (all times are seconds since the epoch)::
 
-    {"pid": 123, "started_at": t, "batches": 7, "messages": 1000,
+    {"pid": 123, "started_at": t, "updated_at": t, "batches": 7, "messages": 1000,
      "routed": {"<subscription key>": {"topic": "orders", "rows": 990}},
      "last_batch": {"id": 41, "messages": 100, "routed_rows": 99, "tables": 3,
                     "seconds": 0.25, "finished_at": t},
-     "routed_published_at": {"<topic>": t}}
+     "routed_published_at": {"<topic>": t},
+     "routed_versions": {"<topic>": 17},
+     "failing": {"<subscription key>": {"topic": "orders", "table": "subscriptions/<key>/g1",
+                 "since": t, "error": "...", "parked_rows": 12, "failures": 3, "retry_at": t}}}
 
 ``routed`` counts rows committed to subscription tables (replayed rows a table already held are
 not counted); ``routed_published_at`` is, per topic, the newest ``published_at`` of a message the
-job has routed, from which the endpoint derives the fan-out lag. Only local data dirs (a path or
-``file://``) get the file; elsewhere recording is a no-op.
+job has routed. ``routed_versions`` is, per topic, the last Delta version of the topic table the
+query has finished routing (the end offset of its last completed micro-batch); the endpoint's
+lag is the age of the topic's next commit (:func:`topic_lag`). ``failing`` lists the subscription
+tables whose last commit failed, or whose rows are parked (sharedsub.fanout_faults): ``since``
+is the first failure (for rows found parked when the job started: when they were parked),
+``error`` the newest failure's text (None before a retry in this job process). Only local data
+dirs (a path or ``file://``) get the file; elsewhere recording is a no-op.
 """
 
 from __future__ import annotations
@@ -34,8 +44,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from sharedsub.logthrottle import ThrottledLog
 from sharedsub.model import SubscriptionRecord
-from sharedsub.storage import layout
+from sharedsub.storage import delta, layout
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +73,7 @@ def _newest_published(source: pa.Table) -> dict[str, float]:
 
 @dataclasses.dataclass(slots=True)
 class StatsRecorder:
-    """Running totals of one job process, written after each batch (driver thread only)."""
+    """Running totals of one job process, written after each batch (one thread at a time)."""
 
     root: str
     started_at: float = dataclasses.field(default_factory=time.time)
@@ -70,7 +81,11 @@ class StatsRecorder:
     messages: int = 0
     routed: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     routed_published_at: dict[str, float] = dataclasses.field(default_factory=dict)
-    _warned: bool = False
+    last_batch: dict[str, Any] | None = None
+    # Set by the job before it calls record/write (see the module docstring).
+    routed_versions: dict[str, int] | None = None
+    failing: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    _faults: ThrottledLog = dataclasses.field(default_factory=lambda: ThrottledLog(log))
 
     def record(
         self,
@@ -83,41 +98,59 @@ class StatsRecorder:
         """Add one batch: its collected ``source`` rows, ``written`` rows per subscription table
         path (what :meth:`jobs.fanout.FanoutSink.write_routed` returns), the active ``records``
         it routed for, and its duration; then replace the file. Never raises (a failed write is
-        logged once)."""
+        logged when it starts failing and when it works again)."""
         try:
-            by_table = {layout.join(self.root, r.table): r for r in records}
             self.batches += 1
             self.messages += source.num_rows
-            for table, rows in written.items():
-                rec = by_table.get(table)
-                if rec is None:
-                    continue
-                entry = self.routed.setdefault(rec.key, {"topic": rec.topic, "rows": 0})
-                entry["rows"] += int(rows)
+            self.count(written, records)
             for topic, when in _newest_published(source).items():
                 self.routed_published_at[topic] = max(when, self.routed_published_at.get(topic, 0.0))
-            self._write(
-                {
-                    "pid": os.getpid(),
-                    "started_at": self.started_at,
-                    "batches": self.batches,
-                    "messages": self.messages,
-                    "routed": self.routed,
-                    "last_batch": {
-                        "id": batch_id,
-                        "messages": source.num_rows,
-                        "routed_rows": int(sum(written.values())),
-                        "tables": len(written),
-                        "seconds": seconds,
-                        "finished_at": time.time(),
-                    },
-                    "routed_published_at": self.routed_published_at,
-                }
-            )
-        except Exception:
-            if not self._warned:
-                self._warned = True
-                log.warning("could not write the fan-out statistics", exc_info=True)
+            self.last_batch = {
+                "id": batch_id,
+                "messages": source.num_rows,
+                "routed_rows": int(sum(written.values())),
+                "tables": len(written),
+                "seconds": seconds,
+                "finished_at": time.time(),
+            }
+        except Exception as exc:
+            self._faults.fault("write", "could not record the fan-out statistics", error=exc, level=logging.WARNING)
+            return
+        self.write()
+
+    def count(self, written: Mapping[str, int], records: Iterable[SubscriptionRecord]) -> None:
+        """Add ``written`` rows per subscription table path to ``routed`` (no write)."""
+        by_table = {layout.join(self.root, r.table): r for r in records}
+        for table, rows in written.items():
+            rec = by_table.get(table)
+            if rec is None:
+                continue
+            entry = self.routed.setdefault(rec.key, {"topic": rec.topic, "rows": 0})
+            entry["rows"] += int(rows)
+
+    def write(self) -> None:
+        """Replace the file with the current document. Never raises (a failed write is logged
+        when it starts failing and when it works again)."""
+        document: dict[str, Any] = {
+            "pid": os.getpid(),
+            "started_at": self.started_at,
+            "updated_at": time.time(),
+            "batches": self.batches,
+            "messages": self.messages,
+            "routed": self.routed,
+            "routed_published_at": self.routed_published_at,
+            "failing": self.failing,
+        }
+        if self.last_batch is not None:
+            document["last_batch"] = self.last_batch
+        if self.routed_versions is not None:
+            document["routed_versions"] = self.routed_versions
+        try:
+            self._write(document)
+        except Exception as exc:
+            self._faults.fault("write", "could not write the fan-out statistics", error=exc, level=logging.WARNING)
+        else:
+            self._faults.clear("write", "the fan-out statistics are written again")
 
     def _write(self, document: dict[str, Any]) -> None:
         path = _local_file(self.root)
@@ -147,3 +180,17 @@ def read_stats(root: str) -> dict[str, Any] | None:
         return None
     return document if isinstance(document, dict) else None
 
+
+
+def topic_lag(root: str, topic: str, routed_version: int, now: float) -> float:
+    """Seconds the oldest commit of ``topic`` the fan-out has not routed has waited: the age of
+    commit ``routed_version + 1`` of the topic table (its log entry's modification time), or 0
+    when there is no such commit (everything committed is routed). Local data dirs only (0
+    elsewhere)."""
+    if "://" in root and not root.startswith("file://"):
+        return 0.0
+    try:
+        made = os.stat(delta.log_file(layout.topic_table(root, topic), routed_version + 1)).st_mtime
+    except OSError:
+        return 0.0
+    return max(0.0, now - made)

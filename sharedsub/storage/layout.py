@@ -10,6 +10,8 @@ Layout (all Delta tables unless noted)::
     <data>/subscriptions/<key>/dlq-g<gen>    dead-letter table of that generation
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
     <data>/_checkpoints/fanout-stats.json    the fan-out job's batch statistics (JSON, replaced per batch)
+    <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
+                                             table yet, kept until it can (Parquet; jobs/fanout.py)
     <data>/_service.json                     the running service: pid, AMQP and HTTP addresses (JSON)
 
 Pure: no I/O besides string handling.
@@ -26,6 +28,7 @@ CATALOG_TABLE = "catalog/subscriptions"
 LINKS_TABLE = "catalog/links"
 FANOUT_CHECKPOINT = "_checkpoints/fanout"
 FANOUT_STATS = "_checkpoints/fanout-stats.json"
+FANOUT_PENDING = "_fanout/pending"
 SERVICE_FILE = "_service.json"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
@@ -62,6 +65,11 @@ def fanout_checkpoint(root: str) -> str:
 def fanout_stats_file(root: str) -> str:
     """Location of the fan-out job's batch statistics (sharedsub.storage.fanout_stats)."""
     return join(root, FANOUT_STATS)
+
+
+def fanout_pending(root: str) -> str:
+    """Directory of the rows parked for subscription tables whose commits failed (jobs/fanout.py)."""
+    return join(root, FANOUT_PENDING)
 
 
 def service_file(root: str) -> str:

@@ -11,8 +11,9 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from jobs.fanout import FanoutSink, build_fanout_query
+from jobs.fanout import FanoutSink, ParkedRows, build_fanout_query
 from sharedsub.storage import layout, schemas
+from sharedsub.storage.fanout_stats import read_stats
 from sharedsub.storage.spark_source import SPARK_SCHEMA, TopicsStreamReader
 from tests import builders as b
 from tests.spark.conftest import make_settings, run_available_now, wait_until
@@ -85,13 +86,22 @@ def test_replaying_a_batch_writes_nothing_twice(spark: SparkSession, root: str) 
     assert {r["fanout_batch"] for r in b.routed(root, every)} == {3}
 
 
+class DiskFull(ParkedRows):
+    """Parking that always fails, as on a full disk."""
+
+    def park(self, rel: str, rows: pa.Table, batch_id: int) -> None:
+        raise OSError(28, "simulated full disk")
+
+
 class CrashingSink(FanoutSink):
-    """Fails the first commit to one table, after the other tables of the batch committed."""
+    """Fails the first commit to one table, after the other tables of the batch committed, and
+    cannot park its rows either: the batch fails."""
 
     def __init__(self, root: str, fail_table: str) -> None:
         super().__init__(root, commit_threads=1)
         self.fail_table = fail_table
         self.crashed = False
+        self.parked = DiskFull(root)
 
     def _commit(self, table: str, rows: pa.Table) -> int:
         if table == self.fail_table and not self.crashed:
@@ -107,10 +117,10 @@ def test_crash_between_table_commits_and_lost_checkpoint_never_duplicate(spark: 
     run_available_now(spark, settings)
     assert b.routed_seqs(root, first) == b.routed_seqs(root, second) == [0, 1, 2]
 
-    # A batch commits "first" and then dies before committing "second" (the query fails).
+    # A batch commits "first"; "second" can be neither committed nor parked: the query fails.
     b.publish(root, "t", ["k"] * 2)
     crashing = CrashingSink(root, layout.join(root, second.table))
-    with pytest.raises(Exception, match="simulated crash"):
+    with pytest.raises(Exception, match="simulated full disk"):
         run_available_now(spark, settings, sink=crashing)
     assert crashing.crashed
     assert b.routed_seqs(root, first) == [0, 1, 2, 3, 4]
@@ -126,6 +136,58 @@ def test_crash_between_table_commits_and_lost_checkpoint_never_duplicate(spark: 
     b.publish(root, "t", ["k"])
     run_available_now(spark, settings)
     assert b.routed_seqs(root, first) == b.routed_seqs(root, second) == [0, 1, 2, 3, 4, 5]
+
+
+def test_a_table_that_cannot_be_written_gets_its_rows_once_in_order_after_it_is_repaired(
+    spark: SparkSession, root: str
+) -> None:
+    b.publish(root, "t", ["k"] * 3)
+    b.publish(root, "u", ["k"] * 2)
+    good, broken, other = b.register(
+        root, b.subscription("t", name="good"), b.subscription("t", name="broken"), b.subscription("u", name="other")
+    )
+    # The broken table's log directory is a regular file: creating the table fails.
+    log_dir = os.path.join(layout.join(root, broken.table), "_delta_log")
+    os.makedirs(os.path.dirname(log_dir))
+    with open(log_dir, "w") as fh:
+        fh.write("not a directory")
+    pending = os.path.join(layout.fanout_pending(root), *broken.table.split("/"))
+
+    sink = FanoutSink(root, retry_interval=3600.0)  # no retry unless the test makes one due
+    try:
+        written = sink.route_batch(source_frame(spark, root), 0)
+        # The others are routed; the broken table's rows are parked, the batch succeeds.
+        assert sorted(written.values()) == [2, 3]
+        assert b.routed_seqs(root, good) == [0, 1, 2] and b.routed_seqs(root, other) == [0, 1]
+        assert len(os.listdir(pending)) == 1
+        failing = read_stats(root)["failing"][broken.key]  # type: ignore[index]
+        assert (failing["topic"], failing["parked_rows"], failing["failures"]) == ("t", 3, 1)
+        assert failing["error"] and failing["since"] > 0
+
+        # A later batch: not due for a retry, so its rows are parked behind the first ones.
+        b.publish(root, "t", ["k"] * 2)
+        sink.route_batch(source_frame(spark, root).where("seq > 2 AND topic = 't'"), 1)
+        assert b.routed_seqs(root, good) == [0, 1, 2, 3, 4]
+        assert len(os.listdir(pending)) == 2
+        assert read_stats(root)["failing"][broken.key]["parked_rows"] == 5  # type: ignore[index]
+    finally:
+        sink.close()
+
+    # The job restarts and the table is repaired: the new sink finds the parked rows and retries
+    # them between batches, before any new row.
+    os.unlink(log_dir)
+    fresh = FanoutSink(root, retry_interval=3600.0)
+    try:
+        assert fresh.tables[broken.table].parked_rows == 5
+        assert fresh.tick() is True
+        assert b.routed_seqs(root, broken) == [0, 1, 2, 3, 4]
+        assert not os.path.exists(pending) and fresh.tables == {}
+        assert read_stats(root)["failing"] == {}  # type: ignore[index]
+        # Everything again (a replay, a lost checkpoint): nothing twice.
+        assert fresh.route_batch(source_frame(spark, root), 2) == {}
+        assert b.routed_seqs(root, broken) == [0, 1, 2, 3, 4]
+    finally:
+        fresh.close()
 
 
 class RecordingSink(FanoutSink):
