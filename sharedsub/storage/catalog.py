@@ -16,10 +16,14 @@ from sharedsub.model import SubscriptionRecord
 from sharedsub.storage import delta, layout, schemas
 
 
-def append_records(appender: delta.TableAppender, records: Iterable[SubscriptionRecord]) -> int:
-    """Commit ``records`` to the catalog in one commit; return the catalog version."""
+def append_records(
+    appender: delta.TableAppender, records: Iterable[SubscriptionRecord], *, commit_id: str | None = None
+) -> int:
+    """Commit ``records`` to the catalog in one commit; return the catalog version.
+
+    ``commit_id``: the same for every try of the same records (delta.TableAppender.append)."""
     rows = [r.to_row() for r in records]
-    return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG))
+    return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG), commit_id=commit_id)
 
 
 def catalog_appender(root: str, *, fsync: bool = False) -> delta.TableAppender:

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import urllib.parse
+import uuid
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -29,6 +30,10 @@ from sharedsub.storage import layout, schemas
 
 # commitInfo key marking the commits sharedsub's maintenance makes (value: what it did).
 MAINTENANCE_MARK = "sharedsub.maintenance"
+
+# commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
+# the append raised).
+COMMIT_MARK = "sharedsub.commit"
 
 # History kept for time travel and replay; the log is cleaned at checkpoints after this.
 DEFAULT_TABLE_CONFIG = {
@@ -106,6 +111,17 @@ def _fsync_path(path: str, *, directory: bool = False) -> None:
         os.close(fd)
 
 
+def find_commit(table: str, commit_id: str, *, after: int) -> int | None:
+    """The version after ``after`` whose commit carries ``commit_id`` (:data:`COMMIT_MARK`), or
+    None. Reads the log entries from ``after + 1`` to the latest (local tables)."""
+    latest = latest_version(table, after) if after >= 0 else latest_version(table)
+    for version in range(max(after + 1, 0), latest + 1):
+        entry = _read_log_entry(table, version)
+        if entry is not None and entry.info.get(COMMIT_MARK) == commit_id:
+            return version
+    return None
+
+
 def sync_commit(table: str, version: int) -> None:
     """Force commit ``version`` of a local ``table`` to disk: the data files it added, its log
     entry, and the directories that name them.
@@ -128,12 +144,27 @@ def sync_commit(table: str, version: int) -> None:
         _fsync_path(directory, directory=True)
 
 
+class CommitNotSynced(Exception):
+    """An append's commit landed (its rows are visible) but forcing it to disk failed. Retry the
+    append with the same commit id: it syncs again and does not write the rows twice."""
+
+    def __init__(self, table: str, version: int, cause: BaseException) -> None:
+        super().__init__(f"version {version} of {table} is committed but not forced to disk: {cause}")
+        self.table = table
+        self.version = version
+
+
 class TableAppender:
     """Appends Arrow tables to one Delta table, reusing the loaded ``DeltaTable``.
 
     The table object is re-opened every ``reopen_every`` commits because a long-lived one gets
     slower as the log grows (feasibility §3a). With ``fsync``, each commit is forced to disk
     before :meth:`append` returns (:func:`sync_commit`).
+
+    Each commit carries a commit id (:data:`COMMIT_MARK` in its commitInfo), so that an append
+    that raised can tell whether its commit landed anyway: delta-rs can fail *after* the log
+    entry is in place (seen: the post-commit checkpoint on a full disk raised ENOSPC for a commit
+    that was visible). Retrying such an append blindly would store its rows twice.
     """
 
     def __init__(self, path: str, schema: pa.Schema, *, reopen_every: int = 200, fsync: bool = False) -> None:
@@ -143,6 +174,9 @@ class TableAppender:
         self._reopen_every = reopen_every
         self._commits = 0
         self._table: DeltaTable | None = None
+        # (commit id, version known before its first try) of the last append that raised: a
+        # retry with that id looks for its commit after that version before writing again.
+        self._tried: tuple[str, int] | None = None
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -150,40 +184,73 @@ class TableAppender:
             self._table = DeltaTable(self.path) if table_exists(self.path) else None
         return self._table
 
-    def append(self, data: pa.Table, *, app_transaction: tuple[str, int] | None = None) -> int:
+    def append(
+        self, data: pa.Table, *, app_transaction: tuple[str, int] | None = None, commit_id: str | None = None
+    ) -> int:
         """Commit ``data`` as one Delta commit; return the new table version.
 
         ``app_transaction`` records ``(app_id, version)`` in the same commit (Delta ``txn``).
+        ``commit_id`` names this data: a caller retrying an append that raised passes the same id
+        again, and gets the version of the earlier try's commit when that one landed (the rows
+        are not written twice; only the fsync is done again). Without it a fresh id is used. An
+        append that raises has not committed, or committed and was not synced (retry it with its
+        id).
         """
-        props = None
-        if app_transaction is not None:
-            props = CommitProperties(app_transactions=[Transaction(app_transaction[0], app_transaction[1])])
+        marker = commit_id or uuid.uuid4().hex
+        version = self._landed(marker)
+        if version is None:
+            version = self._commit(data, marker, app_transaction)
+        if self._fsync:
+            try:
+                sync_commit(self.path, version)
+            except Exception as exc:  # _tried is kept: a retry with the id syncs again
+                raise CommitNotSynced(self.path, version, exc) from exc
+        self._tried = None
+        return version
+
+    def _landed(self, marker: str) -> int | None:
+        """Version of the commit an earlier, failed try of ``marker`` made; None when it made none."""
+        if self._tried is None or self._tried[0] != marker:
+            return None
+        return find_commit(self.path, marker, after=self._tried[1])
+
+    def _commit(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
+        props = CommitProperties(
+            custom_metadata={COMMIT_MARK: marker},
+            app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,
+        )
         table = self._open()
         target: Any = table if table is not None else self.path
-        for attempt in range(_APPEND_ATTEMPTS):
-            try:
-                write_deltalake(
-                    target,
-                    data.cast(self.schema),
-                    mode="append",
-                    commit_properties=props,
-                    configuration=DEFAULT_TABLE_CONFIG if table is None else None,
-                )
-                break
-            except CommitFailedError:
-                # A maintenance commit (delete of acknowledged rows, compaction) landed since this
-                # table object was loaded; delta-rs refuses the append against the old snapshot.
-                # An append does not depend on what it read: reload and commit again.
-                if table is None or attempt + 1 == _APPEND_ATTEMPTS:
-                    raise
-                table.update_incremental()
+        if self._tried is None or self._tried[0] != marker:
+            self._tried = (marker, table.version() if table is not None else -1)
+        try:
+            for attempt in range(_APPEND_ATTEMPTS):
+                try:
+                    write_deltalake(
+                        target,
+                        data.cast(self.schema),
+                        mode="append",
+                        commit_properties=props,
+                        configuration=DEFAULT_TABLE_CONFIG if table is None else None,
+                    )
+                    break
+                except CommitFailedError:
+                    # A maintenance commit (delete of acknowledged rows, compaction) landed since this
+                    # table object was loaded; delta-rs refuses the append against the old snapshot.
+                    # An append does not depend on what it read: reload and commit again.
+                    if table is None or attempt + 1 == _APPEND_ATTEMPTS:
+                        raise
+                    table.update_incremental()
+        except Exception:
+            self._table = None  # its state after a failed write is not trusted: reload next time
+            landed = find_commit(self.path, marker, after=self._tried[1])
+            if landed is None:
+                raise
+            return landed
         self._commits += 1
         if table is None:
             self._table = table = DeltaTable(self.path)
-        version = table.version()
-        if self._fsync:
-            sync_commit(self.path, version)
-        return version
+        return table.version()
 
     def transaction_version(self, app_id: str) -> int | None:
         """Last version recorded for ``app_id`` in this table, or None."""
