@@ -9,6 +9,12 @@ Ordering is the guarantee the fan-out relies on: a subscription registered in a 
 ``start_seq`` = the topic's next seq *before* that group's messages, and the catalog commit
 happens before the topic commit, so any message with ``seq >= start_seq`` is committed after
 the subscription is visible in the catalog.
+
+A write the data dir cannot take (no space left, over quota, read-only file system) is held and
+retried as it was, and given up on only after ``full_disk_timeout`` seconds of such faults; the
+rules, and what giving up does to each kind of request, are in sharedsub.write_faults. Holding
+a write blocks the thread, which keeps every ordering above: nothing queued behind a held write
+is committed before it.
 """
 
 from __future__ import annotations
@@ -16,20 +22,26 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import os
 import queue
 import threading
 import time
+import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from sharedsub.errors import TopicExists
+from sharedsub import write_faults
+from sharedsub.errors import StorageUnavailable, TopicExists
 from sharedsub.model import SubscriptionRecord
 from sharedsub.payloads import PayloadCache
-from sharedsub.storage import catalog, delta, layout, schemas
+from sharedsub.storage import catalog, delta, diskspace, layout, schemas
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_IDLE = object()  # no request came while the committer waited (a fault or parked writes to act on)
 
 
 @dataclasses.dataclass(slots=True)
@@ -157,8 +169,11 @@ class Committer:
         max_batch_messages: int = 5000,
         max_batch_bytes: int = 16 * 1024 * 1024,
         fsync: bool = False,
+        full_disk_timeout: float = 60.0,
     ) -> None:
-        """``fsync``: force every commit to disk before its results are reported (delta.sync_commit)."""
+        """``fsync``: force every commit to disk before its results are reported (delta.sync_commit).
+        ``full_disk_timeout``: seconds a write the data dir cannot take is held before it is given
+        up on (sharedsub.write_faults)."""
         self.root = root
         self._fsync = fsync
         self._cache = cache
@@ -172,6 +187,14 @@ class Committer:
         self._catalog = catalog.catalog_appender(root, fsync=fsync)
         self._revision = 0
         self.commits = 0
+        self._faults = write_faults.FaultClock(write_faults.RetryPolicy(full_disk_timeout))
+        self._stopping = threading.Event()
+        # Settlement records given up on during a fault, oldest first: re-tried ahead of every
+        # later group (sharedsub.write_faults PARK).
+        self._parked: list[Request] = []
+        # Failed tries of writes the data dir could not take, by errno name (ENOSPC, ...); written
+        # by this thread only, read by the metrics endpoint with dict.copy().
+        self.write_errors: dict[str, int] = {}
         # Newest published_at (epoch seconds) committed per topic; written by this thread only,
         # read by the metrics endpoint with dict.copy() (sharedsub.metrics: threading contract).
         self.published_at: dict[str, float] = {}
@@ -187,9 +210,35 @@ class Committer:
         self._queue.put(request)
 
     def stop(self, timeout: float = 30.0) -> None:
-        """Commit everything queued so far, then end the thread."""
+        """Commit everything queued so far, then end the thread. Writes the data dir cannot take
+        are given up on at once (publishes refused; parked settlement records are lost and
+        their messages delivered again after the restart: logged)."""
+        self._stopping.set()
         self._queue.put(None)
         self._thread.join(timeout)
+
+    @property
+    def fault(self) -> write_faults.Fault | None:
+        """The storage fault in progress (None while the data dir takes writes); any thread."""
+        return self._faults.fault
+
+    def storage_status(self) -> dict[str, Any]:
+        """The data dir's state for /health (any thread): ``writable``; during a fault also
+        ``error``, ``errno``, ``path`` (what failed first), ``since`` (epoch seconds),
+        ``refusing`` (past full_disk_timeout: publishes are refused) and ``parked`` (settlement
+        records waiting in memory)."""
+        fault = self._faults.fault
+        if fault is None:
+            return {"writable": True, "parked": len(self._parked)}
+        return {
+            "writable": False,
+            "error": fault.message,
+            "errno": fault.name,
+            "path": fault.path,
+            "since": fault.since_wall,
+            "refusing": time.monotonic() - fault.since >= self._faults.policy.timeout,
+            "parked": len(self._parked),
+        }
 
     def next_seq(self, topic: str) -> int:
         """Next seq of ``topic`` (committer thread only)."""
@@ -202,12 +251,20 @@ class Committer:
     def _run(self) -> None:
         stopping = False
         while not stopping:
-            first = self._queue.get()
+            wait = self._faults.idle_wait(bool(self._parked))
+            try:
+                first: Any = self._queue.get(timeout=wait)
+            except queue.Empty:
+                first = _IDLE
+            # Parked settlement records go first: they are older than anything queued.
+            group, self._parked = self._parked, []
+            taken = size = 0
             if first is None:
-                break
-            group: list[Request] = [first]
-            size = _size(first)
-            while len(group) < self._max_msgs and size < self._max_bytes:
+                stopping = True
+            elif first is not _IDLE:
+                group.append(first)
+                taken, size = 1, _size(first)
+            while not stopping and taken and taken < self._max_msgs and size < self._max_bytes:
                 try:
                     nxt = self._queue.get_nowait()
                 except queue.Empty:
@@ -216,19 +273,119 @@ class Committer:
                     stopping = True
                     break
                 group.append(nxt)
+                taken += 1
                 size += _size(nxt)
+            if not group:
+                if first is _IDLE:
+                    self._probe()
+                continue
             try:
                 results = self._commit_group(group)
             except BaseException as exc:  # last-resort guard: report, never lose silently
                 log.exception("group commit failed")
                 results = [Result(r, error=exc) for r in group]
+            if results:
+                try:
+                    self._on_done(results)
+                except Exception:
+                    log.exception("committer callback failed")
+        if self._parked:
+            log.error(
+                "stopping with %d settlement record(s) not written (data dir %s cannot take writes): "
+                "their messages are delivered again after the restart",
+                len(self._parked), self.root,
+            )
+
+    # ------------------------------------------------------------------ storage faults
+
+    def _write(self, path: str, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` (one write to ``path``); while it fails with a storage fault, hold it:
+        try again with backoff until it succeeds or the fault outlasts full_disk_timeout
+        (sharedsub.write_faults). ``attempt`` must write the same thing each time.
+
+        Raises:
+            StorageUnavailable: given up (the fault outlasted the timeout, or the service stops).
+            Whatever else ``attempt`` raises, at once.
+        """
+        tries = 0
+        while True:
             try:
-                self._on_done(results)
-            except Exception:
-                log.exception("committer callback failed")
+                out = attempt()
+            except Exception as exc:
+                code = write_faults.fault_errno(exc)
+                if code is None:
+                    raise
+                tries += 1
+                delay = self._failed(code, path, tries, landed=isinstance(exc, delta.CommitNotSynced))
+                if delay is None:
+                    now = time.monotonic()
+                    raise StorageUnavailable(
+                        self.root, code, os.strerror(code), waited=self._faults.waited(now), timeout=self._faults.policy.timeout
+                    ) from exc
+                self._stopping.wait(delay)
+                continue
+            self._writable()
+            return out
+
+    def _failed(self, code: int, path: str, tries: int, *, landed: bool = False) -> float | None:
+        """Count a failed try of a write; log the fault once when it starts and once when it
+        outlasts the timeout. Returns the delay before the next try, None to give up.
+
+        ``landed``: the write's commit is in the table, only its fsync failed. It is held past the
+        timeout (until the service stops): its rows are visible and will be routed, so refusing
+        its publishers would have them send again what is already stored."""
+        name = write_faults.errno_name(code)
+        self.write_errors[name] = self.write_errors.get(name, 0) + 1
+        now = time.monotonic()
+        started = self._faults.failure(code, path, now, time.time())
+        if started is not None:
+            free = diskspace.free_bytes(self.root)
+            log.error(
+                "data dir %s cannot take writes: %s (%s) writing %s; %s bytes free. Writes are retried; "
+                "publishes are held up to %g s (storage.full_disk_timeout), then refused",
+                self.root, started.message, name, _relative(self.root, path), "?" if free is None else free,
+                self._faults.policy.timeout,
+                extra={"data_dir": self.root, "errno": name, "path": path, "free_bytes": free},
+            )
+        delay = self._faults.retry_delay(now, tries, stopping=self._stopping.is_set())
+        if delay is None and landed and not self._stopping.is_set():
+            return self._faults.policy.max_delay
+        if delay is None and not self._stopping.is_set() and self._faults.gave_up():
+            log.error(
+                "data dir %s still cannot take writes after %.0f s (%s): refusing publishes with %s "
+                "until it does; acknowledgements are kept in memory meanwhile",
+                self.root, self._faults.waited(now), name, StorageUnavailable.condition,
+                extra={"data_dir": self.root, "errno": name},
+            )
+        return delay
+
+    def _writable(self) -> None:
+        """A write succeeded: end the fault in progress, if any (logged once)."""
+        ended = self._faults.success()
+        if ended is not None:
+            fault, failed = ended
+            log.warning(
+                "data dir %s takes writes again after %.1f s (%d failed tries); held writes go on",
+                self.root, time.monotonic() - fault.since, failed,
+                extra={"data_dir": self.root, "errno": fault.name},
+            )
+
+    def _probe(self) -> None:
+        """Idle during a fault: find out whether the data dir takes writes again (a small file
+        written and removed), so /health recovers without waiting for traffic."""
+        if self._faults.fault is None:
+            return
+        try:
+            diskspace.probe_write(self.root)
+        except OSError as exc:
+            if write_faults.fault_errno(exc) is None:
+                log.debug("write probe of %s failed: %s", self.root, exc)
+            return
+        self._writable()
 
     def _commit_group(self, group: list[Request]) -> list[Result]:
         results: list[Result] = []
+        parked: list[Request] = []  # settlement records given up on for now (write_faults.PARK)
         publishes: dict[str, list[Publish]] = {}
         saves: list[SaveSubscription] = []
         acks: dict[str, list[Ack]] = {}
@@ -265,13 +422,20 @@ class Committer:
         if txns:
             results = _transaction_results(results, txns)
         for table, letters in dead.items():
-            results.extend(self._append_dead_letters(table, letters, acks))
+            results.extend(self._append_dead_letters(table, letters, acks, parked))
         for table, items in acks.items():
-            results.extend(r for r in self._append_acks(table, items) if not isinstance(r.request, _DeadLetterAck))
+            results.extend(
+                r for r in self._append_acks(table, items, parked) if not isinstance(r.request, _DeadLetterAck)
+            )
         if links:
-            results.extend(self._append_links(links))
+            results.extend(self._append_links(links, parked))
         results.extend(self._drop_topic(req) for req in drops)
-        results.extend(Result(req) for req in barriers)  # after every commit of the group
+        if parked:
+            # A barrier promises that everything queued before it is committed: not yet. It waits
+            # with the parked records and answers once they are written.
+            self._parked.extend(parked + barriers)
+        else:
+            results.extend(Result(req) for req in barriers)  # after every commit of the group
         return results
 
     def _drop_topic(self, req: DropTopic) -> Result:
@@ -289,31 +453,38 @@ class Committer:
         return Result(req, value=path)
 
     def _append(self, path: str, data: pa.Table) -> None:
-        """Commit ``data`` to the table at ``path`` with its cached appender.
+        """Commit ``data`` to the table at ``path`` with its cached appender, held while the data
+        dir cannot take it (:meth:`_write`).
 
-        On failure the appender is dropped (the next attempt reloads the table) and the error
-        is raised to the caller, which fails the group's requests for that table.
+        Every try carries the same commit id, so a try whose commit landed although delta-rs
+        raised is found and not made again (delta.TableAppender). On failure the appender is
+        dropped (the next attempt reloads the table) and the error is raised to the caller,
+        which fails (or parks) the group's requests for that table.
         """
         appender = self._appenders.get(path)
         if appender is None:
             appender = self._appenders[path] = delta.TableAppender(path, data.schema, fsync=self._fsync)
+        commit_id = uuid.uuid4().hex
         try:
-            appender.append(data)
+            self._write(path, lambda: appender.append(data, commit_id=commit_id))
         except Exception:
             self._appenders.pop(path, None)
             raise
 
-    def _append_links(self, items: list[LinkEvent]) -> list[Result]:
+    def _append_links(self, items: list[LinkEvent], parked: list[Request]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
         rows = [dict(item.row, at=now) for item in items]
         try:
             self._append(layout.join(self.root, layout.LINKS_TABLE), pa.Table.from_pylist(rows, schema=schemas.LINKS))
+        except StorageUnavailable:
+            parked.extend(items)
+            return []
         except Exception as exc:
             log.exception("link event commit failed")
             return [Result(item, error=exc) for item in items]
         return [Result(item) for item in items]
 
-    def _append_acks(self, table: str, items: list[Ack]) -> list[Result]:
+    def _append_acks(self, table: str, items: list[Ack], parked: list[Request]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
         rows: dict[str, list[Any]] = {"seq": [], "outcome": [], "acked_at": [], "consumer": []}
         for item in items:
@@ -324,19 +495,25 @@ class Committer:
                 rows["consumer"].append(item.consumer)
         try:
             self._append(layout.join(self.root, table), pa.Table.from_pydict(rows, schema=schemas.ACK))
+        except StorageUnavailable:
+            parked.extend(items)
+            return []
         except Exception as exc:
             log.exception("ack commit to %s failed", table)
             return [Result(item, error=exc) for item in items]
         return [Result(item) for item in items]
 
     def _append_dead_letters(
-        self, table: str, items: list[DeadLetterMessage], acks: dict[str, list[Ack]]
+        self, table: str, items: list[DeadLetterMessage], acks: dict[str, list[Ack]], parked: list[Request]
     ) -> list[Result]:
         """Commit dead-letter rows; queue their ack-log rows into ``acks`` (committed after)."""
         now = dt.datetime.now(dt.UTC)
         rows = [dict(item.row, dead_lettered_at=now) for item in items]
         try:
             self._append(layout.join(self.root, table), pa.Table.from_pylist(rows, schema=schemas.DEAD_LETTER))
+        except StorageUnavailable:
+            parked.extend(items)  # their ack-log rows are queued once they are written
+            return []
         except Exception as exc:
             log.exception("dead-letter commit to %s failed", table)
             return [Result(item, error=exc) for item in items]
@@ -348,10 +525,16 @@ class Committer:
         return [Result(item) for item in items]
 
     def _create_topic(self, req: CreateTopic) -> Result:
+        path = layout.topic_table(self.root, req.topic)
+
+        def create() -> None:
+            try:
+                delta.create_topic(self.root, req.topic)
+            except TopicExists:  # created already (a try that raised after its commit, too)
+                pass
+
         try:
-            path = delta.create_topic(self.root, req.topic)
-        except TopicExists:
-            path = layout.topic_table(self.root, req.topic)
+            self._write(path, create)
         except Exception as exc:
             return Result(req, error=exc)
         return Result(req, value=path)
@@ -365,8 +548,11 @@ class Committer:
             if s.assign_start:
                 changes["start_seq"] = self.next_seq(s.record.topic)
             records.append(dataclasses.replace(s.record, **changes))
+        commit_id = uuid.uuid4().hex
         try:
-            catalog.append_records(self._catalog, records)
+            self._write(self._catalog.path, lambda: catalog.append_records(self._catalog, records, commit_id=commit_id))
+        except StorageUnavailable as exc:
+            return [Result(s, error=exc) for s in saves]
         except Exception as exc:
             log.exception("catalog commit failed")
             return [Result(s, error=exc) for s in saves]
@@ -388,13 +574,20 @@ class Committer:
             self.commits += 1
             log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))
         except Exception as exc:
-            log.exception("commit to topic %s failed", topic)
+            if not isinstance(exc, StorageUnavailable):  # that one is logged when the fault starts
+                log.exception("commit to topic %s failed", topic)
             self._next_seq.pop(topic, None)  # re-read from the table before the next attempt
             return [Result(item, error=exc) for item in items]
         self._next_seq[topic] = first + len(items)
         self.published_at[topic] = now.timestamp()
         self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])
         return [Result(item, value=first + i) for i, item in enumerate(items)]
+
+
+def _relative(root: str, path: str) -> str:
+    """``path`` relative to the data dir ``root`` (as it is, when outside it)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
 
 
 def _size(request: Request | None) -> int:

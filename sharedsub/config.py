@@ -44,6 +44,9 @@ class StorageSettings:
 
     data_dir: str = "./data"
     fsync: bool = True  # force each topic, catalog and ack-log commit to disk before settling
+    # Seconds a write the data dir cannot take (no space, quota, read-only) is held and retried
+    # before publishes waiting on it are refused (sharedsub.write_faults); 0 = refuse at once.
+    full_disk_timeout: float = 60.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -193,6 +196,10 @@ def _check(settings: Settings) -> None:
         ("fanout.stalled_after", s.fanout.stalled_after),
     ):
         if seconds <= 0:
+    if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too
+        raise ConfigError(
+            "storage.full_disk_timeout", f"must be 0 (refuse at once) or positive seconds, got {s.storage.full_disk_timeout}"
+        )
             raise ConfigError(key, f"must be positive, got {seconds}")
     if s.maintenance.interval < 0:
         raise ConfigError("maintenance.interval", "must be 0 (off) or positive")

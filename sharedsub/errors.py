@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from sharedsub.conditions import AmqpCondition
+from sharedsub.write_faults import errno_name
 
 
 class SharedSubError(Exception):
@@ -186,6 +187,34 @@ class DataDirInUse(SharedSubError):
         )
         self.data_dir = data_dir
         self.pid = pid
+
+
+class StorageUnavailable(SharedSubError):
+    """The data dir cannot take writes: no space left, over quota, or a read-only file system.
+
+    Raised by the committer for a write it gave up on (the fault outlasted ``[storage]
+    full_disk_timeout``, or the service is stopping: sharedsub.write_faults), and by ``serve`` /
+    ``frontend`` when the data dir cannot take writes at start. A publish is rejected with it; the
+    condition tells clients it is a resource limit, to retry later, not a bad message.
+    """
+
+    condition = AmqpCondition.RESOURCE_LIMIT_EXCEEDED
+
+    def __init__(self, data_dir: str, code: int, reason: str, *, waited: float | None = None, timeout: float | None = None) -> None:
+        """``code``/``reason``: the errno and its text; ``waited``: how long the data dir has
+        refused writes (None: found at start); ``timeout``: the full_disk_timeout."""
+        what = f"data dir {data_dir} cannot take writes: {reason} ({errno_name(code)})"
+        if waited is None:
+            tail = "; free space or remount it read-write, then start again"
+        elif timeout is not None and waited >= timeout:
+            tail = f"; not stored: it has refused writes for {waited:.0f} s, storage.full_disk_timeout is {timeout:g} s"
+        else:
+            tail = "; not stored: the service is stopping"
+        super().__init__(what + tail)
+        self.data_dir = data_dir
+        self.code = code
+        self.reason = reason
+        self.waited = waited
 
 
 class ServiceUnavailable(SharedSubError):

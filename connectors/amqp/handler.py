@@ -139,6 +139,7 @@ class FrontEnd(Handler):
             max_batch_messages=settings.publish.max_batch_messages,
             max_batch_bytes=settings.publish.max_batch_bytes,
             fsync=settings.storage.fsync,
+            full_disk_timeout=settings.storage.full_disk_timeout,
         )
         self.tailer = Tailer(
             self.root,
@@ -215,7 +216,13 @@ class FrontEnd(Handler):
                     dlv.update(Delivery.ACCEPTED)
                     self.counters.inc(metrics.PUBLISHED, req.topic)
                 else:
-                    dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {result.error}")
+                    # A typed error (the data dir refused writes: resource-limit-exceeded) carries
+                    # its condition; anything else is ours.
+                    err = result.error
+                    if isinstance(err, SharedSubError):
+                        dlv.local.condition = Condition(str(err.condition), err.description)
+                    else:
+                        dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
                     dlv.update(Delivery.REJECTED)
                 dlv.settle()
                 link = dlv.link

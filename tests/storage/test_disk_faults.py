@@ -1,22 +1,33 @@
 """Writes on a full or read-only data dir: a real tmpfs (tests/tmpfs.py), real Delta tables.
 
 TableAppender: a commit that did not make it into the log is not a version and its retry stores
-its rows once; a commit that landed although delta-rs raised is found, not made again.
+its rows once; a commit that landed although delta-rs raised is found, not made again. Committer:
+held writes go through once space returns (nothing lost, seqs gap-free and assigned once);
+past full_disk_timeout publishes are refused with StorageUnavailable and settlement records
+are parked, then written once the data dir takes writes again.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
+import proton
 import pyarrow as pa
 import pytest
 
-from sharedsub.storage import delta, schemas
+from connectors.amqp.translate import message_columns
+from sharedsub.committer import Ack, Barrier, Committer, Publish, Result
+from sharedsub.errors import StorageUnavailable
+from sharedsub.payloads import PayloadCache
+from sharedsub.storage import delta, layout, schemas
+from tests.amqp_peer import wait_for
 from tests.tmpfs import Tmpfs
 
 PAGE = 4096
+ACKS = "subscriptions/k/acks-g1"
 
 
 @pytest.fixture
@@ -88,3 +99,93 @@ def test_a_commit_that_landed_although_delta_rs_raised_is_not_made_again(disk: T
     disk.release()
     assert _seqs(table) == list(range(5 * 99))
     assert appender.append(_rows(5 * 99, size=100)) == 100  # and the appender goes on
+
+
+# --------------------------------------------------------------------------- committer
+
+
+class Collector:
+    def __init__(self) -> None:
+        self.results: list[Result] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, results: list[Result]) -> None:
+        with self.cond:
+            self.results.extend(results)
+            self.cond.notify_all()
+
+    def wait(self, n: int) -> list[Result]:
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.results) >= n, 120), f"{len(self.results)} of {n} results"
+            return list(self.results)
+
+
+def _publish(i: int) -> Publish:
+    msg = proton.Message(body=f"m{i}")
+    raw = msg.encode()
+    cols = message_columns(msg)
+    cols.update(routing_key="k", publisher="c1", partition=0, size=len(raw))
+    return Publish("t", cols, raw, i)
+
+
+def _committer(root: Path, done: Collector, timeout: float) -> Committer:
+    delta.create_topic(str(root), "t")
+    c = Committer(str(root), cache=PayloadCache(1 << 20), on_done=done, fsync=True, full_disk_timeout=timeout)
+    c.start()
+    return c
+
+
+def test_publishes_are_held_while_the_disk_is_full_and_stored_once_when_space_returns(disk: Tmpfs) -> None:
+    done = Collector()
+    c = _committer(disk.path / "data", done, timeout=3600)
+    try:
+        disk.fill()
+        for i in range(300):
+            c.submit(_publish(i))
+        wait_for(lambda: c.fault is not None, 60, "the committer to see the full disk")
+        status = c.storage_status()
+        assert (status["writable"], status["errno"], status["refusing"]) == (False, "ENOSPC", False)
+        assert c.write_errors["ENOSPC"] >= 1
+        assert done.results == []  # nothing can be committed while full: all held, none refused
+        disk.release()
+        results = done.wait(300)
+    finally:
+        c.stop()
+    assert [r.error for r in results] == [None] * 300
+    assert sorted(r.value for r in results) == list(range(300))  # gap-free, each seq once
+    assert _seqs(layout.topic_table(str(disk.path / "data"), "t")) == list(range(300))
+    assert c.fault is None and c.storage_status() == {"writable": True, "parked": 0}
+
+
+def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_returns(disk: Tmpfs) -> None:
+    done = Collector()
+    root = disk.path / "data"
+    c = _committer(root, done, timeout=0.5)
+    try:
+        c.submit(_publish(0))
+        done.wait(1)
+        disk.read_only()
+        c.submit(Ack(ACKS, [0], "accepted", "c1", token="ack"))
+        c.submit(Barrier(token="barrier"))  # answers once the ack before it is written
+        c.submit(_publish(1))
+        refused = done.wait(2)[1]
+        assert refused.request.token == 1 and isinstance(refused.error, StorageUnavailable)
+        assert str(refused.error.condition) == "amqp:resource-limit-exceeded"
+        assert refused.error.description.startswith(f"data dir {root} cannot take writes: Read-only file system (EROFS)")
+        assert "storage.full_disk_timeout is 0.5 s" in refused.error.description
+        status = c.storage_status()
+        assert (status["writable"], status["errno"], status["refusing"], status["parked"]) == (False, "EROFS", True, 2)
+        assert len(done.results) == 2  # the ack and the barrier are parked, not failed
+        disk.read_write()
+        c.submit(_publish(2))
+        results = done.wait(5)
+    finally:
+        c.stop()
+    tokens = [r.request.token for r in results[2:]]
+    assert tokens.index("ack") < tokens.index("barrier")  # the parked ack went first
+    assert all(r.error is None for r in results[2:]), results
+    by_token = {r.request.token: r for r in results}
+    assert by_token[2].value == 1  # seq 1 was never used by the refused publish
+    acks = delta.read_table(layout.join(str(root), ACKS), ["seq", "outcome"])
+    assert acks is not None and acks.to_pylist() == [{"seq": 0, "outcome": "accepted"}]
+    assert c.fault is None

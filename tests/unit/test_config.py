@@ -48,6 +48,9 @@ def test_precedence_env_then_flags() -> None:
         ({"server": {"http_port": "web"}}, "server.http_port"),
         ({"server": {"metrics_backlog_interval": -1}}, "server.metrics_backlog_interval"),
         ({"server": {"idle_timeout": -1}}, "server.idle_timeout"),
+        ({"storage": {"full_disk_timeout": -1}}, "storage.full_disk_timeout"),
+        ({"storage": {"full_disk_timeout": "nan"}}, "storage.full_disk_timeout"),
+        ({"storage": {"full_disk_timeout": "inf"}}, "storage.full_disk_timeout"),
         ({"server": {"max_connections": -1}}, "server.max_connections"),
         ({"publish": {"max_uncommitted_bytes": -1}}, "publish.max_uncommitted_bytes"),
         ({"server": {"max_transaction_messages": -1}}, "server.max_transaction_messages"),
@@ -71,3 +74,8 @@ def test_observability_defaults_and_overrides() -> None:
     s = parse_settings({}, {"SHAREDSUB_LOG_FORMAT": "json", "SHAREDSUB_SERVER_HTTP_PORT": "-1"}, {"log.level": "debug"})
     assert (s.log.format, s.server.http_port, s.log.level) == ("json", -1, "debug")
     assert parse_settings({}, {}, {"server.http_port": 8161, "server.http_host": "0.0.0.0"}).server.http_port == 8161
+
+
+def test_full_disk_timeout_default_and_zero() -> None:
+    assert load_settings(environ={}).storage.full_disk_timeout == 60.0  # conf/sharedsub.toml
+    assert parse_settings({}, {"SHAREDSUB_STORAGE_FULL_DISK_TIMEOUT": "0"}).storage.full_disk_timeout == 0.0
