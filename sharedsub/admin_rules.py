@@ -41,6 +41,8 @@ Exit codes (the CLI's; the admin endpoint's JSON error replies carry the same ``
 4  already exists
 5  refused: in use (consumers or publishers attached, subscriptions on a topic, a replay of
    the subscription already running)
+6  the data dir does not take writes: no space left, over quota, or a read-only file system
+   (``serve``/``frontend`` at start; an admin call whose write was given up on)
 == ============================================================================================
 
 No I/O: tested as tables in tests/unit/test_admin_rules.py.
@@ -62,6 +64,7 @@ from sharedsub.errors import (
     ReplayNotDurable,
     ServiceRefused,
     SharedSubError,
+    StorageUnavailable,
     SubscriptionInUse,
     SubscriptionNotFound,
     TopicExists,
@@ -77,6 +80,7 @@ EXIT_USAGE = 2
 EXIT_NOT_FOUND = 3
 EXIT_EXISTS = 4
 EXIT_IN_USE = 5
+EXIT_STORAGE = 6
 
 # error code (admin JSON replies) -> (exit code, HTTP status)
 ERROR_CODES: dict[str, tuple[int, int]] = {
@@ -85,6 +89,7 @@ ERROR_CODES: dict[str, tuple[int, int]] = {
     "not-found": (EXIT_NOT_FOUND, 404),
     "exists": (EXIT_EXISTS, 409),
     "in-use": (EXIT_IN_USE, 409),
+    "storage": (EXIT_STORAGE, 503),
 }
 
 _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
@@ -97,6 +102,7 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (SubscriptionInUse, "in-use"),
     (TopicInUse, "in-use"),
     (DataDirInUse, "in-use"),
+    (StorageUnavailable, "storage"),
     # replay (sharedsub.replay)
     (HistoryUnavailable, "not-found"),
     (VersionNotFound, "usage"),

@@ -18,7 +18,8 @@ Exit codes (sharedsub.admin_rules): 0 done; 1 failure; 2 usage or invalid input 
 invalid topic name, invalid selector, a subscription name matching several subscriptions: the
 candidates are printed); 3 not found (topic, subscription); 4 already exists; 5 refused: in use
 (``unsubscribe`` while consumers are attached, ``topics drop`` of a topic with subscriptions,
-consumers or publishers).
+consumers or publishers); 6 the data dir does not take writes (``serve``/``frontend`` on a full or
+read-only data dir).
 """
 
 from __future__ import annotations
@@ -32,14 +33,24 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from sharedsub.admin_rules import EXIT_ERROR, EXIT_EXISTS, EXIT_IN_USE, EXIT_NOT_FOUND, EXIT_OK, EXIT_USAGE, exit_code
+from sharedsub.admin_rules import (
+    EXIT_ERROR,
+    EXIT_EXISTS,
+    EXIT_IN_USE,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    exit_code,
+)
 from sharedsub.config import Settings, load_settings
 from sharedsub.errors import SharedSubError
 
-__all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE", "EXIT_USAGE", "main"]
 
 EPILOG = """exit codes: 0 done, 1 failure, 2 usage or invalid input (or an ambiguous subscription name),
-3 not found, 4 already exists, 5 refused: in use (consumers, publishers or subscriptions attached)"""
+3 not found, 4 already exists, 5 refused: in use (consumers, publishers or subscriptions attached),
+6 the data dir does not take writes (no space left, over quota, read-only file system)"""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -209,6 +220,27 @@ def _start_maintenance(settings: Settings) -> Any:
     return thread
 
 
+def _require_writable(data_dir: str) -> None:
+    """Refuse to start on a local data dir that does not take writes: every publish would be
+    held and then refused, so say so now (exit 6) instead of at the first publish.
+
+    Raises:
+        StorageUnavailable: no space left, over quota, or a read-only file system.
+    """
+    from sharedsub.errors import StorageUnavailable
+    from sharedsub.storage import diskspace
+    from sharedsub.write_faults import fault_errno
+
+    try:
+        os.makedirs(data_dir, exist_ok=True)
+        diskspace.probe_write(data_dir)
+    except OSError as exc:
+        code = fault_errno(exc)
+        if code is None:
+            raise
+        raise StorageUnavailable(data_dir, code, os.strerror(code)) from None
+
+
 def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     """Run the front end (and the fan-out child) until SIGINT/SIGTERM."""
     from connectors.amqp.server import FrontEndServer
@@ -221,7 +253,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
     sys.setswitchinterval(0.0005)
     if "://" not in settings.data_dir:
-        os.makedirs(settings.data_dir, exist_ok=True)
+        _require_writable(settings.data_dir)
     from sharedsub.discovery import own_data_dir
 
     owner = own_data_dir(settings.data_dir)  # held until the process ends (DataDirInUse if taken)

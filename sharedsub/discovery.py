@@ -98,7 +98,9 @@ def own_data_dir(root: str) -> DataDirLock:
     path = _local(root)
     if path is None:
         return DataDirLock(None)
-    fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDWR | os.O_CREAT, 0o600)
+    # Read-only: flock needs no write access, and a file held open for writing would keep the
+    # file system from being remounted read-only under a running service.
+    fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDONLY | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+
 from sharedsub.conditions import AmqpCondition
 from sharedsub.write_faults import errno_name
 
@@ -205,7 +207,8 @@ class StorageUnavailable(SharedSubError):
         refused writes (None: found at start); ``timeout``: the full_disk_timeout."""
         what = f"data dir {data_dir} cannot take writes: {reason} ({errno_name(code)})"
         if waited is None:
-            tail = "; free space or remount it read-write, then start again"
+            fix = "remount it read-write" if code == errno.EROFS else "free space on it"
+            tail = f"; {fix}, then start again"
         elif timeout is not None and waited >= timeout:
             tail = f"; not stored: it has refused writes for {waited:.0f} s, storage.full_disk_timeout is {timeout:g} s"
         else:

@@ -87,6 +87,13 @@ def test_retry_delay(waited: float, attempt: int, stopping: bool, expected: floa
     assert delay == (pytest.approx(expected) if expected is not None else None)
 
 
+def test_at_start_a_read_only_data_dir_is_to_be_remounted() -> None:
+    error = StorageUnavailable("/srv/data", errno.EROFS, "Read-only file system")
+    assert error.description == (
+        "data dir /srv/data cannot take writes: Read-only file system (EROFS); remount it read-write, then start again"
+    )
+
+
 def test_timeout_zero_refuses_at_the_first_failure() -> None:
     assert RetryPolicy(timeout=0.0).delay(0.0, 1) is None
 
@@ -149,7 +156,7 @@ def test_idle_wait(faulted: bool, parked: bool, expected: float | None) -> None:
 @pytest.mark.parametrize(
     ("waited", "timeout", "says"),
     [
-        (None, None, "free space or remount it read-write, then start again"),
+        (None, None, "; free space on it, then start again"),
         (61.0, 60.0, "not stored: it has refused writes for 61 s, storage.full_disk_timeout is 60 s"),
         (3.0, 60.0, "not stored: the service is stopping"),
     ],
