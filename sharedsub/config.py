@@ -187,6 +187,10 @@ def _check(settings: Settings) -> None:
             raise ConfigError(key, f"must be positive, got {value}")
     if s.server.idle_timeout < 0:
         raise ConfigError("server.idle_timeout", "must be 0 (never) or positive")
+    if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too
+        raise ConfigError(
+            "storage.full_disk_timeout", f"must be 0 (refuse at once) or positive seconds, got {s.storage.full_disk_timeout}"
+        )
     if s.delivery.poll_interval <= 0:
         raise ConfigError("delivery.poll_interval", "must be positive")
     if s.fanout.trigger_interval < 0:
@@ -196,10 +200,6 @@ def _check(settings: Settings) -> None:
         ("fanout.stalled_after", s.fanout.stalled_after),
     ):
         if seconds <= 0:
-    if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too
-        raise ConfigError(
-            "storage.full_disk_timeout", f"must be 0 (refuse at once) or positive seconds, got {s.storage.full_disk_timeout}"
-        )
             raise ConfigError(key, f"must be positive, got {seconds}")
     if s.maintenance.interval < 0:
         raise ConfigError("maintenance.interval", "must be 0 (off) or positive")
