@@ -22,7 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
 from sharedsub.errors import TopicExists, TopicNotFound
@@ -301,6 +301,8 @@ class _LogEntry:
     removed: int  # data files removed with dataChange
     transactions: dict[str, int]  # app id -> version
     mtime_ms: int
+    rewritten: tuple[str, ...] = ()  # absolute paths of the data files added without dataChange
+    removed_quietly: int = 0  # data files removed without dataChange (compaction)
 
 
 def _read_log_entry(table: str, version: int) -> _LogEntry | None:
@@ -315,22 +317,26 @@ def _read_log_entry(table: str, version: int) -> _LogEntry | None:
     base = _local(table)
     info: dict[str, Any] = {}
     added: list[str] = []
-    removed = 0
+    rewritten: list[str] = []
+    removed = quiet = 0
     txns: dict[str, int] = {}
     for line in lines:
         if not line:
             continue
         action = json.loads(line)
         if "add" in action:
-            if action["add"].get("dataChange", True):
-                added.append(os.path.join(base, urllib.parse.unquote(action["add"]["path"])))
+            path = os.path.join(base, urllib.parse.unquote(action["add"]["path"]))
+            (added if action["add"].get("dataChange", True) else rewritten).append(path)
         elif "remove" in action:
-            removed += 1 if action["remove"].get("dataChange", True) else 0
+            if action["remove"].get("dataChange", True):
+                removed += 1
+            else:
+                quiet += 1
         elif "txn" in action:
             txns[action["txn"]["appId"]] = int(action["txn"]["version"])
         elif "commitInfo" in action:
             info = action["commitInfo"]
-    return _LogEntry(info, tuple(added), removed, txns, mtime_ms)
+    return _LogEntry(info, tuple(added), removed, txns, mtime_ms, tuple(rewritten), quiet)
 
 
 def read_commit(table: str, version: int) -> Commit | None:
@@ -344,6 +350,25 @@ def read_commit(table: str, version: int) -> Commit | None:
         return None
     added = () if MAINTENANCE_MARK in entry.info else entry.added
     return Commit(version, added, entry.transactions)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileChanges:
+    """Every data file one commit added, and whether it removed any, whatever the actions'
+    ``dataChange`` flags or the commit's mark (maintenance reasons about files, not rows)."""
+
+    version: int
+    added: tuple[str, ...]  # absolute paths, with and without dataChange
+    removes: bool
+
+
+def file_changes(table: str, version: int) -> FileChanges | None:
+    """The files commit ``version`` added and whether it removed files; None when that version
+    is not (or no longer) in the log."""
+    entry = _read_log_entry(table, version)
+    if entry is None:
+        return None
+    return FileChanges(version, entry.added + entry.rewritten, bool(entry.removed or entry.removed_quietly))
 
 
 def latest_version(table: str, known: int = -1) -> int:
@@ -476,35 +501,64 @@ def iter_rows(data: pa.Table | None) -> Iterator[dict[str, Any]]:
 # --------------------------------------------------------------------------- payload lookup
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SeqFile:
+    """One data file of a topic table's snapshot, from its add action's statistics."""
+
+    path: str  # absolute
+    first_seq: int | None  # None when the file has no statistics
+    last_seq: int | None
+    newest_published_ms: int | None  # max ``published_at``, ms since the epoch
+
+
+def topic_files(table: str) -> tuple[int, list[SeqFile]]:
+    """``(version, files)`` of ``table``'s latest snapshot, with their seq and publish-time ranges."""
+    dt = DeltaTable(table)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    base = _local(table)
+
+    def column(name: str) -> list[Any]:
+        return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
+
+    files = []
+    for path, lo, hi, newest in zip(
+        column("path"), column("min.seq"), column("max.seq"), column("max.published_at"), strict=True
+    ):
+        ms = int(newest.timestamp() * 1000) if newest is not None else None
+        files.append(SeqFile(os.path.join(base, urllib.parse.unquote(path)), lo, hi, ms))
+    return dt.version(), files
+
+
 class TopicIndex:
-    """Finds the file that holds a topic seq, from the add actions' ``seq`` statistics."""
+    """Finds the files that may hold a topic seq, from the add actions' ``seq`` statistics.
+
+    Appends give files with disjoint seq ranges, but compaction (sharedsub.maintenance) may bin
+    files that were not neighbours, so ranges can overlap: a seq then has several candidate
+    files, and the reader keeps the one that holds it.
+    """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._ranges: list[tuple[int, int, str]] = []
         self._starts: list[int] = []  # first seq of each range, for bisect
+        self._reach: list[int] = []  # highest last seq of the ranges up to each one
 
     def refresh(self) -> None:
         """Reload the file ranges from the latest snapshot."""
-        table = DeltaTable(self.path)
-        actions = pa.table(table.get_add_actions(flatten=True))
-        base = _local(self.path)
-        ranges = []
-        for path, lo, hi in zip(
-            actions.column("path").to_pylist(),
-            actions.column("min.seq").to_pylist(),
-            actions.column("max.seq").to_pylist(),
-            strict=True,
-        ):
-            if lo is None or hi is None:
-                continue
-            ranges.append((int(lo), int(hi), os.path.join(base, urllib.parse.unquote(path))))
-        ranges.sort()
+        _, files = topic_files(self.path)
+        ranges = sorted(
+            (int(f.first_seq), int(f.last_seq), f.path) for f in files if f.first_seq is not None and f.last_seq is not None
+        )
+        reach, highest = [], -1
+        for _, hi, _ in ranges:
+            highest = max(highest, hi)
+            reach.append(highest)
         self._ranges = ranges
         self._starts = [r[0] for r in ranges]
+        self._reach = reach
 
     def files_for(self, seqs: Iterable[int]) -> dict[str, list[int]]:
-        """Map each file to the wanted seqs it holds; reloads once if a seq is unknown."""
+        """Map each candidate file to the wanted seqs it may hold; reloads once if a seq is unknown."""
         wanted = sorted(set(seqs))
         out, missing = self._assign(wanted)
         if missing:
@@ -517,22 +571,45 @@ class TopicIndex:
         missing = []
         for s in wanted:
             i = bisect.bisect_right(self._starts, s) - 1
-            if i >= 0 and self._ranges[i][0] <= s <= self._ranges[i][1]:
-                out.setdefault(self._ranges[i][2], []).append(s)
-            else:
+            hit = False
+            # Ranges starting at or below s, newest start first, while one of them may reach s.
+            while i >= 0 and self._reach[i] >= s:
+                lo, hi, path = self._ranges[i]
+                if lo <= s <= hi:
+                    out.setdefault(path, []).append(s)
+                    hit = True
+                i -= 1
+            if not hit:
                 missing.append(s)
         return out, missing
 
 
 def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
-    """Encoded messages for the given seqs of one topic."""
+    """Encoded messages for the given seqs of one topic (a seq the topic no longer holds is left out).
+
+    The index may name a file that compaction or topic retention removed from the table and
+    vacuum then deleted (sharedsub.maintenance): the seqs it was asked for are looked up again
+    in a refreshed index, once. Only the row groups whose ``seq`` statistics cover a wanted seq
+    are read (compacted topic files hold many small row groups for this).
+    """
     found: dict[int, bytes] = {}
-    for path, wanted in index.files_for(seqs).items():
-        data = pq.read_table(path, columns=["seq", "message"])
-        want = set(wanted)
-        for seq, msg in zip(data.column("seq").to_pylist(), data.column("message").to_pylist(), strict=True):
-            if seq in want:
-                found[seq] = msg
+    wanted = sorted(set(seqs))
+    for attempt in range(2):
+        vanished: list[int] = []
+        for path, part in index.files_for(wanted).items():
+            try:
+                data = pq.read_table(path, columns=["seq", "message"], filters=[("seq", "in", part)])
+            except FileNotFoundError:
+                vanished.extend(part)
+                continue
+            want = set(part)
+            for seq, msg in zip(data.column("seq").to_pylist(), data.column("message").to_pylist(), strict=True):
+                if seq in want:
+                    found[seq] = msg
+        if not vanished or attempt:
+            break
+        index.refresh()
+        wanted = vanished
     return found
 
 
@@ -622,10 +699,36 @@ def data_file_count(table: str) -> int:
     return len(snapshot_files(table)) if table_exists(table) else 0
 
 
-def compact(table: str) -> int:
-    """Rewrite small files into fewer large ones (``dataChange`` false); return files removed."""
-    metrics = DeltaTable(table).optimize.compact(commit_properties=_mark("compact"))
+def compact(
+    table: str, *, version: int | None = None, target_size: int | None = None, row_group_rows: int | None = None
+) -> int:
+    """Rewrite small files into fewer large ones (``dataChange`` false); return files removed.
+
+    ``version``: compact only the files of the snapshot at that version (commits after it are
+    left as they are; a later commit that removed one of those files makes this one fail with
+    ``CommitFailedError``). ``target_size`` (bytes) and ``row_group_rows`` bound the files and
+    their row groups (delta-rs defaults otherwise).
+    """
+    dt = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    props = WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None
+    metrics = dt.optimize.compact(target_size=target_size, writer_properties=props, commit_properties=_mark("compact"))
     return int(metrics.get("numFilesRemoved", 0))
+
+
+def version_readable(table: str, version: int) -> bool:
+    """True when the snapshot at ``version`` can be loaded from the log as it is now: its commit
+    file is there, and so is the first commit or a checkpoint at or before it (log cleanup
+    removes old commit files up to a checkpoint)."""
+    log = os.path.join(_local(table), "_delta_log")
+    if not os.path.exists(log_file(table, version)):
+        return False
+    if os.path.exists(log_file(table, 0)):
+        return True
+    try:
+        names = os.listdir(log)
+    except FileNotFoundError:
+        return False
+    return any(".checkpoint." in n and n.split(".", 1)[0].isdigit() and int(n.split(".", 1)[0]) <= version for n in names)
 
 
 def vacuum(table: str, retention_hours: int) -> int:
@@ -636,17 +739,22 @@ def vacuum(table: str, retention_hours: int) -> int:
     return len(removed)
 
 
-def checkpoint_and_clean_log(table: str, retention_hours: int) -> None:
-    """Write a checkpoint at the current version and drop log files older than ``retention_hours``.
+def checkpoint_and_clean_log(table: str, retention_hours: int, *, version: int | None = None) -> None:
+    """Write a checkpoint at the current version (or at ``version``) and drop the log files
+    before it that are older than ``retention_hours``.
 
     The table's ``delta.logRetentionDuration`` is set to the retention first (one metadata
     commit, only when it differs), so log cleanup never removes history that vacuum keeps.
+    With ``version``, the commit files from that version on stay whatever their age (a reader
+    that has read up to it, like the fan-out, still finds every commit after it).
     """
     dt = DeltaTable(table)
     wanted = f"interval {int(retention_hours)} hours"
     if dt.metadata().configuration.get("delta.logRetentionDuration") != wanted:
         dt.alter.set_table_properties({"delta.logRetentionDuration": wanted}, commit_properties=_mark("retention"))
         dt.update_incremental()
+    if version is not None and version < dt.version():
+        dt = DeltaTable(table, version=version)
     dt.create_checkpoint()
     dt.cleanup_metadata()
 
