@@ -91,6 +91,15 @@ class MaintenanceSettings:
     history_retention_hours: int = 168  # time travel and replay reach this far back
     compact_min_files: int = 16  # compact a table once it has this many data files
     min_acked_rows: int = 1000  # delete acknowledged rows once at least this many can go
+    # A topic row is kept at least this long after it was published (hours); -1 = the history
+    # retention. Routing, open subscriptions and replays hold rows longer (sharedsub.retention).
+    topic_retention_hours: int = -1
+
+    @property
+    def topic_retention(self) -> int:
+        """Hours a topic row is kept at least: ``topic_retention_hours``, or the history
+        retention when that is -1."""
+        return self.history_retention_hours if self.topic_retention_hours < 0 else self.topic_retention_hours
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -210,6 +219,11 @@ def _check(settings: Settings) -> None:
     ):
         if value < 0:
             raise ConfigError(key, f"must not be negative, got {value}")
+    if s.maintenance.topic_retention_hours < -1:
+        raise ConfigError(
+            "maintenance.topic_retention_hours",
+            f"must be -1 (the history retention) or hours >= 0, got {s.maintenance.topic_retention_hours}",
+        )
     if not s.storage.data_dir:
         raise ConfigError("storage.data_dir", "must not be empty")
     _check_observability(s)

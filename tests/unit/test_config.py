@@ -21,6 +21,14 @@ def test_maintenance_defaults_and_environment() -> None:
     assert parse_settings({}).maintenance.compact_min_files == 16
 
 
+def test_topic_retention_defaults_to_the_history_retention() -> None:
+    assert load_settings(environ={}).maintenance.topic_retention == 168
+    s = parse_settings({}, {"SHAREDSUB_MAINTENANCE_HISTORY_RETENTION_HOURS": "24"})
+    assert (s.maintenance.topic_retention_hours, s.maintenance.topic_retention) == (-1, 24)
+    s = parse_settings({}, {"SHAREDSUB_MAINTENANCE_TOPIC_RETENTION_HOURS": "0"})
+    assert s.maintenance.topic_retention == 0
+
+
 def test_precedence_env_then_flags() -> None:
     s = parse_settings({"server": {"port": 1}}, {"SHAREDSUB_SERVER_PORT": "2"}, {"server.port": 3})
     assert s.server.port == 3
@@ -43,6 +51,7 @@ def test_precedence_env_then_flags() -> None:
         ({"maintenance": {"interval": -1}}, "maintenance.interval"),
         ({"maintenance": {"history_retention_hours": -5}}, "maintenance.history_retention_hours"),
         ({"maintenance": {"min_acked_rows": "many"}}, "maintenance.min_acked_rows"),
+        ({"maintenance": {"topic_retention_hours": -2}}, "maintenance.topic_retention_hours"),
         ({"server": {"http_port": -2}}, "server.http_port"),
         ({"server": {"http_port": 65536}}, "server.http_port"),
         ({"server": {"http_port": "web"}}, "server.http_port"),

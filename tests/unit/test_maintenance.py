@@ -70,3 +70,26 @@ GENERATIONS = [
 @pytest.mark.parametrize(("record", "on_disk", "expected"), GENERATIONS)
 def test_removable_generations(record, on_disk: list[int], expected: list[int]) -> None:  # noqa: ANN001
     assert removable_generations(record, on_disk, NOW, WEEK) == expected
+
+
+def _non_durable(record):  # noqa: ANN001, ANN202
+    return dataclasses.replace(record, identity=dataclasses.replace(record.identity, durable=False))
+
+
+SECONDS = dt.timedelta(seconds=1)
+
+# (record, generations on disk, fan-out caught up, removable): a non-durable subscription's ended
+# generations go once the grace passed, when the fan-out routes nothing more to them.
+NON_DURABLE = [
+    (_non_durable(_record(2, created_ago=30 * DAY, updated_ago=60 * SECONDS, deleted=True)), [1, 2], True, [1, 2]),
+    (_non_durable(_record(2, created_ago=30 * DAY, updated_ago=60 * SECONDS, deleted=True)), [1, 2], False, []),
+    (_non_durable(_record(2, created_ago=30 * DAY, updated_ago=8 * DAY, deleted=True)), [1, 2], False, [1, 2]),
+    (_non_durable(_record(2, created_ago=30 * DAY, updated_ago=2 * SECONDS, deleted=True)), [2], True, []),  # grace
+    (_non_durable(_record(3, created_ago=60 * SECONDS)), [2, 3], True, [2]),  # never the current generation
+    (_record(2, created_ago=30 * DAY, updated_ago=60 * SECONDS, deleted=True), [1, 2], True, []),  # durable: retention
+]
+
+
+@pytest.mark.parametrize(("record", "on_disk", "caught_up", "expected"), NON_DURABLE)
+def test_removable_generations_of_non_durable_subscriptions(record, on_disk: list[int], caught_up: bool, expected: list[int]) -> None:  # noqa: ANN001
+    assert removable_generations(record, on_disk, NOW, WEEK, fanout_caught_up=caught_up) == expected

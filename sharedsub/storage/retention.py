@@ -1,0 +1,251 @@
+"""The storage side of retention (sharedsub.retention has the rules; sharedsub.maintenance runs them).
+
+Reads the fan-out's progress from its Spark checkpoint, the seq ranges a subscription table still
+keeps, a topic's files; removes a topic's routed files below a cut, compacts a topic's routed
+files, and trims the catalog. Local data dirs only (like the rest of maintenance).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+
+import pyarrow.parquet as pq
+
+from sharedsub import retention
+from sharedsub.retention import FanoutProgress, Revision, TopicFile
+from sharedsub.storage import delta, layout
+
+log = logging.getLogger(__name__)
+
+# Topic files compaction writes: payload lookups (delta.read_messages) read the row groups that
+# hold the seqs they want, so a compacted file is kept moderate and its row groups small.
+TOPIC_COMPACT_TARGET_BYTES = 32 * 1024 * 1024
+TOPIC_ROW_GROUP_ROWS = 1024
+
+# Catalog revisions removed per delete commit (the predicate lists them).
+_CATALOG_DELETE_CHUNK = 1000
+
+
+def _local(path: str) -> str | None:
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    return None if "://" in path else path
+
+
+def _batch_ids(directory: str) -> list[int]:
+    try:
+        return sorted(int(n) for n in os.listdir(directory) if n.isdigit())
+    except FileNotFoundError:
+        return []
+
+
+def read_fanout_progress(root: str) -> FanoutProgress:
+    """The fan-out's progress from ``<data>/_checkpoints/fanout`` (see FanoutProgress).
+
+    Spark writes ``offsets/<batch>`` when it plans a micro-batch and ``commits/<batch>`` once the
+    batch's ``foreachBatch`` (the routing) returned; both by an atomic rename.
+    """
+    checkpoint = _local(layout.fanout_checkpoint(root))
+    if checkpoint is None or not os.path.isdir(checkpoint):
+        return FanoutProgress()
+    offsets_dir = os.path.join(checkpoint, "offsets")
+    committed = _batch_ids(os.path.join(checkpoint, "commits"))
+    planned = _batch_ids(offsets_dir)
+    last_committed = committed[-1] if committed else None
+    versions: dict[str, int] = {}
+    ids: dict[str, str] = {}
+    if last_committed is not None:
+        try:
+            with open(os.path.join(offsets_dir, str(last_committed)), encoding="utf-8") as fh:
+                offset = retention.parse_offset_file(fh.read())
+        except FileNotFoundError:
+            offset = None
+        if offset:
+            versions = {str(k): int(v) for k, v in offset.get("topics", {}).items()}
+            ids = {str(k): str(v) for k, v in (offset.get("ids") or {}).items()}
+    planned_ms = None
+    if planned and (last_committed is None or planned[-1] > last_committed):
+        try:
+            planned_ms = int(os.stat(os.path.join(offsets_dir, str(planned[-1]))).st_mtime * 1000)
+        except FileNotFoundError:  # purged between the listing and the stat: a newer one exists
+            planned_ms = int(dt.datetime.now(dt.UTC).timestamp() * 1000)
+    return FanoutProgress(versions, ids, planned_ms, found=True)
+
+
+def commit_time_ms(table: str, version: int) -> int | None:
+    """When commit ``version`` of ``table`` was written (its log file's mtime), None when gone."""
+    try:
+        return int(os.stat(delta.log_file(table, version)).st_mtime * 1000)
+    except FileNotFoundError:
+        return None
+
+
+# --------------------------------------------------------------------------- subscription holds
+
+
+def _file_min_seq(path: str) -> int | None:
+    meta = pq.read_metadata(path)
+    names = meta.schema.names
+    if "seq" not in names or meta.num_rows == 0:
+        return None
+    column = names.index("seq")
+    lows = []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(column).statistics
+        if stats is None or not stats.has_min_max:
+            data = pq.read_table(path, columns=["seq"]).column("seq")
+            return min(data.to_pylist()) if len(data) else None
+        lows.append(int(stats.min))
+    return min(lows) if lows else None
+
+
+def lowest_retained_seq(table: str) -> int | None:
+    """Lowest ``seq`` in any data file under ``table`` (None: none): every file a version inside
+    the history retention reads is there until vacuum, so no replay reaches below it."""
+    base = _local(table)
+    if base is None or not os.path.isdir(base):
+        return None
+    lowest: int | None = None
+    for dirpath, dirnames, filenames in os.walk(base):
+        dirnames[:] = [d for d in dirnames if d != "_delta_log"]
+        for name in filenames:
+            if not name.endswith(".parquet"):
+                continue
+            try:
+                low = _file_min_seq(os.path.join(dirpath, name))
+            except FileNotFoundError:
+                continue
+            if low is not None and (lowest is None or low < lowest):
+                lowest = low
+    return lowest
+
+
+def lowest_parked_seq(root: str, table_rel: str) -> int | None:
+    """Lowest seq of the rows the fan-out parked for subscription table ``table_rel`` because
+    its commit failed (jobs/fanout.py ParkedRows: ``<first seq>-<batch>.parquet`` files, in
+    their micro-batch's committed range but not in the table yet); None when none."""
+    base = _local(layout.fanout_pending(root))
+    if base is None:
+        return None
+    try:
+        names = os.listdir(os.path.join(base, *table_rel.split("/")))
+    except FileNotFoundError:
+        return None
+    firsts = [int(n.split("-", 1)[0]) for n in names if n.endswith(".parquet") and n.split("-", 1)[0].isdigit()]
+    return min(firsts) if firsts else None
+
+
+# --------------------------------------------------------------------------- topics
+
+
+def _routed_through(table: str, routed_version: int, latest: int) -> int | None:
+    """The newest version whose snapshot holds only rows the fan-out has routed: the fan-out's
+    committed version, carried over the commits after it that add no new rows (maintenance's
+    own: a compaction or delete rewrites routed rows only). None when a commit file in between
+    is gone (the files cannot be told apart then)."""
+    version = routed_version
+    while version < latest:
+        commit = delta.read_commit(table, version + 1)
+        if commit is None:
+            return None
+        if commit.added:
+            break
+        version += 1
+    return version
+
+
+def topic_cut(
+    table: str, progress: FanoutProgress, topic: str, *, hold: int | None, published_before_ms: int
+) -> int | None:
+    """The seq at and below which ``topic``'s rows may go (sharedsub.retention.topic_cut), a file
+    counting as routed unless a commit after the routed snapshot (_routed_through) added it.
+    None: nothing may go."""
+    routed_version = progress.routed_version(topic, delta.table_id(table))
+    if routed_version < 0:
+        return None
+    latest, files = delta.topic_files(table)
+    through = _routed_through(table, routed_version, latest)
+    if through is None:
+        return None
+    unrouted: set[str] = set()
+    for version in range(through + 1, latest + 1):
+        changes = delta.file_changes(table, version)
+        if changes is None:
+            return None
+        unrouted.update(changes.added)
+    candidates = [
+        TopicFile(f.first_seq, f.last_seq, f.newest_published_ms, routed=f.path not in unrouted) for f in files
+    ]
+    return retention.topic_cut(candidates, hold=hold, published_before_ms=published_before_ms)
+
+
+def log_kept_from(table: str, progress: FanoutProgress, topic: str) -> int | None:
+    """The version from which ``topic``'s commit files must stay for the fan-out: its routed
+    snapshot (_routed_through), -1 when a fan-out checkpoint exists but has read nothing of this
+    table (keep the whole log), None when there is no checkpoint (nothing to keep for)."""
+    if not progress.found:
+        return None
+    routed_version = progress.routed_version(topic, delta.table_id(table))
+    if routed_version < 0:
+        return -1
+    through = _routed_through(table, routed_version, delta.latest_version(table))
+    return routed_version if through is None else through
+
+
+def remove_topic_rows(table: str, cut: int) -> int:
+    """Remove the rows ``seq <= cut`` of a topic table (whole files, see topic_cut); return how
+    many. The commit is marked (delta.MAINTENANCE_MARK): readers never take it for new rows."""
+    return delta.delete_rows(table, f"seq <= {int(cut)}", "topic retention")
+
+
+def compact_routed(table: str, progress: FanoutProgress, topic: str, min_files: int) -> int:
+    """Compact the files of ``topic``'s routed snapshot (_routed_through); return the files
+    removed (0: not now).
+
+    Files the fan-out has still to read are never rewritten: once vacuum deleted the originals
+    the source could not read them. Skipped when a later commit removed files (compaction of
+    that snapshot would conflict), when the snapshot can no longer be loaded, or when it has
+    fewer than ``min_files`` files. The new files are added without ``dataChange`` in a marked
+    commit: the source reads no rows from it.
+    """
+    routed_version = progress.routed_version(topic, delta.table_id(table))
+    if routed_version < 0:
+        return 0
+    latest = delta.latest_version(table)
+    through = _routed_through(table, routed_version, latest)
+    if through is None:
+        return 0
+    for version in range(through + 1, latest + 1):
+        changes = delta.file_changes(table, version)
+        if changes is None or changes.removes:
+            return 0
+    if not delta.version_readable(table, through) or len(delta.snapshot_files(table, through)) < min_files:
+        return 0
+    return delta.compact(
+        table, version=through, target_size=TOPIC_COMPACT_TARGET_BYTES, row_group_rows=TOPIC_ROW_GROUP_ROWS
+    )
+
+
+# --------------------------------------------------------------------------- catalog
+
+
+def trim_catalog(root: str, *, keys_with_tables: set[str], now: dt.datetime, retention_period: dt.timedelta) -> int:
+    """Remove the catalog revisions sharedsub.retention.catalog_revisions_to_drop allows; return
+    how many went. The delete commits are marked: catalog readers tailing the log keep what they
+    hold (the rows that stay are the ones they hold)."""
+    table = layout.catalog_table(root)
+    data = delta.read_table(table, ["key", "revision", "state", "shared", "durable", "updated_at"])
+    if data is None:
+        return 0
+    rows = [
+        Revision(r["key"], int(r["revision"]), r["state"] == "deleted", not r["shared"] and not r["durable"], r["updated_at"])
+        for r in data.to_pylist()
+    ]
+    drop = retention.catalog_revisions_to_drop(rows, keys_with_tables=keys_with_tables, now=now, retention=retention_period)
+    removed = 0
+    for i in range(0, len(drop), _CATALOG_DELETE_CHUNK):
+        chunk = ", ".join(str(r) for r in drop[i : i + _CATALOG_DELETE_CHUNK])
+        removed += delta.delete_rows(table, f"revision IN ({chunk})", "catalog retention")
+    return removed
