@@ -17,6 +17,10 @@ POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{
                                   (connectors/amqp/replays.py; sharedsub.replay has the rules)
 ======  ========================  =========================================================
 
+/health also says how the fan-out is doing: ``"status"`` (``ok``, ``degraded``, ``down``),
+``"failing_subscriptions"`` and ``"stalled_topics"`` (:func:`fanout_problems` has the rules and the
+status codes).
+
 Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
 sharedsub.admin_rules). Admin calls run on the reactor thread (FrontEndServer.call).
 """
@@ -35,7 +39,7 @@ from sharedsub.model import SubscriptionRecord
 from sharedsub.replay import parse_point
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
-from sharedsub.storage.fanout_stats import read_stats
+from sharedsub.storage.fanout_stats import read_stats, topic_lag
 
 from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
@@ -177,25 +181,84 @@ class MetricsView:
                 [({}, float(last["finished_at"]))] if "finished_at" in last else [],
             ),
         ]
-        routed_at: Mapping[str, float] = stats.get("routed_published_at") or {}
-        published_at = self._server.handler.committer.published_at.copy()
-        lag = []
-        for topic in sorted(topics):
-            newest = published_at.get(topic)
-            done = routed_at.get(topic)
-            if newest is None and done is None:
-                continue
-            behind = (newest or 0.0) - (done or 0.0) if newest else 0.0
-            lag.append(({"topic": topic}, round(behind, 3) if behind >= 0.001 else 0.0))
-        out.append(
+        lags = topic_lags(self._root, stats, topics, time.time())
+        failing = failing_subscriptions(stats)
+        out += [
             metrics.gauge(
                 "sharedsub_fanout_lag_seconds",
-                "Publish time of the newest message this front end committed to the topic minus that of "
-                "the newest message the fan-out routed (0 when caught up); topics with subscriptions.",
-                lag,
-            )
-        )
+                "Seconds the oldest commit of the topic that the fan-out has not routed yet has waited "
+                "(0 when it routed every commit); topics with subscriptions.",
+                [({"topic": t}, round(lag, 3)) for t, lag in sorted(lags.items())],
+            ),
+            metrics.gauge(
+                "sharedsub_fanout_failing_subscriptions",
+                "Subscription tables the fan-out cannot commit to (their rows are parked and retried).",
+                [({}, float(len(failing)))] if stats else [],
+            ),
+            metrics.gauge(
+                "sharedsub_fanout_parked_rows",
+                "Rows routed to a failing subscription table and parked until it can be written.",
+                [({"topic": f["topic"] or "", "subscription": f["subscription"]}, float(f["parked_rows"])) for f in failing],
+            ),
+        ]
         return out
+
+
+def topic_lags(root: str, stats: Mapping[str, Any], topics: set[str], now: float) -> dict[str, float]:
+    """``{topic: seconds}`` for ``topics``: how long the oldest commit of each that the fan-out has
+    not routed has waited (:func:`sharedsub.storage.fanout_stats.topic_lag`, from the routed
+    versions of the fan-out's statistics; a topic they do not name yet is read from its first
+    commit). Empty before the job recorded any versions (the lag is unknown then)."""
+    versions = stats.get("routed_versions")
+    if not isinstance(versions, Mapping):
+        return {}
+    return {t: topic_lag(root, t, int(versions.get(t, -1)), now) for t in topics}
+
+
+def failing_subscriptions(stats: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The subscription tables the fan-out's statistics report failing, by subscription key:
+    ``subscription, topic, table, since, error, parked_rows, failures, retry_at``."""
+    failing = stats.get("failing")
+    if not isinstance(failing, Mapping):
+        return []
+    return [
+        {
+            "subscription": key,
+            "topic": entry.get("topic"),
+            "table": entry.get("table"),
+            "since": entry.get("since"),
+            "error": entry.get("error"),
+            "parked_rows": int(entry.get("parked_rows") or 0),
+            "failures": int(entry.get("failures") or 0),
+            "retry_at": entry.get("retry_at"),
+        }
+        for key, entry in sorted(failing.items())
+        if isinstance(entry, Mapping)
+    ]
+
+
+def fanout_problems(server: FrontEndServer, stats: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """What /health reports about routing besides the job's state.
+
+    ``failing_subscriptions``: subscription tables the fan-out cannot commit to
+    (:func:`failing_subscriptions`; their rows are parked and retried, nothing is lost).
+    ``stalled_topics``: ``{"topic", "lag_seconds"}`` of the topics with subscriptions whose oldest
+    unrouted commit has waited more than ``[fanout] stalled_after`` seconds (the job is stuck or
+    far behind).
+
+    Either makes /health ``"status": "degraded"`` with ``"ok": false`` and HTTP **200**: the
+    service still serves (the other subscriptions and topics), and restarting it repairs neither
+    a broken table nor a slow job, so an orchestrator's liveness probe must not kill it; alert on
+    ``ok``/``status`` or on the metrics. ``"status": "down"`` (HTTP 503) is the fan-out job (or
+    the data dir) not working at all; ``"ok"`` (200, ``ok`` true) is everything working.
+    """
+    topics = {r.topic for r in server.handler.subscriptions.records.copy().values()}
+    lags = topic_lags(server.settings.data_dir, stats, topics, time.time())
+    threshold = server.settings.fanout.stalled_after
+    return {
+        "failing_subscriptions": failing_subscriptions(stats),
+        "stalled_topics": [{"topic": t, "lag_seconds": round(v, 3)} for t, v in sorted(lags.items()) if v > threshold],
+    }
 
 
 def build_routes(server: FrontEndServer) -> Routes:
@@ -213,14 +276,18 @@ def build_routes(server: FrontEndServer) -> Routes:
         storage = server.handler.committer.storage_status()
         storage |= {"data_dir": server.settings.data_dir, "free_bytes": diskspace.free_bytes(server.settings.data_dir)}
         ok = fanout["state"] in ("running", "external") and storage["writable"]
+        problems = fanout_problems(server, stats)
+        status = "down" if not ok else "degraded" if any(problems.values()) else "ok"
         return Reply.json(
             {
-                "ok": ok,
+                "ok": status == "ok",
+                "status": status,
                 "pid": os.getpid(),
                 "amqp": server.url,
                 "subscriptions": len(server.handler.subscriptions.records.copy()),
                 "fanout": fanout,
                 "fanout_last_batch_at": last,
+                **problems,
                 "storage": storage,
             },
             status=200 if ok else 503,
