@@ -182,16 +182,13 @@ def topic_cut(
 
 
 def log_kept_from(table: str, progress: FanoutProgress, topic: str) -> int | None:
-    """The version from which ``topic``'s commit files must stay for the fan-out: its routed
-    snapshot (_routed_through), -1 when a fan-out checkpoint exists but has read nothing of this
-    table (keep the whole log), None when there is no checkpoint (nothing to keep for)."""
+    """The version from which ``topic``'s commit files must stay for the fan-out: the one its
+    committed offset names (the source reads every commit after it, those that add no rows
+    too), -1 when a fan-out checkpoint exists but has read nothing of this table (keep the
+    whole log), None when there is no checkpoint (nothing to keep for)."""
     if not progress.found:
         return None
-    routed_version = progress.routed_version(topic, delta.table_id(table))
-    if routed_version < 0:
-        return -1
-    through = _routed_through(table, routed_version, delta.latest_version(table))
-    return routed_version if through is None else through
+    return progress.routed_version(topic, delta.table_id(table))
 
 
 def remove_topic_rows(table: str, cut: int) -> int:
