@@ -4,6 +4,20 @@ The job runs in its own Python process (``python -m jobs.fanout``) with its own 
 reactor never shares a GIL with Spark's driver callbacks and either side can be killed and
 restarted alone. The child prints ``sharedsub fanout running`` once its query has completed a
 first micro-batch; the supervisor restarts it (with backoff) if it exits unexpectedly.
+
+Starting is retried a bounded number of times (:data:`START_ATTEMPTS`): a job that exits before
+it came up, or neither comes up nor exits well past its startup timeout, is started again, each
+time with twice the ``[fanout] startup_timeout`` of the attempt before (passed to the child as
+``SHAREDSUB_FANOUT_STARTUP_TIMEOUT``); after the last attempt the supervisor gives up
+(:attr:`FanoutProcess.failed`). Why: after a SIGKILL the first micro-batch a new job completes
+is the one the killed job had planned, which may be a large catch-up batch; on a busy machine it
+did not finish within the timeout, and every start would fail the same way with the same
+timeout. A job that came up and died later is restarted without limit.
+
+When a child exits, its process group (the job's Python driver and its JVM) is killed before
+the child is reaped, so no JVM of one attempt is still at work on the query's checkpoint when
+the next one starts; the supervisor waits for the child's exit, not for the end of its output,
+which a lingering JVM holding the pipe would delay.
 """
 
 from __future__ import annotations
@@ -21,6 +35,12 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 READY_LINE = "sharedsub fanout running"
+START_ATTEMPTS = 3
+"""Starts in a row that may end before the job comes up; then the supervisor gives up."""
+START_GRACE = 120.0
+"""Seconds on top of an attempt's startup timeout before the supervisor kills a job that has
+neither come up nor exited: the job's own timeout counts from its query's start, after its JVM
+started (slow on a busy machine)."""
 
 
 def _die_with_parent(parent: int) -> None:
@@ -47,13 +67,29 @@ def _die_with_parent(parent: int) -> None:
 class FanoutProcess:
     """Start, watch, restart and stop the fan-out child."""
 
-    def __init__(self, data_dir: str, *, config: str | None = None, extra_args: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: str,
+        *,
+        config: str | None = None,
+        extra_args: list[str] | None = None,
+        startup_timeout: float = 180.0,
+        start_attempts: int = START_ATTEMPTS,
+        start_grace: float = START_GRACE,
+    ) -> None:
+        """``startup_timeout``: the ``[fanout]`` setting the child reads (its first attempt's)."""
         self.data_dir = data_dir
         self.config = config
         self.extra_args = extra_args or []
+        self.startup_timeout = startup_timeout
+        self.start_attempts = start_attempts
+        self.start_grace = start_grace
         self.ready = threading.Event()
+        self.failed = threading.Event()  # the supervisor gave up starting the job
+        self.failure: str | None = None  # why, for serve's last log line
+        self._settled = threading.Event()  # ready or failed
         self.restarts = 0
-        self._state = "starting"  # starting | running | restarting (see status())
+        self._state = "starting"  # starting | running | restarting | failed (see status())
         self._last_exit: tuple[int | None, float] | None = None  # (exit code, wall time)
         self._proc: subprocess.Popen[str] | None = None
         self._stopping = False
@@ -75,11 +111,18 @@ class FanoutProcess:
         """Block until the child reported its first micro-batch (False on timeout)."""
         return self.ready.wait(timeout)
 
+    def wait_started(self, timeout: float | None = None) -> bool:
+        """Block until the job first reports running (True) or the supervisor gives up starting
+        it (False; :attr:`failure` says why), or ``timeout`` passes (False)."""
+        self._settled.wait(timeout)
+        return self.ready.is_set()
+
     def status(self) -> dict[str, Any]:
         """The job's state for /health and /metrics (any thread).
 
         ``state``: ``starting`` (spawned, no micro-batch yet), ``running`` (its query completed
-        a micro-batch), ``restarting`` (it exited; waiting out the backoff). ``restarts`` counts
+        a micro-batch), ``restarting`` (it exited; waiting out the backoff), ``failed`` (it did
+        not come up in :data:`START_ATTEMPTS` attempts: no more). ``restarts`` counts
         unexpected exits; ``last_exit`` is the newest one's code and time (epoch seconds).
         """
         last = self._last_exit
@@ -95,10 +138,12 @@ class FanoutProcess:
         """PID of the current child."""
         return self._proc.pid if self._proc else None
 
-    def _spawn(self) -> subprocess.Popen[str]:
+    def _spawn(self, startup_timeout: float | None = None) -> subprocess.Popen[str]:
         env = dict(os.environ)
         env.setdefault("PYSPARK_PYTHON", sys.executable)
         env.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        if startup_timeout is not None:  # a retry: more time than the configured timeout
+            env["SHAREDSUB_FANOUT_STARTUP_TIMEOUT"] = f"{startup_timeout:g}"
         return subprocess.Popen(
             self.command(),
             stdout=subprocess.PIPE,
@@ -110,36 +155,98 @@ class FanoutProcess:
             preexec_fn=functools.partial(_die_with_parent, os.getpid()),
         )
 
+    def _relay(self, proc: subprocess.Popen[str], came_up: threading.Event) -> None:
+        """Read the child's stdout: its ready line, and anything else (relayed to our stderr)."""
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            text = line.rstrip("\n")
+            if text == READY_LINE:
+                came_up.set()
+                self._state = "running"
+                self.ready.set()
+                self._settled.set()
+                log.info("fan-out job running (pid %d)", proc.pid)
+            elif text:
+                print(f"[fanout] {text}", file=sys.stderr, flush=True)
+
+    def _await_exit(self, proc: subprocess.Popen[str], came_up: threading.Event, deadline: float) -> None:
+        """Return once the child has exited, leaving it unreaped (its pid, the process group's
+        id, stays reserved for :meth:`_kill_group`). A child that has neither come up nor exited
+        by ``deadline`` is killed with its group."""
+        while True:
+            try:
+                if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                    return
+            except ChildProcessError:  # reaped by stop()
+                return
+            if not came_up.is_set() and not self._stopping and time.monotonic() > deadline:
+                log.error("fan-out job (pid %d) neither came up nor exited in time; killing it", proc.pid)
+                self._kill_group(proc)
+                deadline = float("inf")
+            time.sleep(0.2)
+
+    @staticmethod
+    def _kill_group(proc: subprocess.Popen[str]) -> None:
+        """SIGKILL the child's process group: its Python driver and its JVM (the child leads its
+        own session; Spark's Python daemon has its own group and ends with the JVM)."""
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
     def _supervise(self) -> None:
         backoff = 1.0
+        failed_starts = 0  # attempts in a row that ended before the job came up
         while not self._stopping:
+            timeout = self.startup_timeout * 2**failed_starts
             with self._lock:
                 if self._stopping:
                     return
-                self._proc = proc = self._spawn()
+                self._proc = proc = self._spawn(timeout if failed_starts else None)
                 self._state = "starting"
             started = time.monotonic()
-            came_up = False
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                text = line.rstrip("\n")
-                if text == READY_LINE:
-                    came_up = True
-                    self._state = "running"
-                    self.ready.set()
-                    log.info("fan-out job running (pid %d)", proc.pid)
-                elif text:
-                    print(f"[fanout] {text}", file=sys.stderr, flush=True)
-            code = proc.wait()
+            came_up = threading.Event()
+            relay = threading.Thread(target=self._relay, args=(proc, came_up), name="sharedsub-fanout-out", daemon=True)
+            relay.start()
+            self._await_exit(proc, came_up, started + timeout + self.start_grace)
             if self._stopping:
                 return
+            self._kill_group(proc)  # before reaping: what is left of the job goes with it
+            code = proc.wait()
+            relay.join(10)  # its pipe closed with the group; the last lines (a ready line) are in
+            ran = time.monotonic() - started
             self.restarts += 1
-            self._state = "restarting"
             self._last_exit = (code, time.time())
-            log.error("fan-out job exited with code %s; restarting", code)
+            if came_up.is_set():
+                failed_starts = 0
+                self._state = "restarting"
+                log.error("fan-out job exited with code %s; restarting", code)
+            else:
+                failed_starts += 1
+                if failed_starts >= self.start_attempts:
+                    self.failure = (
+                        f"the fan-out job did not come up in {failed_starts} attempts "
+                        f"(the last exited with code {code} after {ran:.0f} s)"
+                    )
+                    self._state = "failed"
+                    log.error("%s; giving up", self.failure)
+                    self.failed.set()
+                    self._settled.set()
+                    return
+                self._state = "restarting"
+                log.warning(
+                    "fan-out job exited with code %s before it came up (attempt %d of %d, after %.0f s); "
+                    "starting it again in %.0f s with startup timeout %.0f s",
+                    code,
+                    failed_starts,
+                    self.start_attempts,
+                    ran,
+                    backoff,
+                    self.startup_timeout * 2**failed_starts,
+                )
             # Back off only while the job cannot come up (a crash loop); one that was running and
             # then died is restarted after the shortest pause, however short its run.
-            if came_up or time.monotonic() - started > 60:
+            if came_up.is_set() or ran > 60:
                 backoff = 1.0
             time.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
