@@ -84,6 +84,7 @@ from sharedsub.retention import FanoutProgress
 from sharedsub.storage import delta, layout
 from sharedsub.storage import retention as stored
 from sharedsub.storage.catalog import CatalogReader
+from sharedsub.write_faults import errno_name, fault_errno
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,7 @@ class Report:
     generations_removed: int = 0
     tables_checked: int = 0
     errors: int = 0
+    storage_fault: str | None = None  # the data dir took no writes (no space, read-only): why
 
 
 def ack_watermark(routed: np.ndarray, settled: np.ndarray) -> int | None:
@@ -177,6 +179,10 @@ def _step(report: Report, what: str, table: str, fn: Callable[[], int | None]) -
         return int(fn() or 0)
     except Exception as exc:  # one table's failure must not stop the run; the next run retries
         report.errors += 1
+        code = fault_errno(exc)
+        if code is not None:  # every step fails alike then: one line for the run (run_once)
+            report.storage_fault = report.storage_fault or f"{os.strerror(code)} ({errno_name(code)})"
+            return 0
         log.warning("maintenance: %s of %s failed: %s", what, table, exc)
         return 0
 
@@ -355,6 +361,11 @@ def run_once(root: str, policy: Policy, *, now: dt.datetime | None = None) -> Re
         # A topic whose holds could not all be read keeps its rows this run.
         trim = topic in holds or topic not in topics_with_records
         _retain_topic(root, topic, holds.get(topic), routed, policy, report, now, trim=trim)
+    if report.storage_fault is not None:
+        log.warning(
+            "maintenance: the data dir %s takes no writes (%s): %d steps not done; the next run tries again",
+            root, report.storage_fault, report.errors,
+        )
     return report
 
 

@@ -62,9 +62,17 @@ class Tmpfs:
         ``leave`` 0 the file system is full: not even one more page can be written."""
         fd = os.open(self.filler, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            take = self.free_bytes() - leave
-            if take > 0:
-                os.posix_fallocate(fd, os.fstat(fd).st_size, take)
+            for _ in range(100):
+                take = self.free_bytes() - leave
+                if take <= 0:
+                    break
+                try:
+                    os.posix_fallocate(fd, os.fstat(fd).st_size, take)  # all or nothing on tmpfs
+                    break
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    # A running service took some of that space meanwhile: measure again.
             if leave == 0:
                 # Whatever appeared free meanwhile (a file deleted) goes too, page by page.
                 try:

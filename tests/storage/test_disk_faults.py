@@ -189,3 +189,24 @@ def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_retu
     acks = delta.read_table(layout.join(str(root), ACKS), ["seq", "outcome"])
     assert acks is not None and acks.to_pylist() == [{"seq": 0, "outcome": "accepted"}]
     assert c.fault is None
+
+
+# --------------------------------------------------------------------------- maintenance
+
+
+def test_maintenance_on_a_read_only_data_dir_logs_one_line_for_the_run(disk: Tmpfs, caplog: pytest.LogCaptureFixture) -> None:
+    from sharedsub.config import MaintenanceSettings
+    from sharedsub.maintenance import run_once
+
+    root = disk.path / "data"
+    table = delta.create_topic(str(root), "t")
+    appender = delta.TableAppender(table, schemas.TOPIC)
+    for i in range(4):
+        appender.append(_rows(5 * i, size=100))
+    policy = MaintenanceSettings(compact_min_files=2, history_retention_hours=0, topic_retention_hours=0)
+    disk.read_only()
+    with caplog.at_level("WARNING", logger="sharedsub.maintenance"):
+        report = run_once(str(root), policy)
+    assert report.storage_fault == "Read-only file system (EROFS)" and report.errors >= 1
+    lines = [r.getMessage() for r in caplog.records if r.name == "sharedsub.maintenance"]
+    assert len(lines) == 1 and "takes no writes (Read-only file system (EROFS))" in lines[0], lines
