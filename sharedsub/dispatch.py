@@ -68,6 +68,15 @@ Redelivery marking (``Send.first_acquirer``, ``Send.delivery_count``): the count
 failed deliveries; a row loaded after an unclean stop (``maybe_delivered``) goes out with at
 least 1 without that counting towards the limit; a row sent before and not settled for good
 (released, refused, requeued) goes out with first-acquirer false, whatever its count.
+
+Memory: the acknowledged seqs (:class:`sharedsub.acked_seqs.AckedSeqs`) are kept bounded here.
+The tailer offers rows in seq order (only a replay's rewind or a consumer coming back after a
+:class:`Drop` offers older ones, and those are unsettled rows: reopened, or forgotten by the
+drop), so a row not offered yet has a higher seq than every row offered so far. Whenever the
+explicit acknowledged seqs have doubled since the last time, the floor is raised to just below
+the lowest row that may still be open: waiting, parked, outstanding, held by a transaction, or
+not offered yet. A drop first raises it to below the rows it forgets, then stops it there until
+they are offered again.
 """
 
 from __future__ import annotations
@@ -78,6 +87,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from sharedsub import outcomes
+from sharedsub.acked_seqs import AckedSeqs
 from sharedsub.outcomes import AckOutcome, DeadLetterReason, Limits, Requeue, Settlement
 
 
@@ -223,6 +233,10 @@ Effect = Send | Record | DeadLetterRow | CountSent
 # ---------------------------------------------------------------------------------- state
 
 
+# Explicit acknowledged seqs a subscription may hold before its floor is first raised.
+_ADVANCE_MIN = 1024
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Held:
     """A settlement held by a transaction, with the row it settles."""
@@ -239,8 +253,11 @@ class SubscriptionDispatch:
     (the tailer, a replay) read and change them.
     """
 
-    def __init__(self, acked: set[int], failures: dict[int, int], limits: Limits = Limits()) -> None:
+    def __init__(self, acked: AckedSeqs, failures: dict[int, int], limits: Limits = Limits()) -> None:
         self.acked = acked
+        # Highest seq offered (see "Memory" in the module docstring); rows above it are unread.
+        self._offered_to = acked.floor
+        self._advance_at = _ADVANCE_MIN
         self.failures = failures
         self.limits = limits
         self._consumers: list[int] = []
@@ -330,6 +347,10 @@ class SubscriptionDispatch:
             case Shutdown():
                 self._shutdown(out)
             case Drop():
+                self._advance()
+                # The rows forgotten now come again from the table when a consumer returns,
+                # below the highest seq offered: the floor must not pass them before that.
+                self._offered_to = self.acked.floor
                 self._consumers.clear()
                 self._credit.clear()
                 self._presettled.clear()
@@ -356,6 +377,8 @@ class SubscriptionDispatch:
         unordered = False
         for row in rows:
             seq = row.seq
+            if seq > self._offered_to:
+                self._offered_to = seq
             if seq in self.acked or seq in self._outstanding or seq in parked or seq in waiting or seq in held:
                 skipped += 1
                 continue
@@ -434,6 +457,27 @@ class SubscriptionDispatch:
         self.failures.pop(seq, None)
         self._acquired.discard(seq)
         self._maybe_delivered.discard(seq)
+        if self.acked.held() >= self._advance_at:
+            self._advance()
+
+    def lowest_open(self) -> int:
+        """The lowest seq that may still be open here: waiting, parked, outstanding, held by a
+        transaction, or not offered yet (the seq after the highest offered)."""
+        low = self._offered_to + 1
+        for seqs in (
+            (r.seq for r in self._pending),
+            (r.seq for r in self._parked),
+            self._outstanding,
+            (h.row.seq for hs in self._held.values() for h in hs),
+        ):
+            low = min(low, min(seqs, default=low))
+        return low
+
+    def _advance(self) -> None:
+        """Raise the acknowledged floor (module docstring, "Memory"); O(open rows), so it runs
+        only when the explicit seqs have doubled since the last time."""
+        self.acked.advance(self.lowest_open())
+        self._advance_at = max(_ADVANCE_MIN, 2 * self.acked.held())
 
     def _apply(
         self,

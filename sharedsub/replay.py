@@ -49,7 +49,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Sequence
+from collections.abc import Container, Iterable, Sequence
 from typing import Any
 
 from sharedsub.errors import ConfigError, HistoryUnavailable, VersionNotFound
@@ -169,7 +169,7 @@ def plan_replay(
     appended_after: Iterable[int],
     current: Iterable[int],
     settled_in_log: Iterable[int],
-    acked_here: Iterable[int],
+    acked_here: Container[int],
 ) -> ReplayPlan:
     """The plan from the seqs of the table at the start version, those appended after it, those
     in the current table, those the ack log says are settled, and those the service holds as
@@ -177,7 +177,7 @@ def plan_replay(
     replayed = set(at_version) | set(appended_after)
     now = set(current)
     restore = replayed - now
-    settled = set(settled_in_log) | (set(acked_here) & now)
+    settled = set(settled_in_log) | {s for s in now if s in acked_here}
     mark = replayed & settled
     return ReplayPlan(
         tuple(sorted(replayed)), tuple(sorted(mark)), tuple(sorted(restore)), tuple(sorted(mark | restore))

@@ -36,13 +36,14 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Container
 from typing import Any
 
 import proton
 
 from sharedsub import dispatch as rules
 from sharedsub import metrics, outcomes
+from sharedsub.acked_seqs import AckedSeqs
 from sharedsub.acklog import ack_state_of
 from sharedsub.logthrottle import ThrottledLog
 from sharedsub.outcomes import AckOutcome, DeadLetter, Limits, Settlement
@@ -78,7 +79,7 @@ class _Feed:
     key: str
     table: str
     topic: str
-    acked: set[int]
+    acked: AckedSeqs
     ack_table: str | None
     next_version: int = -1  # -1: the backlog snapshot is not loaded yet
     in_flight: int = 0  # posted to the reactor, not yet sent (updated by both threads; approximate)
@@ -133,11 +134,12 @@ class Tailer:
         self._wake.set()
         self._thread.join(10)
 
-    def watch(self, key: str, table_rel: str, topic: str, *, acked: set[int], ack_table_rel: str | None) -> None:
+    def watch(self, key: str, table_rel: str, topic: str, *, acked: AckedSeqs, ack_table_rel: str | None) -> None:
         """Start delivering a subscription generation's backlog and new rows (idempotent).
 
-        ``acked`` is the live set of acknowledged seqs (the reactor adds to it); rows in it are
-        never posted. ``ack_table_rel``, when given, is read once to complete that set.
+        ``acked`` holds the acknowledged seqs (the reactor changes it; this thread only reads
+        it); rows in it are never posted. ``ack_table_rel``, when given, is read with each
+        backlog load: rows it settles are not posted either.
         """
         with self._lock:
             if key not in self._feeds:
@@ -217,9 +219,10 @@ class Tailer:
 
     def _load_backlog(self, feed: _Feed) -> bool:
         failures: dict[int, int] = {}
+        settled: Container[int] = ()
         if feed.ack_table is not None and delta.table_exists(feed.ack_table):
             state = ack_state_of(delta.read_table(feed.ack_table, ["seq", "outcome"]))
-            feed.acked.update(state.settled)
+            settled = state.settled  # filtered here only: the reactor alone changes feed.acked
             failures = state.delivery_counts
         version = delta.latest_version(feed.table)
         if version < 0:
@@ -229,10 +232,18 @@ class Tailer:
         feed.next_version = version + 1
         first = feed.table not in self._first_loads
         self._first_loads.add(feed.table)
-        self._emit(feed, data, failures, maybe_delivered=self._after_unclean_stop and first)
+        self._emit(feed, data, failures, settled, maybe_delivered=self._after_unclean_stop and first)
         return True
 
-    def _emit(self, feed: _Feed, data: Any, failures: dict[int, int], *, maybe_delivered: bool = False) -> None:
+    def _emit(
+        self,
+        feed: _Feed,
+        data: Any,
+        failures: dict[int, int],
+        settled: Container[int] = (),
+        *,
+        maybe_delivered: bool = False,
+    ) -> None:
         """Queue the not-acknowledged rows of ``data`` (subscription-table columns) in seq order and
         post as many as ``max_in_flight`` allows (the rest on later polls)."""
         if data is None:
@@ -240,7 +251,7 @@ class Tailer:
         meta: dict[int, tuple[int | None, str | None]] = {}
         columns = (data.column(c).to_pylist() for c in _ROW_COLUMNS)
         for seq, ttl, absolute, published, message_id in zip(*columns, strict=True):
-            if seq in feed.acked:
+            if seq in feed.acked or seq in settled:
                 continue
             published_ms = int(published.timestamp() * 1000) if published is not None else None
             meta[seq] = (outcomes.expires_at(ttl, absolute, published_ms), message_id)
@@ -375,7 +386,7 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ subscriptions
 
-    def open(self, key: str, acked: set[int], failures: dict[int, int]) -> None:
+    def open(self, key: str, acked: AckedSeqs, failures: dict[int, int]) -> None:
         """Make ``key`` dispatchable; ``acked`` (acknowledged seqs) and ``failures`` (failed
         deliveries per seq, the AMQP delivery-count) are live and outlive idle periods."""
         if key in self._subs:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Container, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -79,7 +79,7 @@ def replay_tables(
     *,
     version: int | None = None,
     timestamp_ms: int | None = None,
-    acked_here: Collection[int] = (),
+    acked_here: Container[int] = (),
     retention_hours: int,
 ) -> ReplayDone:
     """Plan and write the table side of replaying ``record``'s current generation (see the

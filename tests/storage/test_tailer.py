@@ -9,6 +9,7 @@ import time
 import pyarrow as pa
 
 from connectors.amqp.delivery import Row, Tailer
+from sharedsub.acked_seqs import AckedSeqs
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout, schemas
 from tests.builders import T0, publish, register, subscription
@@ -38,7 +39,7 @@ def test_a_large_backlog_is_posted_in_bounded_slices_then_new_commits(tmp_path: 
     tailer = Tailer(root, PayloadCache(1 << 20), post, poll_interval=0.01, max_in_flight=500)
     tailer.start()
     try:
-        tailer.watch(rec.key, rec.table, "t", acked=set(), ack_table_rel=None)
+        tailer.watch(rec.key, rec.table, "t", acked=AckedSeqs(), ack_table_rel=None)
         wait_for(lambda: len(posted) == 500, 60, "first slice")
         time.sleep(0.3)  # several polls: nothing more may come while 500 are in flight
         assert len(posted) == 500
