@@ -24,6 +24,7 @@ import proton
 from proton import Condition, Endpoint
 
 from sharedsub import attach, metrics
+from sharedsub.acked_seqs import AckedSeqs
 from sharedsub.attach import (
     Create,
     DeleteSubscription,
@@ -126,7 +127,7 @@ class Subscriptions:
         # Highest generation ever used per key, deleted ones included: a re-created subscription
         # gets a new table, so nothing of a deleted one's backlog comes back (ARTEMIS-177).
         self._generations: dict[str, int] = {}
-        self._acked: dict[str, set[int]] = {}  # per generation table
+        self._acked: dict[str, AckedSeqs] = {}  # per generation table
         self._failures: dict[str, dict[int, int]] = {}  # per generation table: seq -> failed deliveries
         self._busy: dict[str, list[Callable[[], None]]] = {}
         # Subscriptions without consumers whose lifetime ends with a session or connection.
@@ -265,7 +266,9 @@ class Subscriptions:
         link.ss = ConsumerLink(rec.key, rec.table, rec.generation, _connection_id(link))
         self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached")
         self._scoped.pop(rec.key, None)
-        acked = self._acked.setdefault(rec.table, set())
+        acked = self._acked.get(rec.table)
+        if acked is None:
+            acked = self._acked[rec.table] = AckedSeqs()
         self.dispatcher.open(rec.key, acked, self._failures.setdefault(rec.table, {}))
         self._tailer.watch(
             rec.key,
@@ -374,10 +377,18 @@ class Subscriptions:
 
     # ------------------------------------------------------------------ replay (connectors/amqp/replays.py)
 
-    def acked_seqs(self, rec: SubscriptionRecord) -> frozenset[int]:
-        """Seqs of ``rec``'s generation this service holds as acknowledged (ack rows may still
-        be on their way to the log)."""
-        return frozenset(self._acked.get(rec.table, ()))
+    def acked_seqs(self, rec: SubscriptionRecord) -> AckedSeqs:
+        """A copy of the seqs of ``rec``'s generation this service holds as acknowledged (ack
+        rows may still be on their way to the log)."""
+        acked = self._acked.get(rec.table)
+        return acked.snapshot() if acked is not None else AckedSeqs()
+
+    def delivery_state_sizes(self) -> dict[str, int]:
+        """Seqs held in memory per subscription generation table (acknowledged ones above the
+        floor, reopened ones, failure counts): bounded by the open window, not by history
+        (sharedsub.acked_seqs). Any thread: the dicts are copied in one C call each."""
+        acked, failures = self._acked.copy(), self._failures.copy()
+        return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
 
     def reopen(self, rec: SubscriptionRecord, seqs: frozenset[int]) -> int:
         """A replay opened ``seqs`` again (their ``replayed`` ack rows are committed): forget them
@@ -385,7 +396,7 @@ class Subscriptions:
         not the rows already waiting or outstanding). Returns the consumer links attached here."""
         acked = self._acked.get(rec.table)
         if acked is not None:
-            acked.difference_update(seqs)
+            acked.reopen(seqs)
         # Marked redelivered here at once; the ack log's count (sharedsub.acklog) may say more.
         counts = self._failures.setdefault(rec.table, {})
         for seq in seqs:

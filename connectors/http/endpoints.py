@@ -107,6 +107,16 @@ class MetricsView:
                 [({"topic": r.topic, "subscription": r.key}, float(b)) for r, _, b in backlogs],
             )
         )
+        state = self._server.handler.subscriptions.delivery_state_sizes()
+        out.append(
+            metrics.gauge(
+                "sharedsub_delivery_state_seqs",
+                "Seqs the front end holds in memory for a subscription generation so that it never "
+                "sends a settled message again (acknowledged above the lowest open one, reopened by a "
+                "replay, failure counts); bounded by the open messages, not by the subscription's history.",
+                [({"table": table}, float(n)) for table, n in sorted(state.items())],
+            )
+        )
         out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}))
         out.extend(self._storage_families())
         return out
