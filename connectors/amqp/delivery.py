@@ -3,8 +3,9 @@
 Two halves:
 
 * :class:`Tailer` (its own thread, does the I/O): for every subscription with consumers on this
-  front end it first loads the generation table's current snapshot minus the acknowledged rows
-  (its backlog), then probes the Delta log for new commits, reads the new rows (references
+  front end it first reads the generation table's current snapshot minus the acknowledged rows
+  (its backlog; a slice of files at a time, as the reactor sends, so a large backlog is never
+  in memory whole), then probes the Delta log for new commits, reads the new rows (references
   ``(topic, seq)``), resolves each payload from the :class:`PayloadCache` or the topic table, and
   posts ``(key, rows)`` to the reactor. At most ``max_in_flight`` rows per subscription are posted
   but not yet sent, so a slow consumer bounds memory.
@@ -40,6 +41,8 @@ from collections.abc import Callable, Container
 from typing import Any
 
 import proton
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from sharedsub import dispatch as rules
 from sharedsub import metrics, outcomes
@@ -70,6 +73,9 @@ class Row:
     message_id: str | None = None
 
 
+# Data files of a backlog snapshot read per slice (a fan-out batch or a compacted file each).
+_BACKLOG_FILES = 16
+
 # Columns of a subscription table the tailer reads (never the payload, which is in the topic).
 _ROW_COLUMNS = ["seq", "ttl", "absolute_expiry_time", "published_at", "message_id"]
 
@@ -90,6 +96,22 @@ class _Feed:
     unposted: collections.deque[tuple[int, int | None, str | None, int, bool]] = dataclasses.field(
         default_factory=collections.deque
     )
+    # The backlog snapshot still to read (see :meth:`Tailer._read_backlog`): its files not read
+    # yet, by first seq; rows read from files but above the last slice's bound; and what the
+    # ack log said when the snapshot was taken.
+    backlog_files: list[delta.SeqFile] = dataclasses.field(default_factory=list)
+    backlog_carry: Any = None  # pa.Table | None
+    backlog_settled: Container[int] = ()
+    backlog_failures: dict[int, int] = dataclasses.field(default_factory=dict)
+    backlog_maybe_delivered: bool = False
+
+    def clear_backlog(self) -> None:
+        """Forget what is left of the backlog snapshot (a rewind loads it again)."""
+        self.unposted.clear()
+        self.backlog_files = []
+        self.backlog_carry = None
+        self.backlog_settled = ()
+        self.backlog_failures = {}
 
 
 class Tailer:
@@ -201,14 +223,16 @@ class Tailer:
 
     def _poll_feed(self, feed: _Feed) -> bool:
         if feed.rewind:
-            feed.unposted.clear()
+            feed.clear_backlog()
         if feed.in_flight >= self._max_in_flight:
             return False
         if feed.next_version < 0 or feed.rewind:
             feed.rewind = False
-            return self._load_backlog(feed)
+            self._load_backlog(feed)
         if feed.unposted:
             return self._post_unposted(feed)
+        if feed.backlog_files or feed.backlog_carry is not None:
+            return self._read_backlog(feed)
         commit = delta.read_commit(feed.table, feed.next_version)
         if commit is None:
             return False
@@ -217,22 +241,51 @@ class Tailer:
         self._emit(feed, data, {})
         return True
 
-    def _load_backlog(self, feed: _Feed) -> bool:
-        failures: dict[int, int] = {}
-        settled: Container[int] = ()
+    def _load_backlog(self, feed: _Feed) -> None:
+        """Take the table's current snapshot as the backlog: its file list (with each file's seq
+        range from the log's statistics) and the ack log's state; the rows are read slice by
+        slice (:meth:`_read_backlog`), so a large backlog is never in memory whole."""
+        feed.clear_backlog()
         if feed.ack_table is not None and delta.table_exists(feed.ack_table):
             state = ack_state_of(delta.read_table(feed.ack_table, ["seq", "outcome"]))
-            settled = state.settled  # filtered here only: the reactor alone changes feed.acked
-            failures = state.delivery_counts
-        version = delta.latest_version(feed.table)
-        if version < 0:
+            feed.backlog_settled = state.settled  # filtered here only: the reactor alone changes feed.acked
+            feed.backlog_failures = state.delivery_counts
+        if delta.latest_version(feed.table) < 0:
             feed.next_version = 0
-            return False
-        data = delta.read_files(delta.snapshot_files(feed.table, version), _ROW_COLUMNS)
+            return
+        version, files = delta.topic_files(feed.table)  # any table with seq statistics
         feed.next_version = version + 1
+        # Files without statistics sort first: their rows are read with the first slice.
+        feed.backlog_files = sorted(files, key=lambda f: -1 if f.first_seq is None else f.first_seq)
         first = feed.table not in self._first_loads
         self._first_loads.add(feed.table)
-        self._emit(feed, data, failures, settled, maybe_delivered=self._after_unclean_stop and first)
+        feed.backlog_maybe_delivered = self._after_unclean_stop and first
+
+    def _read_backlog(self, feed: _Feed) -> bool:
+        """Read the next slice of the backlog and queue its rows in seq order.
+
+        A slice is the next ``_BACKLOG_FILES`` files by first seq, plus the rows carried over;
+        it queues the rows below the first seq of the files left and carries the rest (files
+        compacted together may overlap in seq). Every row queued later has a higher seq than
+        every row queued now: the dispatch rules rely on rows coming in seq order.
+        """
+        take = _BACKLOG_FILES + sum(1 for f in feed.backlog_files if f.first_seq is None)
+        files, feed.backlog_files = feed.backlog_files[:take], feed.backlog_files[take:]
+        parts = [p for p in (feed.backlog_carry, delta.read_files([f.path for f in files], _ROW_COLUMNS)) if p is not None]
+        feed.backlog_carry = None
+        if not parts:
+            return bool(feed.backlog_files)
+        data = pa.concat_tables(parts, promote_options="default") if len(parts) > 1 else parts[0]
+        bound = feed.backlog_files[0].first_seq if feed.backlog_files else None
+        if bound is not None:
+            below = pc.less(data.column("seq"), bound)
+            feed.backlog_carry = data.filter(pc.invert(below))
+            if feed.backlog_carry.num_rows == 0:
+                feed.backlog_carry = None
+            data = data.filter(below)
+        self._emit(
+            feed, data, feed.backlog_failures, feed.backlog_settled, maybe_delivered=feed.backlog_maybe_delivered
+        )
         return True
 
     def _emit(

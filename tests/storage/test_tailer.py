@@ -58,3 +58,48 @@ def test_a_large_backlog_is_posted_in_bounded_slices_then_new_commits(tmp_path: 
         assert posted[7].message == f"m{seqs[7]}".encode()
     finally:
         tailer.stop()
+
+
+def test_a_large_backlog_is_read_a_slice_of_files_at_a_time_in_seq_order(tmp_path: str) -> None:
+    """Attaching to a backlog of many files does not read it whole: the rows waiting to be
+    posted never exceed a slice of files, and rows come in seq order also after compaction
+    merged files (whose seq ranges may then overlap)."""
+    root = str(tmp_path)
+    seqs = publish(root, "t", ["k"] * 6000)
+    (rec,) = register(root, subscription("t", name="sliced"))
+    table = layout.join(root, rec.table)
+    for i in range(0, 3000, 50):
+        _route(root, rec.table, seqs[i : i + 50])
+    delta.compact(table, target_size=12_000)
+    for i in range(3000, 6000, 50):
+        _route(root, rec.table, seqs[i : i + 50])
+    files = len(delta.snapshot_files(table))
+    assert files > 40
+    posted: list[Row] = []
+    waiting: list[int] = []
+    lock = threading.Lock()
+    tailer: Tailer
+
+    def post(key: str, rows: list[Row]) -> None:
+        with lock:
+            posted.extend(rows)
+            feed = tailer._feeds[key]
+            carry = feed.backlog_carry.num_rows if feed.backlog_carry is not None else 0
+            waiting.append(len(feed.unposted) + carry)
+
+    tailer = Tailer(root, PayloadCache(1 << 20), post, poll_interval=0.01, max_in_flight=100)
+    tailer.start()
+    try:
+        tailer.watch(rec.key, rec.table, "t", acked=AckedSeqs(), ack_table_rel=None)
+        delivered = 0
+        while delivered < 6000:
+            wait_for(lambda: len(posted) > delivered, 60, f"rows after {delivered}")
+            with lock:
+                ready = len(posted) - delivered
+            tailer.sent(rec.key, ready)
+            delivered += ready
+        assert [r.seq for r in posted] == seqs
+        # A slice is 16 files: 50-row appends or compacted files of 100 rows.
+        assert max(waiting) <= 16 * 100, max(waiting)
+    finally:
+        tailer.stop()
