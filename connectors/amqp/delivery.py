@@ -271,7 +271,14 @@ class Tailer:
         """
         take = _BACKLOG_FILES + sum(1 for f in feed.backlog_files if f.first_seq is None)
         files, feed.backlog_files = feed.backlog_files[:take], feed.backlog_files[take:]
-        parts = [p for p in (feed.backlog_carry, delta.read_files([f.path for f in files], _ROW_COLUMNS)) if p is not None]
+        try:
+            read = delta.read_files([f.path for f in files], _ROW_COLUMNS)
+        except FileNotFoundError:
+            # Maintenance rewrote and vacuumed files of the snapshot meanwhile: take the table's
+            # snapshot again. Rows queued already are not queued twice (Dispatcher.offer).
+            self._load_backlog(feed)
+            return True
+        parts = [p for p in (feed.backlog_carry, read) if p is not None]
         feed.backlog_carry = None
         if not parts:
             return bool(feed.backlog_files)
