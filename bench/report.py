@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SHAREDSUB, RABBITMQ = "sharedsub", "rabbitmq"
+NOFSYNC = "sharedsub-nofsync"  # sharedsub with [storage] fsync off (bench/run.py --brokers)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,26 +151,37 @@ def _cell(values: list[float], failed: int, unit: str) -> str:
     return text
 
 
+def _ratio(ours: list[float], other: list[float]) -> str:
+    if not (ours and other and statistics.median(other) > 0):
+        return "–"
+    r = statistics.median(ours) / statistics.median(other)
+    return f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
+
+
 def summary_table(lines: list[dict[str, Any]]) -> str:
-    """Return the markdown table: medians (min–max over runs), and the ratio of the medians."""
-    out = [
-        "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) "
-        "| ratio sharedsub ÷ RabbitMQ | better |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    """Return the markdown table: medians (min–max over runs), and the ratio of the medians.
+
+    When the run measured sharedsub with fsync off too, two more columns show it and the ratio
+    fsync on ÷ off (the cost of syncing every commit to disk).
+    """
+    nofsync = any(ln.get("broker") == NOFSYNC for ln in lines)
+    head = "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) | ratio sharedsub ÷ RabbitMQ | better |"
+    rule = "| --- | --- | --- | --- | --- |"
+    if nofsync:
+        head += " sharedsub, fsync off | fsync on ÷ off |"
+        rule += " --- | --- |"
+    out = [head, rule]
     for row in _rows(lines):
         if not any(ln.get("bench") == row.bench for ln in lines):
             continue
         ours, ours_failed = _values(lines, row, SHAREDSUB)
         peer, peer_failed = _values(lines, row, RABBITMQ)
-        ratio = "–"
-        if ours and peer and statistics.median(peer) > 0:
-            r = statistics.median(ours) / statistics.median(peer)
-            ratio = f"{r:,.0f}×" if r >= 100 else f"{r:.1f}×" if r >= 10 else f"{r:.2f}×"
         peer_cell = _cell(peer, peer_failed, row.unit) if row.bench not in SHAREDSUB_ONLY else "n/a"
-        out.append(
-            f"| {row.label} | {_cell(ours, ours_failed, row.unit)} | {peer_cell} | {ratio} | {row.better} |"
-        )
+        line = f"| {row.label} | {_cell(ours, ours_failed, row.unit)} | {peer_cell} | {_ratio(ours, peer)} | {row.better} |"
+        if nofsync:
+            off, off_failed = _values(lines, row, NOFSYNC)
+            line += f" {_cell(off, off_failed, row.unit)} | {_ratio(ours, off)} |"
+        out.append(line)
     return "\n".join(out)
 
 
@@ -244,7 +256,8 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"- machine: {m['nproc']} cores ({m['cpu_model']}), {m['mem_total_gib']} GiB RAM, "
         f"Linux {m['kernel']}, Python {m['python']}",
         f"- brokers: sharedsub {versions.get(SHAREDSUB) or '(not started)'}; "
-        f"RabbitMQ {versions.get(RABBITMQ) or '(not started)'} with rabbitmq_amqp1_0, classic durable queue",
+        f"RabbitMQ {versions.get(RABBITMQ) or '(not started)'} with rabbitmq_amqp1_0, classic durable queue"
+        + ("; sharedsub-nofsync: the same sharedsub with `[storage] fsync = false`" if NOFSYNC in versions else ""),
         f"- settings: {meta['settings']}",
         f"- before each measurement: load average (1 min) {_range(loads, '.2f')}, "
         f"cores kept busy by other processes {_range(others, '.2f')}",

@@ -1,7 +1,7 @@
 """Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) in one run, reported as ratios.
 
     .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
-                                  [--brokers rabbitmq,sharedsub] [--runs N] [--write-results]
+                                  [--brokers rabbitmq,sharedsub[,sharedsub-nofsync]] [--runs N] [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
 
@@ -66,7 +66,10 @@ from sharedsub_service import SharedSubService
 
 BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
-BROKERS = ("rabbitmq", "sharedsub")
+BROKERS = ("rabbitmq", "sharedsub", "sharedsub-nofsync")
+DEFAULT_BROKERS = ("rabbitmq", "sharedsub")
+# sharedsub with `[storage] fsync = false`: what the fsync of every commit costs (issue 11).
+NOFSYNC_ENV = {"SHAREDSUB_STORAGE_FSYNC": "false"}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -123,7 +126,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--only", type=_csv(BENCHES), default=DEFAULT_BENCHES,
                    help="measurements to run (default: publish,latency,amplification; consume and fanout only "
                    "on request)")
-    p.add_argument("--brokers", type=_csv(BROKERS), default=BROKERS, help="brokers to measure (default: both)")
+    p.add_argument("--brokers", type=_csv(BROKERS), default=DEFAULT_BROKERS,
+                   help="brokers to measure (default: rabbitmq,sharedsub; sharedsub-nofsync is sharedsub "
+                        "with [storage] fsync off, reported in its own column with the cost of fsync)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
     p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
     p.add_argument("--warmup", type=int, help="warm-up messages per publish run (default 2000, --quick 500)")
@@ -607,6 +612,11 @@ def main(argv: list[str] | None = None) -> int:
                 if has_plan:
                     svc = SharedSubService(log=log, log_path=rec.side_file("serve.log"), keep_data=args.keep_state)
                     run_broker(svc, args.only, s, rec, _sharedsub_version)
+            if "sharedsub-nofsync" in args.brokers and has_plan:
+                svc = SharedSubService(log=log, log_path=rec.side_file("serve-nofsync.log"),
+                                       keep_data=args.keep_state, name="sharedsub-nofsync", env=NOFSYNC_ENV)
+                run_broker(svc, args.only, s, rec, _sharedsub_version)
+            if "sharedsub" in args.brokers:
                 if "fanout" in args.only:
                     log(RABBITMQ_NO_SELECTORS)
                     rec.emit({"bench": "fanout_note", "broker": "rabbitmq", "skipped": RABBITMQ_NO_SELECTORS})

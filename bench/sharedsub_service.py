@@ -46,8 +46,11 @@ class SharedSubService(procstat.BrokerMetrics):
 
     def __init__(
         self, *, log: Callable[[str], None], log_path: str, data_dir: str | None = None,
-        keep_data: bool = False, ready_timeout_s: float = 300.0,
+        keep_data: bool = False, ready_timeout_s: float = 300.0, name: str = "sharedsub",
+        env: dict[str, str] | None = None,
     ) -> None:
+        self.name = name  # the broker column it is reported in
+        self._env = env or {}  # extra environment of serve (SHAREDSUB_<SECTION>_<KEY> settings)
         self._log = log
         self._owns_dir = data_dir is None
         self.data_dir = data_dir or tempfile.mkdtemp(prefix="sharedsub-bench-data-")
@@ -80,7 +83,7 @@ class SharedSubService(procstat.BrokerMetrics):
         self._proc = subprocess.Popen(
             [exe, "serve", "--data-dir", self.data_dir, "--port", "0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=stderr, text=True,
-            start_new_session=True,
+            start_new_session=True, env={**os.environ, **self._env},
         )
         stderr.close()
         threading.Thread(target=self._read_stdout, daemon=True).start()
