@@ -140,6 +140,46 @@ def publish(
     return [o for o in handler.outcomes if o is not None]
 
 
+class PublishRun:
+    """A ``publish`` running on its own thread, watched while it runs (``start_publish``)."""
+
+    def __init__(self, handler: _Publisher, thread: threading.Thread, done: threading.Event, address: str | None) -> None:
+        self._handler, self._thread, self._done, self._address = handler, thread, done, address
+
+    @property
+    def sent(self) -> int:
+        """Messages transferred so far."""
+        return self._handler.sent
+
+    @property
+    def settled(self) -> list[Outcome]:
+        """Outcomes of the messages the broker settled so far."""
+        return [o for o in list(self._handler.outcomes) if o is not None]
+
+    def wait(self, timeout: float = 60.0) -> list[Outcome]:
+        """Wait for every outcome (as ``publish`` returns them).
+
+        Raises:
+            AssertionError: the link was refused or not every message was settled in time.
+        """
+        if not self._done.wait(timeout):
+            raise AssertionError(f"publish to {self._address!r}: {len(self.settled)} of {self._handler.sent} settled in {timeout} s")
+        if self._handler.error:
+            raise AssertionError(f"publish to {self._address!r} refused: {self._handler.error}")
+        return self.settled
+
+
+def start_publish(url: str, address: str | None, messages: list[Message | bytes]) -> PublishRun:
+    """Start sending ``messages`` on a thread of its own; the run ends when all are settled (the
+    handler then closes its connection) or the link or connection fails."""
+    handler = _Publisher(url, address, messages, None)
+    container = Container(handler)
+    done = threading.Event()
+    thread = threading.Thread(target=lambda: (container.run(), done.set()), daemon=True)
+    thread.start()
+    return PublishRun(handler, thread, done, address)
+
+
 @dataclasses.dataclass
 class Received:
     """One transfer as it arrived."""
