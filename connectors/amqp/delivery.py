@@ -204,7 +204,9 @@ class Tailer:
     def _run(self) -> None:
         # A table that cannot be read fails again on every poll (every few ms) until it is
         # repaired: its fault is logged when it starts, then at most every few minutes, and
-        # once when the table can be read again.
+        # once when a poll of it reads something again. (A poll that returns False may not
+        # have read the table at all, e.g. with max_in_flight rows posted: taking that for a
+        # recovery would log the fault again at the next failing read.)
         faults = ThrottledLog(log)
         while not self._stop.is_set():
             busy = False
@@ -212,10 +214,12 @@ class Tailer:
                 feeds = list(self._feeds.values())
             for feed in feeds:
                 try:
-                    busy |= self._poll_feed(feed)
+                    read = self._poll_feed(feed)
                 except Exception as exc:
                     faults.fault(feed.table, "reading subscription table %s failed", feed.table, error=exc)
-                else:
+                    continue
+                if read:
+                    busy = True
                     faults.clear(feed.table, "reading subscription table %s works again", feed.table)
             if not busy:
                 self._wake.wait(self._poll)
