@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -168,17 +169,32 @@ class StatsRecorder:
             raise
 
 
+# Every /metrics scrape and /health request reads the file: an unreadable one is logged when that
+# starts, at most every few minutes while it lasts, and when it reads again (HTTP threads: a lock).
+_read_faults = ThrottledLog(log)
+_read_lock = threading.Lock()
+
+
 def read_stats(root: str) -> dict[str, Any] | None:
-    """The last statistics document under ``root`` (None: none written yet, or unreadable)."""
+    """The last statistics document under ``root`` (None: none written yet, or unreadable; the
+    latter is logged, see ``_read_faults``). Any thread."""
     path = _local_file(root)
     if path is None:
         return None
     try:
         with open(path) as fh:
             document = json.load(fh)
-    except (OSError, ValueError):
+        if not isinstance(document, dict):
+            raise ValueError(f"not a JSON object but {type(document).__name__}")
+    except FileNotFoundError:
+        return None  # the job has not written it yet
+    except (OSError, ValueError) as exc:
+        with _read_lock:
+            _read_faults.fault(path, "cannot read the fan-out statistics %s", path, error=exc, level=logging.WARNING)
         return None
-    return document if isinstance(document, dict) else None
+    with _read_lock:
+        _read_faults.clear(path, "the fan-out statistics %s are readable again", path)
+    return document
 
 
 

@@ -1,0 +1,49 @@
+"""The fan-out statistics file as the front end reads it: an unreadable file is logged once, not on
+every read; the lag of a topic is the age of its first commit past the routed version."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from sharedsub.storage import delta, layout
+from sharedsub.storage.fanout_stats import read_stats, topic_lag
+from tests import builders as b
+
+
+def test_an_unreadable_stats_file_is_logged_when_it_starts_and_when_it_clears(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = str(tmp_path)
+    caplog.set_level(logging.INFO, logger="sharedsub.storage.fanout_stats")
+    assert read_stats(root) is None  # not written yet: nothing to say
+    path = layout.fanout_stats_file(root)
+    os.makedirs(os.path.dirname(path))
+    Path(path).write_text('{"batches": ')  # as a damaged disk could leave it
+    for _ in range(100):  # a scrape every few seconds for minutes
+        assert read_stats(root) is None
+    Path(path).write_text(json.dumps({"batches": 3}))
+    assert read_stats(root) == {"batches": 3}
+    assert read_stats(root) == {"batches": 3}
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        ("WARNING", f"cannot read the fan-out statistics {path}"),
+        ("INFO", f"the fan-out statistics {path} are readable again (after 0 s; 99 repeats not logged)"),
+    ]
+
+
+def test_topic_lag_is_the_age_of_the_first_commit_not_routed(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    b.publish(root, "t", ["k"])  # versions 0 (creation) and 1
+    b.publish(root, "t", ["k"])  # version 2
+    table = layout.topic_table(root, "t")
+    made = os.stat(delta.log_file(table, 2)).st_mtime
+    assert topic_lag(root, "t", 2, time.time()) == 0.0  # everything routed
+    assert topic_lag(root, "t", 1, made + 30.0) == pytest.approx(30.0)  # version 2 waits
+    assert topic_lag(root, "t", 1, made - 1.0) == 0.0  # never negative (clock steps)
+    assert topic_lag(root, "gone", -1, time.time()) == 0.0  # no such topic: nothing waits
