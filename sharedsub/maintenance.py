@@ -36,26 +36,29 @@ seconds) keeps them bounded:
    increasing. The deletes are marked: catalog readers tailing the log keep what they hold.
 6. **Topic rows** (sharedsub.retention.topic_cut). A row of a topic table, the only copy of its
    payload, goes when (a) the fan-out has routed it: it is in the topic's snapshot at the
-   version its last *committed* micro-batch read (``<data>/_checkpoints/fanout``; no
-   checkpoint there, nothing goes), (b) no active subscription generation of the topic holds
-   it: a non-durable one holds from its first routed row not settled for good, a durable one
-   from the lowest seq any data file of its table still has (a replay re-delivers what the
-   table held at any version inside the history retention, and vacuum keeps exactly those
-   files), rows the fan-out parked for a table it could not commit to hold too; a topic nobody
-   subscribes to holds nothing, and (c) it was published more than ``topic_retention_hours``
-   ago (-1: the history retention). Rows go by whole files, oldest first, never the newest
-   file (the front end numbers new messages after the highest seq it finds), so the delete
-   removes files and adds none; it is marked as well. The fan-out's source reads the rows each
-   topic commit *adds*, without the marked ones and without ``dataChange``-false adds, so
-   neither the delete nor a compaction is routed again. The front end's payload index
-   (delta.TopicIndex) re-reads the table when a file it names is gone, and takes overlapping
-   seq ranges (compaction may bin files that were not neighbours). Topic files are compacted
-   only from the snapshot the fan-out has routed (a file it still has to read is never
-   rewritten, so vacuum never deletes one), into files of at most 32 MiB with small row groups
-   (a payload lookup reads the row groups holding its seqs). A topic's log is checkpointed and
-   cleaned only up to the routed snapshot: the fan-out finds every commit after its offset,
-   whatever the retention. Dead-letter rows refer to topic rows too; they do not hold them
-   (their payload stays readable for the topic retention).
+   version its last *committed* micro-batch read (``<data>/_checkpoints/fanout``; no checkpoint
+   there, nothing goes), (b) no active subscription generation of the topic holds it: a
+   non-durable one holds from its first routed row not settled for good per its ack log (the
+   front end keeps a non-durable subscription's acknowledgements in memory only, so that is its
+   lowest row: a non-durable subscription holds its topic from its first row until it ends), a
+   durable one from the lowest seq any data file of its table still has (a replay re-delivers
+   what the table held at any version inside the history retention, and vacuum keeps exactly
+   those files), rows the fan-out parked for a table it could not commit to hold too; a topic
+   nobody subscribes to holds nothing, and (c) it was published more than
+   ``topic_retention_hours`` ago (-1: the history retention). Rows go by whole files, oldest
+   first, never the newest file (the front end numbers new messages after the highest seq it
+   finds), so the delete removes files and adds none; it is marked as well. The fan-out's source
+   reads the rows each topic commit *adds*, without the marked ones and without
+   ``dataChange``-false adds, so neither the delete nor a compaction is routed again. The front
+   end's payload index (delta.TopicIndex) re-reads the table when a file it names is gone, and
+   takes overlapping seq ranges (compaction may bin files that were not neighbours). Topic files
+   are compacted only from the snapshot the fan-out has routed (a file it still has to read is
+   never rewritten, so vacuum never deletes one), into files of at most 32 MiB with small row
+   groups (a payload lookup reads the row groups holding its seqs); as compaction bins recent
+   rows with older ones, a topic may keep up to that much beyond what the rules above need. A
+   topic's log is checkpointed and cleaned only up to the fan-out's committed offset: it finds
+   every commit after it, whatever the retention. Dead-letter rows refer to topic rows too; they
+   do not hold them (their payload stays readable for the topic retention).
 
 Each step of each table is independent: a failure (for example a commit conflict with a
 concurrent writer) is logged and counted, the rest goes on, and the next run tries again.

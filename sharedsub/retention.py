@@ -9,10 +9,11 @@ so a row may go only when nothing can deliver it again:
 * the fan-out has routed it: its file belongs to a topic version at or below the one the
   fan-out's last committed micro-batch read (:class:`FanoutProgress`);
 * no active subscription of the topic holds it (:func:`subscription_hold`): a non-durable one
-  holds from its first routed row not settled for good; a durable one from the lowest seq any
-  data file of its table still holds, because a replay (sharedsub.replay) re-delivers what the
-  table held at any version inside the history retention, and vacuum keeps exactly the files
-  those versions read;
+  holds from its first routed row not settled for good per its ack log (it has none: the front
+  end keeps a non-durable subscription's acknowledgements in memory, so that is its lowest row);
+  a durable one from the lowest seq any data file of its table still holds, because a replay
+  (sharedsub.replay) re-delivers what the table held at any version inside the history
+  retention, and vacuum keeps exactly the files those versions read;
 * it was published at least the topic retention ago.
 
 Rows go by whole files, from the oldest: the cut is the last seq of the last file that may go,

@@ -10,7 +10,7 @@ import pytest
 from proton import Message
 
 from sharedsub.storage import delta, layout
-from tests.amqp_peer import Subscriber, jms_durable, publish, wait_for
+from tests.amqp_peer import Subscriber, jms_durable, jms_shared_volatile, publish, wait_for
 from tests.e2e.test_outcomes import record
 from tests.service import ServeProcess
 
@@ -74,5 +74,95 @@ def test_rows_a_delete_rewrites_are_not_delivered_again(tmp_path: Path) -> None:
             publish(service.url, "maint2", [Message(body="marker")])
             got = sub.wait_count(11)
             assert [r.message.body for r in got] == [*range(10), "marker"]
+    finally:
+        assert service.stop() == 0, service.log()[-3000:]
+
+
+def _topic_seqs(data_dir: Path, topic: str) -> list[int]:
+    data = delta.read_table(layout.topic_table(str(data_dir), topic), ["seq"])
+    return sorted(data.column("seq").to_pylist()) if data is not None else []
+
+
+def _trims(table: str) -> list[int]:
+    """Versions of the topic-retention deletes (marked commits that removed files)."""
+    return [
+        e.version
+        for e in delta.history(table)
+        if e.operation == "DELETE" and (c := delta.file_changes(table, e.version)) is not None and c.removes
+    ]
+
+
+def test_topics_the_catalog_and_ended_non_durable_subscriptions_are_trimmed(tmp_path: Path) -> None:
+    """Topic rows nothing needs go (whole files: the fan-out routes nothing twice), the catalog is
+    compacted, an ended shared non-durable subscription's tables go at once, and a durable
+    subscription's replay inside the history retention still finds its payloads."""
+    from tests.e2e.test_replay import replay_cli, table_versions
+
+    root = str(tmp_path)
+    delta.create_topic(root, "trim")
+    delta.create_topic(root, "kept")
+    env = dict(FAST_MAINTENANCE, SHAREDSUB_MAINTENANCE_MIN_ACKED_ROWS="1", SHAREDSUB_MAINTENANCE_TOPIC_RETENTION_HOURS="0")
+    service = ServeProcess(tmp_path, env=env).start()
+    try:
+        with (
+            Subscriber(service.url, "trim", container_id="trim-app", **jms_shared_volatile("vol")) as vol,
+            Subscriber(service.url, "kept", container_id="kept-app", credit=200, **jms_durable("keeper")) as keeper,
+        ):
+            vol.wait_attached()
+            keeper.wait_attached()
+            for batch in range(5):  # several group commits per topic
+                publish(service.url, "trim", [Message(body=batch * 10 + i) for i in range(10)])
+                publish(service.url, "kept", [Message(body=batch * 10 + i) for i in range(10)])
+            vol.wait_count(50)
+            keeper.wait_count(50)
+            vol_key = record(tmp_path, "vol").key
+            # Every row is accepted: maintenance deletes them from the durable subscription's table
+            # (a non-durable one's acknowledgements live in the front end's memory only: its rows
+            # stay in its table, and hold the topic, until it ends).
+            wait_for(lambda: _rows(tmp_path, "keeper") == [], 120, "acked rows deleted")
+            assert _topic_seqs(tmp_path, "trim")[0] == 0
+
+            # The non-durable subscription ends with its only link: its tables go at a run soon after.
+            vol.detach(closed=True)
+            vol_dir = tmp_path / "subscriptions" / vol_key
+            wait_for(lambda: not vol_dir.exists(), 120, "the ended non-durable subscription's tables removed")
+
+            with Subscriber(service.url, "trim", container_id="trim-app", **jms_shared_volatile("vol2")) as vol2:
+                vol2.wait_attached()
+                publish(service.url, "trim", [Message(body=50 + i) for i in range(10)])
+                publish(service.url, "kept", [Message(body=50 + i) for i in range(10)])
+                vol2.wait_count(10)
+                keeper.wait_count(60)
+                # Rows of "trim" below what vol2 holds (its rows start at 50) go, by deletes that
+                # remove files and add none.
+                trim_table = layout.topic_table(root, "trim")
+                try:
+                    wait_for(lambda: _topic_seqs(tmp_path, "trim")[0] == 50, 120, "rows 0..49 of 'trim' removed")
+                except AssertionError as exc:
+                    raise AssertionError(f"{exc}; log:\n{service.log()[-4000:]}") from None
+                assert _topic_seqs(tmp_path, "trim")[-1] == 59
+                assert _trims(trim_table) and all(delta.file_changes(trim_table, v).added == () for v in _trims(trim_table))
+                # The durable subscription's retained history holds every row of "kept".
+                assert _topic_seqs(tmp_path, "kept")[0] == 0
+                # The catalog's revisions (created, ended, created) are compacted like any table.
+                catalog = layout.catalog_table(root)
+                wait_for(lambda: any(e.operation == "OPTIMIZE" for e in delta.history(catalog)), 120, "catalog compacted")
+
+                # New messages after the trims: each delivered once, nothing of the old ones again.
+                publish(service.url, "trim", [Message(body="marker")])
+                publish(service.url, "kept", [Message(body="marker")])
+                got = vol2.wait_count(11)
+                assert [r.message.body for r in got] == [*range(50, 60), "marker"]
+                got = keeper.wait_count(61)
+                assert [r.message.body for r in got] == [*range(60), "marker"]
+
+            # Replay of the durable subscription from its first version: every payload is there.
+            start = table_versions(tmp_path, "keeper")[0].version
+            code, reply, err = replay_cli(tmp_path, "keeper", "--version", str(start))
+            assert code == 0, err
+            assert reply["replay"]["messages"] == 61
+            again = keeper.wait_count(122)[61:]
+            assert sorted(r.message.body for r in again if r.message.body != "marker") == list(range(60))
+            assert all(r.delivery_count >= 1 for r in again)
     finally:
         assert service.stop() == 0, service.log()[-3000:]
