@@ -30,23 +30,36 @@ The rules (``Violation.rule``):
     message sent before the attach was answered may have been committed before the
     subscription's ``start_seq``.
 ``acked-redelivered``
-    Nothing acknowledged is delivered again. Acks are group-committed to the ack log after the
-    consumer settled, so a crash between the settle and the commit may redeliver those few; a
-    delivery is *acknowledged* once its ack row is in the ack log (a row with a final outcome: a
-    ``failed`` row only counts a failed delivery, and the loader leaves those out). Checkable form:
+    Nothing acknowledged is delivered again, unless a replay opened it again. Acks are
+    group-committed to the ack log after the consumer settled, so a crash between the settle and
+    the commit may redeliver those few; a delivery is *acknowledged* once its ack row is in the
+    ack log (a row with a final outcome: a ``failed`` row only counts a failed delivery, and the
+    loader leaves those out). Checkable form:
 
-    * a message accepted by a consumer of a subscription is never delivered again to that
-      subscription by the same incarnation (the front end holds its acks in memory), i.e. a
-      redelivery is allowed only after a front-end kill that followed the accept;
-    * a message whose ack row carries an ``acked_at`` before incarnation ``n`` started (so an
-      earlier incarnation wrote it: it was durable) is never delivered by incarnation ``n``.
+    * a message accepted by a consumer of a subscription is delivered again to that subscription
+      by the same incarnation (the front end holds its acks in memory) only once per replay of
+      that subscription that was asked for before the delivery, answered (or cut short) after
+      the accept, and reopened the message (see *reopen* below); i.e. otherwise a redelivery is
+      allowed only after a front-end kill that followed the accept;
+    * a message settled for good when incarnation ``n`` started (its final ack rows stamped
+      before then outnumber its reopens stamped before then: an earlier incarnation made it
+      durable) is never delivered by incarnation ``n``, unless a replay reopened it after ``n``
+      started.
+
+    A message is *reopened* by a ``replayed`` ack-log row, or by a replay appending its row back
+    to the subscription table (maintenance had deleted it); the checker counts both, stamped
+    with the row's ``acked_at`` or the restore commit's time (sharedsub.acklog: settled ⇔ final
+    rows > replayed rows). The history the checker reads still has the ack rows maintenance
+    deleted, so a message a replay both marks and restores (possible only after a kill between
+    maintenance's two deletes) counts two reopens: the rules only get more lenient then.
 ``ack-durable``
     After the run, every accept a consumer made on the last incarnation (no front-end kill
     followed it) has its row in the subscription's ack log.
 ``ack-complete``
-    After the run, every message a subscription delivered is in its ack log: one whose ack was
-    lost in a crash was delivered again after the restart and accepted then (consumers here
-    accept everything).
+    After the run, every message a subscription delivered is in its ack log, and none is in its
+    backlog (in the current table and not settled by the current ack log: a replay that reopened
+    it was followed by a redelivery and its acceptance): one whose ack was lost in a crash was
+    delivered again after the restart and accepted then (consumers here accept everything).
 ``redelivery-marked``
     A delivery of a message the subscription delivered before carries ``delivery-count`` ≥ 1
     (DESIGN §5: a restart redelivers the unacknowledged ones, marked redelivered; Qpid JMS derives
@@ -59,6 +72,27 @@ The rules (``Violation.rule``):
 ``one-generation``
     A subscription stays in its first generation: reattaching after a crash joins it, never
     replaces it (a new generation would start empty and lose the backlog).
+``snapshot-once``
+    The current snapshot of a subscription table (what maintenance and replays left of it) holds
+    no seq twice, and only seqs the fan-out routed to it: deletes, compaction and restores never
+    duplicate or invent a row.
+``deleted-acked``
+    Every routed row that is no longer in the current snapshot has a final ack row: maintenance
+    deletes acknowledged rows only.
+``replay-covers``
+    A replay that answered re-delivers what it promised: the table as of its start version plus
+    everything routed after, up to the latest version it reports (the driver replays from a
+    version no maintenance delete precedes, so the table as of it holds every row routed up to
+    it). Its ``messages`` is the number of those rows; each of them that was settled for good
+    before the replay was asked for (by the ack rows and reopens stamped before) is reopened by
+    it (stamped between the request and the reply); and its ``reopened`` is the number of
+    messages it reopened. Rows open at the time (waiting, or outstanding on a link) are not
+    reopened: they are delivered once, not twice.
+``replay-delivered``
+    Every message a replay reopened, also a replay cut short by a front-end kill (its ``replayed``
+    rows and restored rows are durable before it re-delivers anything), is delivered to the
+    subscription after the replay was asked for. Running a cut-short replay again after the
+    restart must do the rest: the driver does, and ``replay-covers`` checks the rerun.
 """
 
 from __future__ import annotations
@@ -111,6 +145,32 @@ class Subscription:
     created_at: float
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Replay:
+    """A replay the driver asked the service for (``POST /admin/replay``, as ``sharedsub replay``).
+
+    ``requested_*`` is taken before the request went out, ``ended_*`` once the reply arrived or,
+    when the front end was killed first, once that front end was dead (``messages`` and the
+    other counts are then None: no reply). Monotonic and wall clock of the test process.
+    """
+
+    subscription: str
+    from_version: int
+    incarnation: int
+    requested_at: float
+    requested_wall: float
+    ended_at: float
+    ended_wall: float
+    messages: int | None = None
+    reopened: int | None = None
+    latest_version: int | None = None
+
+    @property
+    def answered(self) -> bool:
+        """True when the service replied (the replay completed)."""
+        return self.messages is not None
+
+
 @dataclasses.dataclass
 class ClientLog:
     """Everything the clients recorded. ``incarnations[n]`` is the wall time incarnation n started."""
@@ -120,6 +180,7 @@ class ClientLog:
     accepts: list[Accept]
     subscriptions: list[Subscription]
     incarnations: list[float]
+    replays: list[Replay] = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -128,8 +189,14 @@ class StoredSubscription:
 
     generation: int
     start_seq: int
-    seqs: list[int]  # topic seqs in its generation table, one per row
-    acks: list[tuple[int, float]]  # (seq, acked_at wall seconds) per ack-log row
+    seqs: list[int]  # topic seqs the fan-out appended to its generation table, one per row
+    acks: list[tuple[int, float]]  # (seq, acked_at wall seconds) per final ack-log row ever committed
+    # (seq, wall seconds) per reopen: a ``replayed`` ack-log row (its acked_at) or a row a
+    # replay appended back to the table (the restore commit's time).
+    reopens: list[tuple[int, float]] = dataclasses.field(default_factory=list)
+    routed_in: dict[int, int] = dataclasses.field(default_factory=dict)  # seq -> table version that routed it
+    live: list[int] | None = None  # seqs in the current snapshot, one per row (None: not read)
+    backlog: frozenset[int] = frozenset()  # seqs of the current snapshot the current ack log leaves open
 
 
 @dataclasses.dataclass
@@ -211,6 +278,38 @@ def _seq_of(log: ClientLog, stored: Stored) -> dict[str, dict[str, int]]:
     return {s.name: by_topic.get(s.topic, {}) for s in log.subscriptions}
 
 
+class _History:
+    """One subscription's final ack rows and reopens, by seq, for "settled at time t" questions."""
+
+    def __init__(self, s: StoredSubscription) -> None:
+        self.finals: dict[int, list[float]] = collections.defaultdict(list)
+        self.reopens: dict[int, list[float]] = collections.defaultdict(list)
+        for seq, at in s.acks:
+            self.finals[seq].append(at)
+        for seq, at in s.reopens:
+            self.reopens[seq].append(at)
+
+    def settled_before(self, seq: int, wall: float) -> bool:
+        """Settled for good by the rows stamped before ``wall``: more final rows than reopens."""
+        finals = sum(at < wall for at in self.finals.get(seq, ()))
+        return finals > sum(at < wall for at in self.reopens.get(seq, ()))
+
+    def first_final(self, seq: int) -> float | None:
+        return min(self.finals[seq]) if self.finals.get(seq) else None
+
+    def reopened_since(self, seq: int, wall: float) -> bool:
+        return any(at >= wall for at in self.reopens.get(seq, ()))
+
+    def reopened_by(self, replay: Replay) -> set[int]:
+        """Seqs with a reopen stamped while ``replay`` ran (commit times are whole milliseconds)."""
+        low, high = int(replay.requested_wall * 1000) / 1000, replay.ended_wall
+        return {seq for seq, ats in self.reopens.items() if any(low <= at <= high for at in ats)}
+
+
+def _histories(stored: Stored) -> dict[str, _History]:
+    return {name: _History(s) for name, s in stored.subscriptions.items()}
+
+
 def check_acked_redelivered(log: ClientLog, stored: Stored) -> list[Violation]:
     """``acked-redelivered`` (see the module docstring for the rule)."""
     out = []
@@ -218,34 +317,53 @@ def check_acked_redelivered(log: ClientLog, stored: Stored) -> list[Violation]:
     for a in log.accepts:
         accepts[(a.subscription, a.msg_id)].append(a)
     seq_of = _seq_of(log, stored)
-    first_ack: dict[str, dict[int, float]] = {}  # per subscription: seq -> earliest acked_at
-    for name, s in stored.subscriptions.items():
-        firsts = first_ack[name] = {}
-        for seq, at in s.acks:
-            firsts[seq] = min(at, firsts.get(seq, at))
-    for d in log.deliveries:
-        earlier = [a for a in accepts.get((d.subscription, d.msg_id), []) if a.at < d.at]
-        same = [a for a in earlier if a.incarnation == d.incarnation]
+    histories = _histories(stored)
+    reopened = {
+        id(r): histories[r.subscription].reopened_by(r) if r.subscription in histories else set() for r in log.replays
+    }
+    used: dict[tuple[str, str], set[int]] = collections.defaultdict(set)  # replays a redelivery already used
+    for d in sorted(log.deliveries, key=lambda d: d.at):
+        ident = (d.subscription, d.msg_id)
+        seq = seq_of.get(d.subscription, {}).get(d.msg_id)
+        same = [a for a in accepts.get(ident, []) if a.at < d.at and a.incarnation == d.incarnation]
         if same:
+            last = max(a.at for a in same)
+            replay = next(
+                (
+                    r
+                    for r in log.replays
+                    if r.subscription == d.subscription
+                    and r.incarnation == d.incarnation
+                    and r.requested_at < d.at
+                    and last < r.ended_at
+                    and seq in reopened[id(r)]
+                    and id(r) not in used[ident]
+                ),
+                None,
+            )
+            if replay is not None:
+                used[ident].add(id(replay))
+                continue
             out.append(
                 Violation(
                     "acked-redelivered",
                     f"{d.subscription}: {d.msg_id!r} delivered to {d.consumer} by incarnation {d.incarnation} after "
-                    f"{same[0].consumer} accepted it on the same incarnation (no front-end kill in between)",
+                    f"{same[0].consumer} accepted it on the same incarnation (no front-end kill in between, "
+                    f"and no replay that reopened it since)",
                 )
             )
             continue
-        seq = seq_of.get(d.subscription, {}).get(d.msg_id)
-        acked_at = first_ack.get(d.subscription, {}).get(seq) if seq is not None else None
-        if acked_at is None or d.incarnation >= len(log.incarnations):
+        history = histories.get(d.subscription)
+        if seq is None or history is None or d.incarnation >= len(log.incarnations):
             continue
         started = log.incarnations[d.incarnation]
-        if acked_at < started:
+        if history.settled_before(seq, started) and not history.reopened_since(seq, started):
             out.append(
                 Violation(
                     "acked-redelivered",
                     f"{d.subscription}: {d.msg_id!r} (seq {seq}) delivered to {d.consumer} by incarnation {d.incarnation} "
-                    f"although its ack row (acked_at {acked_at:.3f}) was committed before that incarnation started ({started:.3f})",
+                    f"although its ack row (acked_at {history.first_final(seq):.3f}) was committed before that "
+                    f"incarnation started ({started:.3f}) and no replay reopened it since",
                 )
             )
     return out
@@ -278,6 +396,17 @@ def check_acks(log: ClientLog, stored: Stored) -> list[Violation]:
         missing = sorted(mid for mid in ids if seq_of.get(name, {}).get(mid) not in acked.get(name, set()))
         if missing:
             out.append(Violation("ack-complete", f"{name}: {len(missing)} delivered messages have no ack row: {missing[:10]}"))
+        s = stored.subscriptions.get(name)
+        if s is not None and s.backlog:
+            open_ = sorted(mid for mid in ids if seq_of.get(name, {}).get(mid) in s.backlog)
+            if open_:
+                out.append(
+                    Violation(
+                        "ack-complete",
+                        f"{name}: {len(open_)} delivered messages are still in its backlog (reopened, not "
+                        f"acknowledged again): {open_[:10]}",
+                    )
+                )
     return out
 
 
@@ -320,6 +449,78 @@ def check_tables(log: ClientLog, stored: Stored) -> list[Violation]:
     return out
 
 
+def check_snapshots(log: ClientLog, stored: Stored) -> list[Violation]:
+    """``snapshot-once`` and ``deleted-acked`` (subscriptions whose snapshot was read)."""
+    out = []
+    for sub in log.subscriptions:
+        s = stored.subscriptions.get(sub.name)
+        if s is None or s.live is None:
+            continue
+        counts = collections.Counter(s.live)
+        dups = sorted(seq for seq, n in counts.items() if n > 1)
+        if dups:
+            out.append(Violation("snapshot-once", f"{sub.name}: {len(dups)} seqs are in its current table more than once: {dups[:10]}"))
+        strays = sorted(counts.keys() - set(s.seqs))
+        if strays:
+            out.append(Violation("snapshot-once", f"{sub.name}: {len(strays)} seqs in its current table were never routed to it: {strays[:10]}"))
+        acked = {seq for seq, _ in s.acks}
+        gone = sorted(seq for seq in set(s.seqs) - counts.keys() if seq not in acked)
+        if gone:
+            out.append(
+                Violation("deleted-acked", f"{sub.name}: {len(gone)} routed rows left its table without an ack row: {gone[:10]}")
+            )
+    return out
+
+
+def check_replays(log: ClientLog, stored: Stored) -> list[Violation]:
+    """``replay-covers`` and ``replay-delivered``."""
+    out = []
+    histories = _histories(stored)
+    seq_of = _seq_of(log, stored)
+    for r in log.replays:
+        s, history = stored.subscriptions.get(r.subscription), histories.get(r.subscription)
+        if s is None or history is None:
+            out.append(Violation("replay-covers", f"replay of {r.subscription}: no subscription table found"))
+            continue
+        what = f"replay of {r.subscription} from version {r.from_version} on incarnation {r.incarnation}"
+        reopened = history.reopened_by(r)
+        if r.answered:
+            promised = {seq for seq, version in s.routed_in.items() if version <= (r.latest_version or 0)}
+            if r.messages != len(promised):
+                out.append(
+                    Violation(
+                        "replay-covers",
+                        f"{what} reported {r.messages} messages up to version {r.latest_version}; "
+                        f"the table's log routed {len(promised)} up to it",
+                    )
+                )
+            skipped = sorted(seq for seq in promised if history.settled_before(seq, r.requested_wall) and seq not in reopened)
+            if skipped:
+                out.append(
+                    Violation(
+                        "replay-covers",
+                        f"{what}: {len(skipped)} messages acknowledged before it was asked for were not reopened: {skipped[:10]}",
+                    )
+                )
+            if r.reopened != len(reopened):
+                out.append(
+                    Violation("replay-covers", f"{what} reported {r.reopened} messages reopened; the tables show {len(reopened)}")
+                )
+        ids = {seq: mid for mid, seq in seq_of.get(r.subscription, {}).items()}
+        after = {d.msg_id for d in log.deliveries if d.subscription == r.subscription and d.at > r.requested_at}
+        undelivered = sorted(seq for seq in reopened if ids.get(seq) not in after)
+        if undelivered:
+            state = "answered" if r.answered else "cut short by a front-end kill"
+            out.append(
+                Violation(
+                    "replay-delivered",
+                    f"{what} ({state}) reopened {len(reopened)} messages; {len(undelivered)} were not delivered after it: "
+                    f"{[ids.get(seq, seq) for seq in undelivered[:10]]}",
+                )
+            )
+    return out
+
+
 def check(log: ClientLog, stored: Stored) -> list[Violation]:
     """Every rule of the module docstring; an empty list when all hold."""
     return [
@@ -330,10 +531,12 @@ def check(log: ClientLog, stored: Stored) -> list[Violation]:
         *check_acks(log, stored),
         *check_redelivery_marked(log),
         *check_tables(log, stored),
+        *check_snapshots(log, stored),
+        *check_replays(log, stored),
     ]
 
 
-EVENTUAL = frozenset({"complete", "ack-durable", "ack-complete", "table-once"})
+EVENTUAL = frozenset({"complete", "ack-durable", "ack-complete", "table-once", "deleted-acked", "replay-delivered"})
 """Rules a run still catching up breaks for a while (fan-out lag, deliveries and ack commits in
 flight); the others, once broken, stay broken."""
 

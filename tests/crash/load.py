@@ -28,7 +28,7 @@ from proton import Message
 from proton.handlers import MessagingHandler
 from proton.reactor import Container, LinkOption
 
-from tests.crash.invariants import Accept, ClientLog, Delivery, Publish, Subscription
+from tests.crash.invariants import Accept, ClientLog, Delivery, Publish, Replay, Subscription
 
 _STATES = {
     ProtonDelivery.ACCEPTED: "accepted",
@@ -50,6 +50,7 @@ class Recorder:
         self._accepts: list[Accept] = []
         self._subscriptions: dict[str, Subscription] = {}
         self._incarnations: list[float] = []
+        self._replays: list[Replay] = []
 
     @property
     def incarnation(self) -> int:
@@ -84,6 +85,11 @@ class Recorder:
         with self._lock:
             self._accepts.append(a)
 
+    def replayed(self, r: Replay) -> None:
+        """A replay the driver asked for ended (answered, or cut short by a kill)."""
+        with self._lock:
+            self._replays.append(r)
+
     def counts(self) -> dict[str, int]:
         """Publishes by outcome ("in-doubt" for none) and deliveries per subscription, for progress checks."""
         with self._lock:
@@ -104,6 +110,7 @@ class Recorder:
                 accepts=list(self._accepts),
                 subscriptions=list(self._subscriptions.values()),
                 incarnations=list(self._incarnations),
+                replays=list(self._replays),
             )
 
 

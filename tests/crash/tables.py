@@ -11,6 +11,7 @@ from collections.abc import Iterable, Mapping, Sequence
 import pyarrow as pa
 
 from sharedsub import outcomes
+from sharedsub.acklog import ack_state_of
 from sharedsub.model import SubscriptionKey
 from sharedsub.storage import delta, layout
 from sharedsub.storage.catalog import load_catalog
@@ -42,35 +43,96 @@ def appended_rows(table: str, columns: Sequence[str]) -> pa.Table | None:
     return pa.concat_tables(parts) if parts else None
 
 
+def routed_rows(table: str) -> tuple[list[int], dict[int, int], list[tuple[int, float]]]:
+    """What a subscription table's log says, version by version: the topic seq of every row the
+    fan-out ever appended (one per row), the version that first appended each seq, and
+    ``(seq, commit time)`` of every row a replay appended back (maintenance had deleted it).
+
+    A replay's restore commit carries the maintenance mark like maintenance's own rewrites
+    (:func:`delta.read_commit` calls none of their rows new); unlike them it only adds rows.
+    """
+    seqs: list[int] = []
+    first: dict[int, int] = {}
+    restored: list[tuple[int, float]] = []
+    for entry in delta.history(table):
+        if not entry.added:
+            continue
+        commit = delta.read_commit(table, entry.version)
+        if commit is not None and commit.added:
+            data = delta.read_files(commit.added, ["seq"])
+            got = data.column("seq").to_pylist() if data is not None else []
+            seqs.extend(got)
+            for seq in got:
+                first.setdefault(seq, entry.version)
+        elif entry.is_append:  # marked and adding rows only: a replay's restore
+            data = delta.read_files(entry.added, ["seq"])
+            restored.extend((seq, entry.timestamp_ms / 1000) for seq in (data.column("seq").to_pylist() if data else []))
+    return seqs, first, restored
+
+
 def routed_seqs(table: str) -> list[int]:
     """Topic seq of every row the fan-out ever appended to a subscription table, one per row."""
-    data = appended_rows(table, ["seq"])
-    return data.column("seq").to_pylist() if data is not None else []
+    return routed_rows(table)[0]
+
+
+def read_ack_rows(table: str) -> tuple[list[tuple[int, float]], list[tuple[int, float]]]:
+    """``(seq, acked_at)`` of every row ever committed to an ack log that settles a message for
+    good (a ``failed`` row only counts a failed delivery), and of every ``replayed`` row (a
+    replay opened the message again); ``acked_at`` in seconds since the epoch."""
+    data = appended_rows(table, ["seq", "outcome", "acked_at"])
+    if data is None:
+        return [], []
+    rows = zip(data.column("seq").to_pylist(), data.column("outcome").to_pylist(), data.column("acked_at").to_pylist(), strict=True)
+    finals: list[tuple[int, float]] = []
+    replayed: list[tuple[int, float]] = []
+    for seq, outcome, at in rows:
+        if outcomes.is_final(outcome):
+            finals.append((seq, at.timestamp()))
+        elif outcome == outcomes.AckOutcome.REPLAYED:
+            replayed.append((seq, at.timestamp()))
+    return finals, replayed
 
 
 def read_acks(table: str) -> list[tuple[int, float]]:
-    """``(seq, acked_at)`` of every row ever committed to an ack log that settles a message for
-    good (a ``failed`` row only counts a failed delivery), ``acked_at`` in seconds since the epoch."""
-    data = appended_rows(table, ["seq", "outcome", "acked_at"])
-    if data is None:
-        return []
-    rows = zip(data.column("seq").to_pylist(), data.column("outcome").to_pylist(), data.column("acked_at").to_pylist(), strict=True)
-    return [(seq, at.timestamp()) for seq, outcome, at in rows if outcomes.is_final(outcome)]
+    """The final rows of :func:`read_ack_rows`."""
+    return read_ack_rows(table)[0]
+
+
+def current_state(table: str, acks: str) -> tuple[list[int], frozenset[int]]:
+    """The seqs of a subscription table's current snapshot (one per row) and its backlog: those
+    the current ack log does not settle (sharedsub.acklog, as the service counts them).
+
+    The ack log is read first: maintenance deletes a table's rows before their acks, so a delete
+    between the two reads cannot make an acknowledged row look open.
+    """
+    settled = ack_state_of(delta.read_table(acks, ["seq", "outcome"]) if delta.table_exists(acks) else None).settled
+    live = delta.read_seqs(table).to_pylist()
+    return live, frozenset(seq for seq in live if seq not in settled)
 
 
 def read_stored(root: str, topics: Iterable[str], subscriptions: Mapping[str, SubscriptionKey]) -> Stored:
     """Topic rows of ``topics`` and, for each named subscription identity, the rows routed to its
-    current generation's table and its ack log (a subscription not in the catalog is left out)."""
+    current generation's table and its ack log (their whole history), and the table's current
+    snapshot and backlog (a subscription not in the catalog is left out)."""
     catalog = load_catalog(root)
     subs: dict[str, StoredSubscription] = {}
     for name, identity in subscriptions.items():
         rec = catalog.get(identity.key)
         if rec is None:
             continue
+        table = layout.join(root, rec.table)
+        acks = layout.join(root, layout.ack_table_rel(rec.key, rec.generation))
+        live, backlog = current_state(table, acks)
+        seqs, routed_in, restored = routed_rows(table)
+        finals, replayed = read_ack_rows(acks)
         subs[name] = StoredSubscription(
             generation=rec.generation,
             start_seq=rec.start_seq,
-            seqs=routed_seqs(layout.join(root, rec.table)),
-            acks=read_acks(layout.join(root, layout.ack_table_rel(rec.key, rec.generation))),
+            seqs=seqs,
+            acks=finals,
+            reopens=replayed + restored,
+            routed_in=routed_in,
+            live=live,
+            backlog=backlog,
         )
     return Stored(topics={t: read_topic(root, t) for t in topics}, subscriptions=subs)

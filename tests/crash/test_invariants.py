@@ -10,6 +10,7 @@ from tests.crash.invariants import (
     ClientLog,
     Delivery,
     Publish,
+    Replay,
     Stored,
     StoredSubscription,
     Subscription,
@@ -198,3 +199,157 @@ def test_a_subscription_without_tables_is_reported() -> None:
     log, stored = _run()
     del stored.subscriptions[S]
     assert "table-once" in rules(check(log, stored))
+
+
+# ---------------------------------------------------------------- replays, snapshots, backlog
+
+REPLAY_WALL = START + 40.0  # wall time the replay below was asked for (its rows are stamped after)
+
+
+def _replayed() -> tuple[ClientLog, Stored]:
+    """The run of :func:`_run` (routed at table version 1), then a replay from version 0 that
+    reopened all four acknowledged messages, which were delivered again (count 1), accepted and
+    acknowledged again; the table still holds the four rows."""
+    log, stored = _run()
+    s = stored.subscriptions[S]
+    s.routed_in = {seq: 1 for seq in range(4)}
+    s.live = [0, 1, 2, 3]
+    s.reopens = [(seq, REPLAY_WALL + 0.5) for seq in range(4)]
+    log.replays.append(Replay(S, 0, 0, 30.0, REPLAY_WALL, 31.0, REPLAY_WALL + 1, messages=4, reopened=4, latest_version=1))
+    for i in range(4):
+        log.deliveries.append(Delivery(S, "c1", f"m{i}", 0, 32.0 + i, 1, False))
+        log.accepts.append(Accept(S, "c1", f"m{i}", 0, 32.5 + i))
+        s.acks.append((i, REPLAY_WALL + 3 + i))
+    return log, stored
+
+
+def test_a_replay_redelivers_accepted_messages_on_the_same_incarnation() -> None:
+    log, stored = _replayed()
+    assert check(log, stored) == []
+
+
+def test_a_redelivery_needs_a_replay_that_reopened_the_message() -> None:
+    log, stored = _replayed()
+    stored.subscriptions[S].reopens = [(seq, at) for seq, at in stored.subscriptions[S].reopens if seq != 2]
+    log.replays[0] = dataclasses.replace(log.replays[0], reopened=3)
+    violations = check(log, stored)
+    assert rules(violations) == {"acked-redelivered", "replay-covers"}
+    assert any(v.rule == "acked-redelivered" and "'m2'" in v.detail for v in violations)
+    assert any(v.rule == "replay-covers" and "were not reopened: [2]" in v.detail for v in violations)
+
+
+def test_one_replay_allows_one_redelivery() -> None:
+    log, stored = _replayed()
+    log.deliveries.append(Delivery(S, "c2", "m1", 0, 40.0, 2, False))  # after the re-accept, no new replay
+    violations = check(log, stored)
+    assert rules(violations) == {"acked-redelivered"}
+    assert "'m1'" in violations[0].detail
+
+
+def test_a_replay_asked_for_before_the_accept_does_not_allow_a_redelivery() -> None:
+    log, stored = _replayed()
+    # The replay answered at 31.0, before m3 was first accepted (23.5 moved to 31.5).
+    log.accepts = [dataclasses.replace(a, at=31.5) if (a.msg_id, a.at) == ("m3", 23.5) else a for a in log.accepts]
+    assert "acked-redelivered" in rules(check(log, stored))
+
+
+def test_a_replay_cut_short_by_a_kill_lets_the_next_incarnation_redeliver() -> None:
+    log, stored = _restarted()
+    s = stored.subscriptions[S]
+    s.routed_in = {seq: 1 for seq in range(4)}
+    # Killed after its replayed row for m1 was committed (before RESTART): m1 was open again when
+    # incarnation 1 started, which delivered it, and it was accepted and acknowledged again.
+    log.replays.append(Replay(S, 0, 0, 30.0, RESTART - 10, 31.0, RESTART - 9))
+    s.reopens = [(1, RESTART - 9.5)]
+    log.deliveries.append(Delivery(S, "c1", "m1", 1, 40.0, 1, False))
+    log.accepts.append(Accept(S, "c1", "m1", 1, 40.5))
+    s.acks.append((1, RESTART + 5))
+    assert check(log, stored) == []
+    # Without that replayed row, m1 was acknowledged for good before incarnation 1 started.
+    s.reopens = []
+    assert rules(check(log, stored)) == {"acked-redelivered"}
+
+
+def test_replay_covers_catches_a_wrong_message_count() -> None:
+    log, stored = _replayed()
+    log.replays[0] = dataclasses.replace(log.replays[0], messages=3)
+    violations = check(log, stored)
+    assert rules(violations) == {"replay-covers"}
+    assert "reported 3 messages up to version 1; the table's log routed 4" in violations[0].detail
+
+
+def test_replay_covers_counts_only_what_was_routed_up_to_its_latest_version() -> None:
+    log, stored = _replayed()
+    stored.subscriptions[S].routed_in[3] = 2  # routed after the replay's latest version (1)
+    log.replays[0] = dataclasses.replace(log.replays[0], messages=3)
+    assert check(log, stored) == []
+
+
+def test_replay_covers_catches_a_wrong_reopened_count() -> None:
+    log, stored = _replayed()
+    log.replays[0] = dataclasses.replace(log.replays[0], reopened=5)
+    violations = check(log, stored)
+    assert rules(violations) == {"replay-covers"}
+    assert "reported 5 messages reopened; the tables show 4" in violations[0].detail
+
+
+def test_replay_covers_lets_messages_open_at_the_time_go_unreopened() -> None:
+    log, stored = _replayed()
+    s = stored.subscriptions[S]
+    # m3 was acknowledged only after the replay was asked for (still outstanding then): not
+    # reopened, not delivered again.
+    s.acks = [(seq, at) for seq, at in s.acks if seq != 3] + [(3, REPLAY_WALL + 0.2)]
+    s.reopens = [(seq, at) for seq, at in s.reopens if seq != 3]
+    log.deliveries = [d for d in log.deliveries if (d.msg_id, d.delivery_count) != ("m3", 1)]
+    log.accepts = [a for a in log.accepts if (a.msg_id, a.at) != ("m3", 35.5)]
+    log.replays[0] = dataclasses.replace(log.replays[0], reopened=3)
+    assert check(log, stored) == []
+
+
+def test_replay_delivered_catches_a_reopened_message_never_delivered_again() -> None:
+    log, stored = _replayed()
+    log.deliveries = [d for d in log.deliveries if (d.msg_id, d.delivery_count) != ("m2", 1)]
+    log.accepts = [a for a in log.accepts if (a.msg_id, a.at) != ("m2", 34.5)]
+    stored.subscriptions[S].backlog = frozenset({2})  # reopened, so open again
+    violations = check(log, stored)
+    assert rules(violations) == {"replay-delivered", "ack-complete"}
+    assert any(v.rule == "replay-delivered" and "['m2']" in v.detail for v in violations)
+    assert any(v.rule == "ack-complete" and "still in its backlog" in v.detail for v in violations)
+
+
+def test_replay_delivered_holds_a_replay_cut_short_by_a_kill_too() -> None:
+    log, stored = _restarted()
+    s = stored.subscriptions[S]
+    s.routed_in = {seq: 1 for seq in range(4)}
+    log.replays.append(Replay(S, 0, 0, 30.0, RESTART - 10, 31.0, RESTART - 9))
+    s.reopens = [(1, RESTART - 9.5)]  # durable, but incarnation 1 never delivered m1
+    violations = check(log, stored)
+    assert rules(violations) == {"replay-delivered"}
+    assert "cut short by a front-end kill" in violations[0].detail
+
+
+def test_ack_complete_catches_a_delivered_message_left_in_the_backlog() -> None:
+    log, stored = _run()
+    stored.subscriptions[S].backlog = frozenset({1})
+    violations = check(log, stored)
+    assert rules(violations) == {"ack-complete"}
+    assert "['m1']" in violations[0].detail
+
+
+def test_snapshot_once_catches_a_duplicated_and_an_invented_row() -> None:
+    log, stored = _run()
+    stored.subscriptions[S].live = [0, 1, 1, 2, 3, 7]
+    details = [v.detail for v in check(log, stored) if v.rule == "snapshot-once"]
+    assert len(details) == 2
+    assert any("more than once: [1]" in d for d in details)
+    assert any("never routed to it: [7]" in d for d in details)
+
+
+def test_deleted_acked_catches_a_row_deleted_before_its_ack() -> None:
+    log, stored = _run()
+    s = stored.subscriptions[S]
+    s.live = [2, 3]  # maintenance deleted 0 and 1: both acknowledged
+    assert check(log, stored) == []
+    s.acks = [(seq, at) for seq, at in s.acks if seq != 1]
+    violations = [v for v in check(log, stored) if v.rule == "deleted-acked"]
+    assert len(violations) == 1 and "without an ack row: [1]" in violations[0].detail
