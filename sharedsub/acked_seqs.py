@@ -50,6 +50,12 @@ class AckedSeqs:
         floor, above, holes = self._state
         return len(above) + len(holes)
 
+    def lowest_unsettled(self) -> int:
+        """A seq such that every row below it is settled as far as this knows: the floor + 1,
+        or a lower hole."""
+        floor, _above, holes = self._state
+        return min(floor + 1, min(holes, default=floor + 1))
+
     def __contains__(self, seq: object) -> bool:
         floor, above, holes = self._state
         if not isinstance(seq, int) or seq in holes:

@@ -209,13 +209,14 @@ def _previous_stop_was_unclean(settings: Settings) -> bool:
     return unclean
 
 
-def _start_maintenance(settings: Settings) -> Any:
-    """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs)."""
+def _start_maintenance(settings: Settings, settled_below: Any = None) -> Any:
+    """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs);
+    ``settled_below``: the front end's word on its non-durable subscriptions (maintenance.run_once)."""
     from sharedsub.maintenance import MaintenanceThread
 
     if settings.maintenance.interval <= 0 or "://" in settings.data_dir:
         return None
-    thread = MaintenanceThread(settings.data_dir, settings.maintenance)
+    thread = MaintenanceThread(settings.data_dir, settings.maintenance, settled_below)
     thread.start()
     return thread
 
@@ -301,7 +302,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
         else:
             print(f"sharedsub ready amqp://{host}:{port}", flush=True)
 
-    maintenance = _start_maintenance(settings)
+    maintenance = _start_maintenance(settings, server.handler.subscriptions.first_open_in_memory)
     try:
         server.run(on_started=announce)
     finally:

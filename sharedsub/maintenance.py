@@ -38,9 +38,10 @@ seconds) keeps them bounded:
    payload, goes when (a) the fan-out has routed it: it is in the topic's snapshot at the
    version its last *committed* micro-batch read (``<data>/_checkpoints/fanout``; no checkpoint
    there, nothing goes), (b) no active subscription generation of the topic holds it: a
-   non-durable one holds from its first routed row not settled for good per its ack log (the
-   front end keeps a non-durable subscription's acknowledgements in memory only, so that is its
-   lowest row: a non-durable subscription holds its topic from its first row until it ends), a
+   non-durable one holds from its first routed row not settled for good as the front end
+   consuming it vouches (:func:`run_once`'s ``settled_below``: its acknowledgements live in that
+   memory only, never in an ack log; the rows below are deleted from its table as a durable
+   one's acknowledged rows are; with no front end vouching, from its lowest row), a
    durable one from the lowest seq any data file of its table still has (a replay re-delivers
    what the table held at any version inside the history retention, and vacuum keeps exactly
    those files), rows the fan-out parked for a table it could not commit to hold too; a topic
@@ -190,13 +191,21 @@ def _step(report: Report, what: str, table: str, fn: Callable[[], int | None]) -
         return 0
 
 
-def _drop_acknowledged(root: str, record: SubscriptionRecord, policy: Policy, report: Report) -> int | None:
+def _drop_acknowledged(
+    root: str, record: SubscriptionRecord, policy: Policy, report: Report, settled_below: int | None = None
+) -> int | None:
     """Delete the acknowledged rows below the ack watermark; return the generation's first
-    routed seq not settled for good (None: none), which holds its topic's rows."""
+    routed seq not settled for good (None: none), which holds its topic's rows.
+
+    ``settled_below``: for a non-durable generation, the front end's word that every row below
+    it is settled (its acknowledgements are in that memory only, never in an ack log).
+    """
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
     routed = delta.read_seqs(table).to_numpy()
     settled = _settled_seqs(acks)
+    if settled_below is not None:
+        settled = np.union1d(settled, routed[routed < settled_below])
     first_open = retention.first_unsettled(routed, settled)
     watermark = ack_watermark(routed, settled)
     if watermark is None or int(np.count_nonzero(routed <= watermark)) < policy.min_acked_rows:
@@ -206,7 +215,8 @@ def _drop_acknowledged(root: str, record: SubscriptionRecord, policy: Policy, re
     deleted = _step(report, "delete acknowledged rows", table, lambda: delta.delete_rows(table, predicate, "acknowledged"))
     if deleted:
         report.acked_rows_deleted += deleted
-        _step(report, "delete acknowledgements", acks, lambda: delta.delete_rows(acks, predicate, "acknowledged"))
+        if delta.table_exists(acks):
+            _step(report, "delete acknowledgements", acks, lambda: delta.delete_rows(acks, predicate, "acknowledged"))
     return first_open
 
 
@@ -331,8 +341,16 @@ def _retain_topic(
         )
 
 
-def run_once(root: str, policy: Policy, *, now: dt.datetime | None = None) -> Report:
-    """One maintenance pass over the data dir ``root`` (local paths); see the module docstring."""
+SettledBelow = Callable[[SubscriptionRecord], "int | None"]
+"""The front end's :meth:`first_open_in_memory`: for a non-durable subscription generation it
+consumes, a seq every row below which is settled (None: it does not know)."""
+
+
+def run_once(
+    root: str, policy: Policy, *, now: dt.datetime | None = None, settled_below: SettledBelow | None = None
+) -> Report:
+    """One maintenance pass over the data dir ``root`` (local paths); see the module docstring.
+    ``settled_below`` lets a running front end vouch for its non-durable subscriptions."""
     now = now or dt.datetime.now(dt.UTC)
     report = Report()
     # Read before the catalog: a subscription created after this read starts above every row
@@ -345,7 +363,13 @@ def run_once(root: str, policy: Policy, *, now: dt.datetime | None = None) -> Re
     # a catalog at least as new as the one just read (ended non-durable tables may go then).
     written_ms = stored.commit_time_ms(layout.catalog_table(root), reader.version) if reader.version >= 0 else None
     caught_up = written_ms is not None and stored.read_fanout_progress(root).writes_follow(written_ms)
-    first_open = {r.key: _drop_acknowledged(root, r, policy, report) for r in records.values() if r.active}
+    first_open = {
+        r.key: _drop_acknowledged(
+            root, r, policy, report, settled_below(r) if settled_below and not r.identity.durable else None
+        )
+        for r in records.values()
+        if r.active
+    }
     with_tables = _subscription_tables(root, records, policy, report, now, caught_up)
     catalog = layout.catalog_table(root)
     if delta.table_exists(catalog):
@@ -376,16 +400,17 @@ class MaintenanceThread(threading.Thread):
     """Runs :func:`run_once` every ``policy.interval`` seconds until :meth:`stop`; start it only
     when the interval is positive (0 means maintenance is off)."""
 
-    def __init__(self, root: str, policy: Policy) -> None:
+    def __init__(self, root: str, policy: Policy, settled_below: SettledBelow | None = None) -> None:
         super().__init__(name="sharedsub-maintenance", daemon=True)
         self.root = root
         self.policy = policy
+        self.settled_below = settled_below
         self._stopping = threading.Event()  # not _stop: that name is a method threading.Thread calls
 
     def run(self) -> None:
         while not self._stopping.wait(self.policy.interval):
             try:
-                report = run_once(self.root, self.policy)
+                report = run_once(self.root, self.policy, settled_below=self.settled_below)
             except Exception:  # a run that fails entirely (catalog unreadable) is retried next time
                 log.exception("maintenance run failed")
                 continue

@@ -9,8 +9,8 @@ so a row may go only when nothing can deliver it again:
 * the fan-out has routed it: its file belongs to a topic version at or below the one the
   fan-out's last committed micro-batch read (:class:`FanoutProgress`);
 * no active subscription of the topic holds it (:func:`subscription_hold`): a non-durable one
-  holds from its first routed row not settled for good per its ack log (it has none: the front
-  end keeps a non-durable subscription's acknowledgements in memory, so that is its lowest row);
+  holds from its first routed row not settled for good as the front end consuming it vouches
+  (its acknowledgements are in that memory only; sharedsub.maintenance), else its lowest row;
   a durable one from the lowest seq any data file of its table still holds, because a replay
   (sharedsub.replay) re-delivers what the table held at any version inside the history
   retention, and vacuum keeps exactly the files those versions read;

@@ -37,6 +37,7 @@ from sharedsub.attach import (
 )
 from sharedsub.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
 from sharedsub.config import Settings
+from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import SharedSubError
 from sharedsub.model import SubscriptionRecord, SubscriptionState
 from sharedsub.outcomes import DeadLetter, Limits
@@ -235,7 +236,10 @@ class Subscriptions:
 
         def saved(result: Result) -> None:
             if result.error is not None:
-                refuse(link, "amqp:internal-error", f"could not store subscription {rec.identity.name!r}: {result.error}")
+                # A typed error carries its condition (a data dir taking no writes is
+                # resource-limit-exceeded); anything else is the service's fault.
+                condition = result.error.condition if isinstance(result.error, SharedSubError) else AmqpCondition.INTERNAL_ERROR
+                refuse(link, condition, f"could not store subscription {rec.identity.name!r}: {result.error}")
                 release()
                 return
             stored: SubscriptionRecord = result.value
@@ -382,6 +386,16 @@ class Subscriptions:
         rows may still be on their way to the log)."""
         acked = self._acked.get(rec.table)
         return acked.snapshot() if acked is not None else AckedSeqs()
+
+    def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
+        """For a non-durable subscription generation consumed here, the lowest seq that may still
+        be open: every row below it is settled (its acknowledgements live only in this memory,
+        sharedsub.acked_seqs). None for a durable one (its ack log says) or one this front end
+        has not consumed. Any thread (maintenance): reads one consistent state."""
+        acked = self._acked.get(rec.table)
+        if acked is None or rec.identity.durable:
+            return None
+        return acked.lowest_unsettled()
 
     def delivery_state_sizes(self) -> dict[str, int]:
         """Seqs held in memory per subscription generation table (acknowledged ones above the

@@ -166,3 +166,38 @@ def test_topics_the_catalog_and_ended_non_durable_subscriptions_are_trimmed(tmp_
             assert all(r.delivery_count >= 1 for r in again)
     finally:
         assert service.stop() == 0, service.log()[-3000:]
+
+
+def test_a_long_lived_non_durable_subscription_lets_its_topic_and_table_shrink(tmp_path: Path) -> None:
+    """A shared non-durable subscription that stays attached: its acknowledgements live only in
+    the front end's memory, which vouches for them to maintenance (in steps of about a thousand
+    acknowledged messages, sharedsub.acked_seqs), so its acknowledged rows leave its table and
+    the topic rows below them go while it lives; every message is delivered once."""
+    root = str(tmp_path)
+    delta.create_topic(root, "live")
+    # No compaction: it could merge the topic's files across the cut (the cut removes whole files).
+    env = dict(
+        FAST_MAINTENANCE,
+        SHAREDSUB_MAINTENANCE_MIN_ACKED_ROWS="100",
+        SHAREDSUB_MAINTENANCE_TOPIC_RETENTION_HOURS="0",
+        SHAREDSUB_MAINTENANCE_COMPACT_MIN_FILES="100000",
+    )
+    service = ServeProcess(tmp_path, env=env).start()
+    try:
+        with Subscriber(service.url, "live", container_id="live-app", credit=200, refill=True,
+                        **jms_shared_volatile("live")) as sub:
+            sub.wait_attached()
+            for batch in range(25):
+                publish(service.url, "live", [Message(body=batch * 100 + i) for i in range(100)])
+            got = sub.wait_count(2500)
+            assert sorted(r.message.body for r in got) == list(range(2500))
+            try:
+                wait_for(lambda: (_topic_seqs(tmp_path, "live") or [0])[0] >= 1000, 120, "topic rows below the floor removed")
+                wait_for(lambda: (_rows(tmp_path, "live") or [0])[0] >= 1000, 120, "acknowledged rows left the table")
+            except AssertionError as exc:
+                raise AssertionError(f"{exc}; log:\n{service.log()[-4000:]}") from None
+            publish(service.url, "live", [Message(body="marker")])
+            got = sub.wait_count(2501)
+            assert got[-1].message.body == "marker" and len({r.message.body for r in got}) == 2501
+    finally:
+        assert service.stop() == 0, service.log()[-3000:]
