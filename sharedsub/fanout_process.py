@@ -5,11 +5,14 @@ reactor never shares a GIL with Spark's driver callbacks and either side can be 
 restarted alone. The child prints ``sharedsub fanout running`` once its query has completed a
 first micro-batch; the supervisor restarts it (with backoff) if it exits unexpectedly.
 
-Starting is retried a bounded number of times (:data:`START_ATTEMPTS`): a job that exits before
-it came up, or neither comes up nor exits well past its startup timeout, is started again, each
-time with twice the ``[fanout] startup_timeout`` of the attempt before (passed to the child as
-``SHAREDSUB_FANOUT_STARTUP_TIMEOUT``); after the last attempt the supervisor gives up
-(:attr:`FanoutProcess.failed`). Why: after a SIGKILL the first micro-batch a new job completes
+Starting is retried a bounded number of times (:data:`START_ATTEMPTS`): a job that gives up
+before it came up (it exits with a code: its startup timeout passed, its query failed, its
+settings are wrong), or neither comes up nor exits well past its startup timeout, is started
+again, each time with twice the ``[fanout] startup_timeout`` of the attempt before (passed to the
+child as ``SHAREDSUB_FANOUT_STARTUP_TIMEOUT``); after the last attempt the supervisor gives up
+(:attr:`FanoutProcess.failed`). A job killed by someone else's signal before it came up (the
+crash suite, an operator, the OOM killer) did not fail to start: it is started again, with
+backoff, without counting. Why: after a SIGKILL the first micro-batch a new job completes
 is the one the killed job had planned, which may be a large catch-up batch; on a busy machine it
 did not finish within the timeout, and every start would fail the same way with the same
 timeout. A job that came up and died later is restarted without limit.
@@ -169,20 +172,21 @@ class FanoutProcess:
             elif text:
                 print(f"[fanout] {text}", file=sys.stderr, flush=True)
 
-    def _await_exit(self, proc: subprocess.Popen[str], came_up: threading.Event, deadline: float) -> None:
+    def _await_exit(self, proc: subprocess.Popen[str], came_up: threading.Event, deadline: float) -> bool:
         """Return once the child has exited, leaving it unreaped (its pid, the process group's
         id, stays reserved for :meth:`_kill_group`). A child that has neither come up nor exited
-        by ``deadline`` is killed with its group."""
+        by ``deadline`` is killed with its group; True when that happened."""
+        killed = False
         while True:
             try:
                 if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
-                    return
+                    return killed
             except ChildProcessError:  # reaped by stop()
-                return
-            if not came_up.is_set() and not self._stopping and time.monotonic() > deadline:
+                return killed
+            if not killed and not came_up.is_set() and not self._stopping and time.monotonic() > deadline:
                 log.error("fan-out job (pid %d) neither came up nor exited in time; killing it", proc.pid)
                 self._kill_group(proc)
-                deadline = float("inf")
+                killed = True
             time.sleep(0.2)
 
     @staticmethod
@@ -208,7 +212,7 @@ class FanoutProcess:
             came_up = threading.Event()
             relay = threading.Thread(target=self._relay, args=(proc, came_up), name="sharedsub-fanout-out", daemon=True)
             relay.start()
-            self._await_exit(proc, came_up, started + timeout + self.start_grace)
+            timed_out = self._await_exit(proc, came_up, started + timeout + self.start_grace)
             if self._stopping:
                 return
             self._kill_group(proc)  # before reaping: what is left of the job goes with it
@@ -221,6 +225,14 @@ class FanoutProcess:
                 failed_starts = 0
                 self._state = "restarting"
                 log.error("fan-out job exited with code %s; restarting", code)
+            elif code < 0 and not timed_out:
+                self._state = "restarting"
+                log.warning(
+                    "fan-out job was killed by signal %d before it came up (after %.0f s); starting it again in %.0f s",
+                    -code,
+                    ran,
+                    backoff,
+                )
             else:
                 failed_starts += 1
                 if failed_starts >= self.start_attempts:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from sharedsub.fanout_process import READY_LINE, FanoutProcess
 
-# argv: starts file, behaviour per start ("fail" | "ready" | "hang" | "orphan"), comma-separated
-# (the last one repeats).
+# argv: starts file, behaviour per start ("fail" | "ready" | "hang" | "orphan" | "killed"),
+# comma-separated (the last one repeats).
 CHILD = f"""
 import os, subprocess, sys, time
 starts = sys.argv[1]
@@ -35,6 +35,9 @@ elif what == "orphan":
     with open(starts + ".orphan", "w") as fh:
         fh.write(str(child.pid))
     sys.exit(1)
+elif what == "killed":
+    import signal
+    os.kill(os.getpid(), signal.SIGKILL)
 else:
     sys.exit(1)
 """
@@ -84,6 +87,18 @@ def test_a_job_that_comes_up_on_a_retry_makes_the_service_ready(tmp_path: Path) 
         assert fanout.wait_started(60) is True
         assert fanout.started() == ["-", "20"]
         assert fanout.status()["state"] == "running" and fanout.restarts == 1 and not fanout.failed.is_set()
+    finally:
+        fanout.stop(5)
+
+
+def test_a_job_killed_by_someone_else_before_it_came_up_is_started_again_without_counting(tmp_path: Path) -> None:
+    # As the crash suite does: SIGKILLs of the job while it starts are crashes, not failed starts.
+    fanout = Scripted(tmp_path, "killed,killed,killed,ready")
+    fanout.start()
+    try:
+        assert fanout.wait_started(60) is True
+        assert fanout.started() == ["-", "-", "-", "-"]
+        assert fanout.restarts == 3 and fanout.status()["last_exit"]["code"] == -9
     finally:
         fanout.stop(5)
 
