@@ -60,6 +60,7 @@ from sharedsub.errors import (
     DataDirInUse,
     HistoryUnavailable,
     InvalidAddress,
+    InvalidUser,
     ReplayInProgress,
     ReplayNotDurable,
     ServiceRefused,
@@ -70,6 +71,8 @@ from sharedsub.errors import (
     TopicExists,
     TopicInUse,
     TopicNotFound,
+    UserExists,
+    UserNotFound,
     VersionNotFound,
 )
 from sharedsub.model import SubscriptionRecord
@@ -108,6 +111,10 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (VersionNotFound, "usage"),
     (ReplayNotDurable, "usage"),
     (ReplayInProgress, "in-use"),
+    # users (sharedsub.users)
+    (UserExists, "exists"),
+    (UserNotFound, "not-found"),
+    (InvalidUser, "usage"),
 )
 
 

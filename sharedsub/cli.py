@@ -20,6 +20,10 @@ candidates are printed); 3 not found (topic, subscription); 4 already exists; 5 
 (``unsubscribe`` while consumers are attached, ``topics drop`` of a topic with subscriptions,
 consumers or publishers); 6 the data dir does not take writes (``serve``/``frontend`` on a full or
 read-only data dir).
+
+``users add|remove|list`` edit the users file (``[security] users_file``, sharedsub.users): 4 when
+``add`` names a user already there, 3 when ``remove`` names none, 2 for an invalid name or empty
+password. No command ever prints a password or a stored key.
 """
 
 from __future__ import annotations
@@ -119,6 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("expression", metavar="EXPR")
     _json(p)
     _replay_parser(sub)
+    _users_parser(sub)
     return parser
 
 
@@ -282,6 +287,9 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
 
+    # The amqp URL stays the third word (tests/service.py reads it); the amqps one follows when on.
+    ready_line = " ".join(u for u in ("sharedsub ready", server.url, server.tls_url) if u)
+
     def announce() -> None:
         if fanout is not None:
             fanout.start()
@@ -292,7 +300,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
                 # serves meanwhile, and a slow first micro-batch no longer ends the service.
                 nonlocal fanout_failed
                 if fanout.wait_started():
-                    print(f"sharedsub ready amqp://{host}:{port}", flush=True)
+                    print(ready_line, flush=True)
                 else:
                     fanout_failed = True
                     logging.getLogger("sharedsub").error("%s; stopping", fanout.failure)
@@ -300,7 +308,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
 
             threading.Thread(target=wait, name="sharedsub-ready", daemon=True).start()
         else:
-            print(f"sharedsub ready amqp://{host}:{port}", flush=True)
+            print(ready_line, flush=True)
 
     maintenance = _start_maintenance(settings, server.handler.subscriptions.first_open_in_memory)
     try:
@@ -485,6 +493,75 @@ def cmd_selector(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --------------------------------------------------------------------------- users
+# ``users add|remove|list``: the users file ([security] users_file, default <data>/_users.json,
+# sharedsub.users). A running service reads it again when it changes.
+
+
+def _users_parser(sub: Any) -> None:
+    users = sub.add_parser(
+        "users", help="users who may authenticate (SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", epilog=EPILOG
+    ).add_subparsers(dest="action", required=True)
+    p = users.add_parser("add", help="add a user (asks for the password; stores only SCRAM keys)", epilog=EPILOG)
+    p.add_argument("name")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    _common(p)
+    p = users.add_parser("remove", help="remove a user", epilog=EPILOG)
+    p.add_argument("name")
+    _common(p)
+    p = users.add_parser("list", help="list the users (names and mechanisms; never a secret)")
+    _common(p)
+    _json(p)
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    """The new user's password: stdin's first line, or asked twice on the terminal.
+
+    Raises:
+        InvalidUser: no terminal and no --password-stdin, or the two entries differ.
+    """
+    import getpass
+
+    from sharedsub.errors import InvalidUser
+
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise InvalidUser("no terminal to ask for the password: use --password-stdin")
+    first = getpass.getpass(f"password for {args.name}: ")
+    if getpass.getpass("again: ") != first:
+        raise InvalidUser("the passwords differ")
+    return first
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    """``users add|remove|list``."""
+    from sharedsub import users as users_file
+
+    settings = _settings(args)
+    path = users_file.users_path(settings.data_dir, settings.security.users_file)
+    current = users_file.load_users(path)
+    if args.action == "list":
+        if args.json:
+            print(json.dumps([{"name": n, "mechanisms": sorted(current[n])} for n in sorted(current)]))
+        else:
+            for name in sorted(current):
+                print(f"{name}\t{' '.join(sorted(current[name]))}")
+        return EXIT_OK
+    if args.action == "remove":
+        users_file.save_users(path, users_file.remove_user(current, args.name))
+        print(f"removed user {args.name} from {path}")
+        return EXIT_OK
+    if args.name in current:  # before asking for a password
+        from sharedsub.errors import UserExists
+
+        raise UserExists(args.name)
+    updated = users_file.add_user(current, args.name, _read_password(args))
+    users_file.save_users(path, updated)
+    print(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; mode 0600)")
+    return EXIT_OK
+
+
 # --------------------------------------------------------------------------- replay
 # ``replay SUB --version V | --timestamp T``: through the running service only (sharedsub.replay_client).
 
@@ -546,6 +623,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_unsubscribe(args)
         if args.command == "replay":
             return cmd_replay(args)
+        if args.command == "users":
+            return cmd_users(args)
     except SharedSubError as exc:
         print(f"error: {exc.description}", file=sys.stderr)
         return exit_code(exc)

@@ -110,6 +110,39 @@ class LogSettings:
     level: str = "INFO"  # DEBUG | INFO | WARNING | ERROR
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class SecuritySettings:
+    """[security]: SASL and TLS of the AMQP listeners (connectors/amqp/secure_listener.py)."""
+
+    # Offered to clients with a user name and password (checked against the users file).
+    mechanisms: str = "SCRAM-SHA-512 SCRAM-SHA-256 PLAIN"
+    # "auto": allowed while the users file holds no user (the behaviour before users existed);
+    # "true": always allowed; "false": never. Anonymous = SASL ANONYMOUS or no SASL layer at all.
+    anonymous: str = "auto"
+    users_file: str = ""  # "" = <data_dir>/_users.json
+    tls_port: int = -1  # amqps listener on [server] host: -1 = off, 0 = a free port
+    tls_cert: str = ""  # PEM certificate chain of the amqps listener
+    tls_key: str = ""  # PEM private key ("" = in tls_cert)
+    tls_ca: str = ""  # PEM CA certificates that client certificates are checked against ("" = none asked)
+    require_client_cert: bool = False  # refuse TLS clients without a certificate the CA verified
+    external: bool = False  # offer SASL EXTERNAL: the client certificate's subject CN is the user
+    auth_timeout: float = 10.0  # seconds a connection may take for TLS and SASL before it is closed
+    max_authenticating: int = 256  # connections in TLS or SASL at once; more are closed at accept
+
+    @property
+    def anonymous_mode(self) -> str:
+        """``anonymous`` in lower case: auto, true or false."""
+        return self.anonymous.lower()
+
+    @property
+    def mechanism_list(self) -> tuple[str, ...]:
+        """``mechanisms`` split on spaces and commas."""
+        return tuple(m for m in self.mechanisms.replace(",", " ").split() if m)
+
+
+SASL_PASSWORD_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+ANONYMOUS_MODES = ("auto", "true", "false")
+
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -125,6 +158,7 @@ class Settings:
     fanout: FanoutSettings = FanoutSettings()
     maintenance: MaintenanceSettings = MaintenanceSettings()
     log: LogSettings = LogSettings()
+    security: SecuritySettings = SecuritySettings()
 
     @property
     def data_dir(self) -> str:
@@ -141,6 +175,7 @@ _SECTIONS: dict[str, type] = {
     "fanout": FanoutSettings,
     "maintenance": MaintenanceSettings,
     "log": LogSettings,
+    "security": SecuritySettings,
 }
 
 
@@ -162,6 +197,10 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
             return int(value)
         if kind_name == "float":
             return float(value)
+        if isinstance(value, bool):  # e.g. anonymous = true in TOML
+            return "true" if value else "false"
+        if isinstance(value, list):  # e.g. mechanisms = ["PLAIN", "SCRAM-SHA-256"]
+            return " ".join(str(v) for v in value)
         return str(value)
     except (TypeError, ValueError):
         msg = f"expected {kind_name}, got {value!r}"
@@ -227,6 +266,32 @@ def _check(settings: Settings) -> None:
     if not s.storage.data_dir:
         raise ConfigError("storage.data_dir", "must not be empty")
     _check_observability(s)
+    _check_security(s)
+
+
+def _check_security(s: Settings) -> None:
+    """[security]."""
+    sec = s.security
+    for mech in sec.mechanism_list:
+        if mech not in SASL_PASSWORD_MECHANISMS:
+            raise ConfigError(
+                "security.mechanisms",
+                f"unknown mechanism {mech!r} (known: {', '.join(SASL_PASSWORD_MECHANISMS)}; "
+                "ANONYMOUS and EXTERNAL have their own keys)",
+            )
+    if sec.anonymous_mode not in ANONYMOUS_MODES:
+        raise ConfigError("security.anonymous", f"must be auto, true or false, got {sec.anonymous!r}")
+    if not -1 <= sec.tls_port <= 65535:
+        raise ConfigError("security.tls_port", f"must be -1 (off), 0 (a free port) or 1..65535, got {sec.tls_port}")
+    if sec.tls_port >= 0 and not sec.tls_cert:
+        raise ConfigError("security.tls_cert", "must name a PEM certificate when tls_port is set")
+    if (sec.require_client_cert or sec.external) and not sec.tls_ca:
+        key = "security.require_client_cert" if sec.require_client_cert else "security.external"
+        raise ConfigError(key, "needs security.tls_ca (the CA client certificates are checked against)")
+    if not 0 < sec.auth_timeout < float("inf"):
+        raise ConfigError("security.auth_timeout", f"must be positive seconds, got {sec.auth_timeout}")
+    if sec.max_authenticating <= 0:
+        raise ConfigError("security.max_authenticating", f"must be positive, got {sec.max_authenticating}")
 
 
 def _check_observability(s: Settings) -> None:

@@ -126,6 +126,26 @@ class ConfigError(SharedSubError):
         self.key = key
 
 
+class UserExists(SharedSubError):
+    """``users add`` of a user the users file already holds."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name!r} already exists; remove it first to set a new password")
+        self.name = name
+
+
+class UserNotFound(SharedSubError):
+    """``users remove`` of a user the users file does not hold."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"user {name!r} does not exist")
+        self.name = name
+
+
+class InvalidUser(SharedSubError):
+    """An invalid user name or password given to ``users add``."""
+
+
 class SubscriptionNotFound(SharedSubError):
     """A subscription named on the command line (or in a notebook) that the catalog does not hold."""
 

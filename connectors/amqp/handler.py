@@ -27,6 +27,7 @@ from sharedsub.committer import Committer, CreateTopic, Publish, Result
 from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.config import Settings
 from sharedsub.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
+from sharedsub.identity import Identities
 from sharedsub.payloads import PayloadCache
 from sharedsub.publish_window import PublishWindow
 from sharedsub.storage import delta
@@ -170,6 +171,8 @@ class FrontEnd(Handler):
         self.dropping: set[str] = set()
         self._pending_topic: dict[str, list[Callable[[BaseException | None], None]]] = {}
         self.connections: set[proton.Connection] = set()
+        # Who authenticated on each connection (the listener records it; sharedsub.identity).
+        self.identities = Identities()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -282,6 +285,8 @@ class FrontEnd(Handler):
             log.warning("refused a connection from container %r: server.max_connections (%d) reached", container, cap)
             return
         self.connections.add(conn)
+        who = self.identities.get(conn)
+        log.debug("connection from container %r, user %r (%s)", container, who.user, who.mechanism or "no SASL")
         if self.settings.server.idle_timeout and conn.transport is not None:
             # Proton advertises this in the open and closes the transport when nothing arrives
             # for that long (on_transport_closed then releases what the connection held).

@@ -5,6 +5,13 @@
 stop accepting, commit and settle everything already received, close connections, return.
 ``call(fn)`` runs ``fn`` on the reactor thread from any other thread (the admin endpoint's
 calls) and waits for the result it gives.
+
+Listeners (``[security]``, README "Security"): while the users file holds no user, anonymous
+clients are allowed (``anonymous = "auto"``) and TLS is off, proton's stock listener serves
+``[server] port`` as it always did (any client gets in, with SASL ANONYMOUS or none). Otherwise
+``SecureAcceptor`` (connectors/amqp/secure_listener.py) serves it, and also ``[security]
+tls_port`` (amqps) when that is not -1: they do TLS and SASL before the handler sees a connection,
+and record who authenticated in ``FrontEnd.identities``.
 """
 
 from __future__ import annotations
@@ -17,9 +24,12 @@ from typing import Any
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from sharedsub.config import Settings
-from sharedsub.errors import ServiceUnavailable
+from sharedsub.errors import ConfigError, ServiceUnavailable
+from sharedsub.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
+from sharedsub.users import UserStore, users_path
 
 from connectors.amqp.handler import CONTAINER_ID, FrontEnd
+from connectors.amqp.secure_listener import SecureAcceptor, tls_context
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +52,10 @@ class _Root(FrontEnd):
 
     def on_sharedsub_stop(self, event: Any) -> None:
         srv = self.server
-        if srv.acceptor is not None:
-            srv.acceptor.close()
-            srv.acceptor = None
+        for acceptor in (srv.acceptor, srv.tls_acceptor):
+            if acceptor is not None:
+                acceptor.close()
+        srv.acceptor = srv.tls_acceptor = None
         # Deliveries still unsettled now fail (their consumers are about to be disconnected);
         # recording that before the committer drains keeps their delivery counts across a restart.
         self.subscriptions.dispatcher.fail_outstanding()
@@ -60,6 +71,15 @@ class _Root(FrontEnd):
         self.server.injector.close()
         # Give the closing frames a moment to leave before the reactor ends.
         self.server.container.schedule(0.2, _StopContainer(self.server.container))
+
+
+def _offered(policy: SaslPolicy) -> list[str]:
+    """What ``policy`` offers a client, for the log (EXTERNAL only to verified certificates)."""
+    return [
+        *(["EXTERNAL"] if policy.external else []),
+        *(m for m in PASSWORD_MECHANISMS if m in policy.mechanisms),
+        *(["ANONYMOUS"] if policy.anonymous else []),
+    ]
 
 
 class _StopContainer:
@@ -84,25 +104,84 @@ class FrontEndServer:
         self.container.container_id = CONTAINER_ID
         self.container.selectable(self.injector)
         self.acceptor: Any = None
+        self.tls_acceptor: SecureAcceptor | None = None
         self.host = settings.server.host
         self.port = settings.server.port
+        self.tls_port: int | None = None  # the amqps port once listening; None: no TLS listener
+        self.users: UserStore | None = None
+        self.anonymous = True  # anonymous clients allowed (decided in listen())
         self._stopping = False
         # State of the embedded fan-out job for /health and /metrics (sharedsub.fanout_process
         # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
         self.fanout_status: Callable[[], dict[str, Any]] | None = None
 
     def listen(self) -> tuple[str, int]:
-        """Bind the listener; return the actual (host, port) (port 0 picks a free one)."""
+        """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a
+        free one; the amqps port is then in :attr:`tls_port`).
+
+        Raises:
+            ConfigError: a [security] file cannot be read (users file, certificate, key, CA), or
+                the amqps port cannot be bound.
+        """
+        sec = self.settings.security
+        self.users = UserStore(users_path(self.settings.data_dir, sec.users_file))
+        have_users = bool(self.users.names)
+        self.anonymous = anonymous_allowed(sec.anonymous_mode, have_users)
+        tls = tls_context(sec) if sec.tls_port >= 0 else None
         self.handler.start()
-        self.acceptor = self.container.listen(f"{self.host}:{self.port}")
-        sock = self.acceptor._selectable._delegate
-        self.port = sock.getsockname()[1]
+        if tls is None and self.anonymous and not have_users:
+            self.acceptor = self.container.listen(f"{self.host}:{self.port}")
+            self.port = self.acceptor._selectable._delegate.getsockname()[1]
+            log.info("listening on %s; anonymous clients allowed (no users in %s)", self.url, self.users.path,
+                     extra={"amqp_port": self.port, "anonymous": True})
+            return self.host, self.port
+        policy = SaslPolicy(
+            users=self.users.lookup,
+            mechanisms=sec.mechanism_list,
+            anonymous=self.anonymous,
+            external=sec.external,
+            external_user=self._external_user,
+        )
+        limits = {"auth_timeout": sec.auth_timeout, "max_authenticating": sec.max_authenticating}
+        identities = self.handler.identities
+        self.acceptor = SecureAcceptor(self.container, self.host, self.port, policy=policy, identities=identities, **limits)
+        self.port = self.acceptor.port
+        if tls is not None:
+            try:
+                self.tls_acceptor = SecureAcceptor(
+                    self.container, self.host, sec.tls_port, policy=policy, identities=identities, tls=tls, **limits
+                )
+            except OSError as exc:
+                self.acceptor.close()
+                self.handler.stop()
+                raise ConfigError("security.tls_port", f"cannot listen on {self.host}:{sec.tls_port}: {exc}") from None
+            self.tls_port = self.tls_acceptor.port
+        listeners = " and ".join(u for u in (self.url, self.tls_url) if u)
+        log.info(
+            "listening on %s; SASL %s; anonymous clients %s; %d users in %s",
+            listeners,
+            ", ".join(_offered(policy)),
+            "allowed" if self.anonymous else "refused",
+            len(self.users.names),
+            self.users.path,
+            extra={"amqp_port": self.port, "amqps_port": self.tls_port, "anonymous": self.anonymous},
+        )
         return self.host, self.port
+
+    def _external_user(self, common_name: str) -> str | None:
+        """SASL EXTERNAL: the client certificate's subject CN, when the users file holds that user."""
+        assert self.users is not None
+        return common_name if self.users.lookup(common_name) else None
 
     @property
     def url(self) -> str:
         """amqp:// URL clients connect to."""
         return f"amqp://{self.host}:{self.port}"
+
+    @property
+    def tls_url(self) -> str | None:
+        """amqps:// URL of the TLS listener, or None when there is none."""
+        return None if self.tls_port is None else f"amqps://{self.host}:{self.tls_port}"
 
     def run(self, on_started: Callable[[], None] | None = None) -> None:
         """Serve until :meth:`request_stop`."""

@@ -88,3 +88,39 @@ def test_observability_defaults_and_overrides() -> None:
 def test_full_disk_timeout_default_and_zero() -> None:
     assert load_settings(environ={}).storage.full_disk_timeout == 60.0  # conf/sharedsub.toml
     assert parse_settings({}, {"SHAREDSUB_STORAGE_FULL_DISK_TIMEOUT": "0"}).storage.full_disk_timeout == 0.0
+
+
+def test_security_defaults_keep_todays_open_listener() -> None:
+    sec = load_settings(environ={}).security
+    assert (sec.anonymous_mode, sec.tls_port, sec.users_file) == ("auto", -1, "")
+    assert sec.mechanism_list == ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+
+
+def test_security_from_environment_and_toml_types() -> None:
+    s = parse_settings(
+        {"security": {"anonymous": True, "mechanisms": ["PLAIN", "SCRAM-SHA-256"]}},
+        {"SHAREDSUB_SECURITY_TLS_PORT": "0", "SHAREDSUB_SECURITY_TLS_CERT": "/c.pem"},
+    )
+    assert (s.security.anonymous_mode, s.security.mechanism_list) == ("true", ("PLAIN", "SCRAM-SHA-256"))
+    assert (s.security.tls_port, s.security.tls_cert) == (0, "/c.pem")
+    assert parse_settings({}, {"SHAREDSUB_SECURITY_ANONYMOUS": "False"}).security.anonymous_mode == "false"
+
+
+@pytest.mark.parametrize(
+    ("doc", "key"),
+    [
+        ({"security": {"mechanisms": "PLAIN CRAM-MD5"}}, "security.mechanisms"),
+        ({"security": {"mechanisms": "ANONYMOUS"}}, "security.mechanisms"),
+        ({"security": {"anonymous": "sometimes"}}, "security.anonymous"),
+        ({"security": {"tls_port": -2}}, "security.tls_port"),
+        ({"security": {"tls_port": 0}}, "security.tls_cert"),
+        ({"security": {"external": True}}, "security.external"),
+        ({"security": {"require_client_cert": True}}, "security.require_client_cert"),
+        ({"security": {"auth_timeout": 0}}, "security.auth_timeout"),
+        ({"security": {"max_authenticating": 0}}, "security.max_authenticating"),
+    ],
+)
+def test_security_refusals(doc: dict[str, dict[str, object]], key: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(doc)
+    assert info.value.key == key
