@@ -9,14 +9,11 @@ the front end kept before sharedsub.acked_seqs) holds every one of them and fail
 
 from __future__ import annotations
 
-import urllib.request
-
 import pytest
 from proton import Message
 
-from sharedsub.discovery import read_service_file
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, uid, wait_for
-from tests.prometheus_text import parse
+from tests.http_probe import scrape
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -27,10 +24,7 @@ CREDIT = 200
 
 
 def delivery_state(service: ServeProcess, table_part: str) -> float | None:
-    info = read_service_file(str(service.data_dir))
-    assert info is not None
-    with urllib.request.urlopen(f"{info.admin_url}/metrics", timeout=30) as reply:
-        _, samples = parse(reply.read().decode())
+    samples = scrape(service)
     found = [v for (name, labels), v in samples.items()
              if name == "sharedsub_delivery_state_seqs" and table_part in dict(labels).get("table", "")]
     return max(found) if found else None

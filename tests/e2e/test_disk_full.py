@@ -12,24 +12,21 @@ serve started on such a data dir exits with code 6 and one line saying why.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from proton import Message
 
-from sharedsub.discovery import read_service_file
 from sharedsub.model import SubscriptionRecord
 from sharedsub.storage import delta, layout
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
-from tests.prometheus_text import parse, value
+from tests.prometheus_text import value
+from tests.http_probe import health, scrape
 from tests.service import ROOT, ServeProcess
 from tests.tmpfs import Tmpfs
 
@@ -66,21 +63,6 @@ def refusing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServePr
     yield from _serve(tmp_path_factory.mktemp("refusing"), "1")
 
 
-def health(svc: ServeProcess) -> tuple[int, dict]:
-    info = read_service_file(str(svc.data_dir))
-    assert info is not None
-    try:
-        with urllib.request.urlopen(f"{info.admin_url}/health", timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
-def scrape(svc: ServeProcess) -> dict:
-    info = read_service_file(str(svc.data_dir))
-    assert info is not None
-    with urllib.request.urlopen(f"{info.admin_url}/metrics", timeout=30) as reply:
-        return parse(reply.read().decode())[1]
 
 
 def storage(svc: ServeProcess) -> dict:

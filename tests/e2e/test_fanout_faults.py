@@ -8,22 +8,19 @@ making progress shows its topics as stalled in /health until it routes again.
 
 from __future__ import annotations
 
-import json
 import os
 import signal
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
 from proton import Message
 
-from sharedsub.discovery import read_service_file
 from sharedsub.model import SubscriptionRecord
 from sharedsub.storage import delta, layout
 from tests.amqp_peer import Subscriber, jms_durable, publish, uid, wait_for
 from tests.e2e.test_outcomes import record
-from tests.prometheus_text import parse, value
+from tests.prometheus_text import value
+from tests.http_probe import health, scrape
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -36,21 +33,6 @@ ENV = {
 WAIT = 240.0  # generous: two shared cores, a JVM
 
 
-def health(svc: ServeProcess) -> tuple[int, dict]:
-    info = read_service_file(str(svc.data_dir))
-    assert info is not None
-    try:
-        with urllib.request.urlopen(f"{info.admin_url}/health", timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
-
-
-def scrape(svc: ServeProcess) -> dict:
-    info = read_service_file(str(svc.data_dir))
-    assert info is not None
-    with urllib.request.urlopen(f"{info.admin_url}/metrics", timeout=30) as reply:
-        return parse(reply.read().decode())[1]
 
 
 def break_table(data_dir: Path, rec: SubscriptionRecord) -> str:

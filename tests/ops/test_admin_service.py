@@ -12,8 +12,6 @@ import re
 import subprocess
 import sys
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +21,8 @@ from proton import Message
 from sharedsub.discovery import ServiceInfo, read_service_file
 from sharedsub.storage import delta, layout
 from tests.amqp_peer import Received, Subscriber, jms_shared_durable, publish, uid, wait_for
-from tests.prometheus_text import parse, value
+from tests.http_probe import health, scrape
+from tests.prometheus_text import value
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -54,13 +53,6 @@ def service_info(svc: ServeProcess) -> ServiceInfo:
     return info
 
 
-def scrape(svc: ServeProcess) -> dict:
-    with urllib.request.urlopen(f"{service_info(svc).admin_url}/metrics", timeout=30) as reply:
-        assert reply.headers["Content-Type"].startswith("text/plain; version=0.0.4")
-        _, samples = parse(reply.read().decode())
-    return samples
-
-
 def key(container: str, name: str) -> str:
     return layout.subscription_key(container, name, shared=True, durable=True)
 
@@ -75,18 +67,10 @@ def test_service_file_and_health(svc: ServeProcess) -> None:
     info = service_info(svc)
     assert info.pid == svc.pid
     assert f"amqp://{info.amqp_host}:{info.amqp_port}" == svc.url
-    with urllib.request.urlopen(f"{info.admin_url}/health", timeout=30) as reply:
-        health = json.loads(reply.read())
-    assert health["ok"] is True and health["pid"] == svc.pid and health["amqp"] == svc.url
-    assert health["fanout"]["state"] == "running" and health["fanout"]["restarts"] == 0
-
-
-def _health(svc: ServeProcess) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(f"{service_info(svc).admin_url}/health", timeout=30) as reply:
-            return reply.status, json.loads(reply.read())
-    except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read())
+    status, doc = health(svc)
+    assert status == 200
+    assert doc["ok"] is True and doc["pid"] == svc.pid and doc["amqp"] == svc.url
+    assert doc["fanout"]["state"] == "running" and doc["fanout"]["restarts"] == 0
 
 
 def test_health_and_metrics_report_a_failed_fanout_job_until_it_runs_again(
@@ -97,16 +81,16 @@ def test_health_and_metrics_report_a_failed_fanout_job_until_it_runs_again(
         killed = proc.kill_fanout()
         # The supervisor counts the exit at once; a new job needs a backoff pause, a JVM and a
         # first micro-batch (many seconds) before it runs again.
-        wait_for(lambda: _health(proc)[1]["fanout"]["restarts"] == 1, 30, "the restart to be counted")
-        status, health = _health(proc)
-        assert status == 503 and health["ok"] is False, health
-        assert health["fanout"]["state"] in ("restarting", "starting")
-        assert health["fanout"]["last_exit"]["code"] is not None
+        wait_for(lambda: health(proc)[1]["fanout"]["restarts"] == 1, 30, "the restart to be counted")
+        status, doc = health(proc)
+        assert status == 503 and doc["ok"] is False, doc
+        assert doc["fanout"]["state"] in ("restarting", "starting")
+        assert doc["fanout"]["last_exit"]["code"] is not None
         assert value(scrape(proc), "sharedsub_fanout_up") == 0.0
-        wait_for(lambda: _health(proc)[0] == 200, 240, "the fan-out job to run again")
-        status, health = _health(proc)
-        assert health["ok"] is True and health["fanout"]["state"] == "running"
-        assert health["fanout"]["pid"] not in (None, killed)
+        wait_for(lambda: health(proc)[0] == 200, 240, "the fan-out job to run again")
+        status, doc = health(proc)
+        assert doc["ok"] is True and doc["fanout"]["state"] == "running"
+        assert doc["fanout"]["pid"] not in (None, killed)
         samples = scrape(proc)
         assert value(samples, "sharedsub_fanout_up") == 1.0
         assert value(samples, "sharedsub_fanout_restarts_total") == 1.0
