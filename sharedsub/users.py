@@ -32,11 +32,12 @@ from collections.abc import Mapping
 
 from sharedsub import scram
 from sharedsub.errors import ConfigError, InvalidUser, UserExists, UserNotFound
+from sharedsub.storage.layout import USERS_FILE
 
 log = logging.getLogger(__name__)
 
 FORMAT = 1
-DEFAULT_FILE = "_users.json"
+DEFAULT_FILE = USERS_FILE
 """The users file under the data dir when ``[security] users_file`` is empty."""
 
 UsersTable = dict[str, dict[str, scram.Credential]]

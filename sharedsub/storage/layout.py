@@ -13,6 +13,8 @@ Layout (all Delta tables unless noted)::
     <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
                                              table yet, kept until it can (Parquet; jobs/fanout.py)
     <data>/_service.json                     the running service: pid, AMQP and HTTP addresses (JSON)
+    <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.users),
+                                             unless [security] users_file names another path
 
 Pure: no I/O besides string handling.
 """
@@ -30,6 +32,7 @@ FANOUT_CHECKPOINT = "_checkpoints/fanout"
 FANOUT_STATS = "_checkpoints/fanout-stats.json"
 FANOUT_PENDING = "_fanout/pending"
 SERVICE_FILE = "_service.json"
+USERS_FILE = "_users.json"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.
