@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.secure_service import start_secure_service
 from tests.service import ROOT, ServeProcess
+from tests.tls_certs import java_truststore
 
 JMS_DIR = Path(__file__).resolve().parent
 POM = JMS_DIR / "pom.xml"
@@ -75,7 +77,11 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
     data.mkdir()
     log_path = tmp_path / "mvn.log"
     server = ServeProcess(data).start()
+    secure = None
     try:
+        # SecurityTest talks to a second, secured service (users file, amqps; tests/secure_service.py).
+        secure = start_secure_service(tmp_path)
+        trust_store = java_truststore(secure.certs, tmp_path / "truststore.p12")
         cmd = [
             mvn,
             "-B",
@@ -85,6 +91,11 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
             f"-Dsharedsub.url={server.url}",
             f"-Dsharedsub.dataDir={data}",
             f"-Dsharedsub.python={sys.executable}",
+            f"-Dsharedsub.secureUrl={secure.amqps_url}",
+            f"-Dsharedsub.secureAmqpUrl={secure.amqp_url}",
+            f"-Dsharedsub.trustStore={trust_store}",
+            f"-Dsharedsub.secureUser={secure.user}",
+            f"-Dsharedsub.securePassword={secure.password}",
         ]
         with log_path.open("w") as log:
             try:
@@ -97,6 +108,7 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
     finally:
         alive = server.proc is not None and server.proc.poll() is None
         code = server.stop()
+        secure_code = secure.process.stop() if secure is not None else 0
 
     problems: list[str] = []
     if code != 0:
@@ -105,6 +117,12 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
         problems.append(
             f"sharedsub serve {'died during the tier' if not alive else 'did not stop cleanly'} (exit {code}):\n"
             + "\n".join(server.stderr_lines[-40:])
+        )
+    if secure_code != 0:
+        assert secure is not None
+        problems.append(
+            f"the secured sharedsub frontend did not stop cleanly (exit {secure_code}):\n"
+            + "\n".join(secure.process.stderr_lines[-20:])
         )
     mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
     if rc is None:

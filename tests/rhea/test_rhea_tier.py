@@ -23,12 +23,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.secure_service import start_secure_service
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
 
 TIER = Path(__file__).resolve().parent
-MIN_TESTS = 39  # the tier as committed; a file that vanishes must not pass unnoticed
+MIN_TESTS = 43  # the tier as committed; a file that vanishes must not pass unnoticed
 NODE_TIMEOUT = 360  # seconds for the whole node run (it takes about a minute)
 
 
@@ -98,12 +99,20 @@ def test_rhea_tier(tmp_path: Path) -> None:
     data = tmp_path / "data"
     report = tmp_path / "rhea-junit.xml"
     service = ServeProcess(data).start()
+    secure = None
     try:
+        # security.test.js talks to a second, secured service (users file, amqps; tests/secure_service.py).
+        secure = start_secure_service(tmp_path)
         env = dict(
             os.environ,
             SHAREDSUB_URL=service.url,
             SHAREDSUB_DATA_DIR=str(data),
             SHAREDSUB_PYTHON=sys.executable,
+            SHAREDSUB_SECURE_URL=secure.amqps_url,
+            SHAREDSUB_SECURE_AMQP_URL=secure.amqp_url,
+            SHAREDSUB_SECURE_CA=str(secure.certs.ca),
+            SHAREDSUB_SECURE_USER=secure.user,
+            SHAREDSUB_SECURE_PASSWORD=secure.password,
             NODE_NO_WARNINGS="1",
         )
         cmd = [
@@ -124,6 +133,7 @@ def test_rhea_tier(tmp_path: Path) -> None:
     finally:
         alive = service.proc is not None and service.proc.poll() is None
         code = service.stop()
+        secure_code = secure.process.stop() if secure is not None else 0
 
     problems = []
     if not alive or code != 0:
@@ -131,6 +141,12 @@ def test_rhea_tier(tmp_path: Path) -> None:
         problems.append(
             f"sharedsub serve {'died during the tier' if not alive else 'did not stop cleanly'} (exit {code}):\n"
             + "\n".join(service.stderr_lines[-40:])
+        )
+    if secure_code != 0:
+        assert secure is not None
+        problems.append(
+            f"the secured sharedsub frontend did not stop cleanly (exit {secure_code}):\n"
+            + "\n".join(secure.process.stderr_lines[-20:])
         )
     output = (run.stdout + "\n" + run.stderr)[-8000:]
     if not report.exists():
