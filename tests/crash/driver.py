@@ -22,6 +22,9 @@ or the deadline passes; the result carries what :func:`tests.crash.invariants.ch
 
 The choices (which process, the gaps, which kills wait, when the third subscription comes) come
 from ``seed`` alone; where in its work each process is when it dies depends on the machine too.
+
+:class:`LoadedService` is the service, its clients and the end of a run (drain, check, clean
+stop) that :func:`crash_run` and the runs of tests/crash/scenarios.py share.
 """
 
 from __future__ import annotations
@@ -117,6 +120,213 @@ def schedule(seed: int, kills: int, frontend_share: float) -> list[str]:
     return kinds
 
 
+class LoadedService:
+    """``sharedsub serve`` on one data dir under the crash load, across its restarts.
+
+    :meth:`start` creates the topic, starts the first ``serve`` (port 0; every restart reuses the
+    port, so clients reconnect to one URL), attaches the shared and the unshared durable
+    subscription's consumers and starts the publisher. :meth:`kill_frontend` and
+    :meth:`kill_fanout` crash the service, :meth:`wait_recovered` waits until it is back and
+    delivering, :meth:`finish` ends the run: the publisher stops, the run polls until the
+    invariants hold or ``drain_timeout`` passes, the clients stop, the invariants are checked
+    and the last ``serve`` must stop cleanly on SIGTERM. :meth:`close` (always) kills what is
+    left and writes every incarnation's log to ``logs_dir``. Every wait is bounded and fails
+    with an AssertionError naming what it waited for and the seed.
+    """
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        seed: int,
+        env: dict[str, str] | None = None,
+        rate: float = 10.0,
+        settle_delay: float = 0.3,
+        recovery_timeout: float = 240.0,
+        logs_dir: Path | None = None,
+        progress: Callable[[str], None] = lambda _line: None,
+    ) -> None:
+        self.data_dir, self.root = data_dir, str(data_dir)
+        self.seed = seed
+        self.env = env or {}
+        self.rate, self.settle_delay = rate, settle_delay
+        self.recovery_timeout = recovery_timeout
+        self.logs_dir = logs_dir
+        self.progress = progress
+        self.recorder = Recorder()
+        self.serves: list[ServeProcess] = []
+        self.clients: list[Consumer | Publisher] = []
+        self.kills: list[Kill] = []
+        self.started = time.monotonic()
+        self.url = ""
+        self.port = 0
+        self.publisher: Publisher | None = None
+        self.log: invariants.ClientLog | None = None
+        self.violations: list[Violation] = []
+
+    @property
+    def serve(self) -> ServeProcess:
+        """The current incarnation's process."""
+        return self.serves[-1]
+
+    def elapsed(self) -> float:
+        """Seconds since the run started."""
+        return time.monotonic() - self.started
+
+    def delivered(self, subscription: str = DURABLE) -> int:
+        """Deliveries recorded so far for ``subscription``."""
+        return self.recorder.counts().get(f"delivered:{subscription}", 0)
+
+    def start(self) -> None:
+        """Topic, first ``serve``, consumers and publisher; returns once a message was delivered."""
+        self.started = time.monotonic()
+        delta.create_topic(self.root, TOPIC)
+        self.recorder.new_incarnation()
+        self.serves.append(ServeProcess(self.data_dir, env=self.env).start())
+        self.url = self.serve.url
+        self.port = int(self.url.rsplit(":", 1)[1])
+        self.progress(f"serve 0 ready at {self.url} after {self.elapsed():.1f} s")
+        self.clients += [
+            self._consumer(SHARED, "crash-shared|global", "crash-client-shared-1", ["topic", "shared", "global"]),
+            self._consumer(SHARED, "crash-shared|global2", "crash-client-shared-2", ["topic", "shared", "global"]),
+            self._consumer(DURABLE, "crash-durable", "crash-client-durable", ["topic"]),
+        ]
+        _wait(lambda: len(self.recorder.snapshot().subscriptions) == 2, 60, "the first subscriptions to attach")
+        self.publisher = Publisher(self.url, self.recorder, topic=TOPIC, name="p1", rate=self.rate)
+        self.publisher.start()
+        self.clients.append(self.publisher)
+        _wait(lambda: self.delivered() > 0, self.recovery_timeout, "the first delivery")
+
+    def _consumer(self, subscription: str, link: str, container: str, caps: list[str]) -> Consumer:
+        c = Consumer(
+            self.url,
+            self.recorder,
+            subscription=subscription,
+            topic=TOPIC,
+            link=link,
+            container=container,
+            capabilities=caps,
+            incarnation=lambda: self.recorder.incarnation,
+            settle_delay=self.settle_delay,
+        )
+        c.start()
+        return c
+
+    def add_late(self) -> None:
+        """Create the third subscription (LATE) by attaching its consumer now."""
+        self.clients.append(self._consumer(LATE, "crash-late", "crash-client-late", ["topic", "shared"]))
+
+    def wait_running(self, what: str) -> float:
+        """Wait until the server is ready and its current fan-out child reported running."""
+        serve = self.serve
+        return _wait(
+            lambda: serve.ready and (child := serve.fanout_pid()) is not None and child in serve.fanout_running_pids(),
+            self.recovery_timeout,
+            f"{what} (seed {self.seed})",
+        )
+
+    def kill_frontend(self) -> int:
+        """SIGKILL the front end (reaped: its incarnation is dead) and start the next one at once,
+        without waiting for it; return the dead one's pid."""
+        serve = self.serve
+        pid = serve.pid
+        serve.kill()
+        self.recorder.new_incarnation()
+        self.serves.append(ServeProcess(self.data_dir, port=self.port, env=self.env).start(wait=False))
+        return pid
+
+    def kill_fanout(self, what: str) -> int:
+        """SIGKILL the fan-out job (waiting for a child to exist first); return its pid."""
+        serve = self.serve
+        _wait(lambda: serve.fanout_pid() is not None, self.recovery_timeout, f"a fan-out child to kill ({what}, seed {self.seed})")
+        return serve.kill_fanout()
+
+    def wait_recovered(self, kind: str, pid: int, before: int, reported: int, what: str, ready_timeout: float | None = None) -> float:
+        """Wait until the service is back after a kill of ``kind`` (pid ``pid``): ready line
+        (within ``ready_timeout``, default the recovery timeout), a new fan-out child reported
+        running after a fan-out kill (``reported``: how many the log named before it), and
+        deliveries beyond ``before``. Return the seconds it took from now."""
+        serve = self.serve
+        start = time.monotonic()
+        try:
+            serve.wait_ready(self.recovery_timeout if ready_timeout is None else ready_timeout)
+        except RuntimeError as exc:
+            raise AssertionError(f"{what} (seed {self.seed}): {exc}") from None
+        if kind == FANOUT:
+            _wait(lambda: any(p != pid for p in serve.fanout_running_pids()[reported:]), self.recovery_timeout, what)
+        _wait(lambda: self.delivered() > before, self.recovery_timeout, what)
+        return time.monotonic() - start
+
+    def record_kill(
+        self, kind: str, at: float, pid: int, recovered: float | None, *, total: int | None = None, note: str = ""
+    ) -> None:
+        """Add a kill to the run's list and report it (``note`` says where it landed)."""
+        self.kills.append(Kill(kind, at - self.started, pid, recovered))
+        self.progress(
+            f"kill {len(self.kills)}{f'/{total}' if total else ''}: {kind} pid {pid} at {at - self.started:.1f} s{note}"
+            + (f", back and delivering after {recovered:.1f} s" if recovered is not None else "")
+            + f"; {self.recorder.counts()}"
+        )
+
+    def stored(self) -> invariants.Stored:
+        """What the tables hold now (read-only; the service may be running)."""
+        return read_stored(self.root, [TOPIC], IDENTITIES)
+
+    def finish(self, drain_timeout: float, before_stop: Callable[[], list[Violation]] | None = None) -> list[Violation]:
+        """Stop publishing, wait (at most ``drain_timeout``) until no rule that waiting can still
+        satisfy is broken, stop the clients, check; ``before_stop`` adds checks that need the
+        running service; then the last ``serve`` must stop cleanly on SIGTERM."""
+        assert self.publisher is not None
+        self.publisher.finish()
+        self.progress(f"publisher finished at {self.elapsed():.1f} s; draining")
+
+        def draining() -> bool:
+            """True while a rule that waiting can still satisfy is broken (the others are final)."""
+            found = invariants.check(self.recorder.snapshot(), self.stored())
+            return bool(invariants.rules(found) & invariants.EVENTUAL)
+
+        deadline = time.monotonic() + drain_timeout
+        while draining() and time.monotonic() < deadline:
+            time.sleep(1.0)
+        for c in self.clients:
+            c.stop()
+        self.log = self.recorder.snapshot()
+        violations = invariants.check(self.log, self.stored())
+        if before_stop is not None:
+            violations += before_stop()
+        code = self.serve.stop()
+        if code != 0:
+            violations.append(Violation("clean-stop", f"sharedsub serve exited with {code} on SIGTERM after the run"))
+        self.violations = violations
+        self.progress(f"done at {self.elapsed():.1f} s: {len(violations)} violations")
+        return violations
+
+    def close(self) -> None:
+        """Stop the clients, kill every incarnation still alive, write the logs (if asked to)."""
+        for c in self.clients:
+            c.stop()
+        for serve in self.serves:
+            serve.kill()
+        if self.logs_dir is not None:
+            self.logs_dir.mkdir(parents=True, exist_ok=True)
+            for n, serve in enumerate(self.serves):
+                (self.logs_dir / f"serve-{n}.log").write_text(serve.log())
+
+    def result(self) -> CrashResult:
+        """The run's :class:`CrashResult` (after :meth:`finish`)."""
+        assert self.log is not None
+        return CrashResult(
+            seed=self.seed,
+            kills=self.kills,
+            violations=self.violations,
+            log=self.log,
+            counts=self.recorder.counts(),
+            client_errors={c.name: c.errors for c in self.clients},
+            duration=self.elapsed(),
+            serve_log_tail=self.serve.log()[-6000:],
+        )
+
+
 def crash_run(
     data_dir: Path,
     *,
@@ -141,126 +351,41 @@ def crash_run(
     rng = random.Random(seed)
     kinds = schedule(seed, kills, frontend_share)
     late_after = rng.randrange(kills // 4, max(kills // 2, kills // 4 + 1)) if kills else 0
-    root = str(data_dir)
-    delta.create_topic(root, TOPIC)
-    recorder = Recorder()
-    started = time.monotonic()
-    recorder.new_incarnation()
-    serves = [ServeProcess(data_dir).start()]
-    url = serves[0].url
-    port = int(url.rsplit(":", 1)[1])
-    progress(f"serve 0 ready at {url} after {time.monotonic() - started:.1f} s")
-
-    def consumer(subscription: str, link: str, container: str, caps: list[str]) -> Consumer:
-        c = Consumer(
-            url,
-            recorder,
-            subscription=subscription,
-            topic=TOPIC,
-            link=link,
-            container=container,
-            capabilities=caps,
-            incarnation=lambda: recorder.incarnation,
-            settle_delay=settle_delay,
-        )
-        c.start()
-        return c
-
-    def delivered() -> int:
-        return recorder.counts().get(f"delivered:{DURABLE}", 0)
-
-    clients: list[Consumer | Publisher] = [
-        consumer(SHARED, "crash-shared|global", "crash-client-shared-1", ["topic", "shared", "global"]),
-        consumer(SHARED, "crash-shared|global2", "crash-client-shared-2", ["topic", "shared", "global"]),
-        consumer(DURABLE, "crash-durable", "crash-client-durable", ["topic"]),
-    ]
-    kill_log: list[Kill] = []
-    publisher = Publisher(url, recorder, topic=TOPIC, name="p1", rate=rate)
+    run = LoadedService(
+        data_dir,
+        seed=seed,
+        rate=rate,
+        settle_delay=settle_delay,
+        recovery_timeout=recovery_timeout,
+        logs_dir=logs_dir,
+        progress=progress,
+    )
     try:
-        _wait(lambda: len(recorder.snapshot().subscriptions) == 2, 60, "the first subscriptions to attach")
-        publisher.start()
-        clients.append(publisher)
-        _wait(lambda: delivered() > 0, recovery_timeout, "the first delivery")
+        run.start()
         for i, kind in enumerate(kinds):
-            serve = serves[-1]
             if rng.random() < steady_share:
                 # Kill while messages flow end to end rather than while a JVM starts: wait until
                 # the server is ready and its current fan-out child reported running.
-                _wait(
-                    lambda: serve.ready
-                    and (child := serve.fanout_pid()) is not None
-                    and child in serve.fanout_running_pids(),
-                    recovery_timeout,
-                    f"the service to run before kill {i + 1} (seed {seed})",
-                )
+                run.wait_running(f"the service to run before kill {i + 1}")
             time.sleep(rng.uniform(*gap))
+            what = f"kill {i + 1}"
             if kind == FANOUT:  # right after a restart the child may not exist yet
-                _wait(lambda: serve.fanout_pid() is not None, recovery_timeout, f"a fan-out child to kill (kill {i + 1}, seed {seed})")
-            before = delivered()
-            reported = len(serve.fanout_running_pids())
+                _wait(lambda: run.serve.fanout_pid() is not None, recovery_timeout, f"a fan-out child to kill ({what}, seed {seed})")
+            before = run.delivered()
+            reported = len(run.serve.fanout_running_pids())
             at = time.monotonic()
-            if kind == FRONTEND:
-                pid = serve.pid
-                serve.kill()  # SIGKILL, and reaped: this incarnation is dead
-                recorder.new_incarnation()
-                serve = ServeProcess(data_dir, port=port).start(wait=False)
-                serves.append(serve)
-            else:
-                pid = serve.kill_fanout()
+            pid = run.kill_frontend() if kind == FRONTEND else run.kill_fanout(what)
             recovered: float | None = None
             # The next kill may come before the service is back (a kill during recovery); every
             # ``recover_every``-th kill, and the last, waits until it is back and delivering again.
             if (i + 1) % recover_every == 0 or i == len(kinds) - 1:
-                what = f"recovery from kill {i + 1} ({kind} pid {pid}, seed {seed})"
-                serve.wait_ready(recovery_timeout)
-                if kind == FANOUT:
-                    _wait(lambda: any(p != pid for p in serve.fanout_running_pids()[reported:]), recovery_timeout, what)
-                _wait(lambda: delivered() > before, recovery_timeout, what)
+                run.wait_recovered(kind, pid, before, reported, f"recovery from kill {i + 1} ({kind} pid {pid}, seed {seed})")
                 recovered = time.monotonic() - at
-            kill_log.append(Kill(kind, at - started, pid, recovered))
-            progress(
-                f"kill {i + 1}/{kills}: {kind} pid {pid} at {at - started:.1f} s"
-                + (f", back and delivering after {recovered:.1f} s" if recovered is not None else "")
-                + f"; {recorder.counts()}"
-            )
+            run.record_kill(kind, at, pid, recovered, total=kills)
             if i == late_after:
-                clients.append(consumer(LATE, "crash-late", "crash-client-late", ["topic", "shared"]))
+                run.add_late()
         time.sleep(rng.uniform(*gap))
-        publisher.finish()
-        progress(f"publisher finished at {time.monotonic() - started:.1f} s; draining")
-
-        def draining() -> bool:
-            """True while a rule that waiting can still satisfy is broken (the others are final)."""
-            found = invariants.check(recorder.snapshot(), read_stored(root, [TOPIC], IDENTITIES))
-            return bool(invariants.rules(found) & invariants.EVENTUAL)
-
-        deadline = time.monotonic() + drain_timeout
-        while draining() and time.monotonic() < deadline:
-            time.sleep(1.0)
-        for c in clients:
-            c.stop()
-        log = recorder.snapshot()
-        violations = invariants.check(log, read_stored(root, [TOPIC], IDENTITIES))
-        code = serves[-1].stop()
-        if code != 0:
-            violations.append(Violation("clean-stop", f"sharedsub serve exited with {code} on SIGTERM after the run"))
-        progress(f"done at {time.monotonic() - started:.1f} s: {len(violations)} violations")
+        run.finish(drain_timeout)
     finally:
-        for c in clients:
-            c.stop()
-        for serve in serves:
-            serve.kill()
-        if logs_dir is not None:
-            logs_dir.mkdir(parents=True, exist_ok=True)
-            for n, serve in enumerate(serves):
-                (logs_dir / f"serve-{n}.log").write_text(serve.log())
-    return CrashResult(
-        seed=seed,
-        kills=kill_log,
-        violations=violations,
-        log=log,
-        counts=recorder.counts(),
-        client_errors={c.name: c.errors for c in clients},
-        duration=time.monotonic() - started,
-        serve_log_tail=serves[-1].log()[-6000:],
-    )
+        run.close()
+    return run.result()
