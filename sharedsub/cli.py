@@ -235,16 +235,23 @@ def _require_writable(data_dir: str) -> None:
     """
     from sharedsub.errors import StorageUnavailable
     from sharedsub.storage import diskspace
+    from sharedsub.storage.private import ensure_data_dir, open_to_others
     from sharedsub.write_faults import fault_errno
 
     try:
-        os.makedirs(data_dir, exist_ok=True)
+        ensure_data_dir(data_dir)  # 0700 when this creates it
         diskspace.probe_write(data_dir)
     except OSError as exc:
         code = fault_errno(exc)
         if code is None:
             raise
         raise StorageUnavailable(data_dir, code, os.strerror(code)) from None
+    mode = open_to_others(data_dir)
+    if mode is not None:
+        logging.getLogger("sharedsub").warning(
+            "the data dir %s has mode %o: other users of this machine may read its messages; "
+            "chmod 700 it (a data dir sharedsub creates is 0700)", data_dir, mode
+        )
 
 
 def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
@@ -608,6 +615,10 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sharedsub`` console script."""
     args = build_parser().parse_args(argv)
+    from sharedsub.storage.private import owner_only_umask
+
+    # Everything this process (and the fan-out child it starts) creates is owner-only.
+    previous_umask = owner_only_umask()
     try:
         if args.command in ("serve", "frontend"):
             return cmd_serve(args, with_fanout=args.command == "serve")
@@ -628,6 +639,8 @@ def main(argv: list[str] | None = None) -> int:
     except SharedSubError as exc:
         print(f"error: {exc.description}", file=sys.stderr)
         return exit_code(exc)
+    finally:
+        os.umask(previous_umask)
     return EXIT_USAGE
 
 

@@ -57,8 +57,10 @@ def write_service_file(root: str, info: ServiceInfo) -> None:
     path = _local(root)
     if path is None:
         return
+    # mkstemp creates it 0600; said again here: the file is the owner's only.
     fd, tmp = tempfile.mkstemp(prefix="._service-", suffix=".tmp", dir=os.path.dirname(path))
     try:
+        os.fchmod(fd, 0o600)
         with os.fdopen(fd, "w") as fh:
             json.dump(dataclasses.asdict(info), fh)
         os.replace(tmp, path)
@@ -101,6 +103,10 @@ def own_data_dir(root: str) -> DataDirLock:
     # Read-only: flock needs no write access, and a file held open for writing would keep the
     # file system from being remounted read-only under a running service.
     fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a lock file left by an older version may have another mode
+    except OSError:
+        pass  # not ours to change (someone else's file): the lock still works
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

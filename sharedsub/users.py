@@ -32,6 +32,7 @@ from collections.abc import Mapping
 
 from sharedsub import scram
 from sharedsub.errors import ConfigError, InvalidUser, UserExists, UserNotFound
+from sharedsub.storage.private import ensure_data_dir
 from sharedsub.storage.layout import USERS_FILE
 
 log = logging.getLogger(__name__)
@@ -144,7 +145,7 @@ def save_users(path: str, users: Mapping[str, Mapping[str, scram.Credential]]) -
     """Replace ``path`` with ``users``: written to a temporary file created with mode 0600 in the
     same directory, synced, then renamed over it (readers see the old or the new file whole)."""
     directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    ensure_data_dir(directory)  # 0700 when this creates it (usually the data dir)
     fd, tmp = tempfile.mkstemp(prefix=".users-", dir=directory)  # mkstemp creates it 0600
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:

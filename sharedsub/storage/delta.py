@@ -27,6 +27,7 @@ from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundErr
 
 from sharedsub.errors import TopicExists, TopicNotFound
 from sharedsub.storage import layout, schemas
+from sharedsub.storage.private import ensure_data_dir
 
 # commitInfo key marking the commits sharedsub's maintenance makes (value: what it did).
 MAINTENANCE_MARK = "sharedsub.maintenance"
@@ -67,6 +68,7 @@ def create_topic(root: str, name: str) -> str:
     path = layout.topic_table(root, name)
     if table_exists(path):
         raise TopicExists(name)
+    ensure_data_dir(root)  # 0700 when this creates it
     os.makedirs(_local(path), exist_ok=True)
     try:
         DeltaTable.create(path, schemas.TOPIC, mode="error", name=name, configuration=DEFAULT_TABLE_CONFIG)

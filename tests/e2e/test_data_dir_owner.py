@@ -45,3 +45,25 @@ def test_the_lock_dies_with_its_process(tmp_path_factory: pytest.TempPathFactory
         assert second.ready
     finally:
         assert second.stop() == 0
+
+
+def test_a_served_data_dir_is_owner_only(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A data dir ``frontend`` creates is 0700, its ``_service.json`` and owner lock 0600, and nothing it writes there is open to group or others, even when it
+    was started with a permissive umask."""
+    import stat
+
+    data = tmp_path_factory.mktemp("private") / "data"  # not there yet: the service creates it
+    previous = os.umask(0o022)  # the child inherits it
+    try:
+        svc = ServeProcess(data, command="frontend", extra_args=["--auto-create-topics"]).start()
+    finally:
+        os.umask(previous)
+    try:
+        assert [o.state for o in publish(svc.url, "private-topic", [Message(body="x")])] == ["accepted"]
+        mode = lambda name: stat.S_IMODE((data / name).stat().st_mode)  # noqa: E731
+        assert (mode("."), mode("_service.json"), mode("_owner.lock")) == (0o700, 0o600, 0o600)
+        created = [os.path.join(d, n) for d, dirs, files in os.walk(data) for n in dirs + files]
+        assert any("private-topic" in p for p in created)
+        assert [p for p in created if os.stat(p).st_mode & 0o077] == []
+    finally:
+        assert svc.stop() == 0
