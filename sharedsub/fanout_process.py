@@ -219,6 +219,10 @@ class FanoutProcess:
             code = proc.wait()
             relay.join(10)  # its pipe closed with the group; the last lines (a ready line) are in
             ran = time.monotonic() - started
+            # Back off only while the job cannot come up (a crash loop); one that was running and
+            # then died is restarted after the shortest pause, however short its run.
+            if came_up.is_set() or ran > 60:
+                backoff = 1.0
             self.restarts += 1
             self._last_exit = (code, time.time())
             if came_up.is_set():
@@ -256,10 +260,6 @@ class FanoutProcess:
                     backoff,
                     self.startup_timeout * 2**failed_starts,
                 )
-            # Back off only while the job cannot come up (a crash loop); one that was running and
-            # then died is restarted after the shortest pause, however short its run.
-            if came_up.is_set() or ran > 60:
-                backoff = 1.0
             time.sleep(backoff)
             backoff = min(backoff * 2, 30.0)
 
