@@ -1,7 +1,7 @@
 """Soak: publish and consume at a steady rate for minutes; is the brokers' memory flat?
 
     .venv/bin/python bench/soak.py [--duration 600] [--warmup 120] [--rate 1000]
-                                   [--brokers rabbitmq,sharedsub] [--sample 10]
+                                   [--brokers rabbitmq,sharedsub] [--sample 10] [--serve-env K=V ...]
 
 For each broker in turn (never both at once), with the same python-qpid-proton client code as
 bench/run.py's latency measurement: one publisher sends 1 KB durable messages at ``--rate``
@@ -57,12 +57,10 @@ def rss_of(pid: int) -> int | None:
 
 def metrics_url(data_dir: str) -> str | None:
     """The /metrics URL the running serve recorded in its discovery file."""
-    try:
-        with open(os.path.join(data_dir, "_service.json"), encoding="utf-8") as f:
-            http = json.load(f).get("http")
-    except (OSError, ValueError):
-        return None
-    return f"{http.rstrip('/')}/metrics" if http else None
+    from sharedsub.discovery import read_service_file  # the project under test
+
+    info = read_service_file(data_dir)
+    return f"{info.admin_url}/metrics" if info is not None and info.admin_url else None
 
 
 def gauge_total(url: str, name: str) -> float | None:
@@ -142,11 +140,13 @@ def summarise(broker: str, samples: list[dict[str, Any]], warmup: float, load: d
 
 def soak(target: Any, broker: str, args: argparse.Namespace, emit: Any) -> dict[str, Any]:
     with target:
-        route = target.route("soak", subscribe=True)
+        # sharedsub's topic is created before it starts (the CLI writes the data dir); RabbitMQ's
+        # queue is declared once it runs.
         if isinstance(target, SharedSubService):
-            target.create_topics([route.publish_address])
+            target.create_topics([target.route("soak", subscribe=True).publish_address])
         log(f"starting {broker}")
         target.start()
+        route = target.route("soak", subscribe=True)
         pid = target.broker_pid()
         metrics = metrics_url(target.data_dir) if isinstance(target, SharedSubService) else None
         sampler = Sampler(broker, pid, args.sample, emit, metrics)
@@ -194,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sample", type=float, default=10.0, help="seconds between memory samples (default 10)")
     p.add_argument("--brokers", default="rabbitmq,sharedsub", help="comma-separated: rabbitmq, sharedsub")
     p.add_argument("--out-dir", default=os.path.join(HERE, "out"))
+    p.add_argument("--serve-env", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra environment of sharedsub serve, e.g. SHAREDSUB_MAINTENANCE_INTERVAL=60 (repeatable)")
     args = p.parse_args(argv)
     os.makedirs(args.out_dir, exist_ok=True)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -211,7 +213,8 @@ def main(argv: list[str] | None = None) -> int:
         if broker == "rabbitmq":
             target: Any = RabbitMQPeer(log=log)
         elif broker == "sharedsub":
-            target = SharedSubService(log=log, log_path=os.path.join(args.out_dir, f"soak-serve-{stamp}.log"))
+            env = dict(item.split("=", 1) for item in args.serve_env)
+            target = SharedSubService(log=log, log_path=os.path.join(args.out_dir, f"soak-serve-{stamp}.log"), env=env)
         else:
             p.error(f"unknown broker {broker!r}")
         summary = soak(target, broker, args, emit)
