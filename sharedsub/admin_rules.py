@@ -93,6 +93,8 @@ ERROR_CODES: dict[str, tuple[int, int]] = {
     "exists": (EXIT_EXISTS, 409),
     "in-use": (EXIT_IN_USE, 409),
     "storage": (EXIT_STORAGE, 503),
+    # the HTTP endpoint's own refusals (connectors/http/admin.py): no or a wrong admin token
+    "unauthorized": (EXIT_ERROR, 401),
 }
 
 _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (

@@ -69,7 +69,7 @@ def _server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--auto-create-topics", action="store_true", default=None, help="create topics on first use")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default: [log] level, INFO)")
     p.add_argument("--log-format", choices=("text", "json"), help="log lines as text or one JSON object each (default: [log] format)")
-    p.add_argument("--http-host", help="HTTP endpoint address (default: [server] http_host, else --host)")
+    p.add_argument("--http-host", help="HTTP endpoint address (default: [server] http_host, 127.0.0.1)")
     p.add_argument(
         "--http-port", type=int, help="HTTP endpoint port: metrics, health, admin (default 0 = a free port; -1 = off)"
     )
@@ -173,8 +173,15 @@ def _start_http(server: Any, settings: Settings) -> Any:
 
     if settings.server.http_port < 0:
         return None
-    host = settings.server.http_host or settings.server.host
-    http = AdminHttpServer(host, settings.server.http_port, build_routes(server))
+    # Loopback unless http_host is set: GET /health and /metrics need no token.
+    host = settings.server.http_host or "127.0.0.1"
+    http = AdminHttpServer(
+        host,
+        settings.server.http_port,
+        build_routes(server),
+        request_timeout=settings.server.http_request_timeout,
+        max_connections=settings.server.http_max_connections,
+    )  # a random admin token, recorded in _service.json (0600) for the CLI
     try:
         http.start()
     except OSError as exc:
@@ -191,7 +198,13 @@ def _announce_service(settings: Settings, host: str, port: int, http: Any) -> No
     from sharedsub.discovery import ServiceInfo, write_service_file
 
     info = ServiceInfo(
-        os.getpid(), host, port, http.host if http else None, http.port if http else None, time.time()
+        os.getpid(),
+        host,
+        port,
+        http.host if http else None,
+        http.port if http else None,
+        time.time(),
+        admin_token=http.token if http else None,
     )
     try:
         write_service_file(settings.data_dir, info)

@@ -33,8 +33,11 @@ class ServerSettings:
     max_sessions_per_connection: int = 256  # 0 = unlimited
     max_links_per_connection: int = 1024  # 0 = unlimited
     # HTTP endpoint (metrics, health, admin calls): connectors/http.
-    http_host: str = ""  # "" = the AMQP host
+    # Loopback unless set: the endpoint's GETs need no token ("" = 127.0.0.1 too).
+    http_host: str = "127.0.0.1"
     http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
+    http_request_timeout: float = 10.0  # seconds one HTTP request may take (slow clients are cut off)
+    http_max_connections: int = 64  # HTTP connections served at once; more are answered 503
     metrics_backlog_interval: float = 5.0  # seconds a computed backlog serves scrapes
 
 
@@ -300,6 +303,10 @@ def _check_observability(s: Settings) -> None:
         raise ConfigError("server.http_port", f"must be -1 (off), 0 (a free port) or 1..65535, got {s.server.http_port}")
     if s.server.metrics_backlog_interval < 0:
         raise ConfigError("server.metrics_backlog_interval", "must not be negative")
+    if not 0 < s.server.http_request_timeout < float("inf"):
+        raise ConfigError("server.http_request_timeout", f"must be positive seconds, got {s.server.http_request_timeout}")
+    if s.server.http_max_connections <= 0:
+        raise ConfigError("server.http_max_connections", f"must be positive, got {s.server.http_max_connections}")
     if s.log.format not in LOG_FORMATS:
         raise ConfigError("log.format", f"must be one of {', '.join(LOG_FORMATS)}, got {s.log.format!r}")
     if s.log.level.upper() not in LOG_LEVELS:

@@ -35,6 +35,9 @@ class ServiceInfo:
     http_host: str | None  # None: the HTTP endpoint is off ([server] http_port = -1)
     http_port: int | None
     started_at: float  # seconds since the epoch
+    # Bearer token every POST /admin/... must carry (connectors/http/admin.py); None from an
+    # older service. Only the service's user can read it: the file is 0600 in a 0700 data dir.
+    admin_token: str | None = dataclasses.field(default=None, repr=False)
 
     @property
     def admin_url(self) -> str | None:
@@ -57,7 +60,7 @@ def write_service_file(root: str, info: ServiceInfo) -> None:
     path = _local(root)
     if path is None:
         return
-    # mkstemp creates it 0600; said again here: the file is the owner's only.
+    # mkstemp creates it 0600; said again here because the file holds the admin token.
     fd, tmp = tempfile.mkstemp(prefix="._service-", suffix=".tmp", dir=os.path.dirname(path))
     try:
         os.fchmod(fd, 0o600)
@@ -163,8 +166,9 @@ def running_service(root: str) -> ServiceInfo | None:
 
 
 def call_admin(info: ServiceInfo, path: str, body: dict[str, Any], *, timeout: float = 60.0) -> dict[str, Any]:
-    """POST ``body`` to ``path`` of the service's endpoint; return its JSON reply, success
-    (``ok`` true) or a refusal (``ok`` false, see sharedsub.admin_rules.error_body).
+    """POST ``body`` to ``path`` of the service's endpoint with the admin token ``_service.json``
+    recorded; return its JSON reply, success (``ok`` true) or a refusal (``ok`` false, see
+    sharedsub.admin_rules.error_body; ``unauthorized`` when the token is missing or wrong).
 
     Raises:
         ServiceUnavailable: the endpoint is off, unreachable, or answered something not JSON.
@@ -175,9 +179,10 @@ def call_admin(info: ServiceInfo, path: str, body: dict[str, Any], *, timeout: f
             f"a service runs on this data dir (pid {info.pid}) with its HTTP endpoint off "
             "([server] http_port = -1); enable it, or stop the service to work offline"
         )
-    request = urllib.request.Request(
-        base + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
+    headers = {"Content-Type": "application/json"}
+    if info.admin_token:
+        headers["Authorization"] = f"Bearer {info.admin_token}"
+    request = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers=headers, method="POST")
     deadline = time.monotonic() + timeout
     try:
         try:

@@ -48,9 +48,12 @@ def test_the_lock_dies_with_its_process(tmp_path_factory: pytest.TempPathFactory
 
 
 def test_a_served_data_dir_is_owner_only(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """A data dir ``frontend`` creates is 0700, its ``_service.json`` and owner lock 0600, and nothing it writes there is open to group or others, even when it
+    """A data dir ``frontend`` creates is 0700, its ``_service.json`` (which holds the admin token)
+    and owner lock 0600, and nothing it writes there is open to group or others, even when it
     was started with a permissive umask."""
     import stat
+
+    from sharedsub.discovery import read_service_file
 
     data = tmp_path_factory.mktemp("private") / "data"  # not there yet: the service creates it
     previous = os.umask(0o022)  # the child inherits it
@@ -62,6 +65,9 @@ def test_a_served_data_dir_is_owner_only(tmp_path_factory: pytest.TempPathFactor
         assert [o.state for o in publish(svc.url, "private-topic", [Message(body="x")])] == ["accepted"]
         mode = lambda name: stat.S_IMODE((data / name).stat().st_mode)  # noqa: E731
         assert (mode("."), mode("_service.json"), mode("_owner.lock")) == (0o700, 0o600, 0o600)
+        info = read_service_file(str(data))
+        assert info is not None and info.admin_token  # the admin token is in that file only
+        assert info.admin_token not in svc.log()
         created = [os.path.join(d, n) for d, dirs, files in os.walk(data) for n in dirs + files]
         assert any("private-topic" in p for p in created)
         assert [p for p in created if os.stat(p).st_mode & 0o077] == []

@@ -78,7 +78,7 @@ def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
 
 def test_observability_defaults_and_overrides() -> None:
     s = load_settings(environ={})
-    assert (s.server.http_host, s.server.http_port, s.server.metrics_backlog_interval) == ("", 0, 5.0)
+    assert (s.server.http_host, s.server.http_port, s.server.metrics_backlog_interval) == ("127.0.0.1", 0, 5.0)
     assert (s.log.format, s.log.level) == ("text", "INFO")
     s = parse_settings({}, {"SHAREDSUB_LOG_FORMAT": "json", "SHAREDSUB_SERVER_HTTP_PORT": "-1"}, {"log.level": "debug"})
     assert (s.log.format, s.server.http_port, s.log.level) == ("json", -1, "debug")
