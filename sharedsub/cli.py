@@ -64,7 +64,9 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 def _server_flags(p: argparse.ArgumentParser) -> None:
     _common(p)
-    p.add_argument("--host", help="listen address (default 127.0.0.1)")
+    p.add_argument(
+        "--host", help="listen address (default 127.0.0.1; one not on loopback needs users or [security] anonymous = true)"
+    )
     p.add_argument("--port", type=int, help="listen port (default 5672; 0 picks a free port)")
     p.add_argument("--auto-create-topics", action="store_true", default=None, help="create topics on first use")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default: [log] level, INFO)")
@@ -239,6 +241,44 @@ def _start_maintenance(settings: Settings, settled_below: Any = None) -> Any:
     return thread
 
 
+def _host_is_loopback(host: str) -> bool:
+    """``[server] host`` is a loopback address, or a name that resolves to loopback only."""
+    import socket
+
+    from sharedsub.exposure import is_loopback
+
+    if is_loopback(host):
+        return True
+    try:
+        addresses = [str(info[4][0]) for info in socket.getaddrinfo(host, None)] if host else []
+    except OSError:
+        addresses = []
+    return is_loopback(host, addresses)
+
+
+def _refuse_anonymous_network(settings: Settings) -> bool:
+    """Secure by default (sharedsub.exposure): refuse to serve anonymous clients on a network
+    address unless ``[security] anonymous = "true"`` says so; return whether the host is loopback.
+
+    Raises:
+        ConfigError: ``[server] host`` is not loopback, the users file holds no user and
+            ``anonymous`` is ``"auto"`` (exit 2; the line names the settings).
+    """
+    from sharedsub.errors import ConfigError
+    from sharedsub.exposure import refusal
+    from sharedsub.users import load_users, users_path
+
+    host = settings.server.host
+    loopback = _host_is_loopback(host)
+    if loopback:
+        return True
+    path = users_path(settings.data_dir, settings.security.users_file)
+    problem = refusal(host, loopback, bool(load_users(path)), settings.security.anonymous_mode, path)
+    if problem is not None:
+        raise ConfigError("server.host", problem)
+    return False
+
+
 def _require_writable(data_dir: str) -> None:
     """Refuse to start on a local data dir that does not take writes: every publish would be
     held and then refused, so say so now (exit 6) instead of at the first publish.
@@ -278,6 +318,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     # need the GIL briefly and often. A short switch interval keeps them from queuing behind the
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
     sys.setswitchinterval(0.0005)
+    loopback = _refuse_anonymous_network(settings)
     if "://" not in settings.data_dir:
         _require_writable(settings.data_dir)
     from sharedsub.discovery import own_data_dir
@@ -285,6 +326,11 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     owner = own_data_dir(settings.data_dir)  # held until the process ends (DataDirInUse if taken)
     server = FrontEndServer(settings, after_unclean_stop=_previous_stop_was_unclean(settings))
     host, port = server.listen()
+    from sharedsub.exposure import open_warning
+
+    warning = open_warning(host, loopback, server.anonymous, [u for u in (server.url, server.tls_url) if u])
+    if warning is not None:
+        logging.getLogger("sharedsub").warning(warning, extra={"anonymous": True})
     try:
         http = _start_http(server, settings)
     except SharedSubError:

@@ -9,8 +9,11 @@ One service refuses anonymous clients (users exist; the default); another allows
 
 from __future__ import annotations
 
+import os
 import socket
 import ssl
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,9 +25,10 @@ from proton.utils import BlockingConnection
 
 from sharedsub import sasl_frames as sf
 from sharedsub import users as uf
+from sharedsub.discovery import read_service_file
 from sharedsub.storage import delta
 from tests.amqp_peer import wait_for
-from tests.service import ServeProcess
+from tests.service import ROOT, ServeProcess
 from tests.tls_certs import Certs, make_certs
 
 pytestmark = pytest.mark.e2e
@@ -260,3 +264,52 @@ def _read_until_closed(sock: socket.socket, timeout: float) -> bytes:
         pass
     return out
 
+
+
+# ------------------------------------------------------------------ secure by default (sharedsub.exposure)
+
+
+def _frontend_on_all_addresses(data: Path, **env: str) -> ServeProcess:
+    return ServeProcess(data, command="frontend", extra_args=["--host", "0.0.0.0"], env=env, ready_timeout=60)
+
+
+def test_no_users_on_a_network_address_refuses_to_start(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    done = subprocess.run(
+        [sys.executable, "-m", "sharedsub", "frontend", "--data-dir", str(data), "--host", "0.0.0.0", "--port", "0"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+        env={k: v for k, v in os.environ.items() if not k.startswith("SHAREDSUB_")},
+    )
+    assert done.returncode == 2, done.stderr[-2000:]
+    assert "sharedsub ready" not in done.stdout
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, done.stderr[-2000:]
+    for needed in ("'server.host'", "0.0.0.0", "[server] host", "[security] users_file", '[security] anonymous = "true"'):
+        assert needed in errors[0]
+    assert not (data / "_service.json").exists()
+
+
+def test_anonymous_true_accepts_the_risk_and_warns(tmp_path: Path) -> None:
+    svc = _frontend_on_all_addresses(tmp_path / "data", SHAREDSUB_SECURITY_ANONYMOUS="true").start()
+    try:
+        assert svc.ready and svc.url.startswith("amqp://0.0.0.0:")
+        assert "WARNING" in svc.log() and "anonymous clients may connect from the network on amqp://0.0.0.0:" in svc.log()
+        port = int(svc.url.rsplit(":", 1)[1])
+        connection = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=10)
+        connection.close()
+        info = read_service_file(str(svc.data_dir))
+        assert info is not None and info.http_host == "127.0.0.1"  # the HTTP endpoint stays on loopback
+    finally:
+        assert svc.stop() == 0
+
+
+def test_with_a_user_a_network_address_is_fine(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    uf.save_users(uf.users_path(str(data), ""), uf.add_user({}, "alice", PASSWORD))
+    svc = _frontend_on_all_addresses(data).start()
+    try:
+        assert svc.ready
+        assert "anonymous clients refused" in svc.log()
+        assert "may connect from the network" not in svc.log()
+    finally:
+        assert svc.stop() == 0
