@@ -30,7 +30,7 @@ class Collector:
 
     def wait(self, n: int) -> list[Result]:
         with self.cond:
-            assert self.cond.wait_for(lambda: len(self.results) >= n, 60)
+            assert self.cond.wait_for(lambda: len(self.results) >= n, 120), f"{len(self.results)} of {n} results"
             return list(self.results)
 
 

@@ -10,7 +10,6 @@ are parked, then written once the data dir takes writes again.
 from __future__ import annotations
 
 import datetime as dt
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,11 +18,12 @@ import pyarrow as pa
 import pytest
 
 from connectors.amqp.translate import message_columns
-from sharedsub.committer import Ack, Barrier, Committer, Publish, Result
+from sharedsub.committer import Ack, Barrier, Committer, Publish
 from sharedsub.errors import StorageUnavailable
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout, schemas
 from tests.amqp_peer import wait_for
+from tests.storage.test_committer import Collector
 from tests.tmpfs import Tmpfs
 
 PAGE = 4096
@@ -102,22 +102,6 @@ def test_a_commit_that_landed_although_delta_rs_raised_is_not_made_again(disk: T
 
 
 # --------------------------------------------------------------------------- committer
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.results: list[Result] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, results: list[Result]) -> None:
-        with self.cond:
-            self.results.extend(results)
-            self.cond.notify_all()
-
-    def wait(self, n: int) -> list[Result]:
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.results) >= n, 120), f"{len(self.results)} of {n} results"
-            return list(self.results)
 
 
 def _publish(i: int) -> Publish:
