@@ -273,7 +273,9 @@ class Tailer:
         compacted together may overlap in seq). Every row queued later has a higher seq than
         every row queued now: the dispatch rules rely on rows coming in seq order.
         """
-        take = _BACKLOG_FILES + sum(1 for f in feed.backlog_files if f.first_seq is None)
+        take = _BACKLOG_FILES
+        while take - _BACKLOG_FILES < len(feed.backlog_files) and feed.backlog_files[take - _BACKLOG_FILES].first_seq is None:
+            take += 1  # files without statistics sort first and all go with the first slice
         files, feed.backlog_files = feed.backlog_files[:take], feed.backlog_files[take:]
         try:
             read = delta.read_files([f.path for f in files], _ROW_COLUMNS)
