@@ -2,8 +2,9 @@
 
 The contract (shared/DESIGN.md §6): ``serve --data-dir D --port 0`` prints exactly one line
 ``sharedsub ready amqp://HOST:PORT`` on stdout once it accepts connections and the fan-out job
-runs, and stops cleanly on SIGTERM. Publishing is a sender link whose target is the topic name;
-subscribing is a receiver link whose source is the topic name.
+runs (``sharedsub ready amqp://HOST:PORT amqps://HOST:TLS_PORT`` with a TLS listener, see
+:func:`parse_ready_line`), and stops cleanly on SIGTERM. Publishing is a sender link whose
+target is the topic name; subscribing is a receiver link whose source is the topic name.
 """
 
 from __future__ import annotations
@@ -27,6 +28,20 @@ READY_PREFIX = "sharedsub ready "
 
 class ServiceError(RuntimeError):
     """sharedsub could not be started or driven."""
+
+
+def parse_ready_line(line: str) -> tuple[str, str | None] | None:
+    """Return (amqp URL, amqps URL or None) of a ready line, or None for any other line.
+
+    ``sharedsub ready amqp://HOST:PORT`` or ``sharedsub ready amqp://HOST:PORT amqps://HOST:TLS_PORT``.
+    """
+    if not line.startswith(READY_PREFIX):
+        return None
+    urls = line[len(READY_PREFIX) :].split()
+    amqp = next((u for u in urls if u.startswith("amqp://")), None)
+    if amqp is None:
+        return None
+    return amqp, next((u for u in urls if u.startswith("amqps://")), None)
 
 
 def sharedsub_executable() -> str:
@@ -60,6 +75,7 @@ class SharedSubService(procstat.BrokerMetrics):
         self._stdout_lines: queue.Queue[str | None] = queue.Queue()
         self._stderr_path = log_path  # serve's stderr (its log), kept for diagnosis
         self.url = ""
+        self.tls_url: str | None = None  # amqps://HOST:TLS_PORT when serve runs a TLS listener
         self.version = ""
         self.stop_s: float | None = None
 
@@ -103,8 +119,9 @@ class SharedSubService(procstat.BrokerMetrics):
             if line is None:
                 msg = f"sharedsub serve closed stdout before ready ({self._tail()})"
                 raise ServiceError(msg)
-            if line.startswith(READY_PREFIX):
-                self.url = line[len(READY_PREFIX) :].strip()
+            urls = parse_ready_line(line)
+            if urls is not None:
+                self.url, self.tls_url = urls
                 return time.perf_counter() - t0
 
     def _read_stdout(self) -> None:

@@ -194,7 +194,9 @@ def _start_http(server: Any, settings: Settings) -> Any:
     return http
 
 
-def _announce_service(settings: Settings, host: str, port: int, http: Any) -> None:
+def _announce_service(settings: Settings, host: str, port: int, http: Any, tls_port: int | None = None) -> None:
+    """Write ``<data>/_service.json``: pid, the amqp (and amqps, ``tls_port``) and HTTP
+    addresses, the admin token (sharedsub.discovery)."""
     import time
 
     from sharedsub.discovery import ServiceInfo, write_service_file
@@ -207,6 +209,7 @@ def _announce_service(settings: Settings, host: str, port: int, http: Any) -> No
         http.port if http else None,
         time.time(),
         admin_token=http.token if http else None,
+        amqps_port=tls_port,
     )
     try:
         write_service_file(settings.data_dir, info)
@@ -336,7 +339,7 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
     except SharedSubError:
         server.handler.stop()
         raise
-    _announce_service(settings, host, port, http)
+    _announce_service(settings, host, port, http, server.tls_port)
     fanout = (
         FanoutProcess(settings.data_dir, config=args.config, startup_timeout=settings.fanout.startup_timeout)
         if with_fanout

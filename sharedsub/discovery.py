@@ -38,6 +38,19 @@ class ServiceInfo:
     # Bearer token every POST /admin/... must carry (connectors/http/admin.py); None from an
     # older service. Only the service's user can read it: the file is 0600 in a 0700 data dir.
     admin_token: str | None = dataclasses.field(default=None, repr=False)
+    # The amqps listener's port on ``amqp_host`` ([security] tls_port); None: no TLS listener
+    # (or an older service).
+    amqps_port: int | None = None
+
+    @property
+    def amqp_url(self) -> str:
+        """``amqp://HOST:PORT`` as the ready line prints it."""
+        return f"amqp://{self.amqp_host}:{self.amqp_port}"
+
+    @property
+    def amqps_url(self) -> str | None:
+        """``amqps://HOST:TLS_PORT`` as the ready line prints it, or None without a TLS listener."""
+        return None if self.amqps_port is None else f"amqps://{self.amqp_host}:{self.amqps_port}"
 
     @property
     def admin_url(self) -> str | None:
@@ -116,7 +129,7 @@ def own_data_dir(root: str) -> DataDirLock:
         os.close(fd)
         info = read_service_file(root)
         alive = info is not None and pid_alive(info.pid)
-        address = f"amqp://{info.amqp_host}:{info.amqp_port}" if alive and info is not None else None
+        address = info.amqp_url if alive and info is not None else None
         raise DataDirInUse(root, info.pid if alive and info is not None else None, address) from None
     return DataDirLock(fd)
 

@@ -39,6 +39,7 @@ class ServeProcess:
         self.ready_timeout = ready_timeout
         self.port = port
         self.url = ""
+        self.tls_url: str | None = None  # the amqps URL when the ready line names one
         self.proc: subprocess.Popen[str] | None = None
         self.stderr_lines: list[str] = []
         self.stdout_lines: list[str] = []
@@ -64,7 +65,10 @@ class ServeProcess:
             for line in self.proc.stdout:
                 self.stdout_lines.append(line.rstrip("\n"))
                 if line.startswith("sharedsub ready "):
-                    self.url = line.split()[2]
+                    # ``sharedsub ready amqp://HOST:PORT [amqps://HOST:TLS_PORT]``
+                    urls = line.split()[2:]
+                    self.url = urls[0]
+                    self.tls_url = next((u for u in urls[1:] if u.startswith("amqps://")), None)
                     self._ready.set()
 
         def read_stderr() -> None:

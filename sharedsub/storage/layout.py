@@ -12,7 +12,7 @@ Layout (all Delta tables unless noted)::
     <data>/_checkpoints/fanout-stats.json    the fan-out job's batch statistics (JSON, replaced per batch)
     <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
                                              table yet, kept until it can (Parquet; jobs/fanout.py)
-    <data>/_service.json                     the running service: pid, AMQP and HTTP addresses (JSON)
+    <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.users),
                                              unless [security] users_file names another path
 
