@@ -317,6 +317,9 @@ def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
 
     settings = _settings(args)
     _log(settings)
+    from sharedsub.memprofile import start_from_env
+
+    start_from_env(os.environ)  # off unless SHAREDSUB_TRACEMALLOC_DIR is set (diagnosis)
     # The reactor thread is CPU-bound Python; the committer and tailer threads call into Rust and
     # need the GIL briefly and often. A short switch interval keeps them from queuing behind the
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
