@@ -75,6 +75,12 @@ def tree_cpu_seconds(root: int) -> float:
     return total / _CLK_TCK
 
 
+def process_cpu_seconds(pid: int) -> float | None:
+    """Return CPU seconds (user + system, all threads) of process ``pid`` alone, or None when it is gone."""
+    fields = _stat_fields(pid)
+    return None if fields is None else (int(fields[11]) + int(fields[12])) / _CLK_TCK
+
+
 def tree_cpu_by_command(root: int) -> dict[str, float]:
     """Return CPU seconds (user + system) of ``root`` and its live descendants, summed per command
     name (``/proc/<pid>/comm``, e.g. ``sharedsub``, ``java``, ``python``)."""

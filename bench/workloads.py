@@ -101,9 +101,14 @@ def encode_messages(count: int, size: int, props: PropsFn | None = None) -> list
 class _Workload(MessagingHandler):
     """Connection, deadline and clean shutdown shared by the workloads."""
 
-    def __init__(self, url: str, *, timeout_s: float, prefetch: int = 0, auto_accept: bool = True) -> None:
+    def __init__(
+        self, url: str, *, timeout_s: float, prefetch: int = 0, auto_accept: bool = True,
+        connect_options: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(prefetch=prefetch, auto_accept=auto_accept, auto_settle=True)
         self.url = url
+        # Extra keyword arguments of Container.connect: user, password, allowed_mechs, ssl_domain...
+        self.connect_options = connect_options or {}
         self.timeout_s = timeout_s
         self.timed_out = False
         self.errors: list[str] = []
@@ -115,7 +120,7 @@ class _Workload(MessagingHandler):
 
     def on_start(self, event: Any) -> None:
         self._container = event.container
-        self._conn = event.container.connect(self.url, reconnect=False)
+        self._conn = event.container.connect(self.url, reconnect=False, **self.connect_options)
         self._deadline = event.container.schedule(self.timeout_s, _Call(self._on_deadline))
         self.open_links(event.container, self._conn)
 
@@ -192,9 +197,9 @@ class _Workload(MessagingHandler):
 class _PublishThroughput(_Workload):
     def __init__(
         self, url: str, address: str, *, warmup: int, count: int, window: int, size: int,
-        timeout_s: float, cpu_probe: CpuProbe,
+        timeout_s: float, cpu_probe: CpuProbe, connect_options: dict[str, Any] | None = None,
     ) -> None:
-        super().__init__(url, timeout_s=timeout_s)
+        super().__init__(url, timeout_s=timeout_s, connect_options=connect_options)
         self.address = address
         self.warmup, self.count, self.window, self.size = warmup, count, window, size
         self.total = warmup + count
@@ -265,9 +270,12 @@ class _PublishThroughput(_Workload):
 
 def publish_throughput(
     url: str, address: str, *, warmup: int, count: int, window: int = 1000, size: int = 1024,
-    timeout_s: float = 120.0, cpu_probe: CpuProbe = lambda: None,
+    timeout_s: float = 120.0, cpu_probe: CpuProbe = lambda: None, connect_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Publish ``warmup + count`` durable messages; time the last ``count`` accepted ones.
+
+    ``connect_options``: extra arguments of ``Container.connect`` (credentials, SASL
+    mechanisms, an ``SSLDomain`` for amqps URLs; bench/tls_cost.py).
 
     Returns:
         ``msgs_per_s`` over the measured part (or over what was accepted after warm-up when
@@ -275,7 +283,7 @@ def publish_throughput(
     """
     h = _PublishThroughput(
         url, address, warmup=warmup, count=count, window=window, size=size,
-        timeout_s=timeout_s, cpu_probe=cpu_probe,
+        timeout_s=timeout_s, cpu_probe=cpu_probe, connect_options=connect_options,
     )
     t0 = time.perf_counter()
     Container(h).run()
