@@ -129,6 +129,7 @@ def subscription_details(status: SubscriptionStatus, now: dt.datetime | None = N
         ("namespace", ident.namespace),
         ("name", ident.name),
         ("kind", status.kind),
+        ("owner", rec.owner if rec.owner is not None else "(none: anonymous)"),
         ("state", str(rec.state)),
         ("generation", rec.generation),
         ("topic", rec.topic),

@@ -16,6 +16,7 @@ class AmqpCondition(enum.StrEnum):
     INTERNAL_ERROR = "amqp:internal-error"
     DECODE_ERROR = "amqp:decode-error"
     NOT_ALLOWED = "amqp:not-allowed"
+    UNAUTHORIZED_ACCESS = "amqp:unauthorized-access"
     MESSAGE_SIZE_EXCEEDED = "amqp:link:message-size-exceeded"
     LINK_STOLEN = "amqp:link:stolen"
     DETACH_FORCED = "amqp:link:detach-forced"

@@ -123,6 +123,9 @@ class SecuritySettings:
     # "true": always allowed; "false": never. Anonymous = SASL ANONYMOUS or no SASL layer at all.
     anonymous: str = "auto"
     users_file: str = ""  # "" = <data_dir>/_users.json
+    # TOML grants of publish/consume/manage on topic patterns (sharedsub.permissions); "" = none:
+    # every connection may publish and consume everywhere, nobody manages over AMQP.
+    permissions_file: str = ""
     tls_port: int = -1  # amqps listener on [server] host: -1 = off, 0 = a free port
     tls_cert: str = ""  # PEM certificate chain of the amqps listener
     tls_key: str = ""  # PEM private key ("" = in tls_cert)

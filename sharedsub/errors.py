@@ -322,3 +322,24 @@ class ReplayNeedsService(SharedSubError):
             "consumers, which only a running service has: start 'sharedsub serve' (or 'frontend') on it first"
         )
         self.data_dir = data_dir
+
+
+class Unauthorized(SharedSubError):
+    """A connection's user lacks a permission (sharedsub.permissions): publish, consume or manage
+    on a topic, or manage to use a subscription another user created."""
+
+    condition = AmqpCondition.UNAUTHORIZED_ACCESS
+
+    def __init__(
+        self, user: str | None, permission: str, topic: str, *, subscription: str | None = None
+    ) -> None:
+        who = f"user {user!r}" if user is not None else "an anonymous connection"
+        if subscription is not None:
+            text = (
+                f"subscription {subscription!r} on topic {topic!r} belongs to another user; {who} "
+                f"needs the {permission} permission on {topic!r} to use it ([security] permissions_file)"
+            )
+        else:
+            text = f"{who} has no {permission} permission on topic {topic!r} ([security] permissions_file)"
+        super().__init__(text)
+        self.user, self.permission, self.topic = user, permission, topic

@@ -114,6 +114,7 @@ class SubscriptionStatus:
             "subscription": ident.name,
             "shared": ident.shared,
             "durable": ident.durable,
+            "owner": rec.owner,
             "state": str(rec.state),
             "generation": rec.generation,
             "topic": rec.topic,

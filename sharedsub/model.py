@@ -65,6 +65,9 @@ class SubscriptionRecord:
     created_at: dt.datetime
     updated_at: dt.datetime
     revision: int = 0
+    # The user whose attach created it (sharedsub.permissions); None: an anonymous connection,
+    # or a record written before owners were recorded.
+    owner: str | None = None
 
     @property
     def key(self) -> str:
@@ -102,6 +105,7 @@ class SubscriptionRecord:
             "source": self.source,
             "created_at": self.created_at,
             "updated_at": self.updated_at,
+            "owner": self.owner,
         }
 
     @classmethod
@@ -121,4 +125,5 @@ class SubscriptionRecord:
             created_at=row["created_at"],
             updated_at=row["updated_at"],
             revision=int(row["revision"]),
+            owner=row.get("owner"),
         )

@@ -41,6 +41,8 @@ from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import SharedSubError
 from sharedsub.model import SubscriptionRecord, SubscriptionState
 from sharedsub.outcomes import DeadLetter, Limits
+from sharedsub.permissions import Permission
+from sharedsub.permissions_file import PolicyStore
 from sharedsub.storage import layout
 from sharedsub.storage.catalog import attached_links, load_catalog
 
@@ -110,8 +112,14 @@ class Subscriptions:
         topic_gate: TopicGate,
         tokens: Any,
         counters: metrics.Counters | None = None,
+        user_of: Callable[[proton.Connection], str | None] = lambda _conn: None,
+        permissions: PolicyStore | None = None,
     ) -> None:
+        """``user_of(connection)``: who authenticated on it (None: anonymous); ``permissions``:
+        the policy attaches are checked against (None: the open one, sharedsub.permissions)."""
         self.settings = settings
+        self._user_of = user_of
+        self._permissions = permissions if permissions is not None else PolicyStore("")
         self.root = settings.data_dir
         self._committer = committer
         self._tailer = tailer
@@ -166,7 +174,13 @@ class Subscriptions:
         return attach.Existing(rec, self.dispatcher.consumers(rec.key))
 
     def open_consumer(self, link: proton.Sender) -> None:
-        """Decide and apply a consumer attach."""
+        """Decide and apply a consumer attach (a typed error refuses it with its condition)."""
+        try:
+            self._open_consumer(link)
+        except SharedSubError as exc:
+            refuse(link, str(exc.condition), exc.description)
+
+    def _open_consumer(self, link: proton.Sender) -> None:
         request = translate.attach_request(link)
         new_name = f"{link.name}#{uuid.uuid4().hex}"
         keys = (
@@ -178,6 +192,14 @@ class Subscriptions:
             if key in self._busy:  # a catalog write for it is in flight: decide after it
                 self._busy[key].append(lambda: self._reopen(link))
                 return
+        user = self._user_of(link.connection)
+        policy = self._permissions.policy
+        # Before deciding: a refusal about another user's subscription (in use, changed) would
+        # tell this one it exists. A durable name clashes with the other sharedness too.
+        for key in keys if request.source is None else self._clashing_keys(request, new_name):
+            rec = self.records.get(key)
+            if rec is not None and rec.active:
+                policy.check_subscription(user, rec.owner, rec.topic, rec.identity.name)
         decision = attach.decide_attach(
             request,
             self._existing,
@@ -189,19 +211,32 @@ class Subscriptions:
             case Refuse(condition=cond, description=desc, field=field):
                 refuse(link, str(cond), desc, {proton.symbol("field"): proton.symbol(field)} if field else None)
             case Join(record=rec, reply=reply) | Lookup(record=rec, reply=reply):
+                policy.check(user, Permission.CONSUME, rec.topic)
                 self._attach(link, rec, reply)
             case Create() | NewGeneration():
+                policy.check(user, Permission.CONSUME, decision.topic)
                 previous = decision.record if isinstance(decision, NewGeneration) else None
-                rec = self._generation_record(decision, previous)
+                rec = self._generation_record(decision, previous, user)
                 if previous is not None:
                     log.info("subscription %s: new generation %d (%s)", rec.key, rec.generation, rec.topic)
                 self._create(link, rec, decision.reply)
 
-    def _generation_record(self, decision: Create | NewGeneration, previous: SubscriptionRecord | None) -> SubscriptionRecord:
+    @staticmethod
+    def _clashing_keys(request: Any, new_name: str) -> list[str]:
+        """Keys whose records an attach with a source may join, change or clash with."""
+        identity = attach.identity_for(request, new_name=new_name)
+        if not identity.durable:
+            return [identity.key]
+        return [identity.key, dataclasses.replace(identity, shared=not identity.shared).key]
+
+    def _generation_record(
+        self, decision: Create | NewGeneration, previous: SubscriptionRecord | None, user: str | None
+    ) -> SubscriptionRecord:
         """The record of a new subscription, or of the next generation of ``previous``.
 
         The generation number is one above any this key ever had, deleted ones included; the
-        committer fills in ``start_seq`` and ``revision``.
+        committer fills in ``start_seq`` and ``revision``. The owner is the previous
+        generation's, or ``user`` for a new subscription (or one that had none).
         """
         identity = previous.identity if previous is not None else decision.identity  # type: ignore[union-attr]
         used = max(previous.generation if previous is not None else 0, self._generations.get(identity.key, 0))
@@ -219,6 +254,7 @@ class Subscriptions:
             source=decision.stored_source,
             created_at=previous.created_at if previous is not None else now,
             updated_at=now,
+            owner=previous.owner if previous is not None and previous.owner is not None else user,
         )
 
     def _reopen(self, link: proton.Sender) -> None:

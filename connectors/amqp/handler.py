@@ -29,6 +29,8 @@ from sharedsub.config import Settings
 from sharedsub.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
 from sharedsub.identity import Identities
 from sharedsub.payloads import PayloadCache
+from sharedsub.permissions import Permission, Policy
+from sharedsub.permissions_file import PolicyStore
 from sharedsub.publish_window import PublishWindow
 from sharedsub.storage import delta
 
@@ -49,6 +51,10 @@ class PublisherLink:
 
     address: addressing.Address | None  # None: anonymous relay, topic from properties.to
     container: str
+    user: str | None  # who authenticated on the link's connection (None: anonymous)
+    # The policy ``address`` was authorized under: a message is checked again only when the
+    # permissions file changed since (an anonymous relay checks each message's topic).
+    authorized_under: Policy | None = None
 
 
 def _no_reply(_closed: bool, _condition: Condition | None) -> None:
@@ -127,7 +133,16 @@ class Tokens:
 class FrontEnd(Handler):
     """The proton handler of ``sharedsub serve`` / ``sharedsub frontend``."""
 
-    def __init__(self, settings: Settings, injector: EventInjector, *, after_unclean_stop: bool = False) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        injector: EventInjector,
+        *,
+        after_unclean_stop: bool = False,
+        permissions: PolicyStore | None = None,
+    ) -> None:
+        """``permissions``: who may publish, consume and manage where (sharedsub.permissions);
+        None = no permissions file (the open policy)."""
         super().__init__()
         self.settings = settings
         self.root = settings.data_dir
@@ -154,8 +169,18 @@ class FrontEnd(Handler):
         self.publish_window = PublishWindow(settings.publish.max_uncommitted_bytes)
         # Reactor-thread counters read by the metrics endpoint (sharedsub.metrics: threading).
         self.counters = metrics.Counters()
+        # Who authenticated on each connection (the listener records it; sharedsub.identity).
+        self.identities = Identities()
+        self.permissions = permissions if permissions is not None else PolicyStore("")
         self.subscriptions = Subscriptions(
-            settings, self.committer, self.tailer, self._with_topic, self.tokens, counters=self.counters
+            settings,
+            self.committer,
+            self.tailer,
+            self._with_topic,
+            self.tokens,
+            counters=self.counters,
+            user_of=self.user_of,
+            permissions=self.permissions,
         )
         self.coordinator = Coordinator(
             txn_rules.Transactions(
@@ -171,8 +196,10 @@ class FrontEnd(Handler):
         self.dropping: set[str] = set()
         self._pending_topic: dict[str, list[Callable[[BaseException | None], None]]] = {}
         self.connections: set[proton.Connection] = set()
-        # Who authenticated on each connection (the listener records it; sharedsub.identity).
-        self.identities = Identities()
+
+    def user_of(self, conn: proton.Connection) -> str | None:
+        """The user ``conn`` authenticated as; None = anonymous."""
+        return self.identities.get(conn).user
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -397,12 +424,16 @@ class FrontEnd(Handler):
         target_address = link.remote_target.address
         container = link.connection.remote_container or ""
         address = addressing.parse_address(target_address) if target_address else None
+        user = self.user_of(link.connection)
+        policy = self.permissions.policy
+        if address is not None:
+            policy.check(user, Permission.PUBLISH, address.topic)  # Unauthorized refuses the attach
 
         def ready(error: BaseException | None) -> None:
             if error is not None:
                 _refuse_error(link, error)
                 return
-            link.ss = PublisherLink(address, container)
+            link.ss = PublisherLink(address, container, user, policy if address is not None else None)
             link.source.copy(link.remote_source)
             link.target.copy(link.remote_target)
             link.snd_settle_mode = link.remote_snd_settle_mode  # a pre-settling publisher is answered as such
@@ -433,6 +464,11 @@ class FrontEnd(Handler):
             columns = translate.message_columns(msg)
             address = state.address or addressing.parse_address(msg.address)
             topic = address.topic
+            policy = self.permissions.policy
+            if policy is not state.authorized_under:
+                policy.check(state.user, Permission.PUBLISH, topic)  # Unauthorized rejects it
+                if state.address is not None:
+                    state.authorized_under = policy
             if not self._topic_exists(topic):
                 if self.settings.server.auto_create_topics:
                     # Queued ahead of the publish: the committer creates topics before appending.

@@ -26,6 +26,7 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from sharedsub.config import Settings
 from sharedsub.errors import ConfigError, ServiceUnavailable
 from sharedsub.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
+from sharedsub.permissions_file import PolicyStore
 from sharedsub.users import UserStore, users_path
 
 from connectors.amqp.handler import CONTAINER_ID, FrontEnd
@@ -98,7 +99,13 @@ class FrontEndServer:
         (its ``_service.json`` is still there, its process gone); see delivery.Tailer."""
         self.settings = settings
         self.injector = EventInjector()
-        self.handler = _Root(settings, self.injector, after_unclean_stop=after_unclean_stop)
+        self.handler = _Root(
+            settings,
+            self.injector,
+            after_unclean_stop=after_unclean_stop,
+            # A missing or broken permissions file raises ConfigError here: never start more open.
+            permissions=PolicyStore(settings.security.permissions_file),
+        )
         self.handler.server = self
         self.container = Container(self.handler)
         self.container.container_id = CONTAINER_ID

@@ -28,7 +28,8 @@ def append_records(
 
 def catalog_appender(root: str, *, fsync: bool = False) -> delta.TableAppender:
     """Appender for the catalog table under ``root`` (``fsync``: see delta.sync_commit)."""
-    return delta.TableAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync)
+    # evolve: catalogs made before the ``owner`` column existed get it with their next commit.
+    return delta.TableAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True)
 
 
 class CatalogReader:

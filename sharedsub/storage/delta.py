@@ -169,10 +169,15 @@ class TableAppender:
     that was visible). Retrying such an append blindly would store its rows twice.
     """
 
-    def __init__(self, path: str, schema: pa.Schema, *, reopen_every: int = 200, fsync: bool = False) -> None:
+    def __init__(
+        self, path: str, schema: pa.Schema, *, reopen_every: int = 200, fsync: bool = False, evolve: bool = False
+    ) -> None:
         self.path = path
         self.schema = schema
         self._fsync = fsync
+        # Merge columns ``schema`` has and the table lacks into the table's schema (a table made
+        # by an older release); a column the table has and ``schema`` lacks is still refused.
+        self._evolve = evolve
         self._reopen_every = reopen_every
         self._commits = 0
         self._table: DeltaTable | None = None
@@ -234,6 +239,7 @@ class TableAppender:
                         mode="append",
                         commit_properties=props,
                         configuration=DEFAULT_TABLE_CONFIG if table is None else None,
+                        schema_mode="merge" if self._evolve and table is not None else None,
                     )
                     break
                 except CommitFailedError:

@@ -129,6 +129,9 @@ CATALOG = pa.schema(
         ("source", pa.string()),  # JSON of the source terminus to answer a null-source lookup
         ("created_at", TIMESTAMP),
         ("updated_at", TIMESTAMP),
+        # User who created it (sharedsub.permissions); null = anonymous. Added after the first
+        # release: the catalog appender merges it into older catalogs' schema.
+        ("owner", pa.string()),
     ]
 )
 

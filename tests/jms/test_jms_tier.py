@@ -96,6 +96,8 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
             f"-Dsharedsub.trustStore={trust_store}",
             f"-Dsharedsub.secureUser={secure.user}",
             f"-Dsharedsub.securePassword={secure.password}",
+            f"-Dsharedsub.secureOtherUser={secure.other_user}",
+            f"-Dsharedsub.secureOtherPassword={secure.other_password}",
         ]
         with log_path.open("w") as log:
             try:

@@ -188,14 +188,17 @@ class Client {
   /**
    * One AMQP connection from its own rhea container.
    * options: containerId, desiredCapabilities, properties (open properties), idleTimeout (ms),
-   * saslAnonymous (a SASL layer with ANONYMOUS, as Qpid JMS connects by default).
+   * saslAnonymous (a SASL layer with ANONYMOUS, as Qpid JMS connects by default), url (another
+   * service's amqp://host:port instead of the main one), username and password (SASL PLAIN).
    */
   constructor(options = {}) {
     this.containerId = options.containerId || uid('rhea');
     this.container = rhea.create_container({ id: this.containerId });
     this.errors = [];
     this.container.on('error', (e) => this.errors.push(e));
-    const { host, port } = serverAddress();
+    const { host, port } = options.url
+      ? { host: new URL(options.url).hostname, port: Number(new URL(options.url).port) }
+      : serverAddress();
     const connectOptions = {
       host,
       port,
@@ -206,6 +209,7 @@ class Client {
     if (options.desiredCapabilities) connectOptions.desired_capabilities = options.desiredCapabilities;
     if (options.properties) connectOptions.properties = options.properties;
     if (options.saslAnonymous) connectOptions.username = 'anonymous'; // rhea then speaks SASL ANONYMOUS
+    if (options.username) Object.assign(connectOptions, { username: options.username, password: options.password });
     this.opened = deferred();
     this.closed = deferred();
     this.disconnected = deferred();

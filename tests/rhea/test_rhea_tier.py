@@ -113,6 +113,8 @@ def test_rhea_tier(tmp_path: Path) -> None:
             SHAREDSUB_SECURE_CA=str(secure.certs.ca),
             SHAREDSUB_SECURE_USER=secure.user,
             SHAREDSUB_SECURE_PASSWORD=secure.password,
+            SHAREDSUB_SECURE_OTHER_USER=secure.other_user,
+            SHAREDSUB_SECURE_OTHER_PASSWORD=secure.other_password,
             NODE_NO_WARNINGS="1",
         )
         cmd = [

@@ -8,6 +8,7 @@ import jakarta.jms.Connection;
 import jakarta.jms.JMSSecurityException;
 import jakarta.jms.MessageProducer;
 import jakarta.jms.Session;
+import jakarta.jms.Topic;
 
 import org.apache.qpid.jms.JmsConnectionFactory;
 import org.junit.jupiter.api.Test;
@@ -28,6 +29,10 @@ class SecurityTest extends JmsTierSupport {
     static final String TRUST_STORE = required("sharedsub.trustStore");
     static final String USER = required("sharedsub.secureUser");
     static final String PASSWORD = required("sharedsub.securePassword");
+    // The second user: may consume everywhere, publish only to topics named open-*, and may not
+    // use the first user's subscriptions (tests/secure_service.py PERMISSIONS).
+    static final String OTHER_USER = required("sharedsub.secureOtherUser");
+    static final String OTHER_PASSWORD = required("sharedsub.secureOtherPassword");
 
     private static String required(String name) {
         String value = System.getProperty(name, "");
@@ -73,6 +78,44 @@ class SecurityTest extends JmsTierSupport {
         JMSSecurityException e = assertThrows(JMSSecurityException.class,
                 () -> connectTo(SECURE_URL, credentials("not-the-password") + "&amqp.saslMechanisms=SCRAM-SHA-256&" + tls()));
         assertNotNull(e.getMessage());
+    }
+
+    private Connection as(String user, String password, String clientId) throws Exception {
+        return connectTo(SECURE_AMQP_URL, "jms.username=" + user + "&jms.password=" + password + "&jms.clientID=" + clientId);
+    }
+
+    @Test
+    void aProducerOutsideThePublishGrantIsAJmsSecurityException() throws Exception {
+        Connection c = as(OTHER_USER, OTHER_PASSWORD, "jms-other-" + uid);
+        Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        JMSSecurityException e = assertThrows(JMSSecurityException.class,
+                () -> s.createProducer(s.createTopic("closed-" + uid)));
+        assertTrue(e.getMessage().contains("no publish permission"), e.getMessage());
+        // Inside the grant the same user publishes (the persistent send returns once stored).
+        s.createProducer(s.createTopic("open-" + uid)).send(s.createTextMessage("inside the grant"));
+    }
+
+    @Test
+    void anotherUserCannotUseOrUnsubscribeASharedDurableSubscription() throws Exception {
+        String clientId = "jms-owned-" + uid;
+        String name = "owned-" + uid;
+        Connection owner = as(USER, PASSWORD, clientId);
+        Session s = owner.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Topic topic = s.createTopic("owned-topic-" + uid);
+        s.createSharedDurableConsumer(topic, name).close(); // the subscription stays
+        owner.close();
+
+        Connection other = as(OTHER_USER, OTHER_PASSWORD, clientId);
+        Session os = other.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        JMSSecurityException attach = assertThrows(JMSSecurityException.class,
+                () -> os.createSharedDurableConsumer(topic, name));
+        assertTrue(attach.getMessage().contains("belongs to another user"), attach.getMessage());
+        assertThrows(JMSSecurityException.class, () -> os.createSharedDurableConsumer(topic, name, "color = 'red'"));
+        assertThrows(JMSSecurityException.class, () -> os.unsubscribe(name));
+        other.close();
+
+        Connection back = as(USER, PASSWORD, clientId);
+        back.createSession(false, Session.AUTO_ACKNOWLEDGE).unsubscribe(name); // the owner may
     }
 
     @Test
