@@ -286,6 +286,7 @@ class FanoutSink:
         """
         with self._lock:
             started = time.monotonic()
+            started_wall = time.time()
             plan = self.plan()
             if not plan.routes:
                 log.debug("batch %d: no active subscriptions", batch_id)
@@ -295,9 +296,18 @@ class FanoutSink:
                     self.stats.write()
                 return {}
             source = df.where(F.col("topic").isin(sorted(plan.topics))).toArrow()
+            read = time.monotonic()
             routed = _route(plan, source)
             evaluated = time.monotonic()
             written = self.write_routed(routed, plan, batch_id)
+            stages = self.stats.stages
+            stages.observe("fanout_source_read", read - started)
+            stages.observe("fanout_route", evaluated - read)
+            stages.observe("fanout_commit", time.monotonic() - evaluated)
+            stages.observe("fanout_batch", time.monotonic() - started)
+            oldest = _oldest_published(source)
+            if oldest is not None:
+                stages.observe("fanout_wait", started_wall - oldest)
             # One INFO line per batch that routed something; idle batches only at DEBUG.
             log.log(
                 logging.INFO if routed.num_rows else logging.DEBUG,
@@ -542,6 +552,14 @@ def _error_text(exc: BaseException) -> str:
     """One line naming a failed commit's error (for the statistics file and /health)."""
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def _oldest_published(source: pa.Table) -> float | None:
+    """The oldest ``published_at`` of a batch's source rows, as epoch seconds (None: no rows)."""
+    if source.num_rows == 0 or "published_at" not in source.column_names:
+        return None
+    oldest = pc.min(source.column("published_at")).as_py()
+    return None if oldest is None else float(oldest.timestamp())
 
 
 def _route(plan: RoutingPlan, source: pa.Table) -> pa.Table:

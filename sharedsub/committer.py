@@ -36,6 +36,7 @@ from sharedsub import write_faults
 from sharedsub.errors import StorageUnavailable, TopicExists
 from sharedsub.model import SubscriptionRecord
 from sharedsub.payloads import PayloadCache
+from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import catalog, delta, diskspace, layout, schemas
 
 log = logging.getLogger(__name__)
@@ -52,6 +53,7 @@ class Publish:
     columns: dict[str, Any]
     message: bytes
     token: Any
+    received: float = 0.0  # time.perf_counter() when its transfer was complete (stage publish_accept)
 
 
 @dataclasses.dataclass(slots=True)
@@ -170,11 +172,14 @@ class Committer:
         max_batch_bytes: int = 16 * 1024 * 1024,
         fsync: bool = False,
         full_disk_timeout: float = 60.0,
+        stages: StageTimes | None = None,
     ) -> None:
         """``fsync``: force every commit to disk before its results are reported (delta.sync_commit).
         ``full_disk_timeout``: seconds a write the data dir cannot take is held before it is given
-        up on (sharedsub.write_faults)."""
+        up on (sharedsub.write_faults). ``stages``: where the ``group_commit`` and ``ack_commit``
+        times go (sharedsub.stage_timing; this thread is their only writer)."""
         self.root = root
+        self._stages = stages if stages is not None else StageTimes()
         self._fsync = fsync
         self._cache = cache
         self._on_done = on_done
@@ -494,7 +499,9 @@ class Committer:
                 rows["acked_at"].append(now)
                 rows["consumer"].append(item.consumer)
         try:
+            t0 = time.perf_counter()
             self._append(layout.join(self.root, table), pa.Table.from_pydict(rows, schema=schemas.ACK))
+            self._stages.observe("ack_commit", time.perf_counter() - t0)
         except StorageUnavailable:
             parked.extend(items)
             return []
@@ -571,6 +578,7 @@ class Committer:
                     columns[name].append(value)
             t0 = time.perf_counter()
             self._append(layout.topic_table(self.root, topic), pa.Table.from_pydict(columns, schema=schemas.TOPIC))
+            self._stages.observe("group_commit", time.perf_counter() - t0)
             self.commits += 1
             log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))
         except Exception as exc:

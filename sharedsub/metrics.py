@@ -60,12 +60,17 @@ class Counters:
         return self._values.get((name, topic, subscription), 0)
 
 
+SUFFIX = "__suffix__"
+"""A sample label that is not a label: the sample is named ``<family>_<value>`` (a histogram's
+``_bucket``, ``_sum`` and ``_count`` samples)."""
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class Family:
-    """One metric family: its samples are ``(labels, value)``."""
+    """One metric family: its samples are ``(labels, value)`` (see :data:`SUFFIX`)."""
 
     name: str
-    kind: str  # counter | gauge
+    kind: str  # counter | gauge | histogram
     help: str
     samples: tuple[tuple[Mapping[str, str], float], ...]
 
@@ -105,8 +110,10 @@ def render(families: Iterable[Family]) -> str:
         lines.append(f"# HELP {family.name} {family.help.replace(chr(92), chr(92) * 2).replace(chr(10), ' ')}")
         lines.append(f"# TYPE {family.name} {family.kind}")
         for labels, value in family.samples:
-            text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items())
-            lines.append(f"{family.name}{{{text}}} {_number(value)}" if text else f"{family.name} {_number(value)}")
+            suffix = labels.get(SUFFIX)
+            name = f"{family.name}_{suffix}" if suffix else family.name
+            text = ",".join(f'{k}="{_escape(str(v))}"' for k, v in labels.items() if k != SUFFIX)
+            lines.append(f"{name}{{{text}}} {_number(value)}" if text else f"{name} {_number(value)}")
     return "\n".join(lines) + "\n"
 
 

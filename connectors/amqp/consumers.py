@@ -43,6 +43,7 @@ from sharedsub.model import SubscriptionRecord, SubscriptionState
 from sharedsub.outcomes import DeadLetter, Limits
 from sharedsub.permissions import Permission
 from sharedsub.permissions_file import PolicyStore
+from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import layout
 from sharedsub.storage.catalog import attached_links, load_catalog
 
@@ -114,6 +115,7 @@ class Subscriptions:
         counters: metrics.Counters | None = None,
         user_of: Callable[[proton.Connection], str | None] = lambda _conn: None,
         permissions: PolicyStore | None = None,
+        stages: StageTimes | None = None,
     ) -> None:
         """``user_of(connection)``: who authenticated on it (None: anonymous); ``permissions``:
         the policy attaches are checked against (None: the open one, sharedsub.permissions)."""
@@ -131,6 +133,7 @@ class Subscriptions:
             self._on_dead_letter,
             limits=Limits(max_delivery_count=settings.delivery.max_delivery_count),
             counters=counters,
+            stages=stages,
         )
         self.records: dict[str, SubscriptionRecord] = {}
         # Highest generation ever used per key, deleted ones included: a re-created subscription

@@ -51,6 +51,7 @@ from sharedsub.acklog import ack_state_of
 from sharedsub.logthrottle import ThrottledLog
 from sharedsub.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.payloads import PayloadCache
+from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import delta, layout
 
 from connectors.amqp.translate import with_delivery_count
@@ -71,6 +72,7 @@ class Row:
     # been sent then without any trace in the ack log, so it goes out marked redelivered.
     maybe_delivered: bool = False
     message_id: str | None = None
+    published_ms: int | None = None  # its topic commit, ms since the epoch (stage publish_to_send)
 
 
 # Data files of a backlog snapshot read per slice (a fan-out batch or a compacted file each).
@@ -78,6 +80,8 @@ _BACKLOG_FILES = 16
 
 # Columns of a subscription table the tailer reads (never the payload, which is in the topic).
 _ROW_COLUMNS = ["seq", "ttl", "absolute_expiry_time", "published_at", "message_id"]
+# Read with new rows only (not the backlog), for the ``tail_visible`` stage.
+_NEW_ROW_COLUMNS = [*_ROW_COLUMNS, "routed_at"]
 
 
 @dataclasses.dataclass(slots=True)
@@ -90,10 +94,11 @@ class _Feed:
     next_version: int = -1  # -1: the backlog snapshot is not loaded yet
     in_flight: int = 0  # posted to the reactor, not yet sent (updated by both threads; approximate)
     rewind: bool = False  # set by :meth:`Tailer.rewind`: load the backlog snapshot again
-    # Rows read but not posted yet, in seq order: (seq, expires_at, message_id, failures,
-    # maybe_delivered). A large backlog waits here, without payloads, until the reactor has sent
-    # enough of what was posted (``max_in_flight``); new commits are read only once it is empty.
-    unposted: collections.deque[tuple[int, int | None, str | None, int, bool]] = dataclasses.field(
+    # Rows read but not posted yet, in seq order: (seq, expires_at, message_id, published_ms,
+    # failures, maybe_delivered). A large backlog waits here, without payloads, until the reactor
+    # has sent enough of what was posted (``max_in_flight``); new commits are read only once it
+    # is empty.
+    unposted: collections.deque[tuple[int, int | None, str | None, int | None, int, bool]] = dataclasses.field(
         default_factory=collections.deque
     )
     # The backlog snapshot still to read (see :meth:`Tailer._read_backlog`): its files not read
@@ -126,8 +131,12 @@ class Tailer:
         poll_interval: float = 0.005,
         max_in_flight: int = 2000,
         after_unclean_stop: bool = False,
+        stages: StageTimes | None = None,
     ) -> None:
+        """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
+        their only writer; sharedsub.stage_timing)."""
         self.root = root
+        self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
         self._post = post
         # The previous front end on this data dir died without its clean stop (which records
@@ -237,11 +246,17 @@ class Tailer:
             return self._post_unposted(feed)
         if feed.backlog_files or feed.backlog_carry is not None:
             return self._read_backlog(feed)
+        t0 = time.perf_counter()
         commit = delta.read_commit(feed.table, feed.next_version)
         if commit is None:
             return False
-        data = delta.read_files(commit.added, _ROW_COLUMNS)
+        data = delta.read_files(commit.added, _NEW_ROW_COLUMNS)
         feed.next_version = commit.version + 1
+        self._stages.observe("tail_read", time.perf_counter() - t0)
+        if data is not None and data.num_rows:
+            oldest = pc.min(data.column("routed_at")).as_py()
+            if oldest is not None:
+                self._stages.observe("tail_visible", time.time() - oldest.timestamp())
         self._emit(feed, data, {})
         return True
 
@@ -320,7 +335,7 @@ class Tailer:
             if seq in feed.acked or seq in settled:
                 continue
             published_ms = int(published.timestamp() * 1000) if published is not None else None
-            meta[seq] = (outcomes.expires_at(ttl, absolute, published_ms), message_id)
+            meta[seq] = (outcomes.expires_at(ttl, absolute, published_ms), message_id, published_ms)
         for seq in sorted(meta):
             feed.unposted.append((seq, *meta[seq], failures.get(seq, 0), maybe_delivered))
         self._post_unposted(feed)
@@ -338,8 +353,9 @@ class Tailer:
                     r,
                     expires_at=extra[r.seq][0],
                     message_id=extra[r.seq][1],
-                    failures=extra[r.seq][2],
-                    maybe_delivered=extra[r.seq][3],
+                    failures=extra[r.seq][3],
+                    maybe_delivered=extra[r.seq][4],
+                    published_ms=extra[r.seq][2],
                 )
                 for r in self._resolve(feed.topic, [seq for seq, *_ in part])
             ]
@@ -431,7 +447,10 @@ class Dispatcher:
         limits: Limits = Limits(),
         clock: Callable[[], int] = _now_ms,
         counters: metrics.Counters | None = None,
+        stages: StageTimes | None = None,
     ) -> None:
+        """``stages``: where the ``publish_to_send`` times go (reactor thread; sharedsub.stage_timing)."""
+        self._stages = stages if stages is not None else StageTimes()
         self._subs: dict[str, rules.SubscriptionDispatch] = {}
         # Subscriptions without consumers whose rows an open transaction holds.
         self._dropped: dict[str, rules.SubscriptionDispatch] = {}
@@ -679,6 +698,8 @@ class Dispatcher:
             self._counters.inc(metrics.REDELIVERED, row.topic, key)
         link.send(row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count))
         link.advance()
+        if effect.first_acquirer and row.published_ms is not None:
+            self._stages.observe("publish_to_send", time.time() - row.published_ms / 1000)
         if effect.presettled:
             dlv.settle()  # at-most-once consumer: settled on sending (acknowledged by the next effect)
         else:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +33,7 @@ from sharedsub.payloads import PayloadCache
 from sharedsub.permissions import Permission, Policy
 from sharedsub.permissions_file import PolicyStore
 from sharedsub.publish_window import PublishWindow
+from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import delta
 
 from connectors.amqp import translate
@@ -148,6 +150,8 @@ class FrontEnd(Handler):
         self.root = settings.data_dir
         self._injector = injector
         self.cache = PayloadCache(settings.delivery.payload_cache_bytes)
+        # Time per stage of the message path, exported on /metrics (sharedsub.stage_timing).
+        self.stages = StageTimes()
         self.committer = Committer(
             self.root,
             cache=self.cache,
@@ -156,6 +160,7 @@ class FrontEnd(Handler):
             max_batch_bytes=settings.publish.max_batch_bytes,
             fsync=settings.storage.fsync,
             full_disk_timeout=settings.storage.full_disk_timeout,
+            stages=self.stages,
         )
         self.tailer = Tailer(
             self.root,
@@ -163,6 +168,7 @@ class FrontEnd(Handler):
             self._post_rows,
             poll_interval=settings.delivery.poll_interval,
             after_unclean_stop=after_unclean_stop,
+            stages=self.stages,
         )
         self.tokens = Tokens()
         # Bytes handed to the committer and not committed yet, over all publishers.
@@ -181,6 +187,7 @@ class FrontEnd(Handler):
             counters=self.counters,
             user_of=self.user_of,
             permissions=self.permissions,
+            stages=self.stages,
         )
         self.coordinator = Coordinator(
             txn_rules.Transactions(
@@ -220,7 +227,7 @@ class FrontEnd(Handler):
         self._injector.trigger(ApplicationEvent("sharedsub_committed", subject=results))
 
     def _post_rows(self, key: str, rows: list[Row]) -> None:
-        self._injector.trigger(ApplicationEvent("sharedsub_rows", subject=(key, rows)))
+        self._injector.trigger(ApplicationEvent("sharedsub_rows", subject=(key, rows, time.perf_counter())))
 
     def run_on_reactor(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the reactor thread (any thread may call this; ``fn`` must not carry
@@ -245,6 +252,8 @@ class FrontEnd(Handler):
                 if result.error is None:
                     dlv.update(Delivery.ACCEPTED)
                     self.counters.inc(metrics.PUBLISHED, req.topic)
+                    if req.received:
+                        self.stages.observe("publish_accept", time.perf_counter() - req.received)
                 else:
                     # A typed error (the data dir refused writes: resource-limit-exceeded) carries
                     # its condition; anything else is ours.
@@ -270,7 +279,8 @@ class FrontEnd(Handler):
 
     def on_sharedsub_rows(self, event: Any) -> None:
         """Rows read from a subscription table: dispatch them."""
-        key, rows = event.subject
+        key, rows, posted = event.subject
+        self.stages.observe("dispatch_wait", time.perf_counter() - posted)
         self.subscriptions.dispatcher.offer(key, rows)
 
     # ------------------------------------------------------------------ connections
@@ -449,6 +459,7 @@ class FrontEnd(Handler):
             self._with_topic(address.topic, ready)
 
     def _on_published(self, dlv: Delivery) -> None:
+        received = time.perf_counter()
         link = dlv.link
         state: PublisherLink = link.ss
         data = link.recv(dlv.pending)
@@ -494,7 +505,8 @@ class FrontEnd(Handler):
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        self.committer.submit(Publish(topic, columns, data, self.tokens.put(dlv)))
+        self.committer.submit(Publish(topic, columns, data, self.tokens.put(dlv), received))
+        self.stages.observe("decode", time.perf_counter() - received)
 
     def _oversized(self, dlv: Delivery) -> bool:
         """True when ``dlv`` is larger than ``max_message_size``; its bytes are then read and

@@ -37,6 +37,7 @@ from sharedsub import metrics
 from sharedsub.errors import ConfigError
 from sharedsub.model import SubscriptionRecord
 from sharedsub.replay import parse_point
+from sharedsub.stage_timing import merged, stage_family, stages_from_json
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
@@ -117,8 +118,11 @@ class MetricsView:
                 [({"table": table}, float(n)) for table, n in sorted(state.items())],
             )
         )
-        out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}))
+        stats = read_stats(self._root) or {}
+        out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}, stats))
         out.extend(self._storage_families())
+        # The front end's stages and the fan-out job's (from its statistics file), one family.
+        out.append(stage_family(merged(self._server.handler.stages.snapshot().items(), stages_from_json(stats.get("stages")).items())))
         return out
 
     def _storage_families(self) -> list[metrics.Family]:
@@ -164,8 +168,7 @@ class MetricsView:
             ),
         ]
 
-    def _fanout_families(self, topics: set[str]) -> list[metrics.Family]:
-        stats = read_stats(self._root) or {}
+    def _fanout_families(self, topics: set[str], stats: Mapping[str, Any]) -> list[metrics.Family]:
         routed: Mapping[str, Any] = stats.get("routed") or {}
         last: Mapping[str, Any] = stats.get("last_batch") or {}
         out = [

@@ -18,7 +18,8 @@ Document (all times are seconds since the epoch)::
      "routed_published_at": {"<topic>": t},
      "routed_versions": {"<topic>": 17},
      "failing": {"<subscription key>": {"topic": "orders", "table": "subscriptions/<key>/g1",
-                 "since": t, "error": "...", "parked_rows": 12, "failures": 3, "retry_at": t}}}
+                 "since": t, "error": "...", "parked_rows": 12, "failures": 3, "retry_at": t}},
+     "stages": {"fanout_batch": {"counts": [...], "sum": s}, ...}}
 
 ``routed`` counts rows committed to subscription tables (replayed rows a table already held are
 not counted); ``routed_published_at`` is, per topic, the newest ``published_at`` of a message the
@@ -47,6 +48,7 @@ import pyarrow as pa
 
 from sharedsub.logthrottle import ThrottledLog
 from sharedsub.model import SubscriptionRecord
+from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import delta, layout
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,9 @@ class StatsRecorder:
     # Set by the job before it calls record/write (see the module docstring).
     routed_versions: dict[str, int] | None = None
     failing: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    # Time per stage of the job's part of the message path (sharedsub.stage_timing), observed by
+    # the batch thread; written as "stages" with the rest of the document.
+    stages: StageTimes = dataclasses.field(default_factory=StageTimes)
     _faults: ThrottledLog = dataclasses.field(default_factory=lambda: ThrottledLog(log))
 
     def record(
@@ -141,6 +146,7 @@ class StatsRecorder:
             "routed": self.routed,
             "routed_published_at": self.routed_published_at,
             "failing": self.failing,
+            "stages": self.stages.to_json(),
         }
         if self.last_batch is not None:
             document["last_batch"] = self.last_batch
