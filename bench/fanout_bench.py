@@ -8,7 +8,9 @@
   row-less batch (the topic's creation commit) are excluded, the latter reported separately.
 * :class:`SelectorSubscribers`: N AMQP receivers, each with a distinct selector, on one
   connection in one proton Container in a background thread (the latency measurement runs its
-  own publisher and subscriber next to them, see bench/run.py ``measure_fanout_latency``).
+  own publisher and subscriber next to them, see bench/run.py ``fanout_latency_run``). Plain
+  links against sharedsub; against Artemis (bench/artemis_peer.py) each is the one consumer of a
+  JMS global shared durable subscription with that selector (the routing RabbitMQ cannot do).
 
 Selector k (k = 0..N-1): ``region = 'r<k%8>' AND priority_prop > <k%10> AND bucket <> <k>``.
 Message i carries region ``r<i%8>`` (string), priority_prop ``(i//8)%10`` (long) and bucket
@@ -38,6 +40,7 @@ from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
 import procstat
+import workloads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
@@ -223,12 +226,16 @@ class SelectorSubscribers(MessagingHandler):
     """``n`` receivers with selectors 0..n-1 on one connection; run with :meth:`start` / :meth:`stop`.
 
     Each link has its own name, so each is its own subscription (created at attach, receiving
-    what is published after it). Messages are accepted and counted, nothing else.
+    what is published after it). With ``shared_durable`` each link is a JMS 2.0 global shared
+    durable consumer instead (link ``bench-sel<k>|global``, source as
+    ``workloads.shared_durable_source`` sets it, plus the selector), so each subscription is a
+    durable shared one, created at attach. Messages are accepted and counted, nothing else.
     """
 
-    def __init__(self, url: str, address: str, n: int, *, prefetch: int = 100) -> None:
+    def __init__(self, url: str, address: str, n: int, *, prefetch: int = 100, shared_durable: bool = False) -> None:
         super().__init__(prefetch=prefetch, auto_accept=True, auto_settle=True)
         self.url, self.address, self.n = url, address, n
+        self.shared_durable = shared_durable
         self.opened = 0
         self.received = 0
         self.errors: list[str] = []
@@ -242,9 +249,12 @@ class SelectorSubscribers(MessagingHandler):
         self._container = event.container
         self._conn = event.container.connect(self.url, reconnect=False)
         for k in range(self.n):
-            event.container.create_receiver(
-                self._conn, self.address, name=f"bench-selector-{k}", options=_SelectorFilter(selector(k)),
-            )
+            if self.shared_durable:
+                name = workloads.shared_durable_link_name(f"bench-sel{k}")
+                options = [_SelectorFilter(selector(k)), workloads.SourceSetup(workloads.shared_durable_source)]
+            else:
+                name, options = f"bench-selector-{k}", [_SelectorFilter(selector(k))]
+            event.container.create_receiver(self._conn, self.address, name=name, options=options)
         event.container.schedule(0.2, self)
 
     def on_timer_task(self, event: Any) -> None:

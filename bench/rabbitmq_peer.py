@@ -61,6 +61,8 @@ class Route:
     publish_address: str
     subscribe_address: str | None
     queue: str | None = None
+    # The JMS link name a consumer joins the route's shared durable subscription with (Artemis).
+    link_name: str | None = None
 
 
 class RabbitMQPeer(procstat.BrokerMetrics):

@@ -1,8 +1,8 @@
 """Turn the benchmark's JSON lines into a markdown table and, on request, a RESULTS.md section.
 
 Every figure in the table is computed here from the lines of one run; nothing is typed in.
-Ratios are sharedsub ÷ RabbitMQ of the medians: above 1 is better for throughput, worse for
-latency.
+Ratios are sharedsub ÷ peer (RabbitMQ, and Artemis when the run measured it) of the medians:
+above 1 is better for throughput, worse for latency.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-SHAREDSUB, RABBITMQ = "sharedsub", "rabbitmq"
+SHAREDSUB, RABBITMQ, ARTEMIS = "sharedsub", "rabbitmq", "artemis"
 NOFSYNC = "sharedsub-nofsync"  # sharedsub with [storage] fsync off (bench/run.py --brokers)
 
 
@@ -40,6 +40,9 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
         Row("publish→accepted p50 at 1k msg/s (ms)", "latency", "accepted_p50_ms", "ms", "lower"),
         Row("publish→accepted p99 at 1k msg/s (ms)", "latency", "accepted_p99_ms", "ms", "lower"),
     ]
+    if any(ln.get("bench") == "latency" and ln.get("broker_cpu_s_per_1k_msgs") is not None for ln in lines):
+        rows.append(Row("  broker CPU s per 1,000 messages published and delivered at 1k msg/s", "latency",
+                        "broker_cpu_s_per_1k_msgs", "x", "lower"))
     rows += _consume_rows(lines)
     amp = [ln for ln in lines if ln.get("bench") == "amplification" and "subscribers" in ln]
     subs = sorted({ln["subscribers"] for ln in amp})
@@ -62,6 +65,11 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
 
 
 SHAREDSUB_ONLY = ("amplification", "fanout_throughput", "fanout_latency")
+# What each peer broker is measured on; other rows show "n/a" in its column.
+PEER_BENCHES = {
+    RABBITMQ: ("publish", "latency", "consume"),  # no JMS selectors, no Delta data dir
+    ARTEMIS: ("publish", "latency", "consume", "fanout_latency"),
+}
 
 
 def _consume_rows(lines: list[dict[str, Any]]) -> list[Row]:
@@ -108,6 +116,10 @@ def _fanout_rows(lines: list[dict[str, Any]]) -> list[Row]:
                 "e2e_p50_ms", "ms", "lower", n),
             Row(f"end-to-end latency p99 at 1k msg/s, {n} selector subscribers attached (ms)", "fanout_latency",
                 "e2e_p99_ms", "ms", "lower", n),
+            Row(f"  publish→accepted p50, {n} selector subscribers attached (ms)", "fanout_latency",
+                "accepted_p50_ms", "ms", "lower", n),
+            Row(f"  broker CPU s per 1,000 messages published, {n} selector subscribers attached", "fanout_latency",
+                "broker_cpu_s_per_1k_msgs", "x", "lower", n),
         ]
     return rows
 
@@ -161,12 +173,19 @@ def _ratio(ours: list[float], other: list[float]) -> str:
 def summary_table(lines: list[dict[str, Any]]) -> str:
     """Return the markdown table: medians (min–max over runs), and the ratio of the medians.
 
-    When the run measured sharedsub with fsync off too, two more columns show it and the ratio
-    fsync on ÷ off (the cost of syncing every commit to disk).
+    When the run measured Artemis, two columns show it and the ratio sharedsub ÷ Artemis. When
+    it measured sharedsub with fsync off too, two more columns show it and the ratio fsync on ÷
+    off (the cost of syncing every commit to disk).
     """
     nofsync = any(ln.get("broker") == NOFSYNC for ln in lines)
-    head = "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) | ratio sharedsub ÷ RabbitMQ | better |"
-    rule = "| --- | --- | --- | --- | --- |"
+    artemis = any(ln.get("broker") == ARTEMIS for ln in lines)
+    head = "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) | ratio sharedsub ÷ RabbitMQ |"
+    rule = "| --- | --- | --- | --- |"
+    if artemis:
+        head += " Artemis median (min–max) | ratio sharedsub ÷ Artemis |"
+        rule += " --- | --- |"
+    head += " better |"
+    rule += " --- |"
     if nofsync:
         head += " sharedsub, fsync off | fsync on ÷ off |"
         rule += " --- | --- |"
@@ -175,9 +194,12 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         if not any(ln.get("bench") == row.bench for ln in lines):
             continue
         ours, ours_failed = _values(lines, row, SHAREDSUB)
-        peer, peer_failed = _values(lines, row, RABBITMQ)
-        peer_cell = _cell(peer, peer_failed, row.unit) if row.bench not in SHAREDSUB_ONLY else "n/a"
-        line = f"| {row.label} | {_cell(ours, ours_failed, row.unit)} | {peer_cell} | {_ratio(ours, peer)} | {row.better} |"
+        line = f"| {row.label} | {_cell(ours, ours_failed, row.unit)} |"
+        for broker in (RABBITMQ, ARTEMIS) if artemis else (RABBITMQ,):
+            peer, peer_failed = _values(lines, row, broker)
+            peer_cell = _cell(peer, peer_failed, row.unit) if row.bench in PEER_BENCHES[broker] else "n/a"
+            line += f" {peer_cell} | {_ratio(ours, peer)} |"
+        line += f" {row.better} |"
         if nofsync:
             off, off_failed = _values(lines, row, NOFSYNC)
             line += f" {_cell(off, off_failed, row.unit)} | {_ratio(ours, off)} |"
@@ -209,6 +231,11 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
                        "among them is shown as failed")
         if ln.get("machine_quiet_before") is False and ln.get("bench") != "amplification":
             out.append(f"{where}: other processes kept {ln.get('other_busy_cores_before')} cores busy just before")
+        if ln.get("bench") == "fanout_latency" and ln.get("selector_subs_expected"):
+            got, want = ln.get("selector_subs_received", 0), ln["selector_subs_expected"]
+            if got < want:
+                out.append(f"{where}: the selector subscribers had {got:,} of the {want:,} matching deliveries "
+                           "by the end of the drain")
         if ln.get("bench") == "fanout_note":
             out.append(f"fanout: {ln['skipped']}")
         if ln.get("bench") == "fanout_throughput" and ln.get("routed_as_expected") is False:
@@ -248,6 +275,9 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     loads = [ln["loadavg_1m_before"] for ln in measured if "loadavg_1m_before" in ln]
     others = [ln["other_busy_cores_before"] for ln in measured if "other_busy_cores_before" in ln]
     versions = {ln["broker"]: ln.get("version", "") for ln in lines if ln.get("bench") == "broker_start"}
+    for ln in lines:  # an Artemis started only for the fan-out latency records its version there
+        if ln.get("bench") == "fanout_latency" and ln.get("version"):
+            versions.setdefault(ln["broker"], ln["version"])
     parts = [
         f"## {meta['started_utc']}",
         "",
@@ -257,6 +287,8 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"Linux {m['kernel']}, Python {m['python']}",
         f"- brokers: sharedsub {versions.get(SHAREDSUB) or '(not started)'}; "
         f"RabbitMQ {versions.get(RABBITMQ) or '(not started)'} with rabbitmq_amqp1_0, classic durable queue"
+        + (f"; Artemis {versions[ARTEMIS]}, multicast address with a JMS global shared durable subscription "
+           "(bench/artemis_peer.py)" if versions.get(ARTEMIS) else "")
         + ("; sharedsub-nofsync: the same sharedsub with `[storage] fsync = false`" if NOFSYNC in versions else ""),
         f"- settings: {meta['settings']}",
         f"- before each measurement: load average (1 min) {_range(loads, '.2f')}, "

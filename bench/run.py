@@ -1,11 +1,13 @@
-"""Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) in one run, reported as ratios.
+"""Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) and Apache ActiveMQ Artemis in one
+run, reported as ratios.
 
     .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
-                                  [--brokers rabbitmq,sharedsub[,sharedsub-nofsync]] [--runs N] [--write-results]
+                                  [--brokers rabbitmq[,artemis],sharedsub[,sharedsub-nofsync]] [--runs N]
+                                  [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
 
-Measures, with the same python-qpid-proton client code against both brokers:
+Measures, with the same python-qpid-proton client code against every broker:
 
 1. publish: 1 KB durable messages, unsettled sender, at most 1000 in flight; a message counts
    once the broker's ``accepted`` arrived. Warm-up, then ``--count`` measured (msg/s).
@@ -19,7 +21,8 @@ Measures, with the same python-qpid-proton client code against both brokers:
    one consumer and detaching it; RabbitMQ: a durable queue bound to amq.topic (competing
    consumers). ``--consume-count`` 1 KB durable messages are published, then the run waits until
    all of them wait for the consumers (sharedsub: routed into the subscription's table, read from
-   the data dir; RabbitMQ: ready in the queue). Then N receivers attach, each on its own
+   the data dir; RabbitMQ: ready in the queue; Artemis: the same JMS shared durable subscription,
+   messages in its queue). Then N receivers attach, each on its own
    connection (one proton Container, one thread, in this process), and only once all have
    attached each gets ``--prefetch`` credit, topped up per message. Every delivery is accepted
    (settled by the consumer: at-least-once, acknowledged). msg/s from the first delivery to
@@ -27,15 +30,22 @@ Measures, with the same python-qpid-proton client code against both brokers:
    delivery, broker CPU over that span (sharedsub: serve with its Spark JVM). Afterwards an untimed check that nothing is left unacknowledged.
 4. amplification (sharedsub only): bytes in a fresh data dir per published payload byte after
    N = 1, 10, 100 plain subscribers have each received all ``--amp-count`` messages.
-5. fanout (sharedsub only, and only when asked for with ``--only``: RabbitMQ has no JMS
-   selectors): (a) routing throughput of the fan-out job for N = ``--fanout-subs``
+5. fanout (only when asked for with ``--only``; RabbitMQ has no JMS selectors): (a) sharedsub
+   only: routing throughput of the fan-out job for N = ``--fanout-subs``
    subscriptions with distinct selectors on one topic pre-loaded with ``--fanout-count`` 1 KB
    messages written straight into Delta, run once with available-now (published messages
    routed per second, first micro-batch start to last batch end); (b) end-to-end latency at
    ``--rate`` with ``--fanout-latency-subs`` selector subscribers attached next to the latency
-   subscriber. See bench/fanout_bench.py.
+   subscriber (sharedsub, and Artemis with ``--brokers ...,artemis``: there the selector
+   subscribers are JMS global shared durable subscriptions). See bench/fanout_bench.py.
 
-RabbitMQ runs first (started and stopped by this script), then sharedsub; never both at once.
+Artemis (``--brokers ...,artemis``; bench/artemis_peer.py: the binary distribution from Maven
+Central, cached under ``~/.cache/sharedsub-bench``, a fresh instance per run with an NIO journal
+synced before each durable send is accepted) publishes to a multicast address holding one
+durable shared subscription per route; see that module for the addresses and settings.
+
+RabbitMQ runs first (started and stopped by this script), then Artemis, then sharedsub; never
+two at once.
 Each measurement prints one JSON line on stdout and appends it to bench/out/results-<UTC>.jsonl;
 a markdown table follows at the end. Progress goes to stderr. Brokers are always stopped,
 also on Ctrl-C or SIGTERM.
@@ -61,12 +71,13 @@ import procstat
 import report
 import workloads
 import fanout_bench
+from artemis_peer import ArtemisPeer
 from rabbitmq_peer import RabbitMQPeer, Route
 from sharedsub_service import SharedSubService
 
 BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
-BROKERS = ("rabbitmq", "sharedsub", "sharedsub-nofsync")
+BROKERS = ("rabbitmq", "artemis", "sharedsub", "sharedsub-nofsync")
 DEFAULT_BROKERS = ("rabbitmq", "sharedsub")
 # sharedsub with `[storage] fsync = false`: what the fsync of every commit costs (issue 11).
 NOFSYNC_ENV = {"SHAREDSUB_STORAGE_FSYNC": "false"}
@@ -127,7 +138,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="measurements to run (default: publish,latency,amplification; consume and fanout only "
                    "on request)")
     p.add_argument("--brokers", type=_csv(BROKERS), default=DEFAULT_BROKERS,
-                   help="brokers to measure (default: rabbitmq,sharedsub; sharedsub-nofsync is sharedsub "
+                   help="brokers to measure (default: rabbitmq,sharedsub; artemis is Apache ActiveMQ Artemis, "
+                        "downloaded with mvn on first use; sharedsub-nofsync is sharedsub "
                         "with [storage] fsync off, reported in its own column with the cost of fsync)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
     p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
@@ -246,7 +258,7 @@ def before_measurement(broker_pid: int | None, s: Settings, *, wait: bool = True
     }
 
 
-Target = RabbitMQPeer | SharedSubService
+Target = RabbitMQPeer | ArtemisPeer | SharedSubService
 
 
 def measure_publish(t: Target, run: int, s: Settings, rec: Recorder) -> None:
@@ -283,13 +295,16 @@ def measure_latency(t: Target, run: int, s: Settings, rec: Recorder) -> None:
         "bench": "latency", "broker": t.name, "run": run, "publish_address": route.publish_address,
         "subscribe_address": route.subscribe_address, "rate": s.rate, "warmup_s": s.latency_warmup_s,
         "duration_s": s.duration_s, "size": s.size, "prefetch": s.prefetch, "tick_ms": s.tick_ms, **pre, **res,
+        # Over the measured window: publishing, storing and delivering each message.
+        "broker_cpu_s_per_1k_msgs": cpu_per_1k(res.get("broker_cpu_s"), res.get("measured_sent")),
         "broker_rss_bytes": t.rss_bytes(),
     })
 
 
 def wait_backlog(t: Target, route: Route, subscription: str | None, want: int, timeout_s: float) -> dict[str, Any]:
     """Poll until ``want`` messages wait for the consumers: for sharedsub, routed into the
-    subscription's table and not acknowledged; for RabbitMQ, ready in the queue. Returns the
+    subscription's table and not acknowledged; for RabbitMQ, ready in the queue; for Artemis, in
+    the subscription's queue. Returns the
     last figures seen and the seconds waited (``backlog_ready`` false when the time ran out)."""
     t0 = time.monotonic()
     while True:
@@ -319,16 +334,22 @@ def wait_drained(t: Target, route: Route, subscription: str | None, timeout_s: f
 
 
 def measure_consume(t: Target, run: int, n: int, s: Settings, rec: Recorder) -> None:
-    """Pre-load ``consume_count`` messages for one subscription (sharedsub: a global shared
-    durable subscription; RabbitMQ: a durable queue), then drain them with ``n`` consumers."""
+    """Pre-load ``consume_count`` messages for one subscription (sharedsub and Artemis: a global
+    shared durable subscription; RabbitMQ: a durable queue), then drain them with ``n`` consumers."""
     label = consume_label(run, n)
     route = t.route(label, subscribe=True)
     subscription = None
+    consume_address = route.subscribe_address
     if isinstance(t, SharedSubService):
         subscription = route.publish_address  # one topic and one subscription of the same name per run
         link_name = workloads.shared_durable_link_name(subscription)
         configure = workloads.shared_durable_source
         created = workloads.create_subscription(t.url, route.subscribe_address, link_name, configure)
+    elif isinstance(t, ArtemisPeer):
+        # route() made the subscription (attach + detach); the consumers join it on the address.
+        consume_address = route.publish_address
+        link_name, configure = route.link_name, workloads.shared_durable_source
+        created = t.created.get(label, {})
     else:
         link_name, configure, created = "bench-consumer", None, {}
     log(f"{t.name} consume N={n} run {run}: pre-loading {s.consume_count} messages")
@@ -346,7 +367,7 @@ def measure_consume(t: Target, run: int, n: int, s: Settings, rec: Recorder) -> 
         f"{s.consume_count} messages (backlog ready after {backlog['backlog_wait_s']} s)")
     cpu_before = t.cpu_by_command()
     res = workloads.consume_backlog(
-        t.url, route.subscribe_address, consumers=n, count=s.consume_count, prefetch=s.prefetch,
+        t.url, consume_address, consumers=n, count=s.consume_count, prefetch=s.prefetch,
         link_name=link_name, configure=configure, timeout_s=s.consume_timeout_s, cpu_probe=t.cpu_probe(),
     )
     rss = t.rss_bytes()
@@ -362,7 +383,7 @@ def measure_consume(t: Target, run: int, n: int, s: Settings, rec: Recorder) -> 
     rec.emit({
         "bench": "consume", "broker": t.name, "run": run, "subscribers": n, "count": s.consume_count,
         "size": s.size, "prefetch": s.prefetch, "subscribe_address": route.subscribe_address,
-        "link_name": link_name, "subscription_create": created,
+        "consume_address": consume_address, "link_name": link_name, "subscription_create": created,
         "preload_msgs_per_s": load["msgs_per_s"], "preload_s": load["measured_s"], **backlog, **pre, **res,
         **drained, "broker_cpu_s_per_1k_msgs": per_1k, "broker_rss_bytes": rss,
         "broker_cpu_s_by_command_whole_workload": by_command,
@@ -500,7 +521,7 @@ def measure_amplification(n: int, s: Settings, rec: Recorder, keep: bool) -> Non
 
 
 RABBITMQ_NO_SELECTORS = ("RabbitMQ (3.10, AMQP 1.0 plugin) has no JMS message selectors, so the fanout "
-                         "measurements run against sharedsub only")
+                         "measurements leave it out (the Artemis peer takes part in the latency part)")
 
 
 def measure_fanout_throughput(n: int, s: Settings, rec: Recorder, keep: bool) -> None:
@@ -514,48 +535,79 @@ def measure_fanout_throughput(n: int, s: Settings, rec: Recorder, keep: bool) ->
     rec.emit({"bench": "fanout_throughput", "broker": "sharedsub", "subscribers": n, **pre, **res})
 
 
-def measure_fanout_latency(s: Settings, rec: Recorder, keep: bool) -> None:
-    """serve on a fresh data dir; ``fanout_latency_subs`` selector subscribers in a background
-    container; then the latency workload (its messages carry the properties the selectors test)."""
+def fanout_latency_run(t: Target, route: Route, s: Settings, *, shared_durable: bool) -> dict[str, Any]:
+    """Attach ``fanout_latency_subs`` selector subscribers to ``route``'s topic in a background
+    container, then run the latency workload (its messages carry the properties the selectors
+    test) on the started broker ``t``; return the figures of the line to record."""
     n = s.fanout_latency_subs
+    subs = fanout_bench.SelectorSubscribers(t.url, route.publish_address, n, prefetch=s.prefetch,
+                                            shared_durable=shared_durable)
+    t0 = time.perf_counter()
+    subs.start()
+    try:
+        if not subs.all_open.wait(120):
+            raise RuntimeError(f"only {subs.opened} of {n} selector subscribers attached in 120 s: {subs.errors[:3]}")
+        attach_s = time.perf_counter() - t0
+        pre = before_measurement(t.broker_pid(), s)
+        log(f"{t.name} fanout latency: {n} selector subscribers attached in {attach_s:.1f} s; "
+            f"{s.rate:.0f} msg/s, {s.latency_warmup_s} s + {s.duration_s} s")
+        res = workloads.latency_at_rate(
+            t.url, route.publish_address, route.subscribe_address, rate=s.rate,
+            warmup_s=s.latency_warmup_s, duration_s=s.duration_s, drain_s=s.fanout_drain_s, size=s.size,
+            window=s.window, prefetch=s.prefetch,
+            timeout_s=s.latency_warmup_s + s.duration_s + s.fanout_drain_s + 120, cpu_probe=t.cpu_probe(),
+            tick_s=s.tick_ms / 1000, props=fanout_bench.message_properties,
+        )
+        received = subs.received
+    finally:
+        subs.stop()
+    return {
+        "bench": "fanout_latency", "broker": t.name, "subscribers": n, "rate": s.rate,
+        "warmup_s": s.latency_warmup_s, "duration_s": s.duration_s, "size": s.size, "prefetch": s.prefetch,
+        "tick_ms": s.tick_ms, "drain_s": s.fanout_drain_s, "selector_subs_attach_s": round(attach_s, 2),
+        "selector_subs_shared_durable": shared_durable, **pre, **res,
+        "broker_cpu_s_per_1k_msgs": cpu_per_1k(res.get("broker_cpu_s"), res.get("measured_sent")),
+        # Deliveries to the selector subscribers by the time the latency workload ended, and
+        # how many (message, selector) matches the published messages make in all.
+        "selector_subs_received": received,
+        "selector_subs_expected": fanout_bench.expected_matches(res["sent"], n),
+        "selector_subs_errors": subs.errors[:5], "broker_rss_bytes": t.rss_bytes(),
+    }
+
+
+def measure_fanout_latency(s: Settings, rec: Recorder, keep: bool) -> None:
+    """serve on a fresh data dir; ``fanout_latency_subs`` selector subscribers (plain links, one
+    subscription each); then the latency workload (see :func:`fanout_latency_run`)."""
     svc = SharedSubService(log=log, log_path=rec.side_file("serve-fanout-latency.log"), keep_data=keep)
     with svc:
         route = svc.route("fanlat", subscribe=True)
         svc.create_topics([route.publish_address])
         log("sharedsub fanout latency: starting serve on a fresh data dir")
         start_s = svc.start()
-        subs = fanout_bench.SelectorSubscribers(svc.url, route.subscribe_address, n, prefetch=s.prefetch)
-        t0 = time.perf_counter()
-        subs.start()
-        try:
-            if not subs.all_open.wait(120):
-                raise RuntimeError(f"only {subs.opened} of {n} selector subscribers attached in 120 s: {subs.errors[:3]}")
-            attach_s = time.perf_counter() - t0
-            pre = before_measurement(svc.broker_pid(), s)
-            log(f"sharedsub fanout latency: {n} selector subscribers attached in {attach_s:.1f} s; "
-                f"{s.rate:.0f} msg/s, {s.latency_warmup_s} s + {s.duration_s} s")
-            res = workloads.latency_at_rate(
-                svc.url, route.publish_address, route.subscribe_address, rate=s.rate,
-                warmup_s=s.latency_warmup_s, duration_s=s.duration_s, drain_s=s.fanout_drain_s, size=s.size,
-                window=s.window, prefetch=s.prefetch,
-                timeout_s=s.latency_warmup_s + s.duration_s + s.fanout_drain_s + 120, cpu_probe=svc.cpu_probe(),
-                tick_s=s.tick_ms / 1000, props=fanout_bench.message_properties,
-            )
-            received = subs.received
-        finally:
-            subs.stop()
+        line = fanout_latency_run(svc, route, s, shared_durable=False)
         svc.stop()
-        rec.emit({
-            "bench": "fanout_latency", "broker": "sharedsub", "subscribers": n, "rate": s.rate,
-            "warmup_s": s.latency_warmup_s, "duration_s": s.duration_s, "size": s.size, "prefetch": s.prefetch,
-            "tick_ms": s.tick_ms, "drain_s": s.fanout_drain_s, "start_s": round(start_s, 2), "selector_subs_attach_s": round(attach_s, 2),
-            **pre, **res,
-            # Deliveries to the selector subscribers by the time the latency workload ended, and
-            # how many (message, selector) matches the published messages make in all.
-            "selector_subs_received": received,
-            "selector_subs_expected": fanout_bench.expected_matches(res["sent"], n),
-            "selector_subs_errors": subs.errors[:5], "broker_stop_s": svc.stop_s,
-        })
+        rec.emit({**line, "start_s": round(start_s, 2), "broker_stop_s": svc.stop_s})
+
+
+def measure_fanout_latency_artemis(s: Settings, rec: Recorder, keep: bool) -> None:
+    """A fresh Artemis instance; ``fanout_latency_subs`` JMS global shared durable subscriptions
+    with distinct selectors on the latency route's multicast address, each with one consumer;
+    then the latency workload (see :func:`fanout_latency_run`)."""
+    peer = ArtemisPeer(log=log, keep_state=keep, log_path=rec.side_file("artemis-fanout-latency.log"))
+    with peer:
+        log("artemis fanout latency: starting a fresh instance")
+        start_s = peer.start()
+        route = peer.route("fanlat", subscribe=True)
+        line = fanout_latency_run(peer, route, s, shared_durable=True)
+        t0 = time.perf_counter()
+        peer.stop()
+        rec.emit({**line, "start_s": round(start_s, 2), "version": peer.version,
+                  "broker_stop_s": round(time.perf_counter() - t0, 2)})
+
+
+def cpu_per_1k(cpu_s: float | None, messages: int | None) -> float | None:
+    """Broker CPU seconds per 1,000 messages, or None when either figure is missing."""
+    return cpu_s / messages * 1000 if cpu_s is not None and messages else None
 
 
 def _sharedsub_version() -> str:
@@ -608,6 +660,14 @@ def main(argv: list[str] | None = None) -> int:
             if "rabbitmq" in args.brokers and has_plan:
                 peer = RabbitMQPeer(log=log, keep_state=args.keep_state)
                 run_broker(peer, args.only, s, rec, lambda: peer.version)
+            if "artemis" in args.brokers:
+                if has_plan:
+                    artemis = ArtemisPeer(log=log, keep_state=args.keep_state, log_path=rec.side_file("artemis.log"))
+                    run_broker(artemis, args.only, s, rec, lambda: artemis.version)
+                if "fanout" in args.only:
+                    guarded(rec, {"bench": "fanout_latency", "broker": "artemis",
+                                  "subscribers": s.fanout_latency_subs},
+                            lambda: measure_fanout_latency_artemis(s, rec, args.keep_state))
             if "sharedsub" in args.brokers:
                 if has_plan:
                     svc = SharedSubService(log=log, log_path=rec.side_file("serve.log"), keep_data=args.keep_state)
