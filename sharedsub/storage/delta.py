@@ -21,6 +21,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
@@ -592,6 +593,39 @@ class TopicIndex:
         return out, missing
 
 
+def _leaf_column(metadata: pq.FileMetaData, name: str) -> int | None:
+    """Index of the Parquet leaf column ``name`` (leaf indices differ from the Arrow schema's
+    once a nested column, such as ``application_properties``, comes before it)."""
+    if metadata.num_row_groups == 0:
+        return None
+    group = metadata.row_group(0)
+    for i in range(group.num_columns):
+        if group.column(i).path_in_schema == name:
+            return i
+    return None
+
+
+def _read_seqs(path: str, wanted: list[int]) -> pa.Table:
+    """``seq`` and ``message`` of the rows of one topic file whose seq is in ``wanted`` (ascending).
+
+    Reads only the row groups whose ``seq`` statistics overlap ``wanted`` (compacted files hold
+    many small row groups), without the dataset layer (a filtered ``pq.read_table`` builds a
+    dataset per call: most of the cost of resolving a few hundred payloads, profiled)."""
+    if "://" in path:
+        return pq.read_table(path, columns=["seq", "message"], filters=[("seq", "in", wanted)])
+    pf = pq.ParquetFile(path)
+    meta = pf.metadata
+    leaf = _leaf_column(meta, "seq")
+    lo, hi = wanted[0], wanted[-1]
+    groups = []
+    for i in range(meta.num_row_groups):
+        stats = meta.row_group(i).column(leaf).statistics if leaf is not None else None
+        if stats is None or not stats.has_min_max or (stats.max >= lo and stats.min <= hi):
+            groups.append(i)
+    data = pf.read_row_groups(groups, columns=["seq", "message"])
+    return data.filter(pc.is_in(data.column("seq"), value_set=pa.array(wanted, pa.int64())))
+
+
 def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
     """Encoded messages for the given seqs of one topic (a seq the topic no longer holds is left out).
 
@@ -606,14 +640,11 @@ def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
         vanished: list[int] = []
         for path, part in index.files_for(wanted).items():
             try:
-                data = pq.read_table(path, columns=["seq", "message"], filters=[("seq", "in", part)])
+                data = _read_seqs(path, part)
             except FileNotFoundError:
                 vanished.extend(part)
                 continue
-            want = set(part)
-            for seq, msg in zip(data.column("seq").to_pylist(), data.column("message").to_pylist(), strict=True):
-                if seq in want:
-                    found[seq] = msg
+            found.update(zip(data.column("seq").to_pylist(), data.column("message").to_pylist(), strict=True))
         if not vanished or attempt:
             break
         index.refresh()

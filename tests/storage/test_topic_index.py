@@ -39,3 +39,22 @@ def test_files_that_vanished_since_the_index_loaded_are_looked_up_again(tmp_path
     assert delta.compact(path) == 4
     delta.vacuum(path, 0)  # the four files the index names are deleted
     assert delta.read_messages(index, range(20)) == {s: f"m{s}".encode() for s in range(20)}
+
+
+def test_only_the_row_groups_that_may_hold_a_wanted_seq_are_read(tmp_path: Path) -> None:
+    """A file of many row groups (as compaction writes them), application properties (a nested
+    column) before seq: the wanted seqs come back, and exactly them."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "part-0.parquet"
+    rows = [
+        {"seq": s, "published_at": b.T0, "message": f"m{s}".encode(),
+         "application_properties": [("k", {"type": "long", "long": s, "double": None, "string": None, "bool": None})]}
+        for s in range(100)
+    ]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schemas.TOPIC), path, row_group_size=10)
+    assert pq.ParquetFile(path).metadata.num_row_groups == 10
+    got = delta._read_seqs(str(path), [3, 42, 43, 99])
+    assert dict(zip(got.column("seq").to_pylist(), got.column("message").to_pylist(), strict=True)) == {
+        3: b"m3", 42: b"m42", 43: b"m43", 99: b"m99"}
+    assert delta._read_seqs(str(path), [100, 101]).num_rows == 0
