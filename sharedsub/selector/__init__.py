@@ -6,9 +6,11 @@ Public API (no pyspark import anywhere in this package)::
 
     sel = parse_selector("color = 'red' AND weight > 2")  # Selector, or None for a blank one
     evaluate(sel, row)      # True / False / None (unknown) for one schemas.TOPIC row dict
-    to_spark_sql(sel)       # Spark SQL boolean text over the fan-out source columns
+    to_spark_sql(sel)       # Spark SQL boolean text over the fan-out source columns (raises
+                            # SparkSqlTooLarge past MAX_SQL_CHARS; routing never needs it)
     # sharedsub.selector.arrow.compile_arrow(sel).evaluate(Rows(batch)): a whole Arrow batch
-    check(text)             # raises SelectorError: the attach-time validator (DESIGN §4.8)
+    check(text)             # raises SelectorError: the attach-time validator (DESIGN §4.8),
+                            # deciding on the text and tree only (no back end involved)
 
 A blank selector (empty, whitespace or comments only) is "no selector": ``parse_selector``
 returns None and every message matches. A selector matches a message only when it evaluates to
@@ -25,43 +27,56 @@ from __future__ import annotations
 from sharedsub.selector.ast import Selector
 from sharedsub.selector.evaluate import evaluate
 from sharedsub.selector.lexer import SelectorError
-from sharedsub.selector.parser import parse
-from sharedsub.selector.sparksql import to_spark_sql
+from sharedsub.selector.parser import (
+    MAX_ARITHMETIC,
+    MAX_DEPTH,
+    MAX_NESTING,
+    MAX_NODES,
+    MAX_SELECTOR_CHARS,
+    parse,
+)
+from sharedsub.selector.sparksql import MAX_SQL_CHARS, SparkSqlTooLarge, to_spark_sql
 
-__all__ = ["MAX_SQL_CHARS", "Selector", "SelectorError", "check", "evaluate", "parse_selector", "to_spark_sql"]
-
-MAX_SQL_CHARS = 32_768
-"""Longest Spark SQL a selector may compile to: about 60 comparisons of a property with a
-literal, or a sum of 14 properties (arithmetic SQL grows with the square of the chain, as each
-partial result is needed exact and as a double); the test corpus' largest selector compiles to
-~3.4 KB. The fan-out routes with the Arrow back end, but every selector must stay usable in
-Spark SQL too (querying a topic for what a subscription receives, :func:`sharedsub.routing.condition`),
-and Spark plans a single expression in time that grows faster than its text (a 36 KB selector
-took seconds on its own)."""
+__all__ = [
+    "MAX_ARITHMETIC",
+    "MAX_DEPTH",
+    "MAX_NESTING",
+    "MAX_NODES",
+    "MAX_SELECTOR_CHARS",
+    "MAX_SQL_CHARS",
+    "Selector",
+    "SelectorError",
+    "SparkSqlTooLarge",
+    "check",
+    "evaluate",
+    "parse_selector",
+    "to_spark_sql",
+]
 
 
 def parse_selector(text: str) -> Selector | None:
     """``text`` parsed and type-checked; None for a blank selector (no selector).
 
+    Acceptance is decided on the text and the tree alone, whatever back end evaluates the
+    selector: at most :data:`MAX_SELECTOR_CHARS` characters, :data:`MAX_NESTING` nested
+    parentheses, signs or NOTs, :data:`MAX_DEPTH` levels, :data:`MAX_NODES` nodes and
+    :data:`MAX_ARITHMETIC` arithmetic operators (see :mod:`sharedsub.selector.parser`). The
+    Spark SQL form has a size limit of its own (:data:`MAX_SQL_CHARS`), which
+    :func:`to_spark_sql` enforces when asked for it; it does not decide acceptance.
+
     Raises:
-        SelectorError: a syntax or type error (at its position), or a selector whose Spark SQL
-            would exceed :data:`MAX_SQL_CHARS` (position 1).
+        SelectorError: a syntax or type error (at its position), or a selector over one of the
+            limits (the description names the limit and its value).
     """
-    selector = parse(text)
-    if selector is not None:
-        size = len(to_spark_sql(selector))
-        if size > MAX_SQL_CHARS:
-            raise SelectorError(
-                text, 1, f"a simpler selector (at most {MAX_SQL_CHARS} characters of Spark SQL)", f"one of {size}"
-            )
-    return selector
+    return parse(text)
 
 
 def check(text: str) -> None:
-    """Validate selector ``text`` (blank is valid: no selector).
+    """Validate selector ``text`` (blank is valid: no selector); the attach-time validator.
 
     Raises:
-        SelectorError: the text does not parse or type-check; ``condition`` is
-            ``amqp:invalid-field`` and the description names the selector and the position.
+        SelectorError: the text does not parse or type-check, or is over one of the limits of
+            :func:`parse_selector`; ``condition`` is ``amqp:invalid-field`` and the description
+            names the selector and the position (and, for a limit, the limit and its value).
     """
     parse_selector(text)

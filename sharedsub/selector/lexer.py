@@ -47,20 +47,34 @@ _GLUED = re.compile(r"[A-Za-z0-9_$.]*")
 _DIGIT = re.compile(r"[0-9]")
 
 
+QUOTED_CHARS = 1000
+"""Longest selector an error description quotes whole; a longer one is cut (see :func:`quoted`)."""
+
+
+def quoted(selector: str) -> str:
+    """``selector`` as an error description shows it: whole up to :data:`QUOTED_CHARS`
+    characters, else its first ones followed by ``…`` and its length, so that refusing a huge
+    selector does not echo it back in the detach."""
+    if len(selector) <= QUOTED_CHARS:
+        return selector
+    return f"{selector[:QUOTED_CHARS]}… ({len(selector)} characters)"
+
+
 class SelectorError(SharedSubError):
     """A JMS selector that cannot be parsed or does not type-check.
 
     ``position`` is the 1-based character offset of the offending token in ``selector`` (line
     breaks count as one character); ``expected`` and ``found`` say what the parser wanted and
     what it got. The description reads
-    ``invalid JMS selector "color = " at position 9: expected a value, found end of input``.
+    ``invalid JMS selector "color = " at position 9: expected a value, found end of input``
+    (a selector over :data:`QUOTED_CHARS` characters is shown cut, :func:`quoted`).
     Attach refusals carry it with ``amqp:invalid-field`` (DESIGN §4.8).
     """
 
     condition = AmqpCondition.INVALID_FIELD
 
     def __init__(self, selector: str, position: int, expected: str, found: str) -> None:
-        super().__init__(f'invalid JMS selector "{selector}" at position {position}: expected {expected}, found {found}')
+        super().__init__(f'invalid JMS selector "{quoted(selector)}" at position {position}: expected {expected}, found {found}')
         self.selector = selector
         self.position = position
         self.expected = expected

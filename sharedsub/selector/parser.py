@@ -35,13 +35,40 @@ from sharedsub.selector.ast import Type
 from sharedsub.selector.lexer import Kind, SelectorError, Token, tokenize
 
 _ORDERING = ("<", "<=", ">", ">=")
-# Bounds that keep every recursive walk (this parser, both back ends, Spark's SQL parser, which
-# overflows its stack on a few hundred nested parentheses around function calls) far from a stack
-# overflow: the parser recurses ~9 frames per parenthesis, so nesting is capped at 50; other
-# chains are parsed iteratively but make deep trees, capped at 100 levels, where a chain of
+
+# Limits on what a selector may be, decided from its text and tree alone, whatever back end then
+# evaluates it (routing uses Arrow; the Spark SQL form has a size limit of its own,
+# sparksql.MAX_SQL_CHARS, which refuses a translation, never a selector). Each refusal names the
+# limit and its value. The largest selectors the tests accept (tests/selector_parity.py
+# PARSER_LIMIT_SELECTORS, and 3,000 TRUEs joined by AND: 26,995 characters, 5,999 nodes) stay
+# inside them.
+#
+# Nesting and depth keep every recursive walk (this parser, both back ends, Spark's SQL parser,
+# which overflows its stack on a few hundred nested parentheses around function calls) far from
+# a stack overflow: the parser recurses ~9 frames per parenthesis, so nesting is capped at 50;
+# other chains are parsed iteratively but make deep trees, capped at 100 levels, where a chain of
 # ANDs (or ORs) counts as one level (every walk takes those chains flat, see ast.chain).
 MAX_NESTING = 50
+"""Parentheses, signs and NOTs nested in one another (the nesting limit)."""
 MAX_DEPTH = 100
+"""Levels of the tree, an AND (OR) chain counting as one (the depth limit)."""
+MAX_SELECTOR_CHARS = 32_768
+"""Characters of selector text, comments and blanks included (the length limit); checked before
+anything else, so a huge text costs nothing to refuse. As long as the old limit on 32 KiB of
+Spark SQL let a selector be (its SQL is never much shorter than its text). Over AMQP an attach
+must also fit the max frame size (32 KiB with proton's defaults), so a selector near this
+length may not get to the check at all."""
+MAX_NODES = 8_192
+"""Nodes of the tree (the size limit): every operator and operand (literal, identifier) once;
+an IN list and a LIKE pattern belong to their operator, parentheses are none. Bounds the work
+of compiling a selector and of evaluating it per batch: each node is a few Arrow kernels over
+the batch (about 40 µs over 5,000 rows for a property comparison or a LIKE), so a selector at
+this limit costs a few tenths of a second per 5,000-row batch."""
+MAX_ARITHMETIC = 64
+"""Arithmetic operators (``+ - * / %`` and a sign on a non-literal) in the tree (the arithmetic
+limit). The Arrow back end computes arithmetic row by row with the reference's Java semantics
+(about 1 µs per operator and row), so it is bounded apart from the other nodes: 64 operators
+cost about what the largest arithmetic the Spark SQL limit let through did (a 50-deep chain)."""
 
 
 def parse(text: str) -> ast.Selector | None:
@@ -49,8 +76,16 @@ def parse(text: str) -> ast.Selector | None:
     comments only), which means "no selector": every message matches.
 
     Raises:
-        SelectorError: with the 1-based position of the first offending token.
+        SelectorError: with the 1-based position of the first offending token; or a selector
+            over one of the limits above (the description names the limit and its value).
     """
+    if len(text) > MAX_SELECTOR_CHARS:
+        raise SelectorError(
+            text,
+            MAX_SELECTOR_CHARS + 1,
+            f"at most {MAX_SELECTOR_CHARS} characters (the selector length limit)",
+            f"{len(text)} characters",
+        )
     tokens = tokenize(text)
     if tokens[0].kind is Kind.EOF:
         return None
@@ -102,7 +137,7 @@ class _Parser:
         """Count one more level of parentheses, signs or NOTs (undone by :meth:`leave`)."""
         self.nesting += 1
         if self.nesting > MAX_NESTING:
-            raise self.error(f"at most {MAX_NESTING} nested parentheses, signs or NOTs", token)
+            raise self.error(f"at most {MAX_NESTING} nested parentheses, signs or NOTs (the selector nesting limit)", token)
 
     def leave(self) -> None:
         self.nesting -= 1
@@ -342,18 +377,23 @@ def _check_escapes(parser: _Parser, pattern: ast.String, escape: str) -> None:
 
 
 def _check_tree(parser: _Parser, expr: ast.Expr) -> None:
-    """Every exact literal (after sign folding) is a Java long; the tree is at most MAX_DEPTH
-    deep, counting a chain of ANDs (or ORs) as one level."""
+    """Every exact literal (after sign folding) is a Java long, and the tree is within
+    :data:`MAX_DEPTH` (a chain of ANDs, or ORs, counting as one level), :data:`MAX_NODES` and
+    :data:`MAX_ARITHMETIC`. Iterative: the tree may be deep.
+
+    Raises:
+        SelectorError: at the first literal out of range, else at the first node deeper than
+            the depth limit, else (position 1) naming the size or arithmetic limit and the
+            selector's count.
+    """
+    nodes = arithmetic = deepest = 0
+    too_deep: ast.Expr | None = None
     stack: list[tuple[ast.Expr, int]] = [(expr, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise SelectorError(
-                parser.text,
-                node.start + 1,
-                f"an expression at most {MAX_DEPTH} operators deep",
-                "a deeper expression",
-            )
+        deepest = max(deepest, depth)
+        if depth > MAX_DEPTH and (too_deep is None or node.start < too_deep.start):
+            too_deep = node
         if isinstance(node, ast.Exact) and not ast.LONG_MIN <= node.value <= ast.LONG_MAX:
             raise SelectorError(
                 parser.text,
@@ -362,9 +402,35 @@ def _check_tree(parser: _Parser, expr: ast.Expr) -> None:
                 f"number {parser.text[node.start : node.end]}",
             )
         if isinstance(node, ast.Logical):
-            stack.extend((child, depth + 1) for child in ast.chain(node))
+            operands = ast.chain(node)
+            nodes += len(operands) - 1  # the chain's AND (OR) nodes
+            stack.extend((child, depth + 1) for child in reversed(operands))
             continue
-        for field in ("operand", "left", "right", "low", "high"):
+        nodes += 1
+        if isinstance(node, ast.Arithmetic | ast.Unary):
+            arithmetic += 1
+        for field in ("high", "low", "right", "left", "operand"):
             child = getattr(node, field, None)
             if child is not None:
                 stack.append((child, depth + 1))
+    if too_deep is not None:
+        raise SelectorError(
+            parser.text,
+            too_deep.start + 1,
+            f"an expression at most {MAX_DEPTH} operators deep (the selector depth limit)",
+            f"one {deepest} deep",
+        )
+    if nodes > MAX_NODES:
+        raise SelectorError(
+            parser.text,
+            1,
+            f"at most {MAX_NODES} operators and operands (the selector size limit)",
+            f"{nodes}",
+        )
+    if arithmetic > MAX_ARITHMETIC:
+        raise SelectorError(
+            parser.text,
+            1,
+            f"at most {MAX_ARITHMETIC} arithmetic operators (the selector arithmetic limit)",
+            f"{arithmetic}",
+        )

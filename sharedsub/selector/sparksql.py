@@ -27,6 +27,14 @@ short SQL. Text size matters: Spark's analyzer time grows with it, for every sub
 
 String literals are quoted for Spark's default parser mode, in which backslash escapes
 (``spark.sql.parser.escapedStringLiterals=false``; the fan-out job pins it).
+
+Size: whether a selector is accepted is decided on its tree (:mod:`sharedsub.selector.parser`'s
+limits), not here. Most selectors compile to SQL about as long as their text, but arithmetic
+grows with the square of its chains and a property compiles to ~400 characters, so a selector
+within the parser's limits can compile to megabytes, more than Spark plans in useful time.
+:func:`to_spark_sql` then raises :class:`SparkSqlTooLarge` rather than hand it to Spark. Routing
+never asks (it evaluates with Arrow); querying a topic for such a subscription in Spark
+(:func:`sharedsub.routing.condition`) and ``sharedsub selector check`` get that error.
 """
 
 from __future__ import annotations
@@ -36,8 +44,35 @@ import re
 
 from sharedsub.selector import ast
 from sharedsub.selector.evaluate import NUMERIC_TYPES, STRING_TYPES
+from sharedsub.selector.lexer import SelectorError, quoted
+
+MAX_SQL_CHARS = 32_768
+"""Longest Spark SQL :func:`to_spark_sql` returns: about 60 comparisons of a property with a
+literal, or a sum of 14 properties; the test corpus' largest selector compiles to ~3.4 KB. Spark
+plans a single expression in time that grows faster than its text (a 36 KB selector took seconds
+on its own). Until this limit moved to the parser's tree limits, it decided which selectors
+were accepted; now it only refuses the translation."""
 
 _NULL_BOOLEAN = "CAST(NULL AS BOOLEAN)"
+
+
+class SparkSqlTooLarge(SelectorError):
+    """A valid selector (it passed :func:`sharedsub.selector.check`) whose Spark SQL would be
+    over :data:`MAX_SQL_CHARS`: the Spark SQL back end refuses to translate it.
+
+    A :class:`SelectorError` so that what reports selector errors reports this one too, with
+    its own description (not "invalid"): the selector routes as usual with the Arrow back end.
+    ``size`` is the length the SQL would have had.
+    """
+
+    def __init__(self, selector: str, size: int) -> None:
+        super().__init__(selector, 1, f"at most {MAX_SQL_CHARS} characters of Spark SQL", f"{size}")
+        self.size = size
+        self.description = (
+            f'JMS selector "{quoted(selector)}" is valid (subscriptions route with it) but too large for the '
+            f"Spark SQL back end: its Spark SQL would be {size} characters, over the limit of {MAX_SQL_CHARS}"
+        )
+        self.args = (self.description,)
 _TRY = {"+": "try_add", "-": "try_subtract", "*": "try_multiply"}
 
 
@@ -83,8 +118,15 @@ class _Value:
 
 
 def to_spark_sql(selector: ast.Selector) -> str:
-    """Spark SQL boolean expression: true exactly for the rows ``selector`` matches."""
-    return _compile(selector.expression).condition()
+    """Spark SQL boolean expression: true exactly for the rows ``selector`` matches.
+
+    Raises:
+        SparkSqlTooLarge: the expression would be over :data:`MAX_SQL_CHARS` characters.
+    """
+    sql = _compile(selector.expression).condition()
+    if len(sql) > MAX_SQL_CHARS:
+        raise SparkSqlTooLarge(selector.text, len(sql))
+    return sql
 
 
 def _long_literal(value: int) -> str:

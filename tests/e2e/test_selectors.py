@@ -9,6 +9,7 @@ import proton
 import pytest
 from proton import Message
 
+from sharedsub.selector import MAX_DEPTH, MAX_NODES
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.service import ServeProcess
@@ -123,4 +124,42 @@ def test_invalid_selector_refused_and_nothing_created(
     assert cond == "amqp:invalid-field"
     assert selector in desc
     assert "position" in desc
+    assert not [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
+
+
+@pytest.mark.parametrize(
+    ("selector", "named"),
+    [
+        (
+            "a = 1" + " = TRUE" * MAX_DEPTH,
+            (
+                f"expected an expression at most {MAX_DEPTH} operators deep (the selector depth limit), "
+                f"found one {MAX_DEPTH + 2} deep"
+            ),
+        ),
+        (
+            # 8,193 nodes in ~19 KB: fits an attach frame (32 KiB with proton's defaults, which is
+            # why a selector over the length limit cannot be sent in an attach to begin with).
+            "NOT NOT " + " OR ".join(f"a={i}" for i in range((MAX_NODES + 1) // 4)),
+            (
+                f"at position 1: expected at most {MAX_NODES} operators and operands (the selector size limit), "
+                f"found {MAX_NODES + 1}"
+            ),
+        ),
+    ],
+    ids=["too-deep", "too-many-nodes"],
+)
+def test_selector_over_a_limit_refused_naming_the_limit(
+    service: ServeProcess, topic: str, selector: str, named: str
+) -> None:
+    """A selector past a tree or text limit is refused at attach like any invalid one, and the
+    description says which limit and its value (a long selector is quoted cut, not echoed)."""
+    name = f"limit-{uuid.uuid4().hex[:8]}"
+    with Subscriber(
+        service.url, topic, name=name, capabilities=["topic", "shared"], durable=2, expiry="never", selector=selector
+    ) as s:
+        cond, desc = s.wait_refused()
+    assert cond == "amqp:invalid-field"
+    assert named in desc
+    assert len(desc) < 2000
     assert not [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]

@@ -62,3 +62,15 @@ def test_invalid_selector_exits_2_with_the_position() -> None:
 
 def test_every_header_has_a_field_description() -> None:
     assert set(HEADER_FIELDS) == set(ast.HEADER_TYPES)
+
+
+def test_limits_are_named_and_a_selector_too_large_for_spark_sql_is_a_clear_error() -> None:
+    r = run("a = 1" + " = TRUE" * 100)
+    assert r.returncode == 2
+    assert "expected an expression at most 100 operators deep (the selector depth limit), found one 102 deep" in r.stderr
+    # Valid (an attach accepts it) but over the Spark SQL back end's size: an error, no traceback.
+    r = run(" OR ".join(f"a = {i}" for i in range(100)), "--json")
+    assert r.returncode == 2
+    assert "Traceback" not in r.stderr
+    out = json.loads(r.stdout)
+    assert "is valid (subscriptions route with it) but too large for the Spark SQL back end" in out["error"]

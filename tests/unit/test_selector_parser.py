@@ -10,12 +10,23 @@ from hypothesis import strategies as st
 
 from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import SharedSubError
-from sharedsub.selector import MAX_SQL_CHARS, SelectorError, check, parse_selector
+from sharedsub.selector import (
+    MAX_ARITHMETIC,
+    MAX_NODES,
+    MAX_SELECTOR_CHARS,
+    MAX_SQL_CHARS,
+    SelectorError,
+    SparkSqlTooLarge,
+    check,
+    parse_selector,
+    to_spark_sql,
+)
 from sharedsub.selector import ast as sa
-from sharedsub.selector.lexer import KEYWORDS, Kind, tokenize
+from sharedsub.selector import parser as selector_parser
+from sharedsub.selector.lexer import KEYWORDS, QUOTED_CHARS, Kind, tokenize
 from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
+from sharedsub.selector.sparksql import _compile as compile_sql
 from tests.spark.selector_corpus import CORPUS
-
 
 
 def expr(text: str) -> sa.Expr:
@@ -244,11 +255,192 @@ def test_nesting_and_depth_limits_are_errors_not_crashes() -> None:
     assert "deep" in e.expected
 
 
-def test_selectors_whose_spark_sql_is_too_large_are_refused() -> None:
-    assert parse_selector(" OR ".join(f"a = {i}" for i in range(50))) is not None
-    e = error(" OR ".join(f"a = {i}" for i in range(100)))
-    assert (e.position, e.expected) == (1, f"a simpler selector (at most {MAX_SQL_CHARS} characters of Spark SQL)")
-    assert e.found.startswith("one of ")
+def _or_chain(n: int, comparison: str = "a = {i}") -> str:
+    """``n`` comparisons joined by OR: 4 nodes each, one OR between two."""
+    return " OR ".join(comparison.format(i=i) for i in range(n))
+
+
+def _sum(n: int) -> str:
+    """A comparison of a sum with ``n`` arithmetic operators, nested at most 1 deep."""
+    return "a" + " + 1" * n + " > 0"
+
+
+def _deep(levels: int) -> str:
+    """A left-deep chain of ``=`` whose tree is ``levels`` deep (comparisons count, leaves too)."""
+    return "a = 1" + " = TRUE" * (levels - 2)
+
+
+# (selector at the limit: accepted, one past it: refused, the position, expected, found).
+LIMITS = [
+    pytest.param(
+        "a" * MAX_SELECTOR_CHARS,
+        "a" * (MAX_SELECTOR_CHARS + 1),
+        MAX_SELECTOR_CHARS + 1,
+        f"at most {MAX_SELECTOR_CHARS} characters (the selector length limit)",
+        f"{MAX_SELECTOR_CHARS + 1} characters",
+        id="length",
+    ),
+    pytest.param(
+        # 2,048 comparisons of 3 nodes and 2,047 ORs: 8,191 nodes, and a NOT: 8,192.
+        "NOT " + _or_chain(2048, "a={i}"),
+        "NOT NOT " + _or_chain(2048, "a={i}"),
+        1,
+        f"at most {MAX_NODES} operators and operands (the selector size limit)",
+        f"{MAX_NODES + 1}",
+        id="nodes",
+    ),
+    pytest.param(
+        _sum(MAX_ARITHMETIC),
+        _sum(MAX_ARITHMETIC + 1),
+        1,
+        f"at most {MAX_ARITHMETIC} arithmetic operators (the selector arithmetic limit)",
+        f"{MAX_ARITHMETIC + 1}",
+        id="arithmetic",
+    ),
+    pytest.param(
+        _deep(MAX_DEPTH),
+        _deep(MAX_DEPTH + 1),
+        1,
+        f"an expression at most {MAX_DEPTH} operators deep (the selector depth limit)",
+        f"one {MAX_DEPTH + 1} deep",
+        id="depth",
+    ),
+    pytest.param(
+        "(" * MAX_NESTING + "a" + ")" * MAX_NESTING,
+        "(" * (MAX_NESTING + 1) + "a" + ")" * (MAX_NESTING + 1),
+        MAX_NESTING + 1,
+        f"at most {MAX_NESTING} nested parentheses, signs or NOTs (the selector nesting limit)",
+        "'('",
+        id="nesting",
+    ),
+    pytest.param(
+        "NOT " * MAX_NESTING + "a",
+        "NOT " * (MAX_NESTING + 1) + "a",
+        4 * MAX_NESTING + 1,
+        f"at most {MAX_NESTING} nested parentheses, signs or NOTs (the selector nesting limit)",
+        "keyword NOT",
+        id="nesting-not",
+    ),
+]
+
+
+@pytest.mark.parametrize(("at_limit", "past_limit", "position", "expected", "found"), LIMITS)
+def test_limits_accept_at_the_limit_and_refuse_past_it_naming_limit_and_value(
+    at_limit: str, past_limit: str, position: int, expected: str, found: str
+) -> None:
+    check(at_limit)
+    e = error(past_limit)
+    assert (e.position, e.expected, e.found) == (position, expected, found), e.description
+    assert e.condition is AmqpCondition.INVALID_FIELD
+    assert f"expected {expected}, found {found}" in e.description
+    with pytest.raises(SelectorError):
+        check(past_limit)
+
+
+def test_length_is_checked_before_anything_else() -> None:
+    # Too long and broken: the length is what is named (a huge text is not even tokenized).
+    e = error("'" + "x" * MAX_SELECTOR_CHARS)
+    assert "length limit" in e.expected
+    # Blanks and comments count: the limit is on what the client sends.
+    e = error("a = 1 " + " " * MAX_SELECTOR_CHARS)
+    assert "length limit" in e.expected
+    assert parse_selector(" " * MAX_SELECTOR_CHARS) is None  # blank, within the limit
+
+
+@pytest.mark.parametrize(
+    ("text", "nodes"),
+    [
+        ("a", 1),
+        ("a = 1", 3),
+        ("-a = -1", 4),  # a sign on a literal is folded into it, on a property it is a node
+        ("a IN ('x', 'y', 'z')", 2),  # the list belongs to IN
+        ("a LIKE 'x%' ESCAPE '!'", 2),
+        ("a BETWEEN 1 AND 2", 4),
+        ("a IS NOT NULL", 2),
+        ("((a)) AND NOT b OR c", 6),  # parentheses are none
+    ],
+)
+def test_what_counts_as_a_node(text: str, nodes: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(selector_parser, "MAX_NODES", nodes)
+    check(text)
+    monkeypatch.setattr(selector_parser, "MAX_NODES", nodes - 1)
+    e = error(text)
+    assert (e.expected, e.found) == (f"at most {nodes - 1} operators and operands (the selector size limit)", str(nodes))
+
+
+def test_signs_on_properties_are_arithmetic_and_signs_on_literals_are_not() -> None:
+    check(" AND ".join(["a = -1"] * 200))
+    check(" AND ".join(["-a = 1"] * MAX_ARITHMETIC))
+    e = error(" AND ".join(["-a = 1"] * (MAX_ARITHMETIC + 1)))
+    assert "arithmetic limit" in e.expected
+
+
+def test_selectors_the_old_spark_sql_size_limit_refused_are_accepted() -> None:
+    # Acceptance no longer depends on the Spark SQL back end: 100 comparisons of a property
+    # compile to ~50 KB of SQL (over MAX_SQL_CHARS) and are a valid selector.
+    text = _or_chain(100)
+    check(text)
+    selector = parse_selector(text)
+    assert selector is not None
+    assert len(compile_sql(selector.expression).condition()) > MAX_SQL_CHARS
+
+
+@pytest.mark.parametrize(
+    "text",
+    [_or_chain(100), _sum(MAX_ARITHMETIC).replace("+ 1", "+ b"), _or_chain(2000, "p{i} = {i}")],
+    ids=["100-comparisons", "sum-of-properties", "2000-properties"],
+)
+def test_spark_sql_too_large_for_a_valid_selector_is_a_clear_error(text: str) -> None:
+    """The Spark SQL back end refuses, with its own typed error, what the tree check accepts."""
+    check(text)
+    selector = parse_selector(text)
+    assert selector is not None
+    with pytest.raises(SparkSqlTooLarge) as info:
+        to_spark_sql(selector)
+    e = info.value
+    assert isinstance(e, SelectorError)  # reported where selector errors are
+    assert e.size > MAX_SQL_CHARS
+    assert e.description.startswith('JMS selector "')
+    assert "is valid" in e.description and "invalid" not in e.description
+    assert f"its Spark SQL would be {e.size} characters, over the limit of {MAX_SQL_CHARS}" in e.description
+    assert str(e) == e.description
+
+
+def test_routing_condition_of_such_a_selector_raises_the_clear_error_and_routing_still_works() -> None:
+    """The one caller of the Spark SQL back end outside tests (querying a topic in Spark for a
+    subscription) gets SparkSqlTooLarge; the fan-out's routing plan (Arrow) routes it."""
+    import pyarrow as pa
+
+    from sharedsub.routing import build_plan, condition, parsed_selector
+    from sharedsub.storage import schemas
+    from tests.builders import subscription
+    from tests.spark.selector_corpus import msg
+
+    record = subscription("t", selector=_or_chain(100))
+    assert parsed_selector(record) is not None
+    with pytest.raises(SparkSqlTooLarge, match="too large for the Spark SQL back end"):
+        condition(record)
+    plan = build_plan([record])
+    rows = [{**msg({"a": 99}), "topic": "t", "seq": 1}, {**msg({"a": 100}), "topic": "t", "seq": 2}]
+    schema = pa.schema([pa.field("topic", pa.string()), *[f for f in schemas.TOPIC if f.name != "message"]])
+    batch = pa.RecordBatch.from_pylist(rows, schema=schema)
+    assert plan.route(batch, ["seq"]).column("seq").to_pylist() == [1]
+
+
+def test_spark_sql_within_its_limit_is_returned() -> None:
+    selector = parse_selector(_or_chain(50))
+    assert selector is not None
+    assert len(to_spark_sql(selector)) <= MAX_SQL_CHARS
+
+
+def test_error_descriptions_quote_a_long_selector_cut() -> None:
+    text = "a = 1 AND " * 200 + "b = "
+    e = error(text)
+    assert e.selector == text
+    assert f'"{text[:QUOTED_CHARS]}… ({len(text)} characters)" at position {len(text) + 1}' in e.description
+    assert len(e.description) < QUOTED_CHARS + 200
+    short = "color = "
+    assert f'"{short}"' in error(short).description
 
 
 # -- structure: precedence and associativity -----------------------------------------------------
