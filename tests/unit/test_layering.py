@@ -13,7 +13,7 @@ PURE = ["sharedsub/binding.py", "sharedsub/addressing.py", "sharedsub/model.py",
         "sharedsub/acklog.py", "sharedsub/replay.py", "sharedsub/dispatch.py", "sharedsub/transactions.py", "sharedsub/publish_window.py", "sharedsub/write_faults.py",
         "sharedsub/logthrottle.py", "sharedsub/fanout_faults.py", "sharedsub/retention.py",
         "sharedsub/sasl_frames.py", "sharedsub/scram.py", "sharedsub/sasl_rules.py", "sharedsub/identity.py",
-        "sharedsub/exposure.py"]
+        "sharedsub/exposure.py", "sharedsub/amqp_message.py"]
 # pyarrow's in-memory arrays and compute kernels are pure computation (routing and the Arrow
 # selector back end use them); its file-system, Parquet, dataset and IPC modules are I/O.
 IO_LIBS = {"deltalake", "pyspark", "proton", "socket", "subprocess", "pyarrow.parquet", "pyarrow.fs",
