@@ -6,6 +6,8 @@ every ``SHAREDSUB_TRACEMALLOC_INTERVAL`` seconds (default 120), writes ``snap-<n
 (load with ``tracemalloc.Snapshot.load``) and appends one JSON line to ``memory.jsonl``: the
 process RSS, the Python heap tracemalloc sees, pyarrow's pool and glibc's heap counters. RSS
 growing while the traced heap stays flat points at native memory (delta-rs, Arrow, malloc).
+With ``SHAREDSUB_TRACEMALLOC_FRAMES=0`` tracemalloc stays off (it slows serve several-fold):
+only the counters lines are written.
 
 For diagnosis (bench/soak.py runs with it through ``--serve-env``); tracemalloc slows serve.
 """
@@ -54,9 +56,10 @@ def _rss() -> int | None:
 
 
 def sample() -> dict[str, Any]:
-    """One line of counters: RSS, traced Python heap, Arrow pool, glibc heap."""
-    traced, peak = tracemalloc.get_traced_memory()
-    line: dict[str, Any] = {"t": round(time.time(), 1), "rss": _rss(), "traced": traced, "traced_peak": peak}
+    """One line of counters: RSS, traced Python heap (when tracing), Arrow pool, glibc heap."""
+    line: dict[str, Any] = {"t": round(time.time(), 1), "rss": _rss()}
+    if tracemalloc.is_tracing():
+        line["traced"], line["traced_peak"] = tracemalloc.get_traced_memory()
     try:
         import pyarrow
 
@@ -78,10 +81,13 @@ class MemoryProfiler(threading.Thread):
 
     def take(self) -> None:
         """Write one snapshot and its counters line now."""
-        path = os.path.join(self.directory, f"snap-{self.written:03d}.tracemalloc")
-        tracemalloc.take_snapshot().dump(path)
+        line = sample()
+        if tracemalloc.is_tracing():
+            path = os.path.join(self.directory, f"snap-{self.written:03d}.tracemalloc")
+            tracemalloc.take_snapshot().dump(path)
+            line["snapshot"] = os.path.basename(path)
         with open(os.path.join(self.directory, "memory.jsonl"), "a", encoding="utf-8") as f:
-            f.write(json.dumps({"snapshot": os.path.basename(path), **sample()}) + "\n")
+            f.write(json.dumps(line) + "\n")
         self.written += 1
 
     def run(self) -> None:
@@ -101,7 +107,9 @@ def start_from_env(environ: Mapping[str, str]) -> MemoryProfiler | None:
     if not directory:
         return None
     os.makedirs(directory, exist_ok=True)
-    tracemalloc.start(int(environ.get(ENV_FRAMES, "8")))
+    frames = int(environ.get(ENV_FRAMES, "8"))
+    if frames > 0:
+        tracemalloc.start(frames)
     profiler = MemoryProfiler(directory, float(environ.get(ENV_INTERVAL, "120")))
     profiler.start()
     logging.getLogger("sharedsub").info("memory profile: snapshots to %s", directory)
