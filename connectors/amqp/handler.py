@@ -22,7 +22,7 @@ import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
 from proton.reactor import ApplicationEvent, EventInjector
 
-from sharedsub import addressing, metrics
+from sharedsub import addressing, amqp_message, metrics
 from sharedsub import transactions as txn_rules
 from sharedsub.committer import Committer, CreateTopic, Publish, Result
 from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
@@ -36,7 +36,6 @@ from sharedsub.publish_window import PublishWindow
 from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import delta
 
-from connectors.amqp import translate
 from connectors.amqp.consumers import Subscriptions, refuse
 from connectors.amqp.delivery import Row, Tailer
 from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
@@ -465,15 +464,15 @@ class FrontEnd(Handler):
         data = link.recv(dlv.pending)
         link.advance()
         try:
-            msg = proton.Message()
             try:
-                translate.check_encoding(data)
-                msg.decode(data)
-            except Exception as exc:
-                raise MessageDecodeError(f"transfer is not a valid AMQP message: {exc}") from exc
-            # First: it reads (and checks) the strings proton decodes lazily, msg.address among them.
-            columns = translate.message_columns(msg)
-            address = state.address or addressing.parse_address(msg.address)
+                # Refuses what check_encoding, proton's decoder and message_columns refused.
+                decoded = amqp_message.decode(data)
+            except SharedSubError:
+                raise
+            except Exception as exc:  # a decoder defect: refuse this transfer, keep the link
+                raise MessageDecodeError(f"transfer is not a valid AMQP message: {exc!r}") from exc
+            columns = decoded.columns
+            address = state.address or addressing.parse_address(decoded.to)
             topic = address.topic
             policy = self.permissions.policy
             if policy is not state.authorized_under:
@@ -488,7 +487,7 @@ class FrontEnd(Handler):
                     )
                 else:
                     raise TopicNotFound(topic)
-            columns["routing_key"] = addressing.routing_key(address, msg.properties, msg.subject)
+            columns["routing_key"] = addressing.routing_key(address, decoded.routing_properties, decoded.subject)
             columns["publisher"] = state.container
             columns["partition"] = 0
             columns["size"] = len(data)

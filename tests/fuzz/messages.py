@@ -14,8 +14,7 @@ import pyarrow as pa
 from hypothesis import strategies as st
 from proton import Described, symbol, ulong
 
-from connectors.amqp import translate
-from sharedsub import addressing
+from sharedsub import addressing, amqp_message
 from sharedsub.errors import SharedSubError
 from sharedsub.storage import schemas
 
@@ -201,23 +200,15 @@ def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "
     or an anonymous-relay link when None), with the committer's seq and published_at.
 
     Raises:
-        Refused: the handler would reject the transfer (check_encoding's ValueError, anything
-            from proton's decoder, or a SharedSubError), as it does.
+        Refused: the handler would reject the transfer (a SharedSubError from
+            sharedsub.amqp_message, the address or the routing key), as it does.
         anything else: a defect, the handler would end the connection (or the commit fails).
     """
     try:
-        translate.check_encoding(raw)
-    except ValueError as exc:
-        raise Refused("amqp:decode-error", str(exc)) from None
-    msg = proton.Message()
-    try:
-        msg.decode(raw)
-    except Exception as exc:  # the handler wraps every decoder failure in MessageDecodeError
-        raise Refused("amqp:decode-error", f"{type(exc).__name__}: {exc}") from None
-    try:
-        target = addressing.parse_address(address) if address is not None else addressing.parse_address(msg.address)
-        columns = translate.message_columns(msg)
-        columns["routing_key"] = addressing.routing_key(target, msg.properties, msg.subject)
+        decoded = amqp_message.decode(raw)
+        target = addressing.parse_address(address) if address is not None else addressing.parse_address(decoded.to)
+        columns = decoded.columns
+        columns["routing_key"] = addressing.routing_key(target, decoded.routing_properties, decoded.subject)
     except SharedSubError as exc:
         raise Refused(str(exc.condition), exc.description) from None
     columns.update(publisher=publisher, partition=0, size=len(raw))
