@@ -9,12 +9,19 @@ pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` 
 (PySpark needs one). Needs nothing but Python 3.11. ``test`` also sets up the client tiers: a
 JDK and Maven (the Qpid JMS tier, tests/jms, whose Maven dependencies are fetched once) and
 Node.js with npm (the rhea tier, tests/rhea, ``npm ci``), through apt-get when missing.
+
+Setup also fetches the Delta Lake Spark connector's jars (jobs/delta_connector.py) into
+.jars/ with Maven (installed through apt-get when missing) unless they are there, so Spark reads
+the tables with ``format("delta")``, SQL and time travel. ``serve`` goes on without them when
+they cannot be fetched (the fan-out then reads topics through delta-rs, as before); ``test``
+and ``setup`` stop with an error, since tests use them.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -103,6 +110,61 @@ def ensure_rhea_tier() -> None:
     stamp.write_text(digest)
 
 
+def _load_delta_connector():  # jobs/delta_connector.py: standard library only, no pyspark
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_delta_connector", ROOT / "jobs" / "delta_connector.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def ensure_delta_connector(*, required: bool) -> None:
+    """The Delta Spark connector's jars in .jars/ (Maven, once; offline afterwards).
+
+    ``mvn dependency:copy`` resolves each jar through ~/.m2 (a second machine-wide cache) and
+    copies it into a temporary directory that is renamed into place, so the directory holds
+    every jar or none. Raises SystemExit when ``required`` and they cannot be had.
+    """
+    connector = _load_delta_connector()
+    target = connector.jars_dir()
+    if target is None:
+        say(f"{connector.ENV}=off: Spark runs without the Delta connector")
+        return
+    absent = connector.missing(target)
+    if not absent:
+        return
+    if not shutil.which("mvn"):
+        say("installing maven with apt-get (fetches the Delta Spark connector)")
+        apt_install("maven")
+    say(f"fetching the Delta Spark connector ({', '.join(absent)}) from Maven Central into {target}")
+    staging = target.with_name(target.name + ".partial")
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir(parents=True)
+    try:
+        for artifact in connector.ARTIFACTS:
+            if (target / connector.jar_name(artifact)).is_file():
+                shutil.copy2(target / connector.jar_name(artifact), staging)
+                continue
+            say(f"  {artifact}")
+            cmd = ["mvn", "-B", "-q", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={staging}"]
+            done = subprocess.run(cmd, cwd=staging, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if done.returncode != 0 or not (staging / connector.jar_name(artifact)).is_file():
+                plain = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
+                errors = [ln.strip() for ln in plain.splitlines() if ln.startswith("[ERROR]") and ln[7:].strip()]
+                raise RuntimeError(f"mvn could not fetch {artifact}: " + (errors[0] if errors else f"exit {done.returncode}"))
+        shutil.rmtree(target, ignore_errors=True)
+        staging.rename(target)
+        say(f"Delta Spark connector ready: {', '.join(sorted(p.name for p in target.iterdir()))}")
+    except (RuntimeError, OSError) as exc:
+        shutil.rmtree(staging, ignore_errors=True)
+        message = f"the Delta Spark connector could not be fetched: {exc}"
+        if required:
+            sys.exit(f"[bootstrap] {message}\n[bootstrap] Maven Central must be reachable once (later runs use {target})")
+        say(f"{message}; going on without it (Spark reads topics through delta-rs; format('delta') is unavailable)")
+
+
 def ensure_venv() -> None:
     if sys.version_info < (3, 11):
         sys.exit(f"sharedsub needs Python 3.11 or newer; this is {sys.version.split()[0]}")
@@ -128,6 +190,7 @@ def main(argv: list[str]) -> int:
         return 2
     command, rest = argv[0], argv[1:]
     setup()
+    ensure_delta_connector(required=command != "serve")
     if command == "test":
         ensure_jms_tier()
         ensure_rhea_tier()
