@@ -75,6 +75,14 @@ class Row:
     published_ms: int | None = None  # its topic commit, ms since the epoch (stage publish_to_send)
 
 
+# Rows posted to the reactor at most at once: the first ones go out after their payloads are
+# resolved, not after those of the whole in-flight window (a consumer attaching to a backlog
+# waited for 2,000 payloads before its first delivery).
+_POST_CHUNK = 256
+
+# Rows of a read turned into Python values at once (see Tailer._emit).
+_EMIT_CHUNK = 2048
+
 # Data files of a backlog snapshot read per slice (a fan-out batch or a compacted file each).
 _BACKLOG_FILES = 16
 
@@ -325,27 +333,39 @@ class Tailer:
         *,
         maybe_delivered: bool = False,
     ) -> None:
-        """Queue the not-acknowledged rows of ``data`` (subscription-table columns) in seq order and
-        post as many as ``max_in_flight`` allows (the rest on later polls)."""
-        if data is None:
+        """Queue the not-acknowledged rows of ``data`` (subscription-table columns) in seq order
+        (a seq twice in ``data`` once) and post as many as ``max_in_flight`` allows (the rest on
+        later polls). Rows become Python values ``_EMIT_CHUNK`` at a time, each chunk posted
+        before the next is converted: the first delivery of a large backlog slice does not wait
+        for all of it (``published_at`` as datetimes was most of that wait, profiled)."""
+        if data is None or data.num_rows == 0:
             return
-        meta: dict[int, tuple[int | None, str | None]] = {}
-        columns = (data.column(c).to_pylist() for c in _ROW_COLUMNS)
-        for seq, ttl, absolute, published, message_id in zip(*columns, strict=True):
-            if seq in feed.acked or seq in settled:
-                continue
-            published_ms = int(published.timestamp() * 1000) if published is not None else None
-            meta[seq] = (outcomes.expires_at(ttl, absolute, published_ms), message_id, published_ms)
-        for seq in sorted(meta):
-            feed.unposted.append((seq, *meta[seq], failures.get(seq, 0), maybe_delivered))
-        self._post_unposted(feed)
+        data = data.sort_by("seq")
+        previous = None
+        for start in range(0, data.num_rows, _EMIT_CHUNK):
+            part = data.slice(start, _EMIT_CHUNK)
+            published = pc.divide(part.column("published_at").cast(pa.int64()), 1000)  # µs -> ms
+            columns = (
+                part.column("seq").to_pylist(),
+                part.column("ttl").to_pylist(),
+                part.column("absolute_expiry_time").to_pylist(),
+                published.to_pylist(),
+                part.column("message_id").to_pylist(),
+            )
+            for seq, ttl, absolute, published_ms, message_id in zip(*columns, strict=True):
+                if seq == previous or seq in feed.acked or seq in settled:
+                    continue
+                previous = seq
+                expires = outcomes.expires_at(ttl, absolute, published_ms)
+                feed.unposted.append((seq, expires, message_id, published_ms, failures.get(seq, 0), maybe_delivered))
+            self._post_unposted(feed)
 
     def _post_unposted(self, feed: _Feed) -> bool:
         """Post unposted rows (payloads resolved now) while fewer than ``max_in_flight`` are in
         flight; return whether anything was posted."""
         posted = False
         while feed.unposted and feed.in_flight < self._max_in_flight and feed.key in self._feeds:
-            room = self._max_in_flight - feed.in_flight
+            room = min(self._max_in_flight - feed.in_flight, _POST_CHUNK)
             part = [feed.unposted.popleft() for _ in range(min(room, len(feed.unposted)))]
             extra = {seq: rest for seq, *rest in part}
             rows = [
