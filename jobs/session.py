@@ -4,6 +4,14 @@
 conf/spark-defaults.conf and ``[fanout] spark_master``, makes Python workers run this interpreter
 (the venv: workers import pyarrow, deltalake and sharedsub; feasibility gotcha 4) and registers
 the ``sharedsub_topics`` data source.
+
+When the Delta Lake Spark connector's jars are there (``bootstrap.py`` fetches them into .jars/,
+:mod:`jobs.delta_connector`), the session gets them and Delta's SQL extension and catalog, so
+``spark.read.format("delta")``, ``delta.`<path>``` in SQL, ``VERSION AS OF`` and the native Delta
+streaming source work (:func:`delta_enabled`). Without them the session is what it was: the
+fan-out reads through delta-rs and nothing else changes. Under spark-submit the driver's classpath
+is fixed before this code runs, so the connector is only configured when spark-submit was given
+its jars (``--jars`` or ``--packages``).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from jobs import delta_connector
 from sharedsub.config import Settings
 from sharedsub.storage.spark_source import TopicsDataSource
 
@@ -48,11 +57,13 @@ def spark_conf(
     defaults_path: str | os.PathLike[str] = SPARK_DEFAULTS,
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The Spark configuration sharedsub wants: the defaults file, the master, ``extra`` on top."""
+    """The Spark configuration sharedsub wants: the defaults file, the master, the Delta
+    connector's settings when its jars are there, ``extra`` on top."""
     conf = read_spark_defaults(defaults_path)
     conf["spark.master"] = settings.fanout.spark_master
     if settings.fanout.spark_master.startswith("local"):
         conf.update(_LOCAL_ONLY)
+    conf.update(delta_connector.spark_conf(delta_connector.jars()))
     conf.update(extra or {})
     return conf
 
@@ -85,12 +96,37 @@ def build_session(
         if "spark.master" in given:  # a cluster master: loopback binding would break executors
             for key in _LOCAL_ONLY:
                 wanted.pop(key, None)
+        # The driver's classpath is spark-submit's: our jars cannot join it. Turn Delta on when
+        # spark-submit brought the connector (--jars/--packages), off otherwise.
+        delta_keys = delta_connector.spark_conf(["-"])
+        for key in delta_keys:
+            wanted.pop(key, None)
+        if _driver_loads(delta_connector.EXTENSION):
+            wanted.update({k: v for k, v in delta_keys.items() if k != "spark.jars" and k not in given})
     builder = SparkSession.builder.appName(app_name)
     for key, value in wanted.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register_sources(spark)
     return spark
+
+
+def _driver_loads(class_name: str) -> bool:
+    """Whether the running driver JVM (spark-submit's) can load ``class_name``."""
+    jvm = SparkContext._jvm
+    assert jvm is not None
+    try:
+        loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
+        jvm.java.lang.Class.forName(class_name, False, loader)
+        return True
+    except Exception:
+        return False
+
+
+def delta_enabled(spark: SparkSession) -> bool:
+    """Whether ``spark`` has the Delta connector configured (``format("delta")``, Delta SQL)."""
+    extensions = spark.conf.get("spark.sql.extensions", "") or ""
+    return delta_connector.EXTENSION in [e.strip() for e in extensions.split(",")]
 
 
 def register_sources(spark: SparkSession) -> None:
