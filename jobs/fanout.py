@@ -80,7 +80,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from jobs.session import build_session
+from jobs.delta_source import DeltaTopicQueries, checkpoint_base
+from jobs.session import build_session, delta_enabled
 from sharedsub.config import Settings, load_settings
 from sharedsub.errors import SharedSubError
 from sharedsub.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
@@ -591,6 +592,10 @@ def build_fanout_query(
 ) -> StreamingQuery:
     """Start the fan-out query over ``settings.data_dir``; return it running.
 
+    ``[fanout] source`` picks the source: ``deltars`` (default), the ``sharedsub_topics`` Python
+    data source over delta-rs, one query over every topic; ``delta``, Delta's own streaming source
+    through the connector, one query per topic (:mod:`jobs.delta_source`; checkpoints under
+    ``<data>/_checkpoints/fanout-delta``), returned as one query look-alike.
     ``checkpoint`` defaults to ``<data>/_checkpoints/fanout``. ``available_now`` processes what
     the topics hold when the query starts (in batches capped by ``max_commits_per_batch``) and
     then stops. The query's :class:`FanoutSink` is ``sink`` if given, else a new one; a caller
@@ -602,6 +607,21 @@ def build_fanout_query(
     # deprecation warning.
     if (spark.conf.get(_ESCAPED_LITERALS, "false") or "false").lower() == "true":
         spark.conf.set(_ESCAPED_LITERALS, "false")
+    if settings.fanout.source == "delta":  # Delta's own streaming source: one query per topic
+        if not delta_enabled(spark):
+            raise SharedSubError(
+                "[fanout] source = \"delta\" needs the Delta Lake Spark connector, which this session lacks "
+                "(python3 bootstrap.py setup fetches it into .jars/; under spark-submit pass it with --jars or --packages)"
+            )
+        return DeltaTopicQueries(  # type: ignore[return-value]  (a StreamingQuery look-alike)
+            spark,
+            root,
+            sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval),
+            checkpoint=checkpoint or checkpoint_base(root),
+            max_files=settings.fanout.max_commits_per_batch,
+            available_now=available_now,
+            trigger_interval=settings.fanout.trigger_interval,
+        ).start()
     source = (
         spark.readStream.format(SOURCE_NAME)
         .option("data_dir", root)

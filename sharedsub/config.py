@@ -84,6 +84,9 @@ class FanoutSettings:
     table_retry_interval: float = 5.0
     # /health lists a topic as stalled once a commit of it has waited this long to be routed.
     stalled_after: float = 60.0
+    # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
+    # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
+    source: str = "deltars"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -150,6 +153,7 @@ SASL_PASSWORD_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 ANONYMOUS_MODES = ("auto", "true", "false")
 
 LOG_FORMATS = ("text", "json")
+FANOUT_SOURCES = ("deltars", "delta")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
@@ -255,6 +259,8 @@ def _check(settings: Settings) -> None:
     ):
         if seconds <= 0:
             raise ConfigError(key, f"must be positive, got {seconds}")
+    if s.fanout.source not in FANOUT_SOURCES:
+        raise ConfigError("fanout.source", f"must be one of {', '.join(FANOUT_SOURCES)}, got {s.fanout.source!r}")
     if s.maintenance.interval < 0:
         raise ConfigError("maintenance.interval", "must be 0 (off) or positive")
     for key, value in (
