@@ -161,7 +161,9 @@ class TableAppender:
     """Appends Arrow tables to one Delta table, reusing the loaded ``DeltaTable``.
 
     The table object is re-opened every ``reopen_every`` commits because a long-lived one gets
-    slower as the log grows (feasibility §3a). With ``fsync``, each commit is forced to disk
+    slower as the log grows: measured by bench/append_cost.py (bench/RESULTS.md), an appender
+    that kept its object past delta-rs's checkpoint (every 100 commits) appended about 40%
+    slower until it re-opened; every 100 commits (the default) or 50 keeps it flat. With ``fsync``, each commit is forced to disk
     before :meth:`append` returns (:func:`sync_commit`).
 
     Each commit carries a commit id (:data:`COMMIT_MARK` in its commitInfo), so that an append
@@ -171,7 +173,7 @@ class TableAppender:
     """
 
     def __init__(
-        self, path: str, schema: pa.Schema, *, reopen_every: int = 200, fsync: bool = False, evolve: bool = False
+        self, path: str, schema: pa.Schema, *, reopen_every: int = 100, fsync: bool = False, evolve: bool = False
     ) -> None:
         self.path = path
         self.schema = schema
