@@ -37,7 +37,7 @@ def test_backlog_notebook_runs_top_to_bottom(ops: OpsDataDir, tmp_path: Path, mo
     nb = nbformat.read(NOTEBOOK, as_version=4)
     NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
     code = [c for c in nb.cells if c.cell_type == "code"]
-    params, overview, plot, pending, eu, summary = (_outputs(c) for c in code)
+    params, overview, plot, pending, eu, spark_sql, summary = (_outputs(c) for c in code)
 
     assert f"data dir: {ops.data_dir}" in params[0]
     for name in EXPECTED_BACKLOG:
@@ -52,11 +52,18 @@ def test_backlog_notebook_runs_top_to_bottom(ops: OpsDataDir, tmp_path: Path, mo
     # the pandas filter keeps the eu orders (even n) among them
     assert "order-4" in eu[0] and "order-9" not in eu[0]
 
+    # The Spark SQL section (the connector is there: bootstrap.py fetched it) finds the same
+    # waiting messages through the Delta Lake Spark connector.
+    assert "views: " in spark_sql[0] and "sub_app_1_billing" in spark_sql[0] and "topic_orders" in spark_sql[0]
+    assert "app-1:billing: 7 waiting; the same messages as above: True" in spark_sql[0]
+    assert "text/html" in spark_sql[1]
+
     line = next(ln for ln in summary[0].splitlines() if ln.startswith("{"))
     result = json.loads(line)
     assert result["data_dir"] == str(ops.data_dir)
     assert result["backlog"] == EXPECTED_BACKLOG
     assert result["pending"] == {"subscription": "app-1:billing", "seqs": list(range(3, PUBLISHED))}
+    assert result["spark_sql_seqs"] == list(range(3, PUBLISHED))
     # Every subscription's history has a routed commit (and billing its ack commits).
     assert all(n >= 1 for n in result["history_points"].values())
     assert result["history_points"]["app-1:billing"] >= 2
