@@ -67,6 +67,7 @@ def test_precedence_env_then_flags() -> None:
         ({"log": {"format": "xml"}}, "log.format"),
         ({"log": {"level": "LOUD"}}, "log.level"),
         ({"log": {"colour": True}}, "log.colour"),
+        ({"fanout": {"source": "kafka"}}, "fanout.source"),
     ],
 )
 def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
@@ -124,3 +125,8 @@ def test_security_refusals(doc: dict[str, dict[str, object]], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_settings(doc)
     assert info.value.key == key
+
+
+def test_fanout_source_defaults_to_delta_rs_and_takes_delta() -> None:
+    assert load_settings(None, {}, {}).fanout.source == "deltars"
+    assert load_settings(None, {"SHAREDSUB_FANOUT_SOURCE": "delta"}, {}).fanout.source == "delta"
