@@ -135,14 +135,14 @@ def ensure_delta_connector(*, required: bool) -> None:
     absent = connector.missing(target)
     if not absent:
         return
-    if not shutil.which("mvn"):
-        say("installing maven with apt-get (fetches the Delta Spark connector)")
-        apt_install("maven")
-    say(f"fetching the Delta Spark connector ({', '.join(absent)}) from Maven Central into {target}")
     staging = target.with_name(target.name + ".partial")
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir(parents=True)
     try:
+        if not shutil.which("mvn"):
+            say("installing maven with apt-get (fetches the Delta Spark connector)")
+            apt_install("maven")
+        say(f"fetching the Delta Spark connector ({', '.join(absent)}) from Maven Central into {target}")
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
         for artifact in connector.ARTIFACTS:
             if (target / connector.jar_name(artifact)).is_file():
                 shutil.copy2(target / connector.jar_name(artifact), staging)
@@ -157,7 +157,7 @@ def ensure_delta_connector(*, required: bool) -> None:
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
         say(f"Delta Spark connector ready: {', '.join(sorted(p.name for p in target.iterdir()))}")
-    except (RuntimeError, OSError) as exc:
+    except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
         message = f"the Delta Spark connector could not be fetched: {exc}"
         if required:
