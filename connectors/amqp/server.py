@@ -25,10 +25,11 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 
 from sharedsub.config import Settings
 from sharedsub.errors import ConfigError, ServiceUnavailable
-from sharedsub.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
 from sharedsub.permissions_file import PolicyStore
+from sharedsub.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
 from sharedsub.users import UserStore, users_path
 
+from connectors.amqp.arrow_pool import ArrowPoolRelease
 from connectors.amqp.handler import CONTAINER_ID, FrontEnd
 from connectors.amqp.secure_listener import SecureAcceptor, tls_context
 
@@ -67,6 +68,8 @@ class _Root(FrontEnd):
 
     def on_sharedsub_shutdown(self, event: Any) -> None:
         self.tailer.stop()
+        if self.server.pool_release is not None:
+            self.server.pool_release.stop()
         for conn in list(self.connections):
             conn.close()
         self.server.injector.close()
@@ -115,6 +118,7 @@ class FrontEndServer:
         self.host = settings.server.host
         self.port = settings.server.port
         self.tls_port: int | None = None  # the amqps port once listening; None: no TLS listener
+        self.pool_release: ArrowPoolRelease | None = None  # started by run()
         self.users: UserStore | None = None
         self.anonymous = True  # anonymous clients allowed (decided in listen())
         self._stopping = False
@@ -196,6 +200,8 @@ class FrontEndServer:
             self.listen()
         if on_started is not None:
             on_started()
+        self.pool_release = ArrowPoolRelease(self.container)
+        self.container.schedule(self.pool_release.interval, self.pool_release)
         try:
             self.container.run()
         finally:
