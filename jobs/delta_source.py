@@ -27,6 +27,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -215,13 +216,12 @@ class DeltaTopicQueries:
     def awaitTermination(self, timeout: float | None = None) -> bool | None:
         """Wait until every query ended (at most ``timeout`` seconds in all); raise the first
         failure. Returns whether all ended (None without a timeout, as StreamingQuery does)."""
-        import time
-
         deadline = None if timeout is None else time.monotonic() + timeout
         for _, _, query in self._snapshot():
             if deadline is None:
                 query.awaitTermination()
-            elif not query.awaitTermination(max(0.0, deadline - time.monotonic())):
+            # pyspark's stub says int; it takes float seconds
+            elif not query.awaitTermination(max(0.0, deadline - time.monotonic())):  # type: ignore[arg-type]
                 return False
         if self._failed is not None:
             raise self._failed
