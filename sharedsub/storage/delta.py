@@ -238,7 +238,10 @@ class TableAppender:
                 try:
                     write_deltalake(
                         target,
-                        data.cast(self.schema),
+                        # One chunk: delta-rs may write the record batches of a many-chunk table
+                        # into the file out of order (seen: a parked part of seqs 0-2 and a later
+                        # one of 3-4 stored as 3, 4, 0, 1, 2), and rows must stay in seq order.
+                        data.cast(self.schema).combine_chunks(),
                         mode="append",
                         commit_properties=props,
                         configuration=DEFAULT_TABLE_CONFIG if table is None else None,

@@ -58,3 +58,19 @@ def test_only_the_row_groups_that_may_hold_a_wanted_seq_are_read(tmp_path: Path)
     assert dict(zip(got.column("seq").to_pylist(), got.column("message").to_pylist(), strict=True)) == {
         3: b"m3", 42: b"m42", 43: b"m43", 99: b"m99"}
     assert delta._read_seqs(str(path), [100, 101]).num_rows == 0
+
+
+def test_a_table_of_several_chunks_is_stored_in_its_row_order(tmp_path: Path) -> None:
+    """delta-rs may write the record batches of a many-chunk table out of order; the appender
+    writes one chunk, so the fan-out's parked rows and later rows stay in seq order."""
+    schema = pa.schema([schemas.SUBSCRIPTION.field("seq")])
+    first = pa.Table.from_pylist([{"seq": s} for s in range(3)], schema=schema)
+    later = pa.Table.from_pylist([{"seq": s} for s in range(3, 5)], schema=schema)
+    path = str(tmp_path / "t")
+    appender = delta.TableAppender(path, schema)
+    for _ in range(10):
+        appender.append(pa.concat_tables([first, later]))
+    for version in range(10):
+        commit = delta.read_commit(path, version)
+        assert commit is not None
+        assert delta.read_files(list(commit.added)).column("seq").to_pylist() == [0, 1, 2, 3, 4]
