@@ -13,7 +13,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shutil
-import threading
 from typing import Any
 
 import proton
@@ -35,6 +34,7 @@ from sharedsub.storage import delta, layout
 from sharedsub.storage import retention as stored
 from tests import builders as b
 from tests.spark.conftest import make_settings, run_available_now, wait_until
+from tests.storage.test_committer import Collector
 
 pytestmark = pytest.mark.spark
 
@@ -49,30 +49,18 @@ def dspark(spark: SparkSession) -> SparkSession:
 # --------------------------------------------------------------------------- writing, as the front end does
 
 
-class _Done:
-    def __init__(self) -> None:
-        self.results: list[Result] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, results: list[Result]) -> None:
-        with self.cond:
-            self.results.extend(results)
-            self.cond.notify_all()
-
-
 def _commit(root: str, *requests: Any) -> list[Result]:
     """Run ``requests`` through a real group committer (one group commit per kind) and return
     its results; fails on any error."""
-    done = _Done()
+    done = Collector()
     committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done)
     for request in requests:
         committer.submit(request)
     committer.start()
     committer.stop()
-    with done.cond:
-        assert done.cond.wait_for(lambda: len(done.results) >= len(requests), 120)
-    assert all(r.error is None for r in done.results), [r.error for r in done.results]
-    return done.results
+    results = done.wait(len(requests))
+    assert all(r.error is None for r in results), [r.error for r in results]
+    return results
 
 
 def _publish(topic: str, n: int, first: int, publisher: str = "shop") -> list[Publish]:
