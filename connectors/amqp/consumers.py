@@ -39,7 +39,7 @@ from sharedsub.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Re
 from sharedsub.config import Settings
 from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import SharedSubError
-from sharedsub.model import SubscriptionRecord, SubscriptionState
+from sharedsub.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.outcomes import DeadLetter, Limits
 from sharedsub.permissions import Permission
 from sharedsub.permissions_file import PolicyStore
@@ -85,6 +85,14 @@ def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, 
         link.open()
     link.condition = Condition(condition, description, info)
     link.close()
+
+
+def _clashing_keys(identity: SubscriptionKey) -> list[str]:
+    """Keys whose records an attach naming ``identity`` may join, change or clash with (a durable
+    name clashes with the other sharedness too)."""
+    if not identity.durable:
+        return [identity.key]
+    return [identity.key, dataclasses.replace(identity, shared=not identity.shared).key]
 
 
 def _no_selector_support(text: str) -> None:
@@ -186,11 +194,11 @@ class Subscriptions:
     def _open_consumer(self, link: proton.Sender) -> None:
         request = translate.attach_request(link)
         new_name = f"{link.name}#{uuid.uuid4().hex}"
-        keys = (
-            [k.key for k in attach.lookup_identities(request)]
-            if request.source is None
-            else [attach.identity_for(request, new_name=new_name).key]
-        )
+        if request.source is None:
+            keys = owned = [k.key for k in attach.lookup_identities(request)]
+        else:
+            identity = attach.identity_for(request, new_name=new_name)
+            keys, owned = [identity.key], _clashing_keys(identity)
         for key in keys:
             if key in self._busy:  # a catalog write for it is in flight: decide after it
                 self._busy[key].append(lambda: self._reopen(link))
@@ -199,7 +207,7 @@ class Subscriptions:
         policy = self._permissions.policy
         # Before deciding: a refusal about another user's subscription (in use, changed) would
         # tell this one it exists. A durable name clashes with the other sharedness too.
-        for key in keys if request.source is None else self._clashing_keys(request, new_name):
+        for key in owned:
             rec = self.records.get(key)
             if rec is not None and rec.active:
                 policy.check_subscription(user, rec.owner, rec.topic, rec.identity.name)
@@ -223,14 +231,6 @@ class Subscriptions:
                 if previous is not None:
                     log.info("subscription %s: new generation %d (%s)", rec.key, rec.generation, rec.topic)
                 self._create(link, rec, decision.reply)
-
-    @staticmethod
-    def _clashing_keys(request: Any, new_name: str) -> list[str]:
-        """Keys whose records an attach with a source may join, change or clash with."""
-        identity = attach.identity_for(request, new_name=new_name)
-        if not identity.durable:
-            return [identity.key]
-        return [identity.key, dataclasses.replace(identity, shared=not identity.shared).key]
 
     def _generation_record(
         self, decision: Create | NewGeneration, previous: SubscriptionRecord | None, user: str | None
