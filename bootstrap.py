@@ -33,15 +33,18 @@ STAMP = VENV / ".sharedsub-installed"
 
 
 def say(text: str) -> None:
+    """Print a progress line, prefixed ``[bootstrap]`` and flushed at once."""
     print(f"[bootstrap] {text}", flush=True)
 
 
 def run(cmd: list[str], **kw: object) -> None:
+    """Echo ``cmd``, then run it (``kw`` go to :func:`subprocess.run`); raise if it fails."""
     say("$ " + " ".join(cmd))
     subprocess.run(cmd, check=True, **kw)  # type: ignore[call-overload]
 
 
 def venv_python() -> Path:
+    """The virtual environment's Python interpreter (it may not exist yet)."""
     return VENV / "bin" / "python"
 
 
@@ -60,6 +63,7 @@ def apt_install(*packages: str) -> None:
 
 
 def ensure_java() -> None:
+    """Install a Java 17 runtime with apt-get unless ``java`` is on PATH (PySpark needs one)."""
     if shutil.which("java"):
         return
     say("java not found: installing a Java 17 runtime with apt-get")
@@ -166,7 +170,10 @@ def ensure_delta_connector(*, required: bool) -> None:
 
 
 def ensure_venv() -> None:
-    if sys.version_info < (3, 11):
+    """Create .venv and install the pinned packages unless its stamp matches setup.py; needs Python 3.11+."""
+    # UP036 assumes the target version, but this check exists for interpreters older than it:
+    # bootstrap.py is run by whatever python3 the machine has, to say why it cannot go on.
+    if sys.version_info < (3, 11):  # noqa: UP036
         sys.exit(f"sharedsub needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     wanted = hashlib.sha256((ROOT / "setup.py").read_bytes()).hexdigest()
     if STAMP.exists() and STAMP.read_text().strip() == wanted and venv_python().exists():
@@ -180,11 +187,13 @@ def ensure_venv() -> None:
 
 
 def setup() -> None:
+    """The setup every command needs: a Java runtime and the virtual environment."""
     ensure_java()
     ensure_venv()
 
 
 def main(argv: list[str]) -> int:
+    """Run ``bootstrap.py serve|test|setup [options]``; return the exit status (2: usage printed)."""
     if not argv or argv[0] not in ("serve", "test", "setup"):
         print(__doc__)
         return 2

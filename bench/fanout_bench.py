@@ -34,13 +34,12 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
+import procstat
 import proton
 import pyarrow as pa
+import workloads
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
-
-import procstat
-import workloads
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)

@@ -24,9 +24,8 @@ import sys
 import tempfile
 import time
 
-import pyarrow as pa
-
 import procstat
+import pyarrow as pa
 import report
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -67,10 +67,10 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import fanout_bench
 import procstat
 import report
 import workloads
-import fanout_bench
 from artemis_peer import ArtemisPeer
 from rabbitmq_peer import RabbitMQPeer, Route
 from sharedsub_service import SharedSubService

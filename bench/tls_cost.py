@@ -34,7 +34,6 @@ import os
 import shlex
 import shutil
 import socket
-import ssl
 import statistics
 import subprocess
 import sys
@@ -43,12 +42,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from proton import SSLDomain
-
 import procstat
 import report
 import workloads
 from connect_probe import Target, client_tls, connect_once
+from proton import SSLDomain
 from sharedsub_service import SharedSubService, sharedsub_executable
 
 HERE = os.path.dirname(os.path.abspath(__file__))

@@ -1,0 +1,1 @@
+"""The PySpark side: the fan-out job, its SparkSession and the Delta Lake Spark connector."""

@@ -260,6 +260,7 @@ class FanoutSink:
         self._last_progress: int | None = None
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """The ``foreachBatch`` callback: :meth:`route_batch`."""
         self.route_batch(df, batch_id)
 
     def close(self) -> None:

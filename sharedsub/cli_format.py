@@ -108,7 +108,7 @@ def _partition_rows(parts: Sequence[PartitionBacklog], now: dt.datetime) -> list
 
 def partitions_table(status: SubscriptionStatus, now: dt.datetime | None = None) -> str:
     """``backlog SUB``: one row per partition and a total."""
-    at = now or dt.datetime.now(dt.timezone.utc)
+    at = now or dt.datetime.now(dt.UTC)
     rows = _partition_rows(status.partitions, at)
     rows.append(("total", _backlog_cell(status), size(status.bytes), age(status.oldest_age(at)), status.routed))
     head = f"{status.display_name} ({status.kind}, generation {status.record.generation}, {status.key})"

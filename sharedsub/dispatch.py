@@ -95,16 +95,20 @@ class Offered(Protocol):
     """What the rules read of a row (connectors.amqp.delivery.Row has these and more)."""
 
     @property
-    def seq(self) -> int: ...
+    def seq(self) -> int:
+        """The row's seq: its position in the topic, the order rows are dispatched in."""
 
     @property
-    def expires_at(self) -> int | None: ...  # ms since the epoch; None: never
+    def expires_at(self) -> int | None:
+        """When the row expires, in ms since the epoch; None: never."""
 
     @property
-    def failures(self) -> int: ...  # failed deliveries the ack log held when the row was read
+    def failures(self) -> int:
+        """Failed deliveries the ack log held when the row was read."""
 
     @property
-    def maybe_delivered(self) -> bool: ...  # loaded after an unclean stop: may have been sent
+    def maybe_delivered(self) -> bool:
+        """Loaded after an unclean stop: the row may have been sent already."""
 
 
 # ---------------------------------------------------------------------------------- events
@@ -236,6 +240,9 @@ Effect = Send | Record | DeadLetterRow | CountSent
 # Explicit acknowledged seqs a subscription may hold before its floor is first raised.
 _ADVANCE_MIN = 1024
 
+# Limits is a frozen dataclass, so one shared instance can be the default of every SubscriptionDispatch.
+_DEFAULT_LIMITS = Limits()
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Held:
@@ -253,7 +260,7 @@ class SubscriptionDispatch:
     (the tailer, a replay) read and change them.
     """
 
-    def __init__(self, acked: AckedSeqs, failures: dict[int, int], limits: Limits = Limits()) -> None:
+    def __init__(self, acked: AckedSeqs, failures: dict[int, int], limits: Limits = _DEFAULT_LIMITS) -> None:
         self.acked = acked
         # Highest seq offered (see "Memory" in the module docstring); rows above it are unread.
         self._offered_to = acked.floor

@@ -101,7 +101,7 @@ class SubscriptionStatus:
         oldest = self.oldest_published_at
         if oldest is None:
             return None
-        return (now or dt.datetime.now(dt.timezone.utc)) - oldest
+        return (now or dt.datetime.now(dt.UTC)) - oldest
 
     def to_json(self, now: dt.datetime | None = None) -> dict[str, Any]:
         """JSON-ready dict (``--json`` output of the CLI)."""
@@ -264,7 +264,7 @@ def backlog_history(root: str, record: SubscriptionRecord) -> list[BacklogPoint]
     for ms, added, acked in events:
         routed += added
         done += acked
-        at = dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc)
+        at = dt.datetime.fromtimestamp(ms / 1000, dt.UTC)
         points.append(BacklogPoint(at, routed, done, routed - done))
     return points
 
@@ -281,7 +281,7 @@ class Throughput:
 def throughput(history: Sequence[BacklogPoint], *, window_s: float = 300.0, now: dt.datetime | None = None) -> Throughput:
     """Rates over the ``window_s`` seconds before ``now`` (default the current time) from a
     :func:`backlog_history`; pure. Commits before the window count as the starting level."""
-    end = now or dt.datetime.now(dt.timezone.utc)
+    end = now or dt.datetime.now(dt.UTC)
     start = end - dt.timedelta(seconds=window_s)
     before = [p for p in history if p.at <= start]
     inside = [p for p in history if start < p.at <= end]

@@ -408,6 +408,7 @@ class MaintenanceThread(threading.Thread):
         self._stopping = threading.Event()  # not _stop: that name is a method threading.Thread calls
 
     def run(self) -> None:
+        """The thread: a run every interval; a run that fails is logged and retried at the next one."""
         while not self._stopping.wait(self.policy.interval):
             try:
                 report = run_once(self.root, self.policy, settled_below=self.settled_below)
@@ -417,4 +418,5 @@ class MaintenanceThread(threading.Thread):
             log.info("maintenance: %s", report)
 
     def stop(self) -> None:
+        """Ask the thread to end: no run starts after this (one under way finishes)."""
         self._stopping.set()

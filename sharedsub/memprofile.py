@@ -36,7 +36,7 @@ class _Mallinfo2(ctypes.Structure):
 
 
 def _malloc_counters() -> dict[str, int]:
-    """glibc's heap: bytes in use (``uordblks`` + mmapped ``hblkhd``) and free but kept (``fordblks``)."""
+    """The glibc heap: bytes in use (``uordblks`` + mmapped ``hblkhd``) and free but kept (``fordblks``)."""
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallinfo2.restype = _Mallinfo2
@@ -91,6 +91,7 @@ class MemoryProfiler(threading.Thread):
         self.written += 1
 
     def run(self) -> None:
+        """The thread: :meth:`take` every interval; a write that fails is logged, the next one is tried."""
         while not self._stop_event.wait(self.interval):
             try:
                 self.take()
@@ -98,6 +99,7 @@ class MemoryProfiler(threading.Thread):
                 logging.getLogger("sharedsub").warning("memory profile: %s", exc)
 
     def stop(self) -> None:
+        """Ask the thread to end: no snapshot is taken after this (one under way finishes)."""
         self._stop_event.set()
 
 

@@ -1,4 +1,4 @@
-"""Service metrics: the front end's counters and the Prometheus text exposition; pure.
+r"""Service metrics: the front end's counters and the Prometheus text exposition; pure.
 
 :class:`Counters` holds monotonic counts by ``(name, topic, subscription)``. Threading contract:
 the reactor thread is the only writer (``inc`` is a dict read and store of plain ints, each
@@ -9,7 +9,7 @@ counter at some value it really had, never a torn one. Counts start at 0 when th
 
 :func:`render` writes metric families in the Prometheus text exposition format 0.0.4
 (``# HELP``/``# TYPE`` lines, then ``name{label="value"} number`` samples; label values escape
-``\\``, ``"`` and newlines).
+``\``, ``"`` and newlines).
 """
 
 from __future__ import annotations

@@ -41,7 +41,6 @@ from typing import Any
 
 import numpy as np
 
-
 # --------------------------------------------------------------------------- fan-out progress
 
 

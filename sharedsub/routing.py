@@ -62,10 +62,10 @@ ROUTE_COLUMN = "_route"
 
 
 def java_regex(pattern: str) -> str:
-    """The binding regex for Java (Spark ``RLIKE``): ``binding.to_regex`` anchored with ``\\z``.
+    r"""The binding regex for Java (Spark ``RLIKE``): ``binding.to_regex`` anchored with ``\z``.
 
-    ``to_regex`` ends in ``$``, which Java also matches before a final line terminator (``\\n``,
-    ``\\r``, ``\\u2028``, ...); ``\\z`` matches only at the end, which is what "exact" means.
+    ``to_regex`` ends in ``$``, which Java also matches before a final line terminator (``\n``,
+    ``\r``, ``\u2028``, ...); ``\z`` matches only at the end, which is what "exact" means.
     """
     regex = binding.to_regex(pattern)
     if regex.endswith("$") and not regex.endswith("\\$"):

@@ -56,7 +56,7 @@ class Credential:
 
     @property
     def hash(self) -> str:
-        """hashlib name of the mechanism's hash."""
+        """The hashlib name of the mechanism's hash."""
         return HASHES[self.mechanism]
 
     def to_text(self) -> str:
@@ -134,7 +134,7 @@ def _attrs(msg: str) -> list[tuple[str, str]]:
 
 
 def _unescape_name(name: str) -> str:
-    """saslname (RFC 5802 5.1): ``=2C`` is ``,``, ``=3D`` is ``=``, any other ``=`` is invalid."""
+    """A saslname (RFC 5802 5.1): ``=2C`` is ``,``, ``=3D`` is ``=``, any other ``=`` is invalid."""
     out, i = [], 0
     while i < len(name):
         if name[i] == "=":

@@ -32,8 +32,8 @@ from collections.abc import Mapping
 
 from sharedsub import scram
 from sharedsub.errors import ConfigError, InvalidUser, UserExists, UserNotFound
-from sharedsub.storage.private import ensure_data_dir
 from sharedsub.storage.layout import USERS_FILE
+from sharedsub.storage.private import ensure_data_dir
 
 log = logging.getLogger(__name__)
 

@@ -102,7 +102,7 @@ def assert_same(raw: bytes) -> Outcome:
 def _assert_same_properties(raw: bytes, old: list[tuple[str, dict[str, Any]]],
                             new: list[tuple[str, dict[str, Any]]]) -> None:
     assert [k for k, _ in old] == [k for k, _ in new], f"{raw.hex()}\n{old}\n{new}"
-    for (key, was), (_, now) in zip(old, new):
+    for (key, was), (_, now) in zip(old, new, strict=True):
         if was["type"] == "memoryview":  # documented: a binary value is stored as binary, in hex
             assert now["type"] == "binary" and now["string"] is not None, (key, was, now)
         elif was["string"] is not None and "<memory at 0x" in was["string"]:  # a binary inside

@@ -14,13 +14,12 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from connectors.amqp.handler import FrontEnd
 from sharedsub import admin_rules
 from sharedsub.committer import DropTopic, Result
 from sharedsub.errors import SharedSubError, SubscriptionInUse, TopicInUse
 from sharedsub.inspection import display_name, find_subscription
 from sharedsub.model import SubscriptionRecord
-
-from connectors.amqp.handler import FrontEnd
 
 log = logging.getLogger(__name__)
 

@@ -23,6 +23,8 @@ from typing import Any
 import proton
 from proton import Condition, Endpoint
 
+from connectors.amqp import translate
+from connectors.amqp.delivery import Dispatcher, Row, Tailer
 from sharedsub import attach, metrics
 from sharedsub.acked_seqs import AckedSeqs
 from sharedsub.attach import (
@@ -36,8 +38,8 @@ from sharedsub.attach import (
     RefuseDelete,
 )
 from sharedsub.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
-from sharedsub.config import Settings
 from sharedsub.conditions import AmqpCondition
+from sharedsub.config import Settings
 from sharedsub.errors import SharedSubError
 from sharedsub.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.outcomes import DeadLetter, Limits
@@ -46,9 +48,6 @@ from sharedsub.permissions_file import PolicyStore
 from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import layout
 from sharedsub.storage.catalog import attached_links, load_catalog
-
-from connectors.amqp import translate
-from connectors.amqp.delivery import Dispatcher, Row, Tailer
 
 log = logging.getLogger(__name__)
 

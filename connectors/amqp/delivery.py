@@ -44,6 +44,7 @@ import proton
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.amqp.translate import with_delivery_count
 from sharedsub import dispatch as rules
 from sharedsub import metrics, outcomes
 from sharedsub.acked_seqs import AckedSeqs
@@ -53,8 +54,6 @@ from sharedsub.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.payloads import PayloadCache
 from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import delta, layout
-
-from connectors.amqp.translate import with_delivery_count
 
 log = logging.getLogger(__name__)
 
@@ -417,6 +416,10 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+# Limits is a frozen dataclass, so one shared instance can be the default of every Dispatcher.
+_DEFAULT_LIMITS = Limits()
+
+
 # A disposition with a transactional state (AMQP 0x34): its outcome counts only if the
 # transaction commits (Dispatcher.settle_transactional, Dispatcher.discharge).
 _TRANSACTIONAL_STATE = 0x34
@@ -464,7 +467,7 @@ class Dispatcher:
         on_ack: AckCallback,
         on_dead_letter: DeadLetterCallback,
         *,
-        limits: Limits = Limits(),
+        limits: Limits = _DEFAULT_LIMITS,
         clock: Callable[[], int] = _now_ms,
         counters: metrics.Counters | None = None,
         stages: StageTimes | None = None,

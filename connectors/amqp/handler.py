@@ -22,6 +22,9 @@ import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
 from proton.reactor import ApplicationEvent, EventInjector
 
+from connectors.amqp.consumers import Subscriptions, refuse
+from connectors.amqp.delivery import Row, Tailer
+from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
 from sharedsub import addressing, amqp_message, metrics
 from sharedsub import transactions as txn_rules
 from sharedsub.committer import Committer, CreateTopic, Publish, Result
@@ -35,10 +38,6 @@ from sharedsub.permissions_file import PolicyStore
 from sharedsub.publish_window import PublishWindow
 from sharedsub.stage_timing import StageTimes
 from sharedsub.storage import delta
-
-from connectors.amqp.consumers import Subscriptions, refuse
-from connectors.amqp.delivery import Row, Tailer
-from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
 
 log = logging.getLogger(__name__)
 

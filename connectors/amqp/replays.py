@@ -27,13 +27,12 @@ import logging
 import threading
 from typing import Any
 
+from connectors.amqp.admin_ops import Op
+from connectors.amqp.handler import FrontEnd
 from sharedsub.errors import ReplayInProgress, ReplayNotDurable
 from sharedsub.inspection import display_name, find_subscription
 from sharedsub.replay import ReplayReport
 from sharedsub.storage.replay_tables import ReplayDone, replay_tables
-
-from connectors.amqp.admin_ops import Op
-from connectors.amqp.handler import FrontEnd
 
 log = logging.getLogger(__name__)
 

@@ -222,6 +222,7 @@ class SecureSelectable(Selectable):
 
     @property  # type: ignore[override]
     def reading(self) -> bool:
+        """Wait for input: never while closing; always until the transport exists; then if it wants input and none is pending."""
         if self._closing or self._terminal:
             return False
         if self._transport is None:
@@ -234,6 +235,7 @@ class SecureSelectable(Selectable):
 
     @property  # type: ignore[override]
     def writing(self) -> bool:
+        """Wait for the socket to be writable: bytes are queued for it, or the transport wants to write."""
         return bool(self._out) or (self._transport is not None and self._t_writing)
 
     @writing.setter
@@ -243,6 +245,7 @@ class SecureSelectable(Selectable):
     # ------------------------------------------------------------------ called by IOHandler.on_reactor_quiesced
 
     def readable(self) -> None:
+        """Read what the socket has through TLS, SASL or the transport; abort on EOF or a socket error."""
         try:
             data = self._delegate.recv(65536)
         except (BlockingIOError, InterruptedError):
@@ -263,11 +266,13 @@ class SecureSelectable(Selectable):
         self._sync()
 
     def writable(self) -> None:
+        """Move the transport's output to the socket and send what is queued."""
         self._pull_transport()
         self._send()
         self._sync()
 
     def expired(self) -> None:
+        """Deadline reached: close a connection not authenticated in time, else tick the transport."""
         if self._transport is None:
             if not self._terminal:
                 log.info("closed a connection from %s: not authenticated within %.0f s (security.auth_timeout)",

@@ -23,15 +23,14 @@ from typing import Any
 
 from proton.reactor import ApplicationEvent, Container, EventInjector
 
+from connectors.amqp.arrow_pool import ArrowPoolRelease
+from connectors.amqp.handler import CONTAINER_ID, FrontEnd
+from connectors.amqp.secure_listener import SecureAcceptor, tls_context
 from sharedsub.config import Settings
 from sharedsub.errors import ConfigError, ServiceUnavailable
 from sharedsub.permissions_file import PolicyStore
 from sharedsub.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
 from sharedsub.users import UserStore, users_path
-
-from connectors.amqp.arrow_pool import ArrowPoolRelease
-from connectors.amqp.handler import CONTAINER_ID, FrontEnd
-from connectors.amqp.secure_listener import SecureAcceptor, tls_context
 
 log = logging.getLogger(__name__)
 

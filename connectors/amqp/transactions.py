@@ -20,7 +20,6 @@ from proton import Condition, Delivery, Described, Endpoint, Terminus, ulong
 
 from sharedsub import transactions as rules
 from sharedsub.committer import Barrier, Committer, CommitTransaction, Publish, Result
-from sharedsub.conditions import AmqpCondition
 from sharedsub.errors import MessageDecodeError, NotSupported, SharedSubError, TransactionRolledBack
 
 log = logging.getLogger(__name__)
@@ -71,7 +70,8 @@ class HoldSettlement(Protocol):
     def __call__(
         self, dlv: Delivery, txn_id: bytes, outcome: int, *, failed: bool = ..., undeliverable: bool = ...,
         condition: Condition | None = ...,
-    ) -> None: ...
+    ) -> None:
+        """Settle ``dlv`` locally and hold its ``outcome`` in transaction ``txn_id`` until the discharge."""
 
 
 class Coordinator:

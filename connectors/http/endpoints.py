@@ -33,6 +33,9 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from connectors.amqp import admin_ops, replays
+from connectors.amqp.server import FrontEndServer
+from connectors.http.admin import Reply, Request, Routes
 from sharedsub import metrics
 from sharedsub.errors import ConfigError
 from sharedsub.model import SubscriptionRecord
@@ -41,10 +44,6 @@ from sharedsub.stage_timing import merged, stage_family, stages_from_json
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
-
-from connectors.amqp import admin_ops, replays
-from connectors.amqp.server import FrontEndServer
-from connectors.http.admin import Reply, Request, Routes
 
 ADMIN_TIMEOUT = 60.0
 

@@ -88,6 +88,7 @@ class Rows:
         self._user_id: Datum | None = None
 
     def column(self, name: str) -> pa.Array:
+        """The batch's column ``name``."""
         return self.batch.column(name)
 
     def property(self, name: str) -> _Value:

@@ -110,6 +110,8 @@ class Unary:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Arithmetic:
+    """``left op right`` with a numeric operator."""
+
     op: str  # '+' | '-' | '*' | '/' | '%'
     left: Expr
     right: Expr
@@ -119,6 +121,8 @@ class Arithmetic:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Comparison:
+    """``left op right`` with a comparison operator."""
+
     op: str  # '=' | '<>' | '<' | '<=' | '>' | '>='
     left: Expr
     right: Expr
@@ -128,6 +132,8 @@ class Comparison:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Not:
+    """``NOT operand``."""
+
     operand: Expr
     start: int = _span()
     end: int = _span()
@@ -135,6 +141,8 @@ class Not:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Logical:
+    """``left AND right`` or ``left OR right``."""
+
     op: str  # 'AND' | 'OR'
     left: Expr
     right: Expr
@@ -144,6 +152,8 @@ class Logical:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Between:
+    """``operand [NOT] BETWEEN low AND high`` (both bounds included)."""
+
     operand: Expr
     low: Expr
     high: Expr
@@ -154,6 +164,8 @@ class Between:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class In:
+    """``operand [NOT] IN (values)``; the values are string literals."""
+
     operand: Expr
     values: tuple[str, ...]
     negated: bool = False
@@ -175,6 +187,8 @@ class Like:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class IsNull:
+    """``operand IS [NOT] NULL``."""
+
     operand: Expr
     negated: bool = False
     start: int = _span()

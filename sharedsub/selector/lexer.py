@@ -104,9 +104,11 @@ class Token:
     end: int
 
     def is_keyword(self, *names: str) -> bool:
+        """Whether this token is one of the keywords ``names``."""
         return self.kind is Kind.KEYWORD and self.value in names
 
     def is_operator(self, *ops: str) -> bool:
+        """Whether this token is one of the operators ``ops``."""
         return self.kind is Kind.OPERATOR and self.value in ops
 
     def describe(self, text: str) -> str:

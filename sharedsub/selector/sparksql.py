@@ -77,10 +77,10 @@ _TRY = {"+": "try_add", "-": "try_subtract", "*": "try_multiply"}
 
 
 def sql_string(value: str) -> str:
-    """``value`` as a Spark SQL string literal: backslashes and single quotes escaped.
+    r"""``value`` as a Spark SQL string literal: backslashes and single quotes escaped.
 
-    Backslashes are doubled (Spark unescapes ``\\\\`` to one backslash, so no other escape
-    sequence such as ``\\u0041`` can be formed) and single quotes are doubled (``''``).
+    Backslashes are doubled (Spark unescapes ``\\`` to one backslash, so no other escape
+    sequence such as ``\u0041`` can be formed) and single quotes are doubled (``''``).
     """
     return "'" + value.replace("\\", "\\\\").replace("'", "''") + "'"
 
@@ -296,11 +296,11 @@ _PLAIN = re.compile(r"[A-Za-z0-9]")
 
 
 def like_regex(pattern: str, escape: str | None) -> str:
-    """Java regex (for ``RLIKE``) matching exactly the strings LIKE ``pattern`` matches.
+    r"""Java regex (for ``RLIKE``) matching exactly the strings LIKE ``pattern`` matches.
 
-    ``(?s)`` so that ``.`` matches line breaks too; ``\\A`` … ``\\z`` anchor the whole string
+    ``(?s)`` so that ``.`` matches line breaks too; ``\A`` … ``\z`` anchor the whole string
     (RLIKE searches). Every literal character but an ASCII letter or digit is written as
-    ``\\x{hex}`` (a code point), so no regex metacharacter can slip through. Runs of ``%``
+    ``\x{hex}`` (a code point), so no regex metacharacter can slip through. Runs of ``%``
     become one ``.*``.
     """
     out = ["(?s)\\A"]

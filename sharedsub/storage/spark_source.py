@@ -364,10 +364,13 @@ class TopicsDataSource(DataSource):
 
     @classmethod
     def name(cls) -> str:
+        """The format name Spark knows this source by: ``sharedsub_topics``."""
         return SOURCE_NAME
 
     def schema(self) -> StructType:
+        """The rows' schema (SPARK_SCHEMA): the topic, then the topic table's routing columns."""
         return SPARK_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A reader of every topic table's new commits under this source's options (``schema`` is SPARK_SCHEMA)."""
         return TopicsStreamReader(self.options)

@@ -238,7 +238,7 @@ def maintenance_run(
             # The previous kill cut a run short: this incarnation must complete one (it cleans up
             # whatever that kill left) before it is killed in turn.
             _wait(
-                lambda: bool(maintenance_reports(serve)),
+                lambda serve=serve: bool(maintenance_reports(serve)),
                 120,
                 f"incarnation {len(run.serves) - 1} to complete a maintenance run (seed {seed})",
             )

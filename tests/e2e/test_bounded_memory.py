@@ -49,7 +49,7 @@ def test_delivery_state_stays_near_the_open_window(service: ServeProcess, topic:
                                timeout=180)
             assert all(o.state == "accepted" for o in outcomes)
             want = (round_no + 1) * PER_ROUND
-            wait_for(lambda: sum(len(s.received) for s in subs) >= want, 300, f"{want} messages received")
+            wait_for(lambda want=want: sum(len(s.received) for s in subs) >= want, 300, f"{want} messages received")
             state = delivery_state(service, name)
             assert state is not None, "no sharedsub_delivery_state_seqs sample for the subscription"
             seen.append(state)

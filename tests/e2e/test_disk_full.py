@@ -25,8 +25,8 @@ from sharedsub.model import SubscriptionRecord
 from sharedsub.storage import delta, layout
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
-from tests.prometheus_text import value
 from tests.http_probe import health, scrape
+from tests.prometheus_text import value
 from tests.service import ROOT, ServeProcess
 from tests.tmpfs import Tmpfs
 

@@ -19,8 +19,8 @@ from sharedsub.model import SubscriptionRecord
 from sharedsub.storage import delta, layout
 from tests.amqp_peer import Subscriber, jms_durable, publish, uid, wait_for
 from tests.e2e.test_outcomes import record
-from tests.prometheus_text import value
 from tests.http_probe import health, scrape
+from tests.prometheus_text import value
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e

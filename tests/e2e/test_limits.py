@@ -13,7 +13,7 @@ import pytest
 from proton import Message
 
 from sharedsub.storage import delta, layout
-from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, publish, uid, unsubscribe, wait_for
+from tests.amqp_peer import Received, Subscriber, jms_durable, jms_shared_durable, publish, uid, unsubscribe, wait_for
 from tests.e2e.test_outcomes import ack_log, assert_only_new_messages_then_unsubscribe, bodies, dead_letters, record
 from tests.service import ServeProcess
 
@@ -25,7 +25,10 @@ MAX_MESSAGE_SIZE = 1024 * 1024  # conf/sharedsub.toml [server]
 
 def test_max_delivery_count_sends_to_the_dead_letter_table(service: ServeProcess, topic: str) -> None:
     name, cid = uid("maxdc"), uid("client")
-    settle = lambda got: "modified-failed" if got.message.body == "poison" else "accept"
+
+    def settle(got: Received) -> str:
+        return "modified-failed" if got.message.body == "poison" else "accept"
+
     with Subscriber(service.url, topic, container_id=cid, settle=settle, **jms_shared_durable(name)) as s:
         s.wait_attached()
         publish(service.url, topic, [Message(body="poison", id="p-1")])
@@ -155,7 +158,10 @@ def test_ordering_and_limits_leave_no_backlog(service: ServeProcess, topic: str)
     from sharedsub.storage.backlog import subscription_backlog
 
     name, cid = uid("backlog"), uid("client")
-    settle = lambda got: "reject" if got.message.body == "bad" else "accept"
+
+    def settle(got: Received) -> str:
+        return "reject" if got.message.body == "bad" else "accept"
+
     with Subscriber(service.url, topic, container_id=cid, settle=settle, **jms_durable(name)) as s:
         s.wait_attached()
         publish(service.url, topic, [Message(body="ok"), Message(body="bad"), Message(body="old", id="old", expiry_time=1.0)])

@@ -145,7 +145,10 @@ def test_modified_undeliverable_here_goes_to_another_link(service: ServeProcess,
 
 def test_rejected_is_dead_lettered_with_its_error(service: ServeProcess, topic: str) -> None:
     name, cid = uid("reject"), uid("client")
-    settle = lambda got: "reject|app:bad-order|order 17 cannot be parsed" if got.message.body == "bad" else "accept"
+
+    def settle(got: Received) -> str:
+        return "reject|app:bad-order|order 17 cannot be parsed" if got.message.body == "bad" else "accept"
+
     with Subscriber(service.url, topic, container_id=cid, settle=settle, **jms_shared_durable(name)) as s:
         s.wait_attached()
         publish(service.url, topic, [Message(body="good1", id="id-good1"), Message(body="bad", id="id-bad"), Message(body="good2")])

@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from types import ModuleType
 
 import pytest

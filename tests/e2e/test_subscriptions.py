@@ -4,7 +4,6 @@ clients setting capabilities, durability, expiry and link names exactly as Qpid 
 
 from __future__ import annotations
 
-
 import pytest
 from proton import Message
 
@@ -226,8 +225,8 @@ def test_s2_second_connection_with_same_container_id_refused_when_sole_connectio
     service: ServeProcess,
 ) -> None:
     from proton import symbol
-    from proton.reactor import Container
     from proton.handlers import MessagingHandler
+    from proton.reactor import Container
 
     cid = uid("sole")
     result: dict[str, object] = {}

@@ -17,7 +17,7 @@ from proton import Delivery, Message
 from proton.handlers import MessagingHandler, TransactionHandler
 from proton.reactor import Container
 
-from tests.amqp_peer import Subscriber, publish, uid
+from tests.amqp_peer import Subscriber, publish
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e

@@ -212,7 +212,7 @@ def test_no_client_stops_the_service_and_nothing_accepted_is_lost(tmp_path: Path
                     failures.append(f"publish of {[b.hex() for b in batch]} failed: {exc}")
                     continue
                 assert len(outcomes) == len(batch), (outcomes, REPLAY)
-                for raw, outcome in zip(batch, outcomes):
+                for raw, outcome in zip(batch, outcomes, strict=True):
                     states[f"{outcome.state} {outcome.condition or ''}".strip()] += 1
                     if outcome.state == "accepted":
                         accepted[raw] += 1
@@ -225,7 +225,7 @@ def test_no_client_stops_the_service_and_nothing_accepted_is_lost(tmp_path: Path
                     stream = rng.choice(streams)
                     if rng.random() < 0.2:  # whole frames in another order: cut at random points and shuffle
                         cuts = sorted(rng.sample(range(8, len(stream)), 3))
-                        pieces = [stream[a:b] for a, b in zip([8, *cuts], [*cuts, len(stream)])]
+                        pieces = [stream[a:b] for a, b in zip([8, *cuts], [*cuts, len(stream)], strict=True)]
                         rng.shuffle(pieces)
                         stream = stream[:8] + b"".join(pieces)
                     else:

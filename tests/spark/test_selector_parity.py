@@ -22,8 +22,8 @@ from pyspark.sql import functions as F
 from sharedsub.selector import ast, parse_selector, to_spark_sql
 from sharedsub.storage import schemas
 from tests.selector_parity import (
-    assert_agrees_with_reference,
     PARSER_LIMIT_SELECTORS,
+    assert_agrees_with_reference,
     assert_corpus_expectations,
     booleans,
     corpus_matrix,

@@ -12,8 +12,8 @@ from connectors.amqp.delivery import Row, Tailer
 from sharedsub.acked_seqs import AckedSeqs
 from sharedsub.payloads import PayloadCache
 from sharedsub.storage import delta, layout, schemas
-from tests.builders import T0, publish, register, subscription
 from tests.amqp_peer import wait_for
+from tests.builders import T0, publish, register, subscription
 
 
 def _route(root: str, table: str, seqs: list[int]) -> None:
@@ -53,7 +53,7 @@ def test_a_large_backlog_is_posted_in_bounded_slices_then_new_commits(tmp_path: 
                 delivered += ready
             else:
                 time.sleep(0.01)
-            wait_for(lambda: len(posted) > delivered or delivered >= 2500, 60, "next slice")
+            wait_for(lambda delivered=delivered: len(posted) > delivered or delivered >= 2500, 60, "next slice")
         assert [r.seq for r in posted] == seqs
         assert posted[7].message == f"m{seqs[7]}".encode()
     finally:
@@ -93,7 +93,7 @@ def test_a_large_backlog_is_read_a_slice_of_files_at_a_time_in_seq_order(tmp_pat
         tailer.watch(rec.key, rec.table, "t", acked=AckedSeqs(), ack_table_rel=None)
         delivered = 0
         while delivered < 6000:
-            wait_for(lambda: len(posted) > delivered, 60, f"rows after {delivered}")
+            wait_for(lambda delivered=delivered: len(posted) > delivered, 60, f"rows after {delivered}")
             with lock:
                 ready = len(posted) - delivered
             tailer.sent(rec.key, ready)

@@ -18,9 +18,9 @@ from sharedsub.admin_rules import (
     http_status,
 )
 from sharedsub.errors import (
-    DataDirInUse,
     AmbiguousSubscription,
     ConfigError,
+    DataDirInUse,
     SharedSubError,
     StorageUnavailable,
     SubscriptionInUse,

@@ -70,7 +70,12 @@ def _jms_text_message() -> bytes:
 
 # ------------------------------------------------------------------ messages built with proton.Message
 
-optional = lambda strategy: st.one_of(st.none(), strategy)
+
+def optional(strategy: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """``strategy``'s values or None."""
+    return st.one_of(st.none(), strategy)
+
+
 ids = st.one_of(st.none(), st.integers(0, 2**64 - 1).map(ulong), st.uuids(), st.binary(max_size=16), m.text)
 millis = st.integers(1, 2**53)  # proton's setters take float seconds
 

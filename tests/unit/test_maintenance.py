@@ -12,7 +12,6 @@ from sharedsub.maintenance import ack_watermark, generation_of, removable_genera
 from sharedsub.model import SubscriptionState
 from tests.builders import subscription
 
-
 # (routed seqs, settled seqs, watermark)
 WATERMARKS = [
     ([], [], None),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
-from proton import Array, Data, Described, UNDESCRIBED, symbol, ubyte, ulong
+from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, ulong
 
 from sharedsub import sasl_frames as sf
 

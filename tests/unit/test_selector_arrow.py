@@ -17,8 +17,8 @@ from sharedsub.selector import ast, parse_selector
 from sharedsub.selector.arrow import Rows, compile_arrow
 from sharedsub.storage import schemas
 from tests.selector_parity import (
-    assert_agrees_with_reference,
     PARSER_LIMIT_SELECTORS,
+    assert_agrees_with_reference,
     assert_corpus_expectations,
     booleans,
     corpus_matrix,

@@ -50,8 +50,8 @@ def test_remove() -> None:
         ('{"format": 2, "users": {}}', "not a sharedsub users file"),
         ('{"format": 1, "users": {"a,b": {}}}', "bad entry"),
         ('{"format": 1, "users": {"a": {"SCRAM-SHA-256": "x"}}}', "not a SCRAM credential"),
-        ('{"format": 1, "users": {"a": {"SCRAM-SHA-512": "%s"}}}'
-         % scram.derive("p", "SCRAM-SHA-256").to_text(), "holds a SCRAM-SHA-256"),
+        ('{"format": 1, "users": {"a": {"SCRAM-SHA-512": "' + scram.derive("p", "SCRAM-SHA-256").to_text() + '"}}}',
+         "holds a SCRAM-SHA-256"),
     ],
 )
 def test_invalid_files(text: str, error: str) -> None:
