@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps({"round": rnd, "reopen_every": reopen, "p50_ms": round(med, 1),
                               "mean_ms": round(1000 * statistics.mean(times), 1), "p50_ms_per_100": blocks}))
     for reopen, meds in medians.items():
-        print(f"reopen_every={reopen}: median of round p50s {statistics.median(meds):.1f} ms ({', '.join(f'{m:.1f}' for m in meds)})")
+        rounds = ", ".join(f"{m:.1f}" for m in meds)
+        print(f"reopen_every={reopen}: median of round p50s {statistics.median(meds):.1f} ms ({rounds})")
     return 0
 
 

@@ -27,7 +27,8 @@ Measures, with the same python-qpid-proton client code against every broker:
    attached each gets ``--prefetch`` credit, topped up per message. Every delivery is accepted
    (settled by the consumer: at-least-once, acknowledged). msg/s from the first delivery to
    the M-th distinct message accepted; per-consumer counts, duplicates, credit granted→first
-   delivery, broker CPU over that span (sharedsub: serve with its Spark JVM). Afterwards an untimed check that nothing is left unacknowledged.
+   delivery, broker CPU over that span (sharedsub: serve with its Spark JVM). Afterwards an
+   untimed check that nothing is left unacknowledged.
 4. amplification (sharedsub only): bytes in a fresh data dir per published payload byte after
    N = 1, 10, 100 plain subscribers have each received all ``--amp-count`` messages.
 5. fanout (only when asked for with ``--only``; RabbitMQ has no JMS selectors): (a) sharedsub

@@ -313,7 +313,8 @@ class FanoutSink:
             # One INFO line per batch that routed something; idle batches only at DEBUG.
             log.log(
                 logging.INFO if routed.num_rows else logging.DEBUG,
-                "batch %d: %d messages, %d routed rows for %d subscriptions in %.0f ms, %d rows committed to %d tables in %.0f ms",
+                "batch %d: %d messages, %d routed rows for %d subscriptions in %.0f ms, "
+                "%d rows committed to %d tables in %.0f ms",
                 batch_id,
                 source.num_rows,
                 routed.num_rows,

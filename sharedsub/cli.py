@@ -70,7 +70,9 @@ def _server_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--port", type=int, help="listen port (default 5672; 0 picks a free port)")
     p.add_argument("--auto-create-topics", action="store_true", default=None, help="create topics on first use")
     p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default: [log] level, INFO)")
-    p.add_argument("--log-format", choices=("text", "json"), help="log lines as text or one JSON object each (default: [log] format)")
+    p.add_argument(
+        "--log-format", choices=("text", "json"), help="log lines as text or one JSON object each (default: [log] format)"
+    )
     p.add_argument("--http-host", help="HTTP endpoint address (default: [server] http_host, 127.0.0.1)")
     p.add_argument(
         "--http-port", type=int, help="HTTP endpoint port: metrics, health, admin (default 0 = a free port; -1 = off)"

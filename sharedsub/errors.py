@@ -222,7 +222,9 @@ class StorageUnavailable(SharedSubError):
 
     condition = AmqpCondition.RESOURCE_LIMIT_EXCEEDED
 
-    def __init__(self, data_dir: str, code: int, reason: str, *, waited: float | None = None, timeout: float | None = None) -> None:
+    def __init__(
+        self, data_dir: str, code: int, reason: str, *, waited: float | None = None, timeout: float | None = None
+    ) -> None:
         """``code``/``reason``: the errno and its text; ``waited``: how long the data dir has
         refused writes (None: found at start); ``timeout``: the full_disk_timeout."""
         what = f"data dir {data_dir} cannot take writes: {reason} ({errno_name(code)})"

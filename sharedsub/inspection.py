@@ -305,9 +305,10 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     ``limit``), with their routing columns, failed-delivery count and application properties.
 
     Columns: the subscription table's (``schemas.SUBSCRIPTION``), then ``delivery_failures``
-    (the delivery count: ack-log ``failed`` and ``replayed`` rows, sharedsub.acklog), then from the topic table ``to``, ``reply_to``, ``content_type``,
-    ``creation_time`` and ``application_properties`` (map of
-    typed values, :data:`schemas.PROPERTY_VALUE`; :func:`plain_properties` turns one into a dict).
+    (the delivery count: ack-log ``failed`` and ``replayed`` rows, sharedsub.acklog), then from
+    the topic table ``to``, ``reply_to``, ``content_type``, ``creation_time`` and
+    ``application_properties`` (map of typed values, :data:`schemas.PROPERTY_VALUE`;
+    :func:`plain_properties` turns one into a dict).
     """
     routed = delta.read_table(layout.join(root, record.table))
     if routed is None:

@@ -144,7 +144,9 @@ def parse_policy(document: Mapping[str, Any], *, source: str = "permissions file
     """
     unknown = set(document) - {"groups", "grant"}
     if unknown:
-        raise ConfigError("security.permissions_file", f"{source}: unknown table(s) {', '.join(sorted(unknown))} (known: groups, grant)")
+        raise ConfigError(
+            "security.permissions_file", f"{source}: unknown table(s) {', '.join(sorted(unknown))} (known: groups, grant)"
+        )
     raw_groups = document.get("groups", {})
     if not isinstance(raw_groups, Mapping):
         raise ConfigError("security.permissions_file", f"{source}: [groups] must be a table of lists of user names")
@@ -159,7 +161,10 @@ def parse_policy(document: Mapping[str, Any], *, source: str = "permissions file
             raise ConfigError("security.permissions_file", f"{where} must be a table")
         extra = set(raw) - {"to", *Permission}
         if extra:
-            raise ConfigError("security.permissions_file", f"{where}: unknown key(s) {', '.join(sorted(extra))} (known: to, publish, consume, manage)")
+            raise ConfigError(
+                "security.permissions_file",
+                f"{where}: unknown key(s) {', '.join(sorted(extra))} (known: to, publish, consume, manage)",
+            )
         if "to" not in raw:
             raise ConfigError("security.permissions_file", f"{where} needs 'to' (user names, group:NAME, '*' or 'anonymous')")
         principals = frozenset(_strings(raw["to"], f"{where}.to"))

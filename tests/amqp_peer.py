@@ -163,7 +163,9 @@ class PublishRun:
             AssertionError: the link was refused or not every message was settled in time.
         """
         if not self._done.wait(timeout):
-            raise AssertionError(f"publish to {self._address!r}: {len(self.settled)} of {self._handler.sent} settled in {timeout} s")
+            raise AssertionError(
+                f"publish to {self._address!r}: {len(self.settled)} of {self._handler.sent} settled in {timeout} s"
+            )
         if self._handler.error:
             raise AssertionError(f"publish to {self._address!r} refused: {self._handler.error}")
         return self.settled

@@ -172,7 +172,9 @@ class Subscriptions:
             self._link_event(key, row["generation"], name, container, connection, "detached")
 
     def _link_event(self, key: str, generation: int, name: str, container: str, connection: str, event: str) -> None:
-        row = {"key": key, "generation": generation, "link": name, "container": container, "connection": connection, "event": event}
+        row = {
+            "key": key, "generation": generation, "link": name, "container": container, "connection": connection, "event": event,
+        }
         self._committer.submit(LinkEvent(row))
 
     # ------------------------------------------------------------------ attach
@@ -306,7 +308,9 @@ class Subscriptions:
         link.rcv_settle_mode = proton.Link.RCV_FIRST
         link.open()
         link.ss = ConsumerLink(rec.key, rec.table, rec.generation, _connection_id(link))
-        self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached")
+        self._link_event(
+            rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached"
+        )
         self._scoped.pop(rec.key, None)
         acked = self._acked.get(rec.table)
         if acked is None:

@@ -121,7 +121,8 @@ class MetricsView:
         out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}, stats))
         out.extend(self._storage_families())
         # The front end's stages and the fan-out job's (from its statistics file), one family.
-        out.append(stage_family(merged(self._server.handler.stages.snapshot().items(), stages_from_json(stats.get("stages")).items())))
+        fanout_stages = stages_from_json(stats.get("stages"))
+        out.append(stage_family(merged(self._server.handler.stages.snapshot().items(), fanout_stages.items())))
         return out
 
     def _storage_families(self) -> list[metrics.Family]:
@@ -174,7 +175,10 @@ class MetricsView:
             metrics.counter(
                 "sharedsub_routed_total",
                 "Rows the fan-out job committed to the subscription's tables since the job started.",
-                [({"topic": str(v.get("topic", "")), "subscription": k}, float(v.get("rows", 0))) for k, v in sorted(routed.items())],
+                [
+                    ({"topic": str(v.get("topic", "")), "subscription": k}, float(v.get("rows", 0)))
+                    for k, v in sorted(routed.items())
+                ],
             ),
             metrics.counter(
                 "sharedsub_fanout_batches_total",

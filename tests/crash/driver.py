@@ -238,10 +238,14 @@ class LoadedService:
     def kill_fanout(self, what: str) -> int:
         """SIGKILL the fan-out job (waiting for a child to exist first); return its pid."""
         serve = self.serve
-        _wait(lambda: serve.fanout_pid() is not None, self.recovery_timeout, f"a fan-out child to kill ({what}, seed {self.seed})")
+        _wait(
+            lambda: serve.fanout_pid() is not None, self.recovery_timeout, f"a fan-out child to kill ({what}, seed {self.seed})"
+        )
         return serve.kill_fanout()
 
-    def wait_recovered(self, kind: str, pid: int, before: int, reported: int, what: str, ready_timeout: float | None = None) -> float:
+    def wait_recovered(
+        self, kind: str, pid: int, before: int, reported: int, what: str, ready_timeout: float | None = None
+    ) -> float:
         """Wait until the service is back after a kill of ``kind`` (pid ``pid``): ready line
         (within ``ready_timeout``, default the recovery timeout), a new fan-out child reported
         running after a fan-out kill (``reported``: how many the log named before it), and
@@ -370,7 +374,9 @@ def crash_run(
             time.sleep(rng.uniform(*gap))
             what = f"kill {i + 1}"
             if kind == FANOUT:  # right after a restart the child may not exist yet
-                _wait(lambda: run.serve.fanout_pid() is not None, recovery_timeout, f"a fan-out child to kill ({what}, seed {seed})")
+                _wait(
+                    lambda: run.serve.fanout_pid() is not None, recovery_timeout, f"a fan-out child to kill ({what}, seed {seed})"
+                )
             before = run.delivered()
             reported = len(run.serve.fanout_running_pids())
             at = time.monotonic()

@@ -267,7 +267,10 @@ def check_complete(log: ClientLog) -> list[Violation]:
         ]
         if missing:
             out.append(
-                Violation("complete", f"{sub.name} never received {len(missing)} accepted messages sent after its creation: {missing[:10]}")
+                Violation(
+                    "complete",
+                    f"{sub.name} never received {len(missing)} accepted messages sent after its creation: {missing[:10]}",
+                )
             )
     return out
 
@@ -384,7 +387,8 @@ def check_acks(log: ClientLog, stored: Stored) -> list[Violation]:
         out.append(
             Violation(
                 "ack-durable",
-                f"{a.subscription}: {a.consumer} accepted {a.msg_id!r} on the last incarnation ({last}) but its ack log has no row for it",
+                f"{a.subscription}: {a.consumer} accepted {a.msg_id!r} on the last incarnation ({last}) "
+                "but its ack log has no row for it",
             )
         )
     if len(lost) > 20:
@@ -443,9 +447,19 @@ def check_tables(log: ClientLog, stored: Stored) -> list[Violation]:
         missing = sorted(expected - counts.keys())
         extra = sorted(counts.keys() - expected)
         if missing:
-            out.append(Violation("table-once", f"{sub.name}: {len(missing)} topic seqs ≥ start_seq {s.start_seq} are not in its table: {missing[:10]}"))
+            out.append(
+                Violation(
+                    "table-once",
+                    f"{sub.name}: {len(missing)} topic seqs ≥ start_seq {s.start_seq} are not in its table: {missing[:10]}",
+                )
+            )
         if extra:
-            out.append(Violation("table-once", f"{sub.name}: {len(extra)} seqs in its table are not topic seqs ≥ start_seq {s.start_seq}: {extra[:10]}"))
+            out.append(
+                Violation(
+                    "table-once",
+                    f"{sub.name}: {len(extra)} seqs in its table are not topic seqs ≥ start_seq {s.start_seq}: {extra[:10]}",
+                )
+            )
     return out
 
 
@@ -459,10 +473,16 @@ def check_snapshots(log: ClientLog, stored: Stored) -> list[Violation]:
         counts = collections.Counter(s.live)
         dups = sorted(seq for seq, n in counts.items() if n > 1)
         if dups:
-            out.append(Violation("snapshot-once", f"{sub.name}: {len(dups)} seqs are in its current table more than once: {dups[:10]}"))
+            out.append(
+                Violation("snapshot-once", f"{sub.name}: {len(dups)} seqs are in its current table more than once: {dups[:10]}")
+            )
         strays = sorted(counts.keys() - set(s.seqs))
         if strays:
-            out.append(Violation("snapshot-once", f"{sub.name}: {len(strays)} seqs in its current table were never routed to it: {strays[:10]}"))
+            out.append(
+                Violation(
+                    "snapshot-once", f"{sub.name}: {len(strays)} seqs in its current table were never routed to it: {strays[:10]}"
+                )
+            )
         acked = {seq for seq, _ in s.acks}
         gone = sorted(seq for seq in set(s.seqs) - counts.keys() if seq not in acked)
         if gone:

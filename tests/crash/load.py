@@ -220,7 +220,9 @@ class Consumer(_Client):
                 # Taken before connecting: this connection can reach only this incarnation.
                 self.incarnation = client.incarnation()
                 self.conn = event.container.connect(client.url, reconnect=False)
-                rcv = event.container.create_receiver(self.conn, client.topic, name=client.link, options=_Source(client.capabilities))
+                rcv = event.container.create_receiver(
+                    self.conn, client.topic, name=client.link, options=_Source(client.capabilities)
+                )
                 rcv.flow(client.credit)
                 event.container.schedule(TICK, self)
 
@@ -250,7 +252,10 @@ class Consumer(_Client):
                 msg: Message = event.message
                 now = time.monotonic()
                 client.recorder.delivered(
-                    Delivery(client.subscription, client.name, str(msg.id), self.incarnation, now, int(msg.delivery_count), msg.first_acquirer)
+                    Delivery(
+                        client.subscription, client.name, str(msg.id), self.incarnation, now, int(msg.delivery_count),
+                        msg.first_acquirer,
+                    )
                 )
                 self.held.append((now, event.delivery, str(msg.id)))
                 if not client.settle_delay:

@@ -244,14 +244,18 @@ def maintenance_run(
             )
             watch.reset()
             event = watch.wait(
-                target, 120, f"a maintenance step ({target}, {wheres[i]}) to kill in (kill {i + 1}, seed {seed})", paths[wheres[i]]
+                target,
+                120,
+                f"a maintenance step ({target}, {wheres[i]}) to kill in (kill {i + 1}, seed {seed})",
+                paths[wheres[i]],
             )
             time.sleep(rng.uniform(0.0, 0.15))
             before, at = run.delivered(), time.monotonic()
             pid = run.kill_frontend()
             table = os.path.relpath(event.table, run.root)
             run.wait_recovered(
-                FRONTEND, pid, before, 0, f"recovery from kill {i + 1} (seed {seed})", ready_timeout=STARTUP_TIMEOUT + READY_MARGIN
+                FRONTEND, pid, before, 0, f"recovery from kill {i + 1} (seed {seed})",
+                ready_timeout=STARTUP_TIMEOUT + READY_MARGIN,
             )
             run.record_kill(
                 FRONTEND, at, pid, time.monotonic() - at, total=kills,
@@ -326,7 +330,9 @@ class _ReplayCall(threading.Thread):
                 self.ended_at, self.ended_wall, r["messages"], r["reopened"], r["latest_version"],
             )
         assert killed_at is not None and killed_wall is not None, f"replay without a reply or a kill: {self.error!r}"
-        return Replay(self.subscription, self.version, self.incarnation, self.requested_at, self.requested_wall, killed_at, killed_wall)
+        return Replay(
+            self.subscription, self.version, self.incarnation, self.requested_at, self.requested_wall, killed_at, killed_wall
+        )
 
 
 def _first_version(root: str, subscription: str) -> int:

@@ -82,7 +82,9 @@ def read_ack_rows(table: str) -> tuple[list[tuple[int, float]], list[tuple[int, 
     data = appended_rows(table, ["seq", "outcome", "acked_at"])
     if data is None:
         return [], []
-    rows = zip(data.column("seq").to_pylist(), data.column("outcome").to_pylist(), data.column("acked_at").to_pylist(), strict=True)
+    rows = zip(
+        data.column("seq").to_pylist(), data.column("outcome").to_pylist(), data.column("acked_at").to_pylist(), strict=True
+    )
     finals: list[tuple[int, float]] = []
     replayed: list[tuple[int, float]] = []
     for seq, outcome, at in rows:

@@ -40,12 +40,18 @@ def _passed(result: CrashResult) -> str:
 @pytest.mark.timeout(900)  # about 1 minute measured on a quiet 2-core machine, 3 on one loaded by other test runs
 def test_sigkill_during_maintenance_runs(tmp_path: Path) -> None:
     result = scenarios.maintenance_run(
-        tmp_path / "data", seed=_seed("maintenance crash run"), kills=MAINTENANCE_KILLS, logs_dir=tmp_path / "logs", progress=print
+        tmp_path / "data",
+        seed=_seed("maintenance crash run"),
+        kills=MAINTENANCE_KILLS,
+        logs_dir=tmp_path / "logs",
+        progress=print,
     )
     report = _passed(result)
     # The run did what it claims: maintenance deleted acknowledged rows and compacted files
     # between the kills, and every kill came while a run was in progress.
-    lines = [line for name in sorted(os.listdir(tmp_path / "logs")) for line in (tmp_path / "logs" / name).read_text().splitlines()]
+    lines = [
+        line for name in sorted(os.listdir(tmp_path / "logs")) for line in (tmp_path / "logs" / name).read_text().splitlines()
+    ]
     totals: collections.Counter[str] = collections.Counter()
     for counts in scenarios.parse_reports(lines):
         totals.update(counts)

@@ -148,7 +148,9 @@ def test_round_trip_is_byte_faithful(service: ServeProcess, topic: str) -> None:
     app_props = Described(ulong(0x74), {"color": "red", "n": 42, "f": 1.5, "b": True})
     footer = Described(ulong(0x78), {symbol("x-opt-checksum"): "abc"})
     variants = {
-        "amqp-value": _encode_sections(header, msg_annotations, properties, app_props, Described(ulong(0x77), {"k": [1, 2]}), footer),
+        "amqp-value": _encode_sections(
+            header, msg_annotations, properties, app_props, Described(ulong(0x77), {"k": [1, 2]}), footer
+        ),
         "data": _encode_sections(properties, Described(ulong(0x75), b"\x00\x01binary"), Described(ulong(0x75), b"two"), footer),
         "amqp-sequence": _encode_sections(header, Described(ulong(0x76), [1, "two", 3.0]), Described(ulong(0x76), [None])),
         "empty-value": _encode_sections(Described(ulong(0x77), None)),

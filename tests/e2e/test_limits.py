@@ -96,7 +96,8 @@ def test_expired_messages_are_not_delivered_and_are_counted(service: ServeProces
         s.wait_count(3)
         assert bodies(s) == ["both-future", "plain", "END"]
         s.detach()
-    seqs = {r["message_id"]: r["seq"] for r in delta.iter_rows(delta.read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "message_id"]))}
+    topic_rows = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "message_id"])
+    seqs = {r["message_id"]: r["seq"] for r in delta.iter_rows(topic_rows)}
     wait_for(lambda: sum(o == "expired" for _, o in ack_log(service.data_dir, name)) == 3, 60, "three expired rows")
     expired = {s for s, o in ack_log(service.data_dir, name) if o == "expired"}
     assert expired == {seqs["ttl"], seqs["absolute"], seqs["short"]}
@@ -111,7 +112,10 @@ def test_oversized_message_is_refused_with_message_size_exceeded(service: ServeP
     with Subscriber(service.url, topic) as s:
         s.wait_attached()
         outcomes = publish(
-            service.url, topic, [Message(body="before"), big, huge, Message(body=at_limit_body), Message(body="after")], link_info=info
+            service.url,
+            topic,
+            [Message(body="before"), big, huge, Message(body=at_limit_body), Message(body="after")],
+            link_info=info,
         )
         assert info["max_message_size"] == MAX_MESSAGE_SIZE  # advertised on the publisher link's attach
         assert [o.state for o in outcomes] == ["accepted", "rejected", "rejected", "accepted", "accepted"]
@@ -134,7 +138,10 @@ def test_single_consumer_receives_each_publisher_in_publish_order(service: Serve
                 # Several links in a row, so the order spans group commits and fan-out batches.
                 for chunk in range(4):
                     step = per_publisher // 4
-                    msgs = [Message(body=f"{who}:{i}", properties={"who": who, "i": i}) for i in range(chunk * step, (chunk + 1) * step)]
+                    msgs = [
+                        Message(body=f"{who}:{i}", properties={"who": who, "i": i})
+                        for i in range(chunk * step, (chunk + 1) * step)
+                    ]
                     assert {o.state for o in publish(service.url, topic, msgs)} == {"accepted"}
             except BaseException as exc:  # reported below
                 errors.append(exc)

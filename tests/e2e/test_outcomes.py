@@ -151,7 +151,9 @@ def test_rejected_is_dead_lettered_with_its_error(service: ServeProcess, topic: 
 
     with Subscriber(service.url, topic, container_id=cid, settle=settle, **jms_shared_durable(name)) as s:
         s.wait_attached()
-        publish(service.url, topic, [Message(body="good1", id="id-good1"), Message(body="bad", id="id-bad"), Message(body="good2")])
+        publish(
+            service.url, topic, [Message(body="good1", id="id-good1"), Message(body="bad", id="id-bad"), Message(body="good2")]
+        )
         s.wait_count(3)
         wait_for(lambda: len(dead_letters(service.data_dir, name)) == 1, 60, "the dead-letter row")
         s.detach()
@@ -190,7 +192,9 @@ def test_unsettled_deliveries_go_to_another_consumer_marked_redelivered(
     service: ServeProcess, topic: str, how: str
 ) -> None:
     name, cid = uid(f"gone-{how}"), uid("client")
-    holder = Subscriber(service.url, topic, container_id=uid("holder"), credit=5, settle="none", **jms_shared_durable(name, is_global=True))
+    holder = Subscriber(
+        service.url, topic, container_id=uid("holder"), credit=5, settle="none", **jms_shared_durable(name, is_global=True)
+    )
     waiter = Subscriber(service.url, topic, container_id=cid, credit=0, **jms_shared_durable(name, is_global=True, ordinal=2))
     with holder, waiter:
         holder.wait_attached()

@@ -1,5 +1,5 @@
-"""Authorization against a real ``sharedsub frontend`` (no fan-out: nothing here needs routing) with a users file and a permissions file
-(sharedsub.permissions), driven by python-qpid-proton clients that authenticate with PLAIN.
+"""Authorization against a real ``sharedsub frontend`` (no fan-out: nothing here needs routing) with a users file
+and a permissions file (sharedsub.permissions), driven by python-qpid-proton clients that authenticate with PLAIN.
 
 Users alice and bob may publish to ``orders`` and consume ``orders`` and ``prices``; carol (group
 ops) may consume and manage everywhere; anonymous connections (allowed here) may consume
@@ -114,7 +114,9 @@ def test_anonymous_relay_checks_each_message(service: tuple[ServeProcess, Path])
     (None, "orders", False),
     ("carol", "secret", True),
 ])
-def test_consume_needs_the_consume_permission(service: tuple[ServeProcess, Path], user: str | None, topic: str, allowed: bool) -> None:
+def test_consume_needs_the_consume_permission(
+    service: tuple[ServeProcess, Path], user: str | None, topic: str, allowed: bool
+) -> None:
     proc, _ = service
     with Subscriber(_url(proc, user), topic) as sub:
         if allowed:

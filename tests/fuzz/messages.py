@@ -169,7 +169,8 @@ def mutated(draw: st.DrawFn, parts: list[bytes]) -> bytes:
             i = draw(st.integers(0, n - 1))
             raw[i] ^= 1 << draw(st.integers(0, 7))
         elif op == "set" and n:
-            raw[draw(st.integers(0, n - 1))] = draw(st.sampled_from([0x00, 0x40, 0x45, 0x53, 0x7F, 0x80, 0xA1, 0xB1, 0xC0, 0xD0, 0xE0, 0xF0, 0xFF]) | st.integers(0, 255))
+            interesting = st.sampled_from([0x00, 0x40, 0x45, 0x53, 0x7F, 0x80, 0xA1, 0xB1, 0xC0, 0xD0, 0xE0, 0xF0, 0xFF])
+            raw[draw(st.integers(0, n - 1))] = draw(interesting | st.integers(0, 255))
         elif op == "truncate":
             del raw[draw(st.integers(0, n)) :]
         elif op == "insert":

@@ -22,7 +22,11 @@ wordy = st.text(st.sampled_from("ab.#*|/-_ $^()[]{}+?\\"), max_size=24)
 
 @seed(SEED)
 @FUZZ
-@given(st.one_of(st.none(), any_text, wordy), st.one_of(st.none(), any_text), st.dictionaries(any_text, st.one_of(any_text, st.integers(), st.none()), max_size=3))
+@given(
+    st.one_of(st.none(), any_text, wordy),
+    st.one_of(st.none(), any_text),
+    st.dictionaries(any_text, st.one_of(any_text, st.integers(), st.none()), max_size=3),
+)
 def test_addressing_raises_only_invalid_address(address: str | None, subject: str | None, props: dict) -> None:
     try:
         parsed = addressing.parse_address(address)

@@ -264,8 +264,13 @@ def test_no_client_stops_the_service_and_nothing_accepted_is_lost(tmp_path: Path
             assert fresh.received[0].message.body == "after the fuzz"
         assert service.proc.poll() is None
         lines = service.log().splitlines()
-        contained = sorted({lines[i - 1].split(" ERROR ", 1)[-1] + " / " + _last_error(lines, i).split(":", 1)[0] for i, line in enumerate(lines)
-                            if line.startswith("Traceback") and _guarded(lines, i)})
+        contained = sorted(
+            {
+                lines[i - 1].split(" ERROR ", 1)[-1] + " / " + _last_error(lines, i).split(":", 1)[0]
+                for i, line in enumerate(lines)
+                if line.startswith("Traceback") and _guarded(lines, i)
+            }
+        )
         if contained:  # errors a callback's guard kept to their link or connection: defects, but not fatal
             print("contained errors (link or connection refused with amqp:internal-error):\n  " + "\n  ".join(contained))
         fatal = [i for i, line in enumerate(lines)

@@ -11,7 +11,9 @@ from sharedsub.selector import ast
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "sharedsub", "selector", "check", *args], capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "sharedsub", "selector", "check", *args], capture_output=True, text=True, timeout=60
+    )
 
 
 def test_valid_selector_is_explained() -> None:

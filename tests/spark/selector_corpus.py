@@ -749,7 +749,10 @@ TYPES = (
     )
     + _each_type(
         "x = 'a'",
-        [("a", True), (typed("symbol", string="a"), True), (typed("char", string="a"), True), ("b", False), (1, None), (typed("binary", string="a"), None)],
+        [
+            ("a", True), (typed("symbol", string="a"), True), (typed("char", string="a"), True), ("b", False), (1, None),
+            (typed("binary", string="a"), None),
+        ],
     )
     + _each_type("x", [(True, True), (False, False), (1, None), ("true", None), (None, None)])
     + _each_type("NOT x", [(True, False), (False, True), (1, None), ("true", None), (None, None)])
@@ -759,7 +762,10 @@ TYPES = (
     + _each_type("-x = 0", [(0, True), (0.0, True), (-0.0, True)])
     + _each_type(
         "x BETWEEN -9223372036854775808 AND 9223372036854775807",
-        [(LONG_MIN, True), (LONG_MAX, True), (0, True), (1e19, False), (-1e19, False), (typed("ulong", double=1.8446744073709552e19), False)],
+        [
+            (LONG_MIN, True), (LONG_MAX, True), (0, True), (1e19, False), (-1e19, False),
+            (typed("ulong", double=1.8446744073709552e19), False),
+        ],
     )
 )
 

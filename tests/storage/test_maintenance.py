@@ -33,7 +33,12 @@ def _routed_rows(topic: str, seqs: range) -> pa.Table:
 def _acks(seqs: list[int], outcome: str) -> pa.Table:
     n = len(seqs)
     return pa.table(
-        {"seq": pa.array(seqs, pa.int64()), "outcome": [outcome] * n, "acked_at": pa.array([T0] * n, schemas.TIMESTAMP), "consumer": ["c"] * n},
+        {
+            "seq": pa.array(seqs, pa.int64()),
+            "outcome": [outcome] * n,
+            "acked_at": pa.array([T0] * n, schemas.TIMESTAMP),
+            "consumer": ["c"] * n,
+        },
         schema=schemas.ACK,
     )
 
@@ -78,7 +83,9 @@ def test_acknowledged_rows_below_the_watermark_go_and_the_backlog_stays(tmp_path
     ]
     assert delta.data_file_count(table) < files_before and report.files_compacted > 0
     # The delete commit re-added rows 700..799 (rewritten file): a tailer must not see them as new.
-    assert all(c.added == () for v in range(before_version + 1, delta.latest_version(table) + 1) if (c := delta.read_commit(table, v)))
+    assert all(
+        c.added == () for v in range(before_version + 1, delta.latest_version(table) + 1) if (c := delta.read_commit(table, v))
+    )
     # Inside the history retention, the old version is still readable (replay, time travel).
     assert _seqs(table, version=before_version) == list(range(2000))
     # The fan-out's cached appender still commits after the maintenance commits (it reloads).

@@ -47,7 +47,10 @@ def publish_commits(root: str, topic: str, commits: int, per_commit: int = 10) -
 
 def route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
     n = len(seqs)
-    rows = {"topic": [record.topic] * n, "seq": seqs, "partition": [0] * n, "published_at": [b.T0] * n, "routed_at": [b.T0] * n, "size": [8] * n}
+    rows = {
+        "topic": [record.topic] * n, "seq": seqs, "partition": [0] * n, "published_at": [b.T0] * n, "routed_at": [b.T0] * n,
+        "size": [8] * n,
+    }
     delta.TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(
         pa.table({f.name: pa.array(rows.get(f.name, [None] * n), f.type) for f in schemas.SUBSCRIPTION})
     )
@@ -67,7 +70,12 @@ def topic_seqs(root: str, topic: str) -> list[int]:
 
 
 def no_compaction(**overrides: int) -> Policy:
-    return Policy(**{"history_retention_hours": 168, "compact_min_files": 1000, "min_acked_rows": 1000, "topic_retention_hours": 0, **overrides})
+    return Policy(
+        **{
+            "history_retention_hours": 168, "compact_min_files": 1000, "min_acked_rows": 1000, "topic_retention_hours": 0,
+            **overrides,
+        }
+    )
 
 
 def test_topic_rows_go_by_whole_files_once_routed_and_settled(tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ from tests.builders import T0, publish, register, subscription
 
 def _route(root: str, table: str, seqs: list[int]) -> None:
     n = len(seqs)
-    rows = {"topic": ["t"] * n, "seq": seqs, "partition": [0] * n, "published_at": [T0] * n, "routed_at": [T0] * n, "size": [8] * n}
+    rows = {
+        "topic": ["t"] * n, "seq": seqs, "partition": [0] * n, "published_at": [T0] * n, "routed_at": [T0] * n, "size": [8] * n,
+    }
     delta.TableAppender(layout.join(root, table), schemas.SUBSCRIPTION).append(
         pa.table({f.name: pa.array(rows.get(f.name, [None] * n), f.type) for f in schemas.SUBSCRIPTION})
     )

@@ -33,7 +33,9 @@ CASES: list[tuple[str, TableState, bool, float, bool | None, bool | None, Step]]
 ]
 
 
-@pytest.mark.parametrize(("state", "has_rows", "now", "committed", "parked", "step"), [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("state", "has_rows", "now", "committed", "parked", "step"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_decide(state: TableState, has_rows: bool, now: float, committed: bool | None, parked: bool | None, step: Step) -> None:
     assert decide(state, has_rows=has_rows, now=now, committed=committed, parked=parked) is step
 

@@ -10,7 +10,8 @@ PURE = ["sharedsub/binding.py", "sharedsub/addressing.py", "sharedsub/model.py",
         "sharedsub/errors.py", "sharedsub/config.py", "sharedsub/storage/layout.py", "sharedsub/routing.py",
         "sharedsub/linknames.py", "sharedsub/terminus.py", "sharedsub/attach.py", "sharedsub/outcomes.py",
         "sharedsub/explain.py", "sharedsub/admin_rules.py", "sharedsub/metrics.py",
-        "sharedsub/acklog.py", "sharedsub/replay.py", "sharedsub/dispatch.py", "sharedsub/transactions.py", "sharedsub/publish_window.py", "sharedsub/write_faults.py",
+        "sharedsub/acklog.py", "sharedsub/replay.py", "sharedsub/dispatch.py", "sharedsub/transactions.py",
+        "sharedsub/publish_window.py", "sharedsub/write_faults.py",
         "sharedsub/logthrottle.py", "sharedsub/fanout_faults.py", "sharedsub/retention.py",
         "sharedsub/sasl_frames.py", "sharedsub/scram.py", "sharedsub/sasl_rules.py", "sharedsub/identity.py",
         "sharedsub/exposure.py", "sharedsub/amqp_message.py"]
@@ -52,7 +53,8 @@ def test_the_layering_check_sees_io_imports(tmp_path: Path) -> None:
 
 def test_only_the_storage_boundary_imports_deltalake() -> None:
     allowed = {"sharedsub/storage/delta.py"}
-    for path in list((ROOT / "sharedsub").rglob("*.py")) + list((ROOT / "connectors").rglob("*.py")) + list((ROOT / "jobs").rglob("*.py")):
+    sources = [*(ROOT / "sharedsub").rglob("*.py"), *(ROOT / "connectors").rglob("*.py"), *(ROOT / "jobs").rglob("*.py")]
+    for path in sources:
         rel = str(path.relative_to(ROOT))
         if rel not in allowed:
             assert "deltalake" not in _imports(path), rel

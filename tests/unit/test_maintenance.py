@@ -90,5 +90,7 @@ NON_DURABLE = [
 
 
 @pytest.mark.parametrize(("record", "on_disk", "caught_up", "expected"), NON_DURABLE)
-def test_removable_generations_of_non_durable_subscriptions(record, on_disk: list[int], caught_up: bool, expected: list[int]) -> None:  # noqa: ANN001
+def test_removable_generations_of_non_durable_subscriptions(
+    record, on_disk: list[int], caught_up: bool, expected: list[int]  # noqa: ANN001
+) -> None:
     assert removable_generations(record, on_disk, NOW, WEEK, fanout_caught_up=caught_up) == expected

@@ -14,7 +14,9 @@ def test_counters_render_and_parse() -> None:
     c.inc(metrics.DELIVERED, "orders", "shared-durable~app~a~0123", 2)
     c.inc(metrics.DELIVERED, "orders", "shared-durable~app~a~0123")
     families = metrics.counter_families(c.snapshot())
-    families.append(metrics.gauge("sharedsub_backlog_messages", "Backlog.", [({"topic": 'we"ird\\\n', "subscription": "s"}, 7.0)]))
+    families.append(
+        metrics.gauge("sharedsub_backlog_messages", "Backlog.", [({"topic": 'we"ird\\\n', "subscription": "s"}, 7.0)])
+    )
     families.append(metrics.gauge("sharedsub_fanout_batch_duration_seconds", "Last batch.", [({}, 0.25)]))
     types, samples = parse(metrics.render(families))
     assert types["sharedsub_published_total"] == "counter"

@@ -39,7 +39,11 @@ def test_corpus_is_large_and_covers_every_operator() -> None:
 
 def test_corpus_expectations_hold_in_python() -> None:
     rows = pa.Table.from_pylist([c.message for c in CORPUS], schema=schemas.TOPIC).to_pylist()
-    wrong = [(c.selector, c.expected, got) for c, row in zip(CORPUS, rows, strict=True) if (got := run(c.selector, row)) is not c.expected]
+    wrong = [
+        (c.selector, c.expected, got)
+        for c, row in zip(CORPUS, rows, strict=True)
+        if (got := run(c.selector, row)) is not c.expected
+    ]
     assert not wrong, wrong
 
 
@@ -245,7 +249,9 @@ def test_sql_string_is_the_routing_one() -> None:
         ("JMSType IN ('a', 'b')", "(`subject` IN ('a', 'b'))"),
         ("JMSType NOT LIKE 'a%'", "(NOT (`subject` RLIKE '(?s)\\\\Aa.*\\\\z'))"),
         ("JMSXGroupID IS NULL", "(NOT (`group_id` IS NOT NULL))"),
-        ("JMSPriority > 4", "coalesce(CAST(coalesce(`priority`, 4) AS BIGINT) > 4L, CAST(CAST(coalesce(`priority`, 4) AS BIGINT) AS DOUBLE) > 4.0D)"),
+        ("JMSPriority > 4",
+         "coalesce(CAST(coalesce(`priority`, 4) AS BIGINT) > 4L, "
+         "CAST(CAST(coalesce(`priority`, 4) AS BIGINT) AS DOUBLE) > 4.0D)"),
         ("NOT (TRUE AND FALSE)", "(NOT (TRUE AND FALSE))"),
     ],
 )

@@ -49,7 +49,8 @@ def test_json_round_trip_and_broken_documents() -> None:
     doc = t.to_json()
     back = stages_from_json(doc)
     assert back["fanout_batch"].counts == t.snapshot()["fanout_batch"].counts
-    assert stages_from_json({"x": {"counts": [1, 2], "sum": 1}, "y": "nope", "z": {"counts": [-1] * (len(BUCKETS) + 1), "sum": 0}}) == {}
+    invalid = {"x": {"counts": [1, 2], "sum": 1}, "y": "nope", "z": {"counts": [-1] * (len(BUCKETS) + 1), "sum": 0}}
+    assert stages_from_json(invalid) == {}
     assert stages_from_json(None) == {}
 
 
