@@ -123,7 +123,7 @@ class RetryPolicy:
         """
         if stopping or waited >= self.timeout:
             return None
-        backoff = self.first_delay * 2 ** max(0, attempt - 1)
+        backoff: float = self.first_delay * 2 ** max(0, attempt - 1)  # int ** int is typed Any (a negative power is a float)
         return max(0.0, min(backoff, self.max_delay, self.timeout - waited))
 
 

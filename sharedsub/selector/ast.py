@@ -24,7 +24,7 @@ LONG_MAX = 2**63 - 1
 
 def _span() -> int:
     """A source offset field: kept for error messages, left out of equality and repr."""
-    return dataclasses.field(default=0, compare=False, repr=False)  # type: ignore[no-any-return]
+    return dataclasses.field(default=0, compare=False, repr=False)
 
 
 class Type(enum.Enum):
