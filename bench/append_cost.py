@@ -26,7 +26,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pyarrow as pa  # noqa: E402
 
-from sharedsub.storage import delta, layout, schemas  # noqa: E402
+from sharedsub.core import layout
+from sharedsub.storage import delta, schemas  # noqa: E402
 
 
 def run(reopen: int, appends: int, rows: int) -> list[float]:

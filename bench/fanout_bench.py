@@ -46,8 +46,9 @@ ROOT = os.path.dirname(HERE)
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState  # noqa: E402
-from sharedsub.storage import catalog, delta, layout, schemas  # noqa: E402
+from sharedsub.core import layout  # noqa: E402
+from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState  # noqa: E402
+from sharedsub.storage import catalog, delta, schemas  # noqa: E402
 
 TOPIC = "bench-fanout"
 REGIONS = 8

@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from jobs.fanout import FanoutSink, build_fanout_query  # noqa: E402
 from jobs.session import build_session  # noqa: E402
-from sharedsub.config import load_settings  # noqa: E402
+from sharedsub.core.config import load_settings  # noqa: E402
 
 
 class TimedSink(FanoutSink):

@@ -188,7 +188,7 @@ class SharedSubService(procstat.BrokerMetrics):
         """Return (messages routed, messages not yet acknowledged for good) of the current
         generation of subscription ``name`` (``<namespace>:<name>``), read from the data dir
         (read-only, no Spark; serve may keep running)."""
-        from sharedsub import inspection  # the project under test; only this helper needs it
+        from sharedsub.runtime import inspection  # the project under test; only this helper needs it
 
         status = inspection.subscription_status(self.data_dir, name)
         return status.routed, status.messages

@@ -57,7 +57,7 @@ def rss_of(pid: int) -> int | None:
 
 def metrics_url(data_dir: str) -> str | None:
     """The /metrics URL the running serve recorded in its discovery file."""
-    from sharedsub.discovery import read_service_file  # the project under test
+    from sharedsub.runtime.discovery import read_service_file  # the project under test
 
     info = read_service_file(data_dir)
     return f"{info.admin_url}/metrics" if info is not None and info.admin_url else None

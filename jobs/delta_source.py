@@ -35,7 +35,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.storage import delta, schemas
 
 log = logging.getLogger("sharedsub.fanout")
 

@@ -7,7 +7,7 @@ One Structured Streaming query: ``readStream.format("sharedsub_topics")`` over a
 ``foreachBatch`` → :class:`FanoutSink`. Per micro-batch the sink re-reads the catalog, collects
 the batch's routing columns on the driver with ``toArrow()`` (executors read the topic files),
 evaluates binding, selector and no-local of every subscription in one vectorised pass over it
-(:meth:`sharedsub.routing.RoutingPlan.route`, the plan compiled once per catalog state), and
+(:meth:`sharedsub.core.routing.RoutingPlan.route`, the plan compiled once per catalog state), and
 makes one Delta commit per subscription table that got rows.
 
 Contracts:
@@ -33,9 +33,9 @@ Contracts:
   so a repaired table catches up without new messages; a restarted job finds the parked rows on
   disk and retries them at once. Only when rows can be neither committed nor parked (a full
   disk) does the batch fail, as before (Spark retries it; nothing is lost). The rule is
-  :mod:`sharedsub.fanout_faults`; failing tables are reported in the statistics file
+  :mod:`sharedsub.core.fanout_faults`; failing tables are reported in the statistics file
   (``failing``), read by /health and /metrics, and logged when the fault starts, at most every
-  few minutes while it lasts, and when it clears (:mod:`sharedsub.logthrottle`).
+  few minutes while it lasts, and when it clears (:mod:`sharedsub.core.logthrottle`).
 * The CLI prints exactly one line, ``sharedsub fanout running``, on stdout once the query has
   started and completed its first trigger (a micro-batch, or an idle check on a restart with
   nothing new); everything else goes to stderr. SIGTERM/SIGINT stop the query gracefully and the
@@ -81,18 +81,19 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.delta_source import DeltaTopicQueries, checkpoint_base
+from jobs.deltars_source import ARROW_SCHEMA, SOURCE_NAME, offset_versions
 from jobs.session import build_session, delta_enabled
-from sharedsub.config import Settings, load_settings
-from sharedsub.errors import SharedSubError
-from sharedsub.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
-from sharedsub.logformat import configure_logging
-from sharedsub.logthrottle import ThrottledLog
-from sharedsub.model import SubscriptionRecord
-from sharedsub.routing import ROUTE_COLUMN, RoutingPlan, plan_for
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.config import Settings, load_settings
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.logthrottle import ThrottledLog
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.routing import ROUTE_COLUMN, RoutingPlan, plan_for
+from sharedsub.runtime.logformat import configure_logging
+from sharedsub.storage import delta, schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.fanout_stats import StatsRecorder
-from sharedsub.storage.spark_source import ARROW_SCHEMA, SOURCE_NAME, offset_versions
 
 READY_LINE = "sharedsub fanout running"
 # Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
@@ -424,7 +425,7 @@ class FanoutSink:
     def _route_table(
         self, rel: str, rows: pa.Table | None, state: TableState, step: Step, batch_id: int, now: float
     ) -> _TableResult:
-        """One table's part of a batch, as :func:`sharedsub.fanout_faults.decide` directs (a commit
+        """One table's part of a batch, as :func:`sharedsub.core.fanout_faults.decide` directs (a commit
         thread). Returns, never raises, what came of it."""
         table = layout.join(self.root, rel)
         committed: bool | None = None

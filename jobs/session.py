@@ -25,8 +25,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from jobs import delta_connector
-from sharedsub.config import Settings
-from sharedsub.storage.spark_source import TopicsDataSource
+from jobs.deltars_source import TopicsDataSource
+from sharedsub.core.config import Settings
 
 SPARK_DEFAULTS = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
 APP_NAME = "sharedsub-fanout"

@@ -26,9 +26,10 @@ import re
 from pyspark.sql import SparkSession
 
 from jobs.session import delta_enabled
-from sharedsub.model import SubscriptionRecord
-from sharedsub.outcomes import AckOutcome
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.outcomes import AckOutcome
+from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 
 
@@ -103,8 +104,8 @@ def backlog_sql(root: str, record: SubscriptionRecord) -> str:
     """Spark SQL for the backlog of ``record``'s generation: its routed rows that are not settled
     for good, oldest ``seq`` first, with every column of the subscription table.
 
-    Settled for good is sharedsub.acklog's rule: more final rows (every outcome but ``failed``
-    and ``replayed``, sharedsub.outcomes.is_final) than ``replayed`` rows for the seq. A subscription without an ack log yet
+    Settled for good is sharedsub.core.acklog's rule: more final rows (every outcome but ``failed``
+    and ``replayed``, sharedsub.core.outcomes.is_final) than ``replayed`` rows for the seq. A subscription without an ack log yet
     (nothing settled; always so for a non-durable one, which keeps its acknowledgements in
     memory) has its whole table as backlog, an upper bound for a non-durable one. (No time
     travel here: maintenance deletes acknowledged rows from both tables together, so an old

@@ -8,8 +8,8 @@ Public API (importing this package pulls in neither deltalake, proton nor pyspar
 
 from __future__ import annotations
 
-from sharedsub.config import Settings, load_settings
-from sharedsub.errors import SharedSubError
-from sharedsub.model import SubscriptionKey, SubscriptionRecord
+from sharedsub.core.config import Settings, load_settings
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.model import SubscriptionKey, SubscriptionRecord
 
 __all__ = ["Settings", "SharedSubError", "SubscriptionKey", "SubscriptionRecord", "load_settings"]

@@ -14,8 +14,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.storage import catalog, delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.storage import catalog, delta, schemas
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 _names = itertools.count()

@@ -7,7 +7,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sharedsub.discovery import read_service_file
+from sharedsub.runtime.discovery import read_service_file
 from tests.prometheus_text import Labels, parse
 from tests.service import ServeProcess
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from sharedsub import users as uf
+from sharedsub.runtime import users as uf
 from tests.service import ServeProcess
 from tests.tls_certs import Certs, make_certs
 

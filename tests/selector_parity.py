@@ -13,8 +13,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from sharedsub.selector import ast, evaluate, parse_selector
-from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
+from sharedsub.core.selector import ast, evaluate, parse_selector
+from sharedsub.core.selector.parser import MAX_DEPTH, MAX_NESTING
 from tests.spark.selector_corpus import CORPUS, LONG_MAX, LONG_MIN, msg, typed
 
 # The deepest and largest selectors the parser accepts (every back end must plan and agree).

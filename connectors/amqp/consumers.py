@@ -1,10 +1,10 @@
 """Consumer links: attach and detach decisions applied, subscriptions kept, rows delivered.
 
-Reactor thread only. Each attach becomes an :class:`~sharedsub.terminus.AttachRequest`, the pure
-:func:`~sharedsub.attach.decide_attach` decides, and this module applies the decision: catalog
+Reactor thread only. Each attach becomes an :class:`~sharedsub.core.terminus.AttachRequest`, the pure
+:func:`~sharedsub.core.attach.decide_attach` decides, and this module applies the decision: catalog
 writes go through the committer (so a new subscription's ``start_seq`` is exact), the reply
 source is written, and the link joins the subscription's dispatcher. Detach, session end and
-connection close go through :func:`~sharedsub.attach.decide_detach` the same way.
+connection close go through :func:`~sharedsub.core.attach.decide_detach` the same way.
 
 The current catalog is held in memory (the front end is its only writer), so attach decisions
 take no I/O; while a catalog write for a subscription is in flight, further attaches naming it
@@ -25,9 +25,9 @@ from proton import Condition, Endpoint
 
 from connectors.amqp import translate
 from connectors.amqp.delivery import Dispatcher, Row, Tailer
-from sharedsub import attach, metrics
-from sharedsub.acked_seqs import AckedSeqs
-from sharedsub.attach import (
+from sharedsub.core import attach, layout, metrics
+from sharedsub.core.acked_seqs import AckedSeqs
+from sharedsub.core.attach import (
     Create,
     DeleteSubscription,
     Join,
@@ -37,16 +37,15 @@ from sharedsub.attach import (
     Refuse,
     RefuseDelete,
 )
-from sharedsub.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
-from sharedsub.conditions import AmqpCondition
-from sharedsub.config import Settings
-from sharedsub.errors import SharedSubError
-from sharedsub.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.outcomes import DeadLetter, Limits
-from sharedsub.permissions import Permission
-from sharedsub.permissions_file import PolicyStore
-from sharedsub.stage_timing import StageTimes
-from sharedsub.storage import layout
+from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.config import Settings
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.outcomes import DeadLetter, Limits
+from sharedsub.core.permissions import Permission
+from sharedsub.core.stage_timing import StageTimes
+from sharedsub.runtime.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
+from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.storage.catalog import attached_links, load_catalog
 
 log = logging.getLogger(__name__)
@@ -96,14 +95,14 @@ def _clashing_keys(identity: SubscriptionKey) -> list[str]:
 
 def _no_selector_support(text: str) -> None:
     """Validator used until the selector compiler is present: accept nothing silently."""
-    from sharedsub.errors import NotSupported
+    from sharedsub.core.errors import NotSupported
 
     raise NotSupported(f"JMS selectors are not supported by this build (selector {text!r})")
 
 
 def _selector_validator() -> Callable[[str], None]:
     try:
-        from sharedsub.selector import check
+        from sharedsub.core.selector import check
     except ImportError:  # pragma: no cover - the selector package ships with sharedsub
         return _no_selector_support
     return check
@@ -125,7 +124,7 @@ class Subscriptions:
         stages: StageTimes | None = None,
     ) -> None:
         """``user_of(connection)``: who authenticated on it (None: anonymous); ``permissions``:
-        the policy attaches are checked against (None: the open one, sharedsub.permissions)."""
+        the policy attaches are checked against (None: the open one, sharedsub.core.permissions)."""
         self.settings = settings
         self._user_of = user_of
         self._permissions = permissions if permissions is not None else PolicyStore("")
@@ -432,7 +431,7 @@ class Subscriptions:
     def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
         """For a non-durable subscription generation consumed here, the lowest seq that may still
         be open: every row below it is settled (its acknowledgements live only in this memory,
-        sharedsub.acked_seqs). None for a durable one (its ack log says) or one this front end
+        sharedsub.core.acked_seqs). None for a durable one (its ack log says) or one this front end
         has not consumed. Any thread (maintenance): reads one consistent state."""
         acked = self._acked.get(rec.table)
         if acked is None or rec.identity.durable:
@@ -442,7 +441,7 @@ class Subscriptions:
     def delivery_state_sizes(self) -> dict[str, int]:
         """Seqs held in memory per subscription generation table (acknowledged ones above the
         floor, reopened ones, failure counts): bounded by the open window, not by history
-        (sharedsub.acked_seqs). Any thread: the dicts are copied in one C call each."""
+        (sharedsub.core.acked_seqs). Any thread: the dicts are copied in one C call each."""
         acked, failures = self._acked.copy(), self._failures.copy()
         return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
 
@@ -453,7 +452,7 @@ class Subscriptions:
         acked = self._acked.get(rec.table)
         if acked is not None:
             acked.reopen(seqs)
-        # Marked redelivered here at once; the ack log's count (sharedsub.acklog) may say more.
+        # Marked redelivered here at once; the ack log's count (sharedsub.core.acklog) may say more.
         counts = self._failures.setdefault(rec.table, {})
         for seq in seqs:
             counts[seq] = counts.get(seq, 0) + 1
@@ -466,7 +465,7 @@ class Subscriptions:
 
     def unsubscribe(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:
         """Delete ``rec`` now (the admin ``unsubscribe``; its rule is the caller's:
-        sharedsub.admin_rules). ``then(result)`` runs once the DELETED revision is committed."""
+        sharedsub.core.admin_rules). ``then(result)`` runs once the DELETED revision is committed."""
         self._delete(rec, then)
 
     def _delete(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:

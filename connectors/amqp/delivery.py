@@ -10,10 +10,10 @@ Two halves:
   posts ``(key, rows)`` to the reactor. At most ``max_in_flight`` rows per subscription are posted
   but not yet sent, so a slow consumer bounds memory.
 * :class:`Dispatcher` (reactor thread, no I/O): applies the dispatch rules of
-  :mod:`sharedsub.dispatch` (one pure state machine per subscription, over consumers named by
+  :mod:`sharedsub.core.dispatch` (one pure state machine per subscription, over consumers named by
   ints) to proton links. Rows go round-robin to the links that have credit; a link with no credit
   gets nothing and holds nothing back; a row is outstanding on at most one link. What a
-  settlement does is decided by :func:`sharedsub.outcomes.decide` (accepted → acknowledged;
+  settlement does is decided by :func:`sharedsub.core.outcomes.decide` (accepted → acknowledged;
   released and modified → back to the front of the queue; rejected, or too many failed
   deliveries → the dead-letter table); the unsettled rows of a link that goes away count as
   failed deliveries. A row past its expiry is not sent but acknowledged as ``expired``.
@@ -45,15 +45,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.amqp.translate import with_delivery_count
-from sharedsub import dispatch as rules
-from sharedsub import metrics, outcomes
-from sharedsub.acked_seqs import AckedSeqs
-from sharedsub.acklog import ack_state_of
-from sharedsub.logthrottle import ThrottledLog
-from sharedsub.outcomes import AckOutcome, DeadLetter, Limits, Settlement
-from sharedsub.payloads import PayloadCache
-from sharedsub.stage_timing import StageTimes
-from sharedsub.storage import delta, layout
+from sharedsub.core import dispatch as rules
+from sharedsub.core import layout, metrics, outcomes
+from sharedsub.core.acked_seqs import AckedSeqs
+from sharedsub.core.acklog import ack_state_of
+from sharedsub.core.logthrottle import ThrottledLog
+from sharedsub.core.outcomes import AckOutcome, DeadLetter, Limits, Settlement
+from sharedsub.core.stage_timing import StageTimes
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import delta
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class Row:
     topic: str
     seq: int
     message: bytes
-    expires_at: int | None = None  # ms since the epoch (sharedsub.outcomes.expires_at)
+    expires_at: int | None = None  # ms since the epoch (sharedsub.core.outcomes.expires_at)
     failures: int = 0  # failed deliveries recorded in the ack log when the row was read
     # Loaded after an unclean stop (SIGKILL, power loss) of the previous front end: it may have
     # been sent then without any trace in the ack log, so it goes out marked redelivered.
@@ -141,7 +141,7 @@ class Tailer:
         stages: StageTimes | None = None,
     ) -> None:
         """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
-        their only writer; sharedsub.stage_timing)."""
+        their only writer; sharedsub.core.stage_timing)."""
         self.root = root
         self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
@@ -406,7 +406,7 @@ class Tailer:
 
 AckCallback = Callable[[str, int, str, str], None]
 """``on_ack(key, seq, outcome, consumer_container)``: a row was settled for good, or (outcome
-``failed``) one delivery of it failed; see sharedsub.outcomes.AckOutcome."""
+``failed``) one delivery of it failed; see sharedsub.core.outcomes.AckOutcome."""
 
 DeadLetterCallback = Callable[[str, Row, DeadLetter, proton.Condition | None, str], None]
 """``on_dead_letter(key, row, decision, error, consumer_container)``: move a row to the dead-letter table."""
@@ -454,7 +454,7 @@ class _Txn:
 
 
 class Dispatcher:
-    """Applies the dispatch rules of :mod:`sharedsub.dispatch` to proton links (reactor thread).
+    """Applies the dispatch rules of :mod:`sharedsub.core.dispatch` to proton links (reactor thread).
 
     Consumer links are named by ints in typed side tables (never attributes on proton objects):
     ``_links`` (key -> consumer -> link), ``_consumer_of`` (link -> (key, consumer)),
@@ -472,7 +472,7 @@ class Dispatcher:
         counters: metrics.Counters | None = None,
         stages: StageTimes | None = None,
     ) -> None:
-        """``stages``: where the ``publish_to_send`` times go (reactor thread; sharedsub.stage_timing)."""
+        """``stages``: where the ``publish_to_send`` times go (reactor thread; sharedsub.core.stage_timing)."""
         self._stages = stages if stages is not None else StageTimes()
         self._subs: dict[str, rules.SubscriptionDispatch] = {}
         # Subscriptions without consumers whose rows an open transaction holds.
@@ -590,7 +590,7 @@ class Dispatcher:
     # ------------------------------------------------------------------ settlements
 
     def settled(self, dlv: proton.Delivery) -> None:
-        """A consumer's disposition: decide (sharedsub.dispatch, sharedsub.outcomes) and apply."""
+        """A consumer's disposition: decide (sharedsub.core.dispatch, sharedsub.core.outcomes) and apply."""
         state = dlv.remote_state
         terminal = (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED)
         if state == _TRANSACTIONAL_STATE:

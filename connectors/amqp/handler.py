@@ -1,7 +1,7 @@
 """The AMQP front end: a proton handler that translates events, calls the core, applies results.
 
 It never evaluates selectors and never fans out (DESIGN §1): it decides attaches, hands published
-messages to the :class:`~sharedsub.committer.Committer` (settling each publisher delivery only after
+messages to the :class:`~sharedsub.runtime.committer.Committer` (settling each publisher delivery only after
 the Delta commit that holds it), and delivers what the fan-out job wrote to subscription tables
 (:mod:`connectors.amqp.consumers`).
 
@@ -25,18 +25,18 @@ from proton.reactor import ApplicationEvent, EventInjector
 from connectors.amqp.consumers import Subscriptions, refuse
 from connectors.amqp.delivery import Row, Tailer
 from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
-from sharedsub import addressing, amqp_message, metrics
-from sharedsub import transactions as txn_rules
-from sharedsub.committer import Committer, CreateTopic, Publish, Result
-from sharedsub.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
-from sharedsub.config import Settings
-from sharedsub.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
-from sharedsub.identity import Identities
-from sharedsub.payloads import PayloadCache
-from sharedsub.permissions import Permission, Policy
-from sharedsub.permissions_file import PolicyStore
-from sharedsub.publish_window import PublishWindow
-from sharedsub.stage_timing import StageTimes
+from sharedsub.core import addressing, amqp_message, metrics
+from sharedsub.core import transactions as txn_rules
+from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
+from sharedsub.core.config import Settings
+from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
+from sharedsub.core.identity import Identities
+from sharedsub.core.permissions import Permission, Policy
+from sharedsub.core.publish_window import PublishWindow
+from sharedsub.core.stage_timing import StageTimes
+from sharedsub.runtime.committer import Committer, CreateTopic, Publish, Result
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.storage import delta
 
 log = logging.getLogger(__name__)
@@ -141,14 +141,14 @@ class FrontEnd(Handler):
         after_unclean_stop: bool = False,
         permissions: PolicyStore | None = None,
     ) -> None:
-        """``permissions``: who may publish, consume and manage where (sharedsub.permissions);
+        """``permissions``: who may publish, consume and manage where (sharedsub.core.permissions);
         None = no permissions file (the open policy)."""
         super().__init__()
         self.settings = settings
         self.root = settings.data_dir
         self._injector = injector
         self.cache = PayloadCache(settings.delivery.payload_cache_bytes)
-        # Time per stage of the message path, exported on /metrics (sharedsub.stage_timing).
+        # Time per stage of the message path, exported on /metrics (sharedsub.core.stage_timing).
         self.stages = StageTimes()
         self.committer = Committer(
             self.root,
@@ -171,9 +171,9 @@ class FrontEnd(Handler):
         self.tokens = Tokens()
         # Bytes handed to the committer and not committed yet, over all publishers.
         self.publish_window = PublishWindow(settings.publish.max_uncommitted_bytes)
-        # Reactor-thread counters read by the metrics endpoint (sharedsub.metrics: threading).
+        # Reactor-thread counters read by the metrics endpoint (sharedsub.core.metrics: threading).
         self.counters = metrics.Counters()
-        # Who authenticated on each connection (the listener records it; sharedsub.identity).
+        # Who authenticated on each connection (the listener records it; sharedsub.core.identity).
         self.identities = Identities()
         self.permissions = permissions if permissions is not None else PolicyStore("")
         self.subscriptions = Subscriptions(

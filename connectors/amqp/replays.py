@@ -4,8 +4,8 @@
 runs, ``op(front_end, future)``, in three steps:
 
 1. **Reactor thread**: resolve the subscription among the active ones held in memory; refuse a
-   non-durable one (:class:`~sharedsub.errors.ReplayNotDurable`) or one already being replayed
-   (:class:`~sharedsub.errors.ReplayInProgress`); take the seqs held as acknowledged.
+   non-durable one (:class:`~sharedsub.core.errors.ReplayNotDurable`) or one already being replayed
+   (:class:`~sharedsub.core.errors.ReplayInProgress`); take the seqs held as acknowledged.
 2. **Worker thread** (one per replay; the I/O must not block the reactor):
    :func:`sharedsub.storage.replay_tables.replay_tables` picks the start version, reads the
    table's past and writes the ``replayed`` ack-log rows and the restored rows.
@@ -14,7 +14,7 @@ runs, ``op(front_end, future)``, in three steps:
    backlog again (:meth:`connectors.amqp.consumers.Subscriptions.reopen`), so the consumers
    attached now receive the replayed messages — first-acquirer false, delivery-count from the
    ack log (at least 1), in seq order — and rows already waiting or outstanding are not
-   queued twice. ``future`` gets the :class:`~sharedsub.replay.ReplayReport` as JSON.
+   queued twice. ``future`` gets the :class:`~sharedsub.core.replay.ReplayReport` as JSON.
 
 Nothing here touches another subscription: only this one's ack log, table, acknowledged set and
 feed change. Without consumers attached the replayed messages wait in the backlog for the next.
@@ -29,9 +29,9 @@ from typing import Any
 
 from connectors.amqp.admin_ops import Op
 from connectors.amqp.handler import FrontEnd
-from sharedsub.errors import ReplayInProgress, ReplayNotDurable
-from sharedsub.inspection import display_name, find_subscription
-from sharedsub.replay import ReplayReport
+from sharedsub.core.errors import ReplayInProgress, ReplayNotDurable
+from sharedsub.core.replay import ReplayReport
+from sharedsub.runtime.inspection import display_name, find_subscription
 from sharedsub.storage.replay_tables import ReplayDone, replay_tables
 
 log = logging.getLogger(__name__)

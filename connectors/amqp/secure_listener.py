@@ -7,7 +7,7 @@ It replaces ``container.listen()`` (connectors/amqp/server.py builds one per lis
 stock acceptor creates the Transport at accept time and its SASL layer (this wheel has no Cyrus
 SASL) can only do ANONYMOUS and EXTERNAL server-side. Here each accepted socket goes through
 
-    socket -> [ssl.SSLObject over MemoryBIO: amqps only] -> sharedsub.sasl_rules.SaslExchange
+    socket -> [ssl.SSLObject over MemoryBIO: amqps only] -> sharedsub.core.sasl_rules.SaslExchange
            -> ok: proton Connection + Transport(SERVER) (no proton SASL, no proton SSL) get the
               rest of the byte stream (the client's AMQP header onwards)
            -> failed: the outcome (code 1, auth) is sent, then the socket is closed
@@ -51,10 +51,10 @@ from proton._handlers import IOHandler
 from proton._io import IO
 from proton._selectable import Selectable
 
-from sharedsub.config import SecuritySettings
-from sharedsub.errors import ConfigError
-from sharedsub.identity import Identities, Identity
-from sharedsub.sasl_rules import SaslExchange, SaslPolicy
+from sharedsub.core.config import SecuritySettings
+from sharedsub.core.errors import ConfigError
+from sharedsub.core.identity import Identities, Identity
+from sharedsub.core.sasl_rules import SaslExchange, SaslPolicy
 
 log = logging.getLogger(__name__)
 

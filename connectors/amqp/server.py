@@ -26,11 +26,11 @@ from proton.reactor import ApplicationEvent, Container, EventInjector
 from connectors.amqp.arrow_pool import ArrowPoolRelease
 from connectors.amqp.handler import CONTAINER_ID, FrontEnd
 from connectors.amqp.secure_listener import SecureAcceptor, tls_context
-from sharedsub.config import Settings
-from sharedsub.errors import ConfigError, ServiceUnavailable
-from sharedsub.permissions_file import PolicyStore
-from sharedsub.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
-from sharedsub.users import UserStore, users_path
+from sharedsub.core.config import Settings
+from sharedsub.core.errors import ConfigError, ServiceUnavailable
+from sharedsub.core.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
+from sharedsub.runtime.permissions_file import PolicyStore
+from sharedsub.runtime.users import UserStore, users_path
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class FrontEndServer:
         self.users: UserStore | None = None
         self.anonymous = True  # anonymous clients allowed (decided in listen())
         self._stopping = False
-        # State of the embedded fan-out job for /health and /metrics (sharedsub.fanout_process
+        # State of the embedded fan-out job for /health and /metrics (sharedsub.runtime.fanout_process
         # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
         self.fanout_status: Callable[[], dict[str, Any]] | None = None
 

@@ -1,11 +1,11 @@
-"""The transaction coordinator: AMQP 1.0 local transactions applied (rules: sharedsub.transactions).
+"""The transaction coordinator: AMQP 1.0 local transactions applied (rules: sharedsub.core.transactions).
 
 Reactor thread only. A coordinator link is a link the client sends on whose target is a
 ``coordinator`` terminus; its transfers are ``declare`` and ``discharge`` messages. A
 transaction belongs to the connection that declared it. Committing stores the transaction's
-publishes in one group commit (:class:`~sharedsub.committer.CommitTransaction`), then applies the
+publishes in one group commit (:class:`~sharedsub.runtime.committer.CommitTransaction`), then applies the
 consumer settlements the dispatcher held for it, and answers the discharge only after both are
-on disk (a :class:`~sharedsub.committer.Barrier` behind the acknowledgements).
+on disk (a :class:`~sharedsub.runtime.committer.Barrier` behind the acknowledgements).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any, Protocol
 import proton
 from proton import Condition, Delivery, Described, Endpoint, Terminus, ulong
 
-from sharedsub import transactions as rules
-from sharedsub.committer import Barrier, Committer, CommitTransaction, Publish, Result
-from sharedsub.errors import MessageDecodeError, NotSupported, SharedSubError, TransactionRolledBack
+from sharedsub.core import transactions as rules
+from sharedsub.core.errors import MessageDecodeError, NotSupported, SharedSubError, TransactionRolledBack
+from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result
 
 log = logging.getLogger(__name__)
 

@@ -14,16 +14,16 @@ import cproton
 import proton
 from proton import Described, Terminus, symbol, ulong
 
-from sharedsub.attach import ReplySource
-from sharedsub.conditions import (
+from sharedsub.core.attach import ReplySource
+from sharedsub.core.conditions import (
     NO_LOCAL_FILTER_CODE,
     NO_LOCAL_FILTER_SYMBOLS,
     SELECTOR_FILTER_CODE,
     SELECTOR_FILTER_SYMBOLS,
 )
-from sharedsub.errors import InvalidMessage, MessageDecodeError
-from sharedsub.model import ExpiryPolicy
-from sharedsub.terminus import AttachRequest, SourceSpec
+from sharedsub.core.errors import InvalidMessage, MessageDecodeError
+from sharedsub.core.model import ExpiryPolicy
+from sharedsub.core.terminus import AttachRequest, SourceSpec
 
 # AMQP type name of each proton Python type (proton decodes every AMQP type to its own class).
 _NUMBER_TYPES: list[tuple[type, str, bool]] = [

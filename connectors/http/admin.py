@@ -10,9 +10,9 @@ Contracts:
 * A handler is ``handler(request: Request) -> Reply``. ``request.body`` is the parsed JSON
   object of a POST (``{}`` when empty); a body that is not a JSON object is answered 400 before
   any handler runs.
-* A handler that raises a :class:`~sharedsub.errors.SharedSubError` gets the JSON error reply of
-  :func:`sharedsub.admin_rules.error_body` (``{"ok": false, "error": CODE, "exit_code": N,
-  "message": ...}``) with the status of that code (:data:`sharedsub.admin_rules.ERROR_CODES`);
+* A handler that raises a :class:`~sharedsub.core.errors.SharedSubError` gets the JSON error reply of
+  :func:`sharedsub.core.admin_rules.error_body` (``{"ok": false, "error": CODE, "exit_code": N,
+  "message": ...}``) with the status of that code (:data:`sharedsub.core.admin_rules.ERROR_CODES`);
   anything else is logged and answered 500 with code ``error``. Success replies of admin calls
   are ``{"ok": true, ...}`` (:meth:`Reply.json`).
 * Unknown paths are 404 (``not-found``); a known path with another method is 405.
@@ -23,7 +23,7 @@ Hardening (README "Security"):
   needs ``Authorization: Bearer TOKEN``; without it, or with another token, it is answered 401
   (code ``unauthorized``) before its body is read. The token is random per start
   (:attr:`AdminHttpServer.token`); ``serve`` records it in ``<data>/_service.json`` (0600), where
-  the CLI reads it (sharedsub.discovery.call_admin). GET /health and /metrics need none.
+  the CLI reads it (sharedsub.runtime.discovery.call_admin). GET /health and /metrics need none.
 * **Request bodies** need a ``Content-Length`` (a POST without one: 411; chunked bodies: 411); a
   value that is not a non-negative decimal integer, or several different values: 400; more than
   :data:`MAX_BODY_BYTES`: 413. The body is read up to that length, never to end of stream; the
@@ -60,8 +60,8 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sharedsub.admin_rules import error_body, http_status
-from sharedsub.errors import SharedSubError
+from sharedsub.core.admin_rules import error_body, http_status
+from sharedsub.core.errors import SharedSubError
 
 log = logging.getLogger(__name__)
 

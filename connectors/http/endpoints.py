@@ -14,7 +14,7 @@ POST    /admin/topics/drop        ``{"topic": NAME, "force": bool}`` → ``{"ok"
                                   "deleted_subscriptions": [...]}``
 POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{..., "timestamp":
                                   ISO-8601}`` → ``{"ok": true, "replay": {...}, "message"}``
-                                  (connectors/amqp/replays.py; sharedsub.replay has the rules)
+                                  (connectors/amqp/replays.py; sharedsub.core.replay has the rules)
 ======  ========================  =========================================================
 
 /health also says how the fan-out is doing: ``"status"`` (``ok``, ``degraded``, ``down``),
@@ -22,7 +22,7 @@ POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{
 status codes).
 
 Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
-sharedsub.admin_rules). Admin calls run on the reactor thread (FrontEndServer.call).
+sharedsub.core.admin_rules). Admin calls run on the reactor thread (FrontEndServer.call).
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from typing import Any
 from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import Reply, Request, Routes
-from sharedsub import metrics
-from sharedsub.errors import ConfigError
-from sharedsub.model import SubscriptionRecord
-from sharedsub.replay import parse_point
-from sharedsub.stage_timing import merged, stage_family, stages_from_json
+from sharedsub.core import metrics
+from sharedsub.core.errors import ConfigError
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.replay import parse_point
+from sharedsub.core.stage_timing import merged, stage_family, stages_from_json
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
@@ -59,7 +59,7 @@ class MetricsView:
     """Builds ``/metrics`` from the front end's counters, the backlog and the fan-out statistics.
 
     Reads, from the HTTP thread, only what is safe there: a counters snapshot and a copy of the
-    in-memory catalog dict (sharedsub.metrics explains why both are consistent under the GIL),
+    in-memory catalog dict (sharedsub.core.metrics explains why both are consistent under the GIL),
     the subscription tables (read-only Delta reads) and the fan-out statistics file. Backlog is
     recomputed at most every ``backlog_interval`` seconds (one scrape computes, concurrent ones
     reuse the last values).

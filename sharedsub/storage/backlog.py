@@ -3,7 +3,7 @@
 Reads the generation table (``subscriptions/<key>/g<gen>``) and its ack log
 (``subscriptions/<key>/acks-g<gen>``) through :mod:`sharedsub.storage.delta` (delta-rs, no
 Spark), and counts the rows whose seq is not settled for good by the ack log's rule
-(:mod:`sharedsub.acklog`: ``accepted``, ``dead-lettered``, ``expired`` settle; ``failed`` rows are
+(:mod:`sharedsub.core.acklog`: ``accepted``, ``dead-lettered``, ``expired`` settle; ``failed`` rows are
 delivery attempts; a ``replayed`` row opens a settled message again until its next
 acknowledgement). Only the columns the answer needs are read, never a payload.
 
@@ -19,8 +19,9 @@ import datetime as dt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharedsub.acklog import ack_state_of
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.acklog import ack_state_of
+from sharedsub.storage import delta
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

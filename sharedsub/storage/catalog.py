@@ -12,8 +12,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from sharedsub.model import SubscriptionRecord
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.storage import delta, schemas
 
 
 def append_records(

@@ -26,12 +26,13 @@ import pyarrow.parquet as pq
 from deltalake import CommitProperties, DeltaTable, Transaction, WriterProperties, write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError, TableNotFoundError
 
-from sharedsub.errors import TopicExists, TopicNotFound
-from sharedsub.storage import layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.errors import TopicExists, TopicNotFound
+from sharedsub.storage import schemas
 from sharedsub.storage.private import ensure_data_dir
 
 # commitInfo key marking the commits sharedsub's maintenance makes (value: what it did).
-MAINTENANCE_MARK = "sharedsub.maintenance"
+MAINTENANCE_MARK = "sharedsub.runtime.maintenance"
 
 # commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
 # the append raised).
@@ -546,7 +547,7 @@ def topic_files(table: str) -> tuple[int, list[SeqFile]]:
 class TopicIndex:
     """Finds the files that may hold a topic seq, from the add actions' ``seq`` statistics.
 
-    Appends give files with disjoint seq ranges, but compaction (sharedsub.maintenance) may bin
+    Appends give files with disjoint seq ranges, but compaction (sharedsub.runtime.maintenance) may bin
     files that were not neighbours, so ranges can overlap: a seq then has several candidate
     files, and the reader keeps the one that holds it.
     """
@@ -635,7 +636,7 @@ def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
     """Encoded messages for the given seqs of one topic (a seq the topic no longer holds is left out).
 
     The index may name a file that compaction or topic retention removed from the table and
-    vacuum then deleted (sharedsub.maintenance): the seqs it was asked for are looked up again
+    vacuum then deleted (sharedsub.runtime.maintenance): the seqs it was asked for are looked up again
     in a refreshed index, once. Only the row groups whose ``seq`` statistics cover a wanted seq
     are read (compacted topic files hold many small row groups for this).
     """
@@ -658,7 +659,7 @@ def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
 
 
 # --------------------------------------------------------------------------- history (read-only)
-# For inspection (sharedsub.inspection, the CLI, notebooks): what each retained commit added and
+# For inspection (sharedsub.runtime.inspection, the CLI, notebooks): what each retained commit added and
 # when. Nothing below writes.
 
 
@@ -712,7 +713,7 @@ def history(table: str) -> list[HistoryEntry]:
 
 
 # --------------------------------------------------------------------------- maintenance (writes)
-# Used by sharedsub.maintenance only. Every commit made here carries MAINTENANCE_MARK, so that
+# Used by sharedsub.runtime.maintenance only. Every commit made here carries MAINTENANCE_MARK, so that
 # read_commit knows its added files hold no new rows.
 
 
@@ -808,7 +809,7 @@ def remove_table(table: str) -> None:
     shutil.rmtree(_local(table), ignore_errors=True)
 
 
-# --------------------------------------------------------------------------- replay (sharedsub.replay)
+# --------------------------------------------------------------------------- replay (sharedsub.core.replay)
 # Reads a subscription table's past for a replay, and appends back the rows a replay restores.
 # The restore commit carries MAINTENANCE_MARK too: its rows were routed before, they are not new.
 

@@ -1,4 +1,4 @@
-"""The table side of a replay (sharedsub.replay has the rules): read the subscription table's
+"""The table side of a replay (sharedsub.core.replay has the rules): read the subscription table's
 past, write the ``replayed`` ack-log rows and append back the rows maintenance deleted.
 
 :func:`replay_tables` runs on a worker thread of the service (connectors/amqp/replays.py), never
@@ -12,7 +12,7 @@ on the reactor. What it writes, in this order:
    ack log before them) is caught by checking again, at most three times.
 
 Both are durable before the service re-delivers anything, so a restart in the middle re-delivers
-the replayed messages too (marked redelivered: sharedsub.acklog).
+the replayed messages too (marked redelivered: sharedsub.core.acklog).
 """
 
 from __future__ import annotations
@@ -25,12 +25,13 @@ from collections.abc import Collection, Container, Iterable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharedsub.acklog import ack_state_of
-from sharedsub.errors import HistoryUnavailable
-from sharedsub.model import SubscriptionRecord
-from sharedsub.outcomes import AckOutcome
-from sharedsub.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.acklog import ack_state_of
+from sharedsub.core.errors import HistoryUnavailable
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.outcomes import AckOutcome
+from sharedsub.core.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
+from sharedsub.storage import delta, schemas
 
 _RESTORE_ROUNDS = 3
 
@@ -87,7 +88,7 @@ def replay_tables(
     holds as acknowledged.
 
     Raises:
-        VersionNotFound, HistoryUnavailable: as :func:`sharedsub.replay.start_version`, and
+        VersionNotFound, HistoryUnavailable: as :func:`sharedsub.core.replay.start_version`, and
             HistoryUnavailable when the files of a version still in the log were vacuumed.
     """
     table = layout.join(root, record.table)

@@ -1,4 +1,4 @@
-"""The storage side of retention (sharedsub.retention has the rules; sharedsub.maintenance runs them).
+"""The storage side of retention (sharedsub.core.retention has the rules; sharedsub.runtime.maintenance runs them).
 
 Reads the fan-out's progress from its Spark checkpoint, the seq ranges a subscription table still
 keeps, a topic's files; removes a topic's routed files below a cut, compacts a topic's routed
@@ -13,9 +13,9 @@ import os
 
 import pyarrow.parquet as pq
 
-from sharedsub import retention
-from sharedsub.retention import FanoutProgress, Revision, TopicFile
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout, retention
+from sharedsub.core.retention import FanoutProgress, Revision, TopicFile
+from sharedsub.storage import delta
 
 log = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ def _routed_through(table: str, routed_version: int, latest: int) -> int | None:
 def topic_cut(
     table: str, progress: FanoutProgress, topic: str, *, hold: int | None, published_before_ms: int
 ) -> int | None:
-    """The seq at and below which ``topic``'s rows may go (sharedsub.retention.topic_cut), a file
+    """The seq at and below which ``topic``'s rows may go (sharedsub.core.retention.topic_cut), a file
     counting as routed unless a commit after the routed snapshot (_routed_through) added it.
     None: nothing may go."""
     routed_version = progress.routed_version(topic, delta.table_id(table))
@@ -229,7 +229,7 @@ def compact_routed(table: str, progress: FanoutProgress, topic: str, min_files: 
 
 
 def trim_catalog(root: str, *, keys_with_tables: set[str], now: dt.datetime, retention_period: dt.timedelta) -> int:
-    """Remove the catalog revisions sharedsub.retention.catalog_revisions_to_drop allows; return
+    """Remove the catalog revisions sharedsub.core.retention.catalog_revisions_to_drop allows; return
     how many went. The delete commits are marked: catalog readers tailing the log keep what they
     hold (the rows that stay are the ones they hold)."""
     table = layout.catalog_table(root)

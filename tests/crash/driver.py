@@ -35,7 +35,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sharedsub.model import SubscriptionKey
+from sharedsub.core.model import SubscriptionKey
 from sharedsub.storage import delta
 from tests.crash import invariants
 from tests.crash.invariants import Violation

@@ -40,9 +40,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sharedsub.config import FanoutSettings
-from sharedsub.replay_client import request_replay
-from sharedsub.storage import delta, layout
+from sharedsub.cli.replay_client import request_replay
+from sharedsub.core import layout
+from sharedsub.core.config import FanoutSettings
+from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 from tests.crash.driver import (
     DURABLE,
@@ -171,7 +172,7 @@ def _commit_mark(path: str) -> str | None:
 
 
 def parse_reports(lines: list[str]) -> list[dict[str, int]]:
-    """The counts of every maintenance run report among ``lines`` (sharedsub.maintenance.Report
+    """The counts of every maintenance run report among ``lines`` (sharedsub.runtime.maintenance.Report
     as logged), in order; a run that hit a storage fault counts one more error."""
     out = []
     for line in lines:
@@ -298,7 +299,7 @@ MARKS_TRIES = 3  # replays asked for until one is killed before its answer (each
 
 
 class _ReplayCall(threading.Thread):
-    """One ``POST /admin/replay`` (:func:`sharedsub.replay_client.request_replay`) on a thread."""
+    """One ``POST /admin/replay`` (:func:`sharedsub.cli.replay_client.request_replay`) on a thread."""
 
     def __init__(self, run: LoadedService, subscription: str, version: int) -> None:
         super().__init__(name=f"replay-{subscription}", daemon=True)

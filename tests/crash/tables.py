@@ -10,10 +10,10 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from sharedsub import outcomes
-from sharedsub.acklog import ack_state_of
-from sharedsub.model import SubscriptionKey
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout, outcomes
+from sharedsub.core.acklog import ack_state_of
+from sharedsub.core.model import SubscriptionKey
+from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 from tests.crash.invariants import Stored, StoredSubscription
 
@@ -102,7 +102,7 @@ def read_acks(table: str) -> list[tuple[int, float]]:
 
 def current_state(table: str, acks: str) -> tuple[list[int], frozenset[int]]:
     """The seqs of a subscription table's current snapshot (one per row) and its backlog: those
-    the current ack log does not settle (sharedsub.acklog, as the service counts them).
+    the current ack log does not settle (sharedsub.core.acklog, as the service counts them).
 
     The ack log is read first: maintenance deletes a table's rows before their acks, so a delete
     between the two reads cannot make an acknowledged row look open.

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.discovery import ServiceInfo, read_service_file
+from sharedsub.runtime.discovery import ServiceInfo, read_service_file
 from tests.service import ROOT, ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -225,7 +225,7 @@ def test_the_cli_sends_the_token(svc: ServeProcess) -> None:
 
 
 def test_a_token_mismatch_reaches_the_cli_as_an_error(svc: ServeProcess, tmp_path: Path) -> None:
-    from sharedsub.discovery import call_admin
+    from sharedsub.runtime.discovery import call_admin
 
     info = _info(svc)
     forged = ServiceInfo(info.pid, info.amqp_host, info.amqp_port, info.http_host, info.http_port, info.started_at, "nope")

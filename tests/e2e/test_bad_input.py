@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from proton import Data, Described, Message, timestamp, ulong
 
-from sharedsub.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
+from sharedsub.core.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
 from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, publish, uid
 from tests.service import ServeProcess

@@ -53,7 +53,7 @@ def test_a_served_data_dir_is_owner_only(tmp_path_factory: pytest.TempPathFactor
     was started with a permissive umask."""
     import stat
 
-    from sharedsub.discovery import read_service_file
+    from sharedsub.runtime.discovery import read_service_file
 
     data = tmp_path_factory.mktemp("private") / "data"  # not there yet: the service creates it
     previous = os.umask(0o022)  # the child inherits it

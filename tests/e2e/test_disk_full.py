@@ -21,8 +21,9 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.model import SubscriptionRecord
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
 from tests.http_probe import health, scrape
@@ -78,7 +79,7 @@ def bodies(sub: Subscriber) -> list[object]:
 
 
 def log_lines(svc: ServeProcess, text: str) -> int:
-    return sum(1 for line in list(svc.stderr_lines) if "sharedsub.committer" in line and text in line)
+    return sum(1 for line in list(svc.stderr_lines) if "sharedsub.runtime.committer" in line and text in line)
 
 
 def subscription(root: Path, topic: str) -> SubscriptionRecord:

@@ -9,7 +9,8 @@ import pytest
 from proton import Data, Described, Message, symbol, ubyte, ulong
 from proton.utils import BlockingConnection
 
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.service import ServeProcess
 

@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.model import SubscriptionRecord
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, jms_durable, publish, uid, wait_for
 from tests.e2e.test_outcomes import record
 from tests.http_probe import health, scrape

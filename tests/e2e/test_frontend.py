@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, publish
 from tests.service import ServeProcess
 

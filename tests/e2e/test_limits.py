@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from proton import Message
 
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.storage import delta
 from tests.amqp_peer import Received, Subscriber, jms_durable, jms_shared_durable, publish, uid, unsubscribe, wait_for
 from tests.e2e.test_outcomes import ack_log, assert_only_new_messages_then_unsubscribe, bodies, dead_letters, record
 from tests.service import ServeProcess

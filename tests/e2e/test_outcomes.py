@@ -10,8 +10,9 @@ from typing import Any
 import pytest
 from proton import Message
 
-from sharedsub.model import SubscriptionRecord
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Received, Subscriber, jms_shared_durable, presettled, publish, uid, unsubscribe, wait_for
 from tests.service import ServeProcess

@@ -152,7 +152,7 @@ def test_wso2_cbm_467_offline_durable_with_selector_keeps_only_matching(service:
         assert [r.message.body for r in s.received] == [f"keep{i}" for i in range(5)] + ["END"]
         s.detach()
     recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
-    from sharedsub.storage import layout
+    from sharedsub.core import layout
 
     rows = delta.read_table(layout.join(str(service.data_dir), recs[0].table), ["seq"])
     assert rows is not None and rows.num_rows == 6  # only matching messages were routed to it

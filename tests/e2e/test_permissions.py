@@ -1,5 +1,5 @@
 """Authorization against a real ``sharedsub frontend`` (no fan-out: nothing here needs routing) with a users file
-and a permissions file (sharedsub.permissions), driven by python-qpid-proton clients that authenticate with PLAIN.
+and a permissions file (sharedsub.core.permissions), driven by python-qpid-proton clients that authenticate with PLAIN.
 
 Users alice and bob may publish to ``orders`` and consume ``orders`` and ``prices``; carol (group
 ops) may consume and manage everywhere; anonymous connections (allowed here) may consume
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub import users as uf
+from sharedsub.runtime import users as uf
 from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Subscriber, publish, uid, wait_for

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 from proton import Message
 
-from sharedsub import inspection, maintenance
-from sharedsub.config import MaintenanceSettings
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.config import MaintenanceSettings
+from sharedsub.runtime import inspection, maintenance
+from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, uid, wait_for
 from tests.e2e.test_outcomes import ack_log, record
 from tests.service import ROOT, ServeProcess

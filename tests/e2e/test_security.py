@@ -23,9 +23,9 @@ import pytest
 from proton import Connection, Message, SSLDomain, Transport
 from proton.utils import BlockingConnection
 
-from sharedsub import sasl_frames as sf
-from sharedsub import users as uf
-from sharedsub.discovery import read_service_file
+from sharedsub.core import sasl_frames as sf
+from sharedsub.runtime import users as uf
+from sharedsub.runtime.discovery import read_service_file
 from sharedsub.storage import delta
 from tests.amqp_peer import wait_for
 from tests.service import ROOT, ServeProcess
@@ -266,7 +266,7 @@ def _read_until_closed(sock: socket.socket, timeout: float) -> bytes:
 
 
 
-# ------------------------------------------------------------------ secure by default (sharedsub.exposure)
+# ------------------------------------------------------------------ secure by default (sharedsub.core.exposure)
 
 
 def _frontend_on_all_addresses(data: Path, **env: str) -> ServeProcess:

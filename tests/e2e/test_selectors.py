@@ -9,7 +9,7 @@ import proton
 import pytest
 from proton import Message
 
-from sharedsub.selector import MAX_DEPTH, MAX_NODES
+from sharedsub.core.selector import MAX_DEPTH, MAX_NODES
 from sharedsub.storage.catalog import load_catalog
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.service import ServeProcess

@@ -17,8 +17,8 @@ import pytest
 from proton import Message, SSLDomain
 from proton.utils import BlockingConnection
 
-from sharedsub import users as uf
-from sharedsub.discovery import read_service_file
+from sharedsub.runtime import users as uf
+from sharedsub.runtime.discovery import read_service_file
 from sharedsub.storage import delta
 from tests.service import ROOT, ServeProcess
 from tests.tls_certs import Certs, make_certs

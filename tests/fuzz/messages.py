@@ -14,8 +14,8 @@ import pyarrow as pa
 from hypothesis import strategies as st
 from proton import Described, symbol, ulong
 
-from sharedsub import addressing, amqp_message
-from sharedsub.errors import SharedSubError
+from sharedsub.core import addressing, amqp_message
+from sharedsub.core.errors import SharedSubError
 from sharedsub.storage import schemas
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
@@ -202,7 +202,7 @@ def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "
 
     Raises:
         Refused: the handler would reject the transfer (a SharedSubError from
-            sharedsub.amqp_message, the address or the routing key), as it does.
+            sharedsub.core.amqp_message, the address or the routing key), as it does.
         anything else: a defect, the handler would end the connection (or the commit fails).
     """
     try:
@@ -218,7 +218,7 @@ def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "
 
 
 def to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """The rows as the committer builds its topic-table commit (sharedsub/committer.py _append_topic)."""
+    """The rows as the committer builds its topic-table commit (sharedsub/runtime/committer.py _append_topic)."""
     columns: dict[str, list[Any]] = {name: [] for name in schemas.TOPIC.names}
     for row in rows:
         assert set(row) == set(schemas.TOPIC.names), set(row) ^ set(schemas.TOPIC.names)

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub import inspection
+from sharedsub.runtime import inspection
 from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, wait_for
 from tests.service import ServeProcess

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.discovery import ServiceInfo, read_service_file
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.runtime.discovery import ServiceInfo, read_service_file
+from sharedsub.storage import delta
 from tests.amqp_peer import Received, Subscriber, jms_shared_durable, publish, uid, wait_for
 from tests.http_probe import health, scrape
 from tests.prometheus_text import value

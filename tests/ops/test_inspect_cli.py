@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.storage import layout
+from sharedsub.core import layout
 from tests.ops.conftest import EXPECTED_BACKLOG, EXPECTED_CONSUMERS, PUBLISHED, TOPIC, OpsDataDir
 
 pytestmark = pytest.mark.e2e

@@ -26,9 +26,10 @@ import pytest
 from nbclient import NotebookClient
 from proton import Message
 
-from sharedsub import inspection, maintenance
-from sharedsub.config import MaintenanceSettings
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.config import MaintenanceSettings
+from sharedsub.runtime import inspection, maintenance
+from sharedsub.storage import delta
 from tests.amqp_peer import Received, Subscriber, jms_durable, publish, wait_for
 from tests.ops.test_backlog_notebook import _outputs
 from tests.service import ServeProcess

@@ -6,8 +6,8 @@ import json
 import subprocess
 import sys
 
-from sharedsub.explain import HEADER_FIELDS
-from sharedsub.selector import ast
+from sharedsub.core.explain import HEADER_FIELDS
+from sharedsub.core.selector import ast
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

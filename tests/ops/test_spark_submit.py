@@ -129,7 +129,7 @@ def test_frontend_and_spark_submit_fanout_deliver_end_to_end(tmp_path: Path) -> 
             assert [r.message.body for r in got] == bodies
             assert [r.message.properties["n"] for r in got] == list(range(total))
         # Acknowledged: nothing of the subscription waits any more (the ack log is the front end's).
-        from sharedsub import inspection
+        from sharedsub.runtime import inspection
 
         wait_for(lambda: inspection.subscription_status(str(data), "billing-app:billing").messages == 0, 60, "acks")
 

@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from jobs.fanout import FanoutSink, build_fanout_query
 from jobs.session import build_session
-from sharedsub.config import Settings, parse_settings
+from sharedsub.core.config import Settings, parse_settings
 
 
 def make_settings(root: str, **fanout: Any) -> Settings:

@@ -1,6 +1,6 @@
 """The Delta Lake Spark connector on sharedsub's tables (real local Spark, real tables).
 
-Topics are written by the front end's group committer (sharedsub.committer, proton messages),
+Topics are written by the front end's group committer (sharedsub.runtime.committer, proton messages),
 subscriptions and acknowledgements by the committer too, routing by the fan-out job, and then
 maintenance (acknowledged-row deletes, compaction, checkpoints, topic retention) rewrites them.
 Spark reads every version with ``format("delta")``, SQL and time travel, and the reads are
@@ -25,12 +25,13 @@ from jobs.delta_source import routed_version
 from jobs.fanout import FanoutSink, build_fanout_query
 from jobs.session import delta_enabled, spark_conf
 from jobs.spark_tables import backlog_sql, register_tables, table_ref, view_name
-from sharedsub import maintenance
-from sharedsub.committer import Ack, Committer, Publish, Result, SaveSubscription
-from sharedsub.maintenance import Policy
-from sharedsub.model import SubscriptionRecord
-from sharedsub.payloads import PayloadCache
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.runtime import maintenance
+from sharedsub.runtime.committer import Ack, Committer, Publish, Result, SaveSubscription
+from sharedsub.runtime.maintenance import Policy
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import delta
 from sharedsub.storage import retention as stored
 from tests import builders as b
 from tests.spark.conftest import make_settings, run_available_now, wait_until

@@ -11,10 +11,11 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from jobs.deltars_source import SPARK_SCHEMA, TopicsStreamReader
 from jobs.fanout import FanoutSink, ParkedRows, build_fanout_query
-from sharedsub.storage import layout, schemas
+from sharedsub.core import layout
+from sharedsub.storage import schemas
 from sharedsub.storage.fanout_stats import read_stats
-from sharedsub.storage.spark_source import SPARK_SCHEMA, TopicsStreamReader
 from tests import builders as b
 from tests.spark.conftest import make_settings, run_available_now, wait_until
 
@@ -249,7 +250,7 @@ def test_topic_created_while_the_query_runs_is_routed(spark: SparkSession, root:
 
 
 def test_topic_dropped_and_created_again_is_routed_in_full_on_the_same_checkpoint(spark: SparkSession, root: str) -> None:
-    from sharedsub.offline_admin import drop_topic
+    from sharedsub.runtime.offline_admin import drop_topic
 
     for _ in range(4):
         b.publish(root, "t", ["k"] * 2)  # versions 1..4, seqs 0..7

@@ -9,9 +9,10 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from sharedsub import maintenance
-from sharedsub.maintenance import Policy
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.runtime import maintenance
+from sharedsub.runtime.maintenance import Policy
+from sharedsub.storage import delta, schemas
 from tests import builders as b
 from tests.spark.conftest import make_settings, run_available_now
 

@@ -1,7 +1,7 @@
-"""Selector parity: Spark SQL (sharedsub.selector.sparksql) agrees with the reference evaluator.
+"""Selector parity: Spark SQL (sharedsub.core.selector.sparksql) agrees with the reference evaluator.
 
 Every compiled selector is evaluated by Spark over every message in one ``select`` (one job per
-ANSI setting), and compared with :func:`sharedsub.selector.evaluate` on the same rows as Arrow
+ANSI setting), and compared with :func:`sharedsub.core.selector.evaluate` on the same rows as Arrow
 hands them to Python, and with the corpus' hand-written expectations. Random selectors and
 messages (hypothesis) are checked the same way, in a few batched jobs.
 """
@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sharedsub.selector import ast, parse_selector, to_spark_sql
+from sharedsub.core.selector import ast, parse_selector, to_spark_sql
 from sharedsub.storage import schemas
 from tests.selector_parity import (
     PARSER_LIMIT_SELECTORS,

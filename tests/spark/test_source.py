@@ -11,8 +11,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
-from sharedsub.storage import schemas
-from sharedsub.storage.spark_source import (
+from jobs.deltars_source import (
     ARROW_SCHEMA,
     SPARK_SCHEMA,
     TopicFiles,
@@ -21,6 +20,7 @@ from sharedsub.storage.spark_source import (
     offset_ids,
     offset_versions,
 )
+from sharedsub.storage import schemas
 from tests import builders as b
 
 pytestmark = pytest.mark.spark
@@ -107,7 +107,8 @@ def test_partitions_and_read_give_routing_columns_in_the_declared_schema(root: s
 def test_partitions_fail_clearly_when_the_log_was_cleaned(root: str) -> None:
     import os
 
-    from sharedsub.storage import delta, layout
+    from sharedsub.core import layout
+    from sharedsub.storage import delta
 
     b.publish(root, "t", ["k"])
     b.publish(root, "t", ["k"])
@@ -121,7 +122,8 @@ def test_a_topic_whose_early_log_was_cleaned_is_read_from_its_snapshot(root: str
 
     from deltalake import DeltaTable
 
-    from sharedsub.storage import delta, layout
+    from sharedsub.core import layout
+    from sharedsub.storage import delta
 
     for _ in range(3):
         b.publish(root, "t", ["k", "k"])  # versions 1..3
@@ -161,8 +163,9 @@ def drain(r: TopicsStreamReader, offset: dict) -> tuple[dict, dict[str, list[int
 
 
 def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str) -> None:
-    from sharedsub.offline_admin import drop_topic
-    from sharedsub.storage import delta, layout
+    from sharedsub.core import layout
+    from sharedsub.runtime.offline_admin import drop_topic
+    from sharedsub.storage import delta
 
     for _ in range(4):
         b.publish(root, "t", ["k", "k"])  # versions 1..4, seqs 0..7
@@ -193,7 +196,8 @@ def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str)
 
 
 def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root: str) -> None:
-    from sharedsub.storage import delta, layout
+    from sharedsub.core import layout
+    from sharedsub.storage import delta
 
     for _ in range(3):
         b.publish(root, "t", ["k"])  # versions 1..3
@@ -208,7 +212,8 @@ def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root:
 
 
 def test_partitions_read_a_different_table_from_its_beginning_and_skip_a_dropped_one(root: str) -> None:
-    from sharedsub.storage import delta, layout
+    from sharedsub.core import layout
+    from sharedsub.storage import delta
 
     path = layout.topic_table(root, "t")
     b.publish(root, "t", ["k"] * 3)

@@ -8,7 +8,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.storage import delta, schemas
 from sharedsub.storage.backlog import PartitionBacklog, subscription_backlog
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

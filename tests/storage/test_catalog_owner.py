@@ -1,4 +1,4 @@
-"""The catalog's ``owner`` column (sharedsub.permissions) on a catalog an earlier release made
+"""The catalog's ``owner`` column (sharedsub.core.permissions) on a catalog an earlier release made
 without it: the next write adds the column, old rows read back with no owner."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from sharedsub.storage import catalog, delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.storage import catalog, delta, schemas
 from tests.builders import register, subscription
 
 OLD_CATALOG = pa.schema([f for f in schemas.CATALOG if f.name != "owner"])

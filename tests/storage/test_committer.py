@@ -11,10 +11,11 @@ import proton
 import pytest
 
 from connectors.amqp.translate import message_columns, property_value
-from sharedsub.committer import Barrier, Committer, CommitTransaction, Publish, Result, SaveSubscription
-from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.payloads import PayloadCache
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result, SaveSubscription
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 
 

@@ -18,10 +18,11 @@ import pyarrow as pa
 import pytest
 
 from connectors.amqp.translate import message_columns
-from sharedsub.committer import Ack, Barrier, Committer, Publish
-from sharedsub.errors import StorageUnavailable
-from sharedsub.payloads import PayloadCache
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.errors import StorageUnavailable
+from sharedsub.runtime.committer import Ack, Barrier, Committer, Publish
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import delta, schemas
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
 from tests.tmpfs import Tmpfs
@@ -179,8 +180,8 @@ def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_retu
 
 
 def test_maintenance_on_a_read_only_data_dir_logs_one_line_for_the_run(disk: Tmpfs, caplog: pytest.LogCaptureFixture) -> None:
-    from sharedsub.config import MaintenanceSettings
-    from sharedsub.maintenance import run_once
+    from sharedsub.core.config import MaintenanceSettings
+    from sharedsub.runtime.maintenance import run_once
 
     root = disk.path / "data"
     table = delta.create_topic(str(root), "t")
@@ -189,8 +190,8 @@ def test_maintenance_on_a_read_only_data_dir_logs_one_line_for_the_run(disk: Tmp
         appender.append(_rows(5 * i, size=100))
     policy = MaintenanceSettings(compact_min_files=2, history_retention_hours=0, topic_retention_hours=0)
     disk.read_only()
-    with caplog.at_level("WARNING", logger="sharedsub.maintenance"):
+    with caplog.at_level("WARNING", logger="sharedsub.runtime.maintenance"):
         report = run_once(str(root), policy)
     assert report.storage_fault == "Read-only file system (EROFS)" and report.errors >= 1
-    lines = [r.getMessage() for r in caplog.records if r.name == "sharedsub.maintenance"]
+    lines = [r.getMessage() for r in caplog.records if r.name == "sharedsub.runtime.maintenance"]
     assert len(lines) == 1 and "takes no writes (Read-only file system (EROFS))" in lines[0], lines

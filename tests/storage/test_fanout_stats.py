@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.storage import delta
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
 from tests import builders as b
 

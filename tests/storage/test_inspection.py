@@ -1,4 +1,4 @@
-"""sharedsub.inspection and delta.history on real Delta tables in a tmp dir (no service)."""
+"""sharedsub.runtime.inspection and delta.history on real Delta tables in a tmp dir (no service)."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from sharedsub import inspection
-from sharedsub.errors import AmbiguousSubscription, SubscriptionNotFound
-from sharedsub.model import SubscriptionRecord, SubscriptionState
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.errors import AmbiguousSubscription, SubscriptionNotFound
+from sharedsub.core.model import SubscriptionRecord, SubscriptionState
+from sharedsub.runtime import inspection
+from sharedsub.storage import delta, schemas
 from tests import builders as b
 
 

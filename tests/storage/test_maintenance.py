@@ -8,9 +8,10 @@ import os
 
 import pyarrow as pa
 
-from sharedsub import maintenance
-from sharedsub.maintenance import Policy
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.runtime import maintenance
+from sharedsub.runtime.maintenance import Policy
+from sharedsub.storage import delta, schemas
 from sharedsub.storage.backlog import subscription_backlog
 from tests.builders import register, subscription
 

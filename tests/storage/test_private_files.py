@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sharedsub import cli
-from sharedsub import users as uf
-from sharedsub.discovery import ServiceInfo, own_data_dir, read_service_file, write_service_file
+from sharedsub.runtime import users as uf
+from sharedsub.runtime.discovery import ServiceInfo, own_data_dir, read_service_file, write_service_file
 from sharedsub.storage import delta
 from sharedsub.storage.private import ensure_data_dir, open_to_others, owner_only_umask
 

@@ -14,10 +14,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from sharedsub import maintenance
-from sharedsub.maintenance import Policy
-from sharedsub.model import SubscriptionRecord
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.runtime import maintenance
+from sharedsub.runtime.maintenance import Policy
+from sharedsub.storage import delta, schemas
 from sharedsub.storage.catalog import CatalogReader, load_catalog
 from tests import builders as b
 

@@ -7,7 +7,8 @@ from typing import Any
 
 from deltalake import DeltaTable
 
-from sharedsub.storage import delta, layout
+from sharedsub.core import layout
+from sharedsub.storage import delta
 from tests import builders as b
 
 

@@ -9,9 +9,10 @@ import time
 import pyarrow as pa
 
 from connectors.amqp.delivery import Row, Tailer
-from sharedsub.acked_seqs import AckedSeqs
-from sharedsub.payloads import PayloadCache
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.core.acked_seqs import AckedSeqs
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import delta, schemas
 from tests.amqp_peer import wait_for
 from tests.builders import T0, publish, register, subscription
 

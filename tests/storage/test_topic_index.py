@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.storage import delta, schemas
 from tests import builders as b
 
 

@@ -7,7 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sharedsub.storage import delta, layout, schemas
+from sharedsub.core import layout
+from sharedsub.storage import delta, schemas
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

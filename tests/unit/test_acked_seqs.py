@@ -1,4 +1,4 @@
-"""sharedsub.acked_seqs as a table, and the dispatch rules keeping it bounded."""
+"""sharedsub.core.acked_seqs as a table, and the dispatch rules keeping it bounded."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sharedsub.acked_seqs import AckedSeqs
-from sharedsub.dispatch import (
+from sharedsub.core.acked_seqs import AckedSeqs
+from sharedsub.core.dispatch import (
     AddConsumer,
     Discharge,
     Drop,
@@ -20,7 +20,7 @@ from sharedsub.dispatch import (
     SettleTransactional,
     SubscriptionDispatch,
 )
-from sharedsub.outcomes import Limits, Settlement
+from sharedsub.core.outcomes import Limits, Settlement
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The admin rules (sharedsub/admin_rules.py) as tables, and the one error → exit code mapping."""
+"""The admin rules (sharedsub/core/admin_rules.py) as tables, and the one error → exit code mapping."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from sharedsub.admin_rules import (
+from sharedsub.core.admin_rules import (
     DropTopic,
     Unsubscribe,
     decide_drop_topic,
@@ -17,7 +17,7 @@ from sharedsub.admin_rules import (
     exit_code,
     http_status,
 )
-from sharedsub.errors import (
+from sharedsub.core.errors import (
     AmbiguousSubscription,
     ConfigError,
     DataDirInUse,
@@ -29,7 +29,7 @@ from sharedsub.errors import (
     TopicInUse,
     TopicNotFound,
 )
-from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""The attach/detach decision table (sharedsub.attach), one row per rule.
+"""The attach/detach decision table (sharedsub.core.attach), one row per rule.
 
 Row ids name the rule they pin: ``seed000/...`` for a row of the normative table in seed 000,
 ``wire-spec§5.N`` for an acceptance scenario, ``peers-A.N`` for a peers.md scenario,
@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sharedsub.attach import (
+from sharedsub.core.attach import (
     Create,
     Decision,
     DeleteSubscription,
@@ -34,10 +34,10 @@ from sharedsub.attach import (
     identity_for,
     lookup_identities,
 )
-from sharedsub.conditions import AmqpCondition
-from sharedsub.errors import SharedSubError
-from sharedsub.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.terminus import AttachRequest, SourceSpec, source_from_json, stored_source_json
+from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.terminus import AttachRequest, SourceSpec, source_from_json, stored_source_json
 
 NEVER = ExpiryPolicy.NEVER
 LINK_DETACH = ExpiryPolicy.LINK_DETACH

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.config import load_settings, parse_settings
-from sharedsub.errors import ConfigError
+from sharedsub.core.config import load_settings, parse_settings
+from sharedsub.core.errors import ConfigError
 
 
 def test_defaults_file_loads() -> None:

@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from sharedsub.fanout_process import READY_LINE, FanoutProcess
+from sharedsub.runtime.fanout_process import READY_LINE, FanoutProcess
 
 # argv: starts file, behaviour per start ("fail" | "ready" | "hang" | "orphan" | "killed"),
 # comma-separated (the last one repeats).

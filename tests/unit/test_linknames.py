@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.linknames import (
+from sharedsub.core.linknames import (
     LinkName,
     build_link_name,
     parse_link_name,

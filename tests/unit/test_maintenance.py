@@ -8,8 +8,8 @@ import datetime as dt
 import numpy as np
 import pytest
 
-from sharedsub.maintenance import ack_watermark, generation_of, removable_generations
-from sharedsub.model import SubscriptionState
+from sharedsub.core.model import SubscriptionState
+from sharedsub.runtime.maintenance import ack_watermark, generation_of, removable_generations
 from tests.builders import subscription
 
 # (routed seqs, settled seqs, watermark)

@@ -6,7 +6,7 @@ import pytest
 from proton import Data, Described, Message, ulong
 
 from connectors.amqp.translate import check_encoding, message_columns
-from sharedsub.errors import MessageDecodeError
+from sharedsub.core.errors import MessageDecodeError
 
 # properties fields (AMQP 1.0 §3.2.4) that proton hands out as str, decoding UTF-8 only when read
 _TEXT_FIELDS = {2: "to", 3: "subject", 4: "reply-to", 10: "group-id", 12: "reply-to-group-id"}

@@ -1,10 +1,10 @@
-"""The delivery-outcome rule (sharedsub/outcomes.py) as a table."""
+"""The delivery-outcome rule (sharedsub/core/outcomes.py) as a table."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.outcomes import (
+from sharedsub.core.outcomes import (
     Ack,
     AckOutcome,
     DeadLetter,

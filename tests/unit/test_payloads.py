@@ -6,7 +6,7 @@ import gc
 import os
 import tracemalloc
 
-from sharedsub.payloads import PayloadCache, entry_cost
+from sharedsub.runtime.payloads import PayloadCache, entry_cost
 
 BOUND = 4 * 1024 * 1024
 

@@ -1,5 +1,5 @@
-"""sharedsub.permissions as tables: pattern matching, grants, ownership, file parsing; and the
-store's reload of a changed file (sharedsub.permissions_file, on a real file)."""
+"""sharedsub.core.permissions as tables: pattern matching, grants, ownership, file parsing; and the
+store's reload of a changed file (sharedsub.runtime.permissions_file, on a real file)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.conditions import AmqpCondition
-from sharedsub.errors import ConfigError, Unauthorized
-from sharedsub.permissions import OPEN, Permission, parse_policy, topic_matches
-from sharedsub.permissions_file import PolicyStore
+from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.errors import ConfigError, Unauthorized
+from sharedsub.core.permissions import OPEN, Permission, parse_policy, topic_matches
+from sharedsub.runtime.permissions_file import PolicyStore
 
 P, C, M = Permission.PUBLISH, Permission.CONSUME, Permission.MANAGE
 

@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from sharedsub.retention import (
+from sharedsub.core.retention import (
     FanoutProgress,
     Revision,
     TopicFile,

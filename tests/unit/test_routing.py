@@ -11,9 +11,9 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sharedsub.binding import matches
-from sharedsub.model import SubscriptionRecord, SubscriptionState
-from sharedsub.routing import (
+from sharedsub.core.binding import matches
+from sharedsub.core.model import SubscriptionRecord, SubscriptionState
+from sharedsub.core.routing import (
     NORMALISED_KEY_SQL,
     ROUTE_COLUMN,
     build_plan,
@@ -22,7 +22,7 @@ from sharedsub.routing import (
     plan_for,
     sql_string,
 )
-from sharedsub.selector import evaluate, parse_selector, to_spark_sql
+from sharedsub.core.selector import evaluate, parse_selector, to_spark_sql
 from sharedsub.storage import schemas
 from tests.builders import subscription
 from tests.unit.test_binding import CASES

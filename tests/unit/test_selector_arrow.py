@@ -1,4 +1,4 @@
-"""Selector parity: the Arrow back end (sharedsub.selector.arrow) agrees with the reference evaluator.
+"""Selector parity: the Arrow back end (sharedsub.core.selector.arrow) agrees with the reference evaluator.
 
 No Spark here: the Arrow back end is plain pyarrow, so the whole corpus (every selector on every
 corpus message) and many random selectors run in seconds.
@@ -13,8 +13,8 @@ import pyarrow as pa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sharedsub.selector import ast, parse_selector
-from sharedsub.selector.arrow import Rows, compile_arrow
+from sharedsub.core.selector import ast, parse_selector
+from sharedsub.core.selector.arrow import Rows, compile_arrow
 from sharedsub.storage import schemas
 from tests.selector_parity import (
     PARSER_LIMIT_SELECTORS,

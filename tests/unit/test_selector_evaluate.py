@@ -14,10 +14,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sharedsub import routing
-from sharedsub.selector import ast, evaluate, parse_selector, sparksql, to_spark_sql
-from sharedsub.selector.evaluate import HEADERS as EVALUATOR_HEADERS
-from sharedsub.selector.evaluate import OPAQUE, arithmetic, compare, like, property_value
+from sharedsub.core import routing
+from sharedsub.core.selector import ast, evaluate, parse_selector, sparksql, to_spark_sql
+from sharedsub.core.selector.evaluate import HEADERS as EVALUATOR_HEADERS
+from sharedsub.core.selector.evaluate import OPAQUE, arithmetic, compare, like, property_value
 from sharedsub.storage import schemas
 from tests.spark.selector_corpus import CORPUS, LONG_MAX, LONG_MIN, msg, typed
 

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharedsub.conditions import AmqpCondition
-from sharedsub.errors import SharedSubError
-from sharedsub.selector import (
+from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.selector import (
     MAX_ARITHMETIC,
     MAX_NODES,
     MAX_SELECTOR_CHARS,
@@ -21,11 +21,11 @@ from sharedsub.selector import (
     parse_selector,
     to_spark_sql,
 )
-from sharedsub.selector import ast as sa
-from sharedsub.selector import parser as selector_parser
-from sharedsub.selector.lexer import KEYWORDS, QUOTED_CHARS, Kind, tokenize
-from sharedsub.selector.parser import MAX_DEPTH, MAX_NESTING
-from sharedsub.selector.sparksql import _compile as compile_sql
+from sharedsub.core.selector import ast as sa
+from sharedsub.core.selector import parser as selector_parser
+from sharedsub.core.selector.lexer import KEYWORDS, QUOTED_CHARS, Kind, tokenize
+from sharedsub.core.selector.parser import MAX_DEPTH, MAX_NESTING
+from sharedsub.core.selector.sparksql import _compile as compile_sql
 from tests.spark.selector_corpus import CORPUS
 
 
@@ -414,7 +414,7 @@ def test_routing_condition_of_such_a_selector_raises_the_clear_error_and_routing
     subscription) gets SparkSqlTooLarge; the fan-out's routing plan (Arrow) routes it."""
     import pyarrow as pa
 
-    from sharedsub.routing import build_plan, condition, parsed_selector
+    from sharedsub.core.routing import build_plan, condition, parsed_selector
     from sharedsub.storage import schemas
     from tests.builders import subscription
     from tests.spark.selector_corpus import msg

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from sharedsub.storage.spark_source import continue_from, make_offset, offset_ids, offset_versions
+from jobs.deltars_source import continue_from, make_offset, offset_ids, offset_versions
 
 
 @pytest.mark.parametrize(

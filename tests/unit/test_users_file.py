@@ -1,4 +1,4 @@
-"""The users file (sharedsub/users.py): format, add/remove rules, owner-only writes, live reload;
+"""The users file (sharedsub/runtime/users.py): format, add/remove rules, owner-only writes, live reload;
 and ``sharedsub users`` exit codes."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub import scram
-from sharedsub import users as uf
 from sharedsub.cli import main
-from sharedsub.errors import ConfigError, InvalidUser, UserExists, UserNotFound
+from sharedsub.core import scram
+from sharedsub.core.errors import ConfigError, InvalidUser, UserExists, UserNotFound
+from sharedsub.runtime import users as uf
 
 
 def test_add_stores_only_scram_keys_and_round_trips() -> None:

@@ -1,0 +1,377 @@
+"""Spark streaming source over every topic table of a data dir (Python Data Source API, delta-rs).
+
+``spark.readStream.format("sharedsub_topics").option("data_dir", D).load()`` yields one row per
+published message of every topic under ``D``: a leading ``topic`` column, then
+``schemas.ROUTING_COLUMNS`` (everything but the payload, which stays in the topic table).
+
+Offsets are ``{"topics": {topic: last_version_included}, "ids": {topic: table_id}}`` where a
+version is a Delta table version of that topic, ``-1`` means "nothing read yet", and the id is the
+Delta ``metaData.id`` of the table those versions belong to. Because a Delta commit is atomic
+(put-if-absent of ``_delta_log/<v>.json``), a version number is a complete, stable cut of a topic,
+so a micro-batch ``(start, end]`` is exactly the files added by the commits in between.
+
+Table identity (``sharedsub topics drop`` then a topic created again under the same name): the new
+table restarts at version 0, so versions alone would skip its first commits. A topic whose table
+id differs from the offset's is read from ``-1`` (everything), in ``latestOffset`` and in
+``partitions`` alike (see :func:`continue_from`). So is a table whose latest version is below the
+offset's (versions only grow), which also catches it for offsets without ids. An offset without
+``ids`` (written before ids existed) means "the same table" otherwise. A topic dropped and not
+created again keeps its offset entry (version and id) unchanged: nothing is read for it and the
+query does not fail; if it is created again, the id differs and the new table is read from -1.
+A batch planned on a table that was dropped before it was read reads nothing of it.
+
+Contracts:
+
+* A new query starts with every topic at ``-1``, i.e. reads each topic from its beginning (routing
+  filters by each subscription's ``start_seq``). Topics created while the query runs are added at
+  ``-1`` by the next ``latestOffset``.
+* ``max_commits_per_batch`` caps how many commits of *each* topic one micro-batch takes, unless the
+  engine asks for everything (``ReadAllAvailable``). ``first_batch_max_commits`` caps the first
+  micro-batch planned by a reader instance (a fresh start or a restart) so the job reports itself
+  running quickly; a brand-new query's first batch then covers only the topics' creation commits.
+* ``Trigger.AvailableNow`` is supported: the target is fixed when the query starts, and the query
+  stops once it is reached, in as many capped batches as needed (feasibility gotcha 3).
+* Only data-changing ``add`` actions are read, so OPTIMIZE rewrites are not read twice.
+* Reading a topic again from -1 never duplicates routed rows: the fan-out drops rows at or below
+  each subscription table's app-transaction version, and the subscriptions of a dropped topic are
+  deleted with it (a re-created topic gets new subscriptions, with new generation tables).
+
+Process model (feasibility gotcha 4): the reader's driver side (``latestOffset``, ``partitions``)
+lives in one long-lived Python process, so it may cache; ``read`` runs in Python workers and is
+stateless. Workers must run the venv's Python (``PYSPARK_PYTHON``) so this module imports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxFiles,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import StructType
+
+from sharedsub.core import layout
+from sharedsub.storage import delta, schemas
+
+SOURCE_NAME = "sharedsub_topics"
+
+# The source's row: which topic, then the routing columns in the topic table's order.
+ARROW_SCHEMA = pa.schema([pa.field("topic", pa.string()), *[schemas.TOPIC.field(c) for c in schemas.ROUTING_COLUMNS]])
+SPARK_SCHEMA: StructType = from_arrow_schema(ARROW_SCHEMA)
+# What Spark checks each returned batch against (exact equality, nullability included).
+_SPARK_ARROW_SCHEMA = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
+
+DEFAULT_MAX_COMMITS = 1000
+DEFAULT_FIRST_BATCH_COMMITS = 1
+# Files of one topic read by one Spark task; more files make more, parallel tasks.
+DEFAULT_FILES_PER_PARTITION = 16
+# Re-list the topics directory at most this often (seconds): listing stats every topic's log
+# dir, and latestOffset runs every trigger (every ~10 ms with a 0 trigger interval).
+DEFAULT_TOPIC_LIST_INTERVAL = 0.5
+
+log = logging.getLogger("sharedsub.fanout.source")
+
+Offset = dict[str, Any]
+
+
+def make_offset(versions: Mapping[str, int], ids: Mapping[str, str | None] | None = None) -> Offset:
+    """The offset dict for ``{topic: last version included}`` and ``{topic: table id}``.
+
+    ``ids`` entries that are None or name no topic of ``versions`` are left out; without any id
+    the offset has no ``ids`` key (the format written before ids existed).
+    """
+    offset: Offset = {"topics": dict(sorted(versions.items()))}
+    known = {t: i for t, i in (ids or {}).items() if i is not None and t in versions}
+    if known:
+        offset["ids"] = dict(sorted(known.items()))
+    return offset
+
+
+def offset_versions(offset: Mapping[str, Any] | None) -> dict[str, int]:
+    """``{topic: last version included}`` of an offset dict (empty for None)."""
+    if not offset:
+        return {}
+    return {str(k): int(v) for k, v in offset.get("topics", {}).items()}
+
+
+def offset_ids(offset: Mapping[str, Any] | None) -> dict[str, str]:
+    """``{topic: table id}`` of an offset dict (empty for None and for offsets without ids)."""
+    if not offset:
+        return {}
+    return {str(k): str(v) for k, v in (offset.get("ids") or {}).items()}
+
+
+def continue_from(version: int, offset_id: str | None, current_id: str | None, *, older: bool = False) -> int:
+    """The version after which to read a topic whose offset entry is ``(version, offset_id)``.
+
+    ``-1`` (everything) when the table now under the topic's name is not the one the entry
+    counted: both ids are known and differ, or the table is ``older`` than ``version`` (its
+    latest version is below it, and a table's versions only grow). Otherwise ``version``: an
+    unknown id (an offset written before ids existed, or no table any more) means the same table.
+    """
+    if older:
+        return -1
+    if offset_id is not None and current_id is not None and offset_id != current_id:
+        return -1
+    return version
+
+
+@dataclasses.dataclass(frozen=True)
+class TopicFiles(InputPartition):
+    """One Spark task: Parquet files added to one topic table, read in this order.
+
+    ``table`` and ``table_id`` (the table the files were planned on; None when unknown) let a
+    worker tell a dropped table's vanished files from a real loss.
+    """
+
+    topic: str
+    files: tuple[str, ...]
+    table: str = ""
+    table_id: str | None = None
+
+
+def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
+    raw = options.get(name)
+    if raw is None or raw == "":
+        return default
+    value = int(raw)
+    if value <= 0:
+        raise ValueError(f"option {name!r} must be positive, got {raw!r}")
+    return value
+
+
+class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Stream reader over all topic tables of one data dir; see the module docstring."""
+
+    def __init__(self, options: Mapping[str, str]) -> None:
+        root = options.get("data_dir")
+        if not root:
+            raise ValueError(f"format {SOURCE_NAME!r} needs option 'data_dir'")
+        self.root: str = root
+        self.max_commits = _int_option(options, "max_commits_per_batch", DEFAULT_MAX_COMMITS)
+        self.first_batch_commits = min(
+            self.max_commits, _int_option(options, "first_batch_max_commits", DEFAULT_FIRST_BATCH_COMMITS)
+        )
+        self.files_per_partition = _int_option(options, "files_per_partition", DEFAULT_FILES_PER_PARTITION)
+        self.topic_list_interval = float(options.get("topic_list_interval", DEFAULT_TOPIC_LIST_INTERVAL))
+        self._planned_once = False
+        self._target: dict[str, tuple[str | None, int]] | None = None  # AvailableNow: (id, version)
+        # Newest version probed per topic, and the id of the table it belongs to (a cache).
+        self._latest_seen: dict[str, tuple[str | None, int]] = {}
+        self._ids = delta.TableIds()  # one stat per topic and probe; a table read when one changes
+        self._topics: list[str] = []
+        self._listed_at = float("-inf")
+
+    # ------------------------------------------------------------------ offsets (driver side)
+
+    def initialOffset(self) -> Offset:
+        """Every topic that exists now, at -1: a new query reads all topics from the start."""
+        return make_offset({t: -1 for t in self._list_topics(force=True)})
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        """The per-topic commit cap, expressed as the closest built-in limit (files)."""
+        return ReadMaxFiles(self.max_commits)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        """Fix the target: every topic's table and latest version now; nothing later is read
+        (a table created again under the same name after this counts as later)."""
+        target: dict[str, tuple[str | None, int]] = {}
+        for topic in self._list_topics(force=True):
+            ident = self._ids.get(self._table(topic))
+            target[topic] = (ident, self._probe(topic, -1, ident))
+        self._target = target
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> Offset:
+        """``start`` advanced per topic to its newest version, capped as the module doc says.
+
+        Each topic's entry names the table it counts (its id); a topic whose table is not the one
+        ``start`` names is started again from -1, a dropped topic keeps its entry unchanged.
+        """
+        begin, begin_ids = offset_versions(start), offset_ids(start)
+        if isinstance(limit, ReadAllAvailable):
+            cap: int | None = None
+        elif isinstance(limit, ReadMaxFiles):
+            cap = max(1, limit.max_files)
+        else:
+            cap = self.max_commits
+        if not self._planned_once:
+            cap = self.first_batch_commits if cap is None else min(cap, self.first_batch_commits)
+        topics = set(begin)
+        topics.update(self._target if self._target is not None else self._list_topics())
+        end: dict[str, int] = {}
+        end_ids: dict[str, str | None] = {}
+        for topic in sorted(topics):
+            known, known_id = begin.get(topic, -1), begin_ids.get(topic)
+            older = self._older(topic, known)
+            current = self._ids.get(self._table(topic), reload=older)
+            if current is None:
+                # Dropped (and not created again): the entry stays as it is; nothing to read.
+                end[topic], end_ids[topic] = known, known_id
+                continue
+            known = continue_from(known, known_id, current, older=older)
+            latest = self._probe(topic, known, current)
+            if self._target is not None:
+                target_id, target_version = self._target.get(topic, (current, known))
+                latest = min(latest, target_version if target_id == current else known)
+            if cap is not None and latest > known + cap and self._has_log(topic, known + 1):
+                # Only cap when the commits in between can be read one by one; when the log
+                # was cleaned (a start from -1 on an old table) the batch reads a snapshot.
+                latest = known + cap
+            if self._ids.get(self._table(topic)) != current:
+                # Replaced while probed: the version may belong to either table. Next trigger.
+                end[topic], end_ids[topic] = begin.get(topic, -1), known_id
+                continue
+            end[topic], end_ids[topic] = max(known, latest), current
+        offset = make_offset(end, end_ids)
+        if offset != make_offset(begin, begin_ids):
+            self._planned_once = True
+        return offset
+
+    def reportLatestOffset(self) -> Offset | None:
+        """Newest versions probed so far (for the query's progress reports)."""
+        if not self._latest_seen:
+            return None
+        seen = self._latest_seen.items()
+        return make_offset({t: v for t, (_, v) in seen}, {t: i for t, (i, _) in seen})
+
+    # ------------------------------------------------------------------ planning (driver side)
+
+    def partitions(self, start: dict, end: dict) -> Sequence[TopicFiles]:
+        """Files added by each topic's commits in ``(start, end]``, a few files per partition.
+
+        A topic whose table in ``end`` is not the one in ``start`` is read from -1; a topic whose
+        table ``end`` names is gone (dropped) reads nothing.
+
+        Raises:
+            RuntimeError: a commit in the range is missing from the log although the batch does
+                not start at the table's beginning (the checkpoint is older than the log
+                retention; data would be skipped).
+        """
+        begin, begin_ids, end_ids = offset_versions(start), offset_ids(start), offset_ids(end)
+        parts: list[TopicFiles] = []
+        for topic, last in sorted(offset_versions(end).items()):
+            ident, known = end_ids.get(topic), begin.get(topic, -1)
+            # An end below the start is a different, shorter table (ids may be unknown in start).
+            first = continue_from(known, begin_ids.get(topic), ident, older=last < known)
+            if last <= first:
+                continue
+            table = self._table(topic)
+            current = self._ids.get(table)
+            if current is None or (ident is not None and current != ident):
+                # The table this batch was planned on was dropped (and perhaps created again):
+                # its files are gone. A new table is read from -1 by the next batch (ids differ).
+                log.warning("topic %s: its table %s was dropped before this batch read it", topic, ident)
+                continue
+            files = self._added_files(topic, first, last)
+            for i in range(0, len(files), self.files_per_partition):
+                parts.append(TopicFiles(topic, tuple(files[i : i + self.files_per_partition]), table, ident))
+        return parts
+
+    def _added_files(self, topic: str, first: int, last: int) -> list[str]:
+        table = layout.topic_table(self.root, topic)
+        if first < 0 and not self._has_log(topic, 0):
+            # The table's early commits were cleaned from the log: everything up to ``last`` is
+            # exactly the snapshot at ``last`` (topics are append-only).
+            return delta.snapshot_files(table, last)
+        files: list[str] = []
+        for version in range(first + 1, last + 1):
+            commit = delta.read_commit(table, version)
+            if commit is None:
+                raise RuntimeError(
+                    f"topic {topic!r}: commit {version} is no longer in the Delta log of {table}; the "
+                    "fan-out checkpoint is older than the topic's log retention. Restart the fan-out "
+                    "with a new checkpoint (subscription tables are idempotent, nothing is routed twice)."
+                )
+            files.extend(commit.added)
+        return files
+
+    # ------------------------------------------------------------------ reading (workers)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """Record batches of the partition's files, with the topic column, in the declared schema.
+
+        Stateless: runs in a Python worker. Reads only the routing columns, never ``message``.
+        """
+        assert isinstance(partition, TopicFiles)
+        for path in partition.files:
+            try:
+                data = delta.read_files([path], schemas.ROUTING_COLUMNS)
+            except FileNotFoundError:
+                if partition.table_id is None or delta.table_id(partition.table) == partition.table_id:
+                    raise  # the table is still there: a file it needs is missing
+                return  # the topic was dropped while this batch ran: nothing of it is left
+            if data is None or data.num_rows == 0:
+                continue
+            data = data.select(schemas.ROUTING_COLUMNS)
+            data = data.add_column(0, "topic", pa.array([partition.topic] * data.num_rows, pa.string()))
+            yield from data.cast(_SPARK_ARROW_SCHEMA).to_batches()
+
+    # ------------------------------------------------------------------ helpers
+
+    def _list_topics(self, *, force: bool = False) -> list[str]:
+        now = time.monotonic()
+        if force or now - self._listed_at >= self.topic_list_interval:
+            self._topics = delta.list_topics(self.root)
+            self._listed_at = now
+        return self._topics
+
+    def _table(self, topic: str) -> str:
+        return layout.topic_table(self.root, topic)
+
+    def _probe(self, topic: str, known: int, ident: str | None) -> int:
+        """Newest committed version of ``topic``'s table ``ident`` (cheap: continues from what
+        was seen before of that same table)."""
+        seen_id, seen = self._latest_seen.get(topic, (None, -1))
+        start = max(known, seen) if seen_id == ident else known
+        latest = delta.latest_version(self._table(topic), start)
+        self._latest_seen[topic] = (ident, latest)
+        return latest
+
+    def _older(self, topic: str, version: int) -> bool:
+        """True when ``topic``'s table (if any) is older than ``version``: a different table.
+
+        Two stats in the usual case; a table load only when neither ``version`` nor the next
+        one is in the log (a new, shorter table, or no table).
+        """
+        if version < 0 or self._has_log(topic, version) or self._has_log(topic, version + 1):
+            return False
+        return delta.table_exists(self._table(topic)) and delta.latest_version(self._table(topic)) < version
+
+    def _has_log(self, topic: str, version: int) -> bool:
+        # A stat, not a parse: the commit file exists until log cleanup removes it.
+        return os.path.exists(delta.log_file(layout.topic_table(self.root, topic), version))
+
+
+class TopicsDataSource(DataSource):
+    """``format("sharedsub_topics")``: options ``data_dir`` (required), ``max_commits_per_batch``,
+    ``first_batch_max_commits``, ``files_per_partition``, ``topic_list_interval`` (seconds)."""
+
+    def __init__(self, options: dict[str, str]) -> None:
+        super().__init__(options)
+        if not options.get("data_dir"):
+            # Checked here so that load() fails, not the query's first trigger.
+            raise ValueError(f"format {SOURCE_NAME!r} needs option 'data_dir' (the sharedsub data dir)")
+
+    @classmethod
+    def name(cls) -> str:
+        """The format name Spark knows this source by: ``sharedsub_topics``."""
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        """The rows' schema (SPARK_SCHEMA): the topic, then the topic table's routing columns."""
+        return SPARK_SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        """A reader of every topic table's new commits under this source's options (``schema`` is SPARK_SCHEMA)."""
+        return TopicsStreamReader(self.options)

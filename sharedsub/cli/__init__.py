@@ -1,0 +1,715 @@
+"""The ``sharedsub`` command line: serve, frontend, topics, subscriptions, backlog, selector.
+
+Configuration is read here (and in jobs/*.main) only: conf/sharedsub.toml, then ``--config``,
+then SHAREDSUB_* environment variables, then flags.
+
+``subscriptions list|show``, ``backlog`` and ``selector check`` only read: they open the data
+dir's Delta tables directly (sharedsub.runtime.inspection), whether or not a service runs on it. A
+subscription is named by its key (as ``subscriptions list`` prints it), by
+``<namespace>:<name>`` (namespace = the container-id, or ``global``) or by its bare name when
+that is unique. ``--json`` prints one JSON document on stdout; otherwise a table for people.
+
+``unsubscribe SUB`` and ``topics drop NAME`` change things: when a service runs on the data dir
+(``<data>/_service.json`` names a live pid) they are calls to its HTTP admin endpoint, decided
+on its reactor thread against the links attached right now; when none runs they change the
+tables directly and say so ("offline"). Both follow sharedsub.core.admin_rules.
+
+Exit codes (sharedsub.core.admin_rules): 0 done; 1 failure; 2 usage or invalid input (bad flags,
+invalid topic name, invalid selector, a subscription name matching several subscriptions: the
+candidates are printed); 3 not found (topic, subscription); 4 already exists; 5 refused: in use
+(``unsubscribe`` while consumers are attached, ``topics drop`` of a topic with subscriptions,
+consumers or publishers); 6 the data dir does not take writes (``serve``/``frontend`` on a full or
+read-only data dir).
+
+``users add|remove|list`` edit the users file (``[security] users_file``, sharedsub.runtime.users): 4 when
+``add`` names a user already there, 3 when ``remove`` names none, 2 for an invalid name or empty
+password. No command ever prints a password or a stored key.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from sharedsub.core.admin_rules import (
+    EXIT_ERROR,
+    EXIT_EXISTS,
+    EXIT_IN_USE,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    EXIT_STORAGE,
+    EXIT_USAGE,
+    exit_code,
+)
+from sharedsub.core.config import Settings, load_settings
+from sharedsub.core.errors import SharedSubError
+
+__all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE", "EXIT_USAGE", "main"]
+
+EPILOG = """exit codes: 0 done, 1 failure, 2 usage or invalid input (or an ambiguous subscription name),
+3 not found, 4 already exists, 5 refused: in use (consumers, publishers or subscriptions attached),
+6 the data dir does not take writes (no space left, over quota, read-only file system)"""
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data-dir", help="directory holding the tables (default: storage.data_dir, ./data)")
+    p.add_argument("--config", help="TOML file with settings on top of conf/sharedsub.toml")
+
+
+def _server_flags(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument(
+        "--host", help="listen address (default 127.0.0.1; one not on loopback needs users or [security] anonymous = true)"
+    )
+    p.add_argument("--port", type=int, help="listen port (default 5672; 0 picks a free port)")
+    p.add_argument("--auto-create-topics", action="store_true", default=None, help="create topics on first use")
+    p.add_argument("--log-level", help="DEBUG, INFO, WARNING, ERROR (default: [log] level, INFO)")
+    p.add_argument(
+        "--log-format", choices=("text", "json"), help="log lines as text or one JSON object each (default: [log] format)"
+    )
+    p.add_argument("--http-host", help="HTTP endpoint address (default: [server] http_host, 127.0.0.1)")
+    p.add_argument(
+        "--http-port", type=int, help="HTTP endpoint port: metrics, health, admin (default 0 = a free port; -1 = off)"
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of every subcommand."""
+    parser = argparse.ArgumentParser(
+        prog="sharedsub", description=__doc__.splitlines()[0], epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("serve", help="run the AMQP front end and the embedded fan-out job")
+    _server_flags(p)
+    p = sub.add_parser("frontend", help="run the AMQP front end only (fan-out runs elsewhere)")
+    _server_flags(p)
+    topics = sub.add_parser("topics", help="create and list topics").add_subparsers(dest="action", required=True)
+    p = topics.add_parser("create", help="create a topic")
+    p.add_argument("name")
+    _common(p)
+    p = topics.add_parser("list", help="list topics")
+    _common(p)
+    _json(p)
+    p = topics.add_parser(
+        "drop", help="delete a topic (refused while it has subscriptions, unless --force)", epilog=EPILOG
+    )
+    p.add_argument("name")
+    p.add_argument("--force", action="store_true", help="also delete the topic's subscriptions (none may have consumers)")
+    _admin(p)
+    p = sub.add_parser(
+        "unsubscribe", help="delete a subscription (refused while consumers are attached)", epilog=EPILOG
+    )
+    p.add_argument("subscription", metavar="SUB", help="key, <namespace>:<name>, or a unique name")
+    _admin(p)
+    subs = sub.add_parser("subscriptions", help="list and show subscriptions (read-only)")
+    actions = subs.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("list", help="subscriptions with consumers and backlog")
+    _common(p)
+    _json(p)
+    p.add_argument("--all", action="store_true", help="include deleted subscriptions")
+    p = actions.add_parser("show", help="one subscription: identity, generation, source, selector, consumers, backlog")
+    p.add_argument("subscription", metavar="SUB", help="key, <namespace>:<name>, or a unique name")
+    _common(p)
+    _json(p)
+    p = sub.add_parser("backlog", help="unacknowledged messages, bytes and oldest age (read-only)")
+    p.add_argument("subscription", metavar="SUB", nargs="?", help="one subscription, per partition (default: all)")
+    _common(p)
+    _json(p)
+    check = sub.add_parser("selector", help="JMS selectors").add_subparsers(dest="action", required=True)
+    p = check.add_parser("check", help="parse and explain a selector")
+    p.add_argument("expression", metavar="EXPR")
+    _json(p)
+    _replay_parser(sub)
+    _users_parser(sub)
+    return parser
+
+
+def _admin(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    _json(p)
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for a running service (default 60)")
+
+
+def _json(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--json", action="store_true", help="machine-readable output (one JSON document)")
+
+
+def _settings(args: argparse.Namespace) -> Settings:
+    overrides: dict[str, Any] = {
+        "storage.data_dir": getattr(args, "data_dir", None),
+        "server.host": getattr(args, "host", None),
+        "server.port": getattr(args, "port", None),
+        "server.auto_create_topics": getattr(args, "auto_create_topics", None),
+        "server.http_host": getattr(args, "http_host", None),
+        "server.http_port": getattr(args, "http_port", None),
+        "log.level": getattr(args, "log_level", None),
+        "log.format": getattr(args, "log_format", None),
+    }
+    return load_settings(args.config, os.environ, overrides)
+
+
+def _log(settings: Settings) -> None:
+    from sharedsub.runtime.logformat import configure_logging
+
+    configure_logging(settings.log.level, settings.log.format)
+    # The fan-out child reads its settings from the same config and environment; flags reach it
+    # as the SHAREDSUB_LOG_* variables they override.
+    os.environ["SHAREDSUB_LOG_FORMAT"] = settings.log.format
+    os.environ["SHAREDSUB_LOG_LEVEL"] = settings.log.level
+
+
+def _start_http(server: Any, settings: Settings) -> Any:
+    """Start the HTTP endpoint (metrics, health, admin) unless ``[server] http_port`` is -1.
+
+    Raises:
+        ConfigError: the address cannot be bound (names the key).
+    """
+    from connectors.http.admin import AdminHttpServer
+    from connectors.http.endpoints import build_routes
+    from sharedsub.core.errors import ConfigError
+
+    if settings.server.http_port < 0:
+        return None
+    # Loopback unless http_host is set: GET /health and /metrics need no token.
+    host = settings.server.http_host or "127.0.0.1"
+    http = AdminHttpServer(
+        host,
+        settings.server.http_port,
+        build_routes(server),
+        request_timeout=settings.server.http_request_timeout,
+        max_connections=settings.server.http_max_connections,
+    )  # a random admin token, recorded in _service.json (0600) for the CLI
+    try:
+        http.start()
+    except OSError as exc:
+        raise ConfigError("server.http_port", f"cannot listen on {host}:{settings.server.http_port}: {exc}") from None
+    logging.getLogger("sharedsub").info(
+        "metrics and admin on %s", http.url, extra={"http_host": http.host, "http_port": http.port}
+    )
+    return http
+
+
+def _announce_service(settings: Settings, host: str, port: int, http: Any, tls_port: int | None = None) -> None:
+    """Write ``<data>/_service.json``: pid, the amqp (and amqps, ``tls_port``) and HTTP
+    addresses, the admin token (sharedsub.runtime.discovery)."""
+    import time
+
+    from sharedsub.runtime.discovery import ServiceInfo, write_service_file
+
+    info = ServiceInfo(
+        os.getpid(),
+        host,
+        port,
+        http.host if http else None,
+        http.port if http else None,
+        time.time(),
+        admin_token=http.token if http else None,
+        amqps_port=tls_port,
+    )
+    try:
+        write_service_file(settings.data_dir, info)
+    except OSError as exc:
+        logging.getLogger("sharedsub").warning("could not write %s/_service.json: %s", settings.data_dir, exc)
+
+
+def _previous_stop_was_unclean(settings: Settings) -> bool:
+    """True when the last front end on the data dir died without its clean stop: its
+    ``_service.json`` (removed by a clean stop) is still there and its process is gone."""
+    from sharedsub.runtime.discovery import pid_alive, read_service_file
+
+    previous = read_service_file(settings.data_dir)
+    unclean = previous is not None and previous.pid != os.getpid() and not pid_alive(previous.pid)
+    if unclean:
+        logging.getLogger("sharedsub").warning(
+            "the previous front end (pid %d) did not stop cleanly: backlog messages go out marked redelivered",
+            previous.pid,  # type: ignore[union-attr]
+        )
+    return unclean
+
+
+def _start_maintenance(settings: Settings, settled_below: Any = None) -> Any:
+    """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs);
+    ``settled_below``: the front end's word on its non-durable subscriptions (maintenance.run_once)."""
+    from sharedsub.runtime.maintenance import MaintenanceThread
+
+    if settings.maintenance.interval <= 0 or "://" in settings.data_dir:
+        return None
+    thread = MaintenanceThread(settings.data_dir, settings.maintenance, settled_below)
+    thread.start()
+    return thread
+
+
+def _host_is_loopback(host: str) -> bool:
+    """``[server] host`` is a loopback address, or a name that resolves to loopback only."""
+    import socket
+
+    from sharedsub.core.exposure import is_loopback
+
+    if is_loopback(host):
+        return True
+    try:
+        addresses = [str(info[4][0]) for info in socket.getaddrinfo(host, None)] if host else []
+    except OSError:
+        addresses = []
+    return is_loopback(host, addresses)
+
+
+def _refuse_anonymous_network(settings: Settings) -> bool:
+    """Secure by default (sharedsub.core.exposure): refuse to serve anonymous clients on a network
+    address unless ``[security] anonymous = "true"`` says so; return whether the host is loopback.
+
+    Raises:
+        ConfigError: ``[server] host`` is not loopback, the users file holds no user and
+            ``anonymous`` is ``"auto"`` (exit 2; the line names the settings).
+    """
+    from sharedsub.core.errors import ConfigError
+    from sharedsub.core.exposure import refusal
+    from sharedsub.runtime.users import load_users, users_path
+
+    host = settings.server.host
+    loopback = _host_is_loopback(host)
+    if loopback:
+        return True
+    path = users_path(settings.data_dir, settings.security.users_file)
+    problem = refusal(host, loopback, bool(load_users(path)), settings.security.anonymous_mode, path)
+    if problem is not None:
+        raise ConfigError("server.host", problem)
+    return False
+
+
+def _require_writable(data_dir: str) -> None:
+    """Refuse to start on a local data dir that does not take writes: every publish would be
+    held and then refused, so say so now (exit 6) instead of at the first publish.
+
+    Raises:
+        StorageUnavailable: no space left, over quota, or a read-only file system.
+    """
+    from sharedsub.core.errors import StorageUnavailable
+    from sharedsub.core.write_faults import fault_errno
+    from sharedsub.storage import diskspace
+    from sharedsub.storage.private import ensure_data_dir, open_to_others
+
+    try:
+        ensure_data_dir(data_dir)  # 0700 when this creates it
+        diskspace.probe_write(data_dir)
+    except OSError as exc:
+        code = fault_errno(exc)
+        if code is None:
+            raise
+        raise StorageUnavailable(data_dir, code, os.strerror(code)) from None
+    mode = open_to_others(data_dir)
+    if mode is not None:
+        logging.getLogger("sharedsub").warning(
+            "the data dir %s has mode %o: other users of this machine may read its messages; "
+            "chmod 700 it (a data dir sharedsub creates is 0700)", data_dir, mode
+        )
+
+
+def cmd_serve(args: argparse.Namespace, *, with_fanout: bool) -> int:
+    """Run the front end (and the fan-out child) until SIGINT/SIGTERM."""
+    from connectors.amqp.server import FrontEndServer
+    from sharedsub.runtime.fanout_process import FanoutProcess
+
+    settings = _settings(args)
+    _log(settings)
+    from sharedsub.runtime.memprofile import start_from_env
+
+    start_from_env(os.environ)  # off unless SHAREDSUB_TRACEMALLOC_DIR is set (diagnosis)
+    # The reactor thread is CPU-bound Python; the committer and tailer threads call into Rust and
+    # need the GIL briefly and often. A short switch interval keeps them from queuing behind the
+    # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
+    sys.setswitchinterval(0.0005)
+    loopback = _refuse_anonymous_network(settings)
+    if "://" not in settings.data_dir:
+        _require_writable(settings.data_dir)
+    from sharedsub.runtime.discovery import own_data_dir
+
+    owner = own_data_dir(settings.data_dir)  # held until the process ends (DataDirInUse if taken)
+    server = FrontEndServer(settings, after_unclean_stop=_previous_stop_was_unclean(settings))
+    host, port = server.listen()
+    from sharedsub.core.exposure import open_warning
+
+    warning = open_warning(host, loopback, server.anonymous, [u for u in (server.url, server.tls_url) if u])
+    if warning is not None:
+        logging.getLogger("sharedsub").warning(warning, extra={"anonymous": True})
+    try:
+        http = _start_http(server, settings)
+    except SharedSubError:
+        server.handler.stop()
+        raise
+    _announce_service(settings, host, port, http, server.tls_port)
+    fanout = (
+        FanoutProcess(settings.data_dir, config=args.config, startup_timeout=settings.fanout.startup_timeout)
+        if with_fanout
+        else None
+    )
+    fanout_failed = False
+    if fanout is not None:
+        server.fanout_status = fanout.status
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        logging.getLogger("sharedsub").info("signal %d: stopping", signum)
+        server.request_stop()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+
+    # The amqp URL stays the third word (tests/service.py reads it); the amqps one follows when on.
+    ready_line = " ".join(u for u in ("sharedsub ready", server.url, server.tls_url) if u)
+
+    def announce() -> None:
+        if fanout is not None:
+            fanout.start()
+            import threading
+
+            def wait() -> None:
+                # The supervisor bounds the start (attempts, each with its timeout); the front end
+                # serves meanwhile, and a slow first micro-batch no longer ends the service.
+                nonlocal fanout_failed
+                if fanout.wait_started():
+                    print(ready_line, flush=True)
+                else:
+                    fanout_failed = True
+                    logging.getLogger("sharedsub").error("%s; stopping", fanout.failure)
+                    server.request_stop()
+
+            threading.Thread(target=wait, name="sharedsub-ready", daemon=True).start()
+        else:
+            print(ready_line, flush=True)
+
+    maintenance = _start_maintenance(settings, server.handler.subscriptions.first_open_in_memory)
+    try:
+        server.run(on_started=announce)
+    finally:
+        from sharedsub.runtime.discovery import remove_service_file
+
+        if http is not None:
+            http.stop()
+        remove_service_file(settings.data_dir, os.getpid())
+        if maintenance is not None:
+            maintenance.stop()
+        if fanout is not None:
+            fanout.stop()
+    owner.release()
+    logging.getLogger("sharedsub").info("stopped")
+    return EXIT_ERROR if fanout_failed else EXIT_OK
+
+
+def cmd_topics(args: argparse.Namespace) -> int:
+    """``topics create|list``."""
+    from sharedsub.storage import delta
+
+    settings = _settings(args)
+    if args.action == "drop":
+        return _admin_call(
+            args,
+            settings,
+            "/admin/topics/drop",
+            {"topic": args.name, "force": args.force},
+            lambda: _offline().drop_topic(
+                settings.data_dir, args.name, force=args.force, progress=_progress("deleting subscriptions")
+            ),
+        )
+    if args.action == "create":
+        from sharedsub.core.layout import is_valid_topic_name
+
+        if not is_valid_topic_name(args.name):
+            print(f"error: invalid topic name {args.name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*", file=sys.stderr)
+            return EXIT_USAGE
+        path = delta.create_topic(settings.data_dir, args.name)
+        print(f"created topic {args.name} at {path}")
+        return EXIT_OK
+    names = delta.list_topics(settings.data_dir)
+    if args.json:
+        print(json.dumps([{"name": n} for n in names]))
+    else:
+        for n in names:
+            print(n)
+    return EXIT_OK
+
+
+def _progress(what: str) -> Callable[[int, int], None] | None:
+    """A progress reporter on stderr for people (nothing when stderr is not a terminal)."""
+    if not sys.stderr.isatty():
+        return None
+
+    def report(done: int, total: int) -> None:
+        end = "\n" if done == total else ""
+        print(f"\r{what} {done}/{total}", end=end, file=sys.stderr, flush=True)
+
+    return report
+
+
+def _offline() -> Any:
+    from sharedsub.runtime import offline_admin
+
+    return offline_admin
+
+
+def _done_line(result: dict[str, Any], where: str) -> str:
+    if "subscription" in result:
+        sub = result["subscription"]
+        return f"unsubscribed {sub['name']} (key {sub['key']}, generation {sub['generation']}, topic {sub['topic']}) {where}"
+    deleted = result.get("deleted_subscriptions") or []
+    also = f" and its {len(deleted)} subscription(s): " + ", ".join(d["name"] for d in deleted) if deleted else ""
+    return f"dropped topic {result['topic']}{also} {where}"
+
+
+def _admin_call(
+    args: argparse.Namespace,
+    settings: Settings,
+    path: str,
+    body: dict[str, Any],
+    offline: Callable[[], dict[str, Any]],
+) -> int:
+    """Run an admin command through the running service, or ``offline()`` when none runs."""
+    from sharedsub.core.admin_rules import error_body, error_from_body
+    from sharedsub.runtime.discovery import call_admin, running_service
+
+    service = running_service(settings.data_dir)
+    if service is not None:
+        if sys.stderr.isatty():
+            print(f"asking the service (pid {service.pid})...", file=sys.stderr, flush=True)
+        result = call_admin(service, path, body, timeout=args.timeout)
+        mode: dict[str, Any] = {"mode": "service", "pid": service.pid}
+        where = f"through the running service (pid {service.pid})"
+        if not result.get("ok"):
+            code, message = error_from_body(result)
+            if args.json:
+                print(json.dumps(result | mode))
+            print(f"error: {message}", file=sys.stderr)
+            return code
+    else:
+        mode = {"mode": "offline"}
+        where = f"offline: no service runs on {settings.data_dir}; the tables were changed directly"
+        try:
+            result = offline()
+        except SharedSubError as exc:
+            if args.json:
+                print(json.dumps(error_body(exc) | mode))
+            raise
+    print(json.dumps(result | mode) if args.json else _done_line(result, where))
+    return EXIT_OK
+
+
+def cmd_unsubscribe(args: argparse.Namespace) -> int:
+    """``unsubscribe SUB``: delete a subscription (refused with exit 5 while consumers are attached)."""
+    settings = _settings(args)
+    return _admin_call(
+        args,
+        settings,
+        "/admin/unsubscribe",
+        {"subscription": args.subscription},
+        lambda: _offline().unsubscribe(settings.data_dir, args.subscription),
+    )
+
+
+def cmd_subscriptions(args: argparse.Namespace) -> int:
+    """``subscriptions list|show``."""
+    from sharedsub.cli.format import subscription_details, subscriptions_table
+    from sharedsub.runtime import inspection
+
+    settings = _settings(args)
+    if args.action == "show":
+        status = inspection.subscription_status(settings.data_dir, args.subscription)
+        print(json.dumps(status.to_json(), indent=2) if args.json else subscription_details(status))
+        return EXIT_OK
+    found = inspection.list_subscriptions(
+        settings.data_dir, include_deleted=args.all, progress=_progress("reading subscriptions")
+    )
+    print(json.dumps([s.to_json() for s in found], indent=2) if args.json else subscriptions_table(found))
+    return EXIT_OK
+
+
+def cmd_backlog(args: argparse.Namespace) -> int:
+    """``backlog [SUB]``."""
+    from sharedsub.cli.format import backlog_table, partitions_table
+    from sharedsub.runtime import inspection
+
+    settings = _settings(args)
+    if args.subscription is not None:
+        status = inspection.subscription_status(settings.data_dir, args.subscription)
+        if args.json:
+            print(json.dumps(status.to_json()["backlog"] | {"key": status.key, "name": status.display_name}, indent=2))
+        else:
+            print(partitions_table(status))
+        return EXIT_OK
+    found = inspection.list_subscriptions(settings.data_dir, progress=_progress("reading backlog"))
+    if args.json:
+        print(json.dumps([s.to_json()["backlog"] | {"key": s.key, "name": s.display_name} for s in found], indent=2))
+    else:
+        print(backlog_table(found))
+    return EXIT_OK
+
+
+def cmd_selector(args: argparse.Namespace) -> int:
+    """``selector check EXPR``: 0 and an explanation when valid, 2 and the error when not."""
+    from sharedsub.cli.format import selector_explanation
+    from sharedsub.core.explain import explain_selector
+    from sharedsub.core.selector import SelectorError
+
+    try:
+        explained = explain_selector(args.expression)
+    except SelectorError as exc:
+        if args.json:
+            print(json.dumps({"selector": args.expression, "valid": False, "position": exc.position,
+                              "expected": exc.expected, "found": exc.found, "error": exc.description}))
+        print(f"error: {exc.description}", file=sys.stderr)
+        return EXIT_USAGE
+    print(json.dumps(explained.to_json(), indent=2) if args.json else selector_explanation(explained))
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- users
+# ``users add|remove|list``: the users file ([security] users_file, default <data>/_users.json,
+# sharedsub.runtime.users). A running service reads it again when it changes.
+
+
+def _users_parser(sub: Any) -> None:
+    users = sub.add_parser(
+        "users", help="users who may authenticate (SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", epilog=EPILOG
+    ).add_subparsers(dest="action", required=True)
+    p = users.add_parser("add", help="add a user (asks for the password; stores only SCRAM keys)", epilog=EPILOG)
+    p.add_argument("name")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from the first line of stdin")
+    _common(p)
+    p = users.add_parser("remove", help="remove a user", epilog=EPILOG)
+    p.add_argument("name")
+    _common(p)
+    p = users.add_parser("list", help="list the users (names and mechanisms; never a secret)")
+    _common(p)
+    _json(p)
+
+
+def _read_password(args: argparse.Namespace) -> str:
+    """The new user's password: stdin's first line, or asked twice on the terminal.
+
+    Raises:
+        InvalidUser: no terminal and no --password-stdin, or the two entries differ.
+    """
+    import getpass
+
+    from sharedsub.core.errors import InvalidUser
+
+    if args.password_stdin:
+        return sys.stdin.readline().rstrip("\r\n")
+    if not sys.stdin.isatty():
+        raise InvalidUser("no terminal to ask for the password: use --password-stdin")
+    first = getpass.getpass(f"password for {args.name}: ")
+    if getpass.getpass("again: ") != first:
+        raise InvalidUser("the passwords differ")
+    return first
+
+
+def cmd_users(args: argparse.Namespace) -> int:
+    """``users add|remove|list``."""
+    from sharedsub.runtime import users as users_file
+
+    settings = _settings(args)
+    path = users_file.users_path(settings.data_dir, settings.security.users_file)
+    current = users_file.load_users(path)
+    if args.action == "list":
+        if args.json:
+            print(json.dumps([{"name": n, "mechanisms": sorted(current[n])} for n in sorted(current)]))
+        else:
+            for name in sorted(current):
+                print(f"{name}\t{' '.join(sorted(current[name]))}")
+        return EXIT_OK
+    if args.action == "remove":
+        users_file.save_users(path, users_file.remove_user(current, args.name))
+        print(f"removed user {args.name} from {path}")
+        return EXIT_OK
+    if args.name in current:  # before asking for a password
+        from sharedsub.core.errors import UserExists
+
+        raise UserExists(args.name)
+    updated = users_file.add_user(current, args.name, _read_password(args))
+    users_file.save_users(path, updated)
+    print(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; mode 0600)")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- replay
+# ``replay SUB --version V | --timestamp T``: through the running service only (sharedsub.cli.replay_client).
+
+
+def _replay_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "replay",
+        help="re-deliver a durable subscription's messages from its Delta history (needs the running service)",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=(
+            "Re-deliver to the subscription's consumers what its table held at a version (or at the latest\n"
+            "version committed at or before a time) and everything routed after, acknowledged or not, marked\n"
+            "redelivered. History reaches back [maintenance] history_retention_hours (default 168); an older\n"
+            "point is refused (exit 3) naming the oldest version still available."
+        ),
+    )
+    p.add_argument("subscription", metavar="SUB", help="key, <namespace>:<name>, or a unique name")
+    point = p.add_mutually_exclusive_group(required=True)
+    point.add_argument("--version", type=int, metavar="V", help="a version of the subscription's generation table")
+    point.add_argument("--timestamp", metavar="T", help="ISO-8601 time (no zone: UTC), e.g. 2026-01-31T12:00:00Z")
+    _admin(p)
+    p.set_defaults(timeout=120.0)
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    """``replay SUB --version V | --timestamp T``."""
+    from sharedsub.cli.replay_client import request_replay
+    from sharedsub.core.admin_rules import error_body
+
+    settings = _settings(args)
+    try:
+        result = request_replay(
+            settings.data_dir, args.subscription, version=args.version, timestamp=args.timestamp, timeout=args.timeout
+        )
+    except SharedSubError as exc:
+        if args.json:
+            print(json.dumps(error_body(exc)))
+        raise
+    print(json.dumps(result) if args.json else f"{result['message']} (through the running service, pid {result['pid']})")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``sharedsub`` console script."""
+    args = build_parser().parse_args(argv)
+    from sharedsub.storage.private import owner_only_umask
+
+    # Everything this process (and the fan-out child it starts) creates is owner-only.
+    previous_umask = owner_only_umask()
+    try:
+        if args.command in ("serve", "frontend"):
+            return cmd_serve(args, with_fanout=args.command == "serve")
+        if args.command == "topics":
+            return cmd_topics(args)
+        if args.command == "subscriptions":
+            return cmd_subscriptions(args)
+        if args.command == "backlog":
+            return cmd_backlog(args)
+        if args.command == "selector":
+            return cmd_selector(args)
+        if args.command == "unsubscribe":
+            return cmd_unsubscribe(args)
+        if args.command == "replay":
+            return cmd_replay(args)
+        if args.command == "users":
+            return cmd_users(args)
+    except SharedSubError as exc:
+        print(f"error: {exc.description}", file=sys.stderr)
+        return exit_code(exc)
+    finally:
+        os.umask(previous_umask)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,391 @@
+"""Settings: conf/sharedsub.toml defaults, then SHAREDSUB_* environment overrides, then flags.
+
+``parse_settings`` is pure; ``load_settings`` reads files and is called only by entry points.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sharedsub.core.errors import ConfigError
+
+DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "sharedsub.toml"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServerSettings:
+    """[server]: the AMQP listener."""
+
+    host: str = "127.0.0.1"
+    port: int = 5672
+    auto_create_topics: bool = False
+    shared_consumer_limit: int = 0  # 0 = unlimited
+    max_message_size: int = 1024 * 1024  # bytes of one published message; 0 = unlimited
+    max_transaction_messages: int = 10000  # messages one transaction may publish; 0 = unlimited
+    max_transaction_bytes: int = 64 * 1024 * 1024  # bytes one transaction may publish; 0 = unlimited
+    idle_timeout: float = 60.0  # seconds without a frame before a connection is dropped; 0 = never
+    max_connections: int = 1000  # 0 = unlimited
+    max_sessions_per_connection: int = 256  # 0 = unlimited
+    max_links_per_connection: int = 1024  # 0 = unlimited
+    # HTTP endpoint (metrics, health, admin calls): connectors/http.
+    # Loopback unless set: the endpoint's GETs need no token ("" = 127.0.0.1 too).
+    http_host: str = "127.0.0.1"
+    http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
+    http_request_timeout: float = 10.0  # seconds one HTTP request may take (slow clients are cut off)
+    http_max_connections: int = 64  # HTTP connections served at once; more are answered 503
+    metrics_backlog_interval: float = 5.0  # seconds a computed backlog serves scrapes
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StorageSettings:
+    """[storage]: where the tables live."""
+
+    data_dir: str = "./data"
+    fsync: bool = True  # force each topic, catalog and ack-log commit to disk before settling
+    # Seconds a write the data dir cannot take (no space, quota, read-only) is held and retried
+    # before publishes waiting on it are refused (sharedsub.core.write_faults); 0 = refuse at once.
+    full_disk_timeout: float = 60.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PublishSettings:
+    """[publish]: publisher credit and group commit."""
+
+    credit: int = 1000
+    max_batch_messages: int = 5000
+    max_batch_bytes: int = 16 * 1024 * 1024
+    max_uncommitted_bytes: int = 256 * 1024 * 1024  # over all publishers; 0 = unlimited
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DeliverySettings:
+    """[delivery]: tailing subscription tables."""
+
+    poll_interval: float = 0.005
+    payload_cache_bytes: int = 128 * 1024 * 1024
+    max_delivery_count: int = 10  # failed deliveries before the dead-letter table; 0 = unlimited
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FanoutSettings:
+    """[fanout]: the Spark job."""
+
+    spark_master: str = "local[2]"
+    trigger_interval: float = 0.0
+    max_commits_per_batch: int = 1000
+    startup_timeout: float = 180.0
+    # Seconds between commit attempts on a subscription table whose commit failed (its rows are
+    # parked meanwhile; jobs/fanout.py, sharedsub.core.fanout_faults).
+    table_retry_interval: float = 5.0
+    # /health lists a topic as stalled once a commit of it has waited this long to be routed.
+    stalled_after: float = 60.0
+    # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
+    # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
+    source: str = "deltars"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MaintenanceSettings:
+    """[maintenance]: compaction, vacuum and history retention (sharedsub.runtime.maintenance)."""
+
+    interval: float = 3600.0  # seconds between runs; 0 = maintenance off
+    history_retention_hours: int = 168  # time travel and replay reach this far back
+    compact_min_files: int = 16  # compact a table once it has this many data files
+    min_acked_rows: int = 1000  # delete acknowledged rows once at least this many can go
+    # A topic row is kept at least this long after it was published (hours); -1 = the history
+    # retention. Routing, open subscriptions and replays hold rows longer (sharedsub.core.retention).
+    topic_retention_hours: int = -1
+
+    @property
+    def topic_retention(self) -> int:
+        """Hours a topic row is kept at least: ``topic_retention_hours``, or the history
+        retention when that is -1."""
+        return self.history_retention_hours if self.topic_retention_hours < 0 else self.topic_retention_hours
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogSettings:
+    """[log]: what serve, frontend and the fan-out job write to stderr (sharedsub.runtime.logformat)."""
+
+    format: str = "text"  # text | json (one JSON object per line)
+    level: str = "INFO"  # DEBUG | INFO | WARNING | ERROR
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SecuritySettings:
+    """[security]: SASL and TLS of the AMQP listeners (connectors/amqp/secure_listener.py)."""
+
+    # Offered to clients with a user name and password (checked against the users file).
+    mechanisms: str = "SCRAM-SHA-512 SCRAM-SHA-256 PLAIN"
+    # "auto": allowed while the users file holds no user (the behaviour before users existed);
+    # "true": always allowed; "false": never. Anonymous = SASL ANONYMOUS or no SASL layer at all.
+    anonymous: str = "auto"
+    users_file: str = ""  # "" = <data_dir>/_users.json
+    # TOML grants of publish/consume/manage on topic patterns (sharedsub.core.permissions); "" = none:
+    # every connection may publish and consume everywhere, nobody manages over AMQP.
+    permissions_file: str = ""
+    tls_port: int = -1  # amqps listener on [server] host: -1 = off, 0 = a free port
+    tls_cert: str = ""  # PEM certificate chain of the amqps listener
+    tls_key: str = ""  # PEM private key ("" = in tls_cert)
+    tls_ca: str = ""  # PEM CA certificates that client certificates are checked against ("" = none asked)
+    require_client_cert: bool = False  # refuse TLS clients without a certificate the CA verified
+    external: bool = False  # offer SASL EXTERNAL: the client certificate's subject CN is the user
+    auth_timeout: float = 10.0  # seconds a connection may take for TLS and SASL before it is closed
+    max_authenticating: int = 256  # connections in TLS or SASL at once; more are closed at accept
+
+    @property
+    def anonymous_mode(self) -> str:
+        """``anonymous`` in lower case: auto, true or false."""
+        return self.anonymous.lower()
+
+    @property
+    def mechanism_list(self) -> tuple[str, ...]:
+        """``mechanisms`` split on spaces and commas."""
+        return tuple(m for m in self.mechanisms.replace(",", " ").split() if m)
+
+
+SASL_PASSWORD_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+ANONYMOUS_MODES = ("auto", "true", "false")
+
+LOG_FORMATS = ("text", "json")
+FANOUT_SOURCES = ("deltars", "delta")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Settings:
+    """All settings; frozen, passed down from the entry point."""
+
+    server: ServerSettings = ServerSettings()
+    storage: StorageSettings = StorageSettings()
+    publish: PublishSettings = PublishSettings()
+    delivery: DeliverySettings = DeliverySettings()
+    fanout: FanoutSettings = FanoutSettings()
+    maintenance: MaintenanceSettings = MaintenanceSettings()
+    log: LogSettings = LogSettings()
+    security: SecuritySettings = SecuritySettings()
+
+    @property
+    def data_dir(self) -> str:
+        """Absolute data dir (URIs are kept as they are)."""
+        d = self.storage.data_dir
+        return d if "://" in d else os.path.abspath(d)
+
+
+_SECTIONS: dict[str, type] = {
+    "server": ServerSettings,
+    "storage": StorageSettings,
+    "publish": PublishSettings,
+    "delivery": DeliverySettings,
+    "fanout": FanoutSettings,
+    "maintenance": MaintenanceSettings,
+    "log": LogSettings,
+    "security": SecuritySettings,
+}
+
+
+def _coerce(key: str, value: Any, kind: Any) -> Any:
+    kind_name = kind if isinstance(kind, str) else kind.__name__
+    try:
+        if kind_name == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text in ("1", "true", "yes", "on"):
+                return True
+            if text in ("0", "false", "no", "off"):
+                return False
+            raise ValueError(value)
+        if kind_name == "int":
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return int(value)
+        if kind_name == "float":
+            return float(value)
+        if isinstance(value, bool):  # e.g. anonymous = true in TOML
+            return "true" if value else "false"
+        if isinstance(value, list):  # e.g. mechanisms = ["PLAIN", "SCRAM-SHA-256"]
+            return " ".join(str(v) for v in value)
+        return str(value)
+    except (TypeError, ValueError):
+        msg = f"expected {kind_name}, got {value!r}"
+        raise ConfigError(key, msg) from None
+
+
+def _check(settings: Settings) -> None:
+    s = settings
+    for key, value in (
+        ("server.shared_consumer_limit", s.server.shared_consumer_limit),
+        ("server.max_message_size", s.server.max_message_size),
+        ("server.max_transaction_messages", s.server.max_transaction_messages),
+        ("server.max_transaction_bytes", s.server.max_transaction_bytes),
+        ("publish.max_uncommitted_bytes", s.publish.max_uncommitted_bytes),
+        ("server.max_connections", s.server.max_connections),
+        ("server.max_sessions_per_connection", s.server.max_sessions_per_connection),
+        ("server.max_links_per_connection", s.server.max_links_per_connection),
+        ("delivery.max_delivery_count", s.delivery.max_delivery_count),
+    ):
+        if value < 0:
+            raise ConfigError(key, "must be 0 (unlimited) or positive")
+    if not 0 <= s.server.port <= 65535:
+        raise ConfigError("server.port", f"must be 0..65535, got {s.server.port}")
+    for key, value in (
+        ("publish.credit", s.publish.credit),
+        ("publish.max_batch_messages", s.publish.max_batch_messages),
+        ("publish.max_batch_bytes", s.publish.max_batch_bytes),
+        ("delivery.payload_cache_bytes", s.delivery.payload_cache_bytes),
+        ("fanout.max_commits_per_batch", s.fanout.max_commits_per_batch),
+    ):
+        if value <= 0:
+            raise ConfigError(key, f"must be positive, got {value}")
+    if s.server.idle_timeout < 0:
+        raise ConfigError("server.idle_timeout", "must be 0 (never) or positive")
+    if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too
+        raise ConfigError(
+            "storage.full_disk_timeout", f"must be 0 (refuse at once) or positive seconds, got {s.storage.full_disk_timeout}"
+        )
+    if s.delivery.poll_interval <= 0:
+        raise ConfigError("delivery.poll_interval", "must be positive")
+    if s.fanout.trigger_interval < 0:
+        raise ConfigError("fanout.trigger_interval", "must not be negative")
+    for key, seconds in (
+        ("fanout.table_retry_interval", s.fanout.table_retry_interval),
+        ("fanout.stalled_after", s.fanout.stalled_after),
+    ):
+        if seconds <= 0:
+            raise ConfigError(key, f"must be positive, got {seconds}")
+    if s.fanout.source not in FANOUT_SOURCES:
+        raise ConfigError("fanout.source", f"must be one of {', '.join(FANOUT_SOURCES)}, got {s.fanout.source!r}")
+    if s.maintenance.interval < 0:
+        raise ConfigError("maintenance.interval", "must be 0 (off) or positive")
+    for key, value in (
+        ("maintenance.history_retention_hours", s.maintenance.history_retention_hours),
+        ("maintenance.compact_min_files", s.maintenance.compact_min_files),
+        ("maintenance.min_acked_rows", s.maintenance.min_acked_rows),
+    ):
+        if value < 0:
+            raise ConfigError(key, f"must not be negative, got {value}")
+    if s.maintenance.topic_retention_hours < -1:
+        raise ConfigError(
+            "maintenance.topic_retention_hours",
+            f"must be -1 (the history retention) or hours >= 0, got {s.maintenance.topic_retention_hours}",
+        )
+    if not s.storage.data_dir:
+        raise ConfigError("storage.data_dir", "must not be empty")
+    _check_observability(s)
+    _check_security(s)
+
+
+def _check_security(s: Settings) -> None:
+    """[security]."""
+    sec = s.security
+    for mech in sec.mechanism_list:
+        if mech not in SASL_PASSWORD_MECHANISMS:
+            raise ConfigError(
+                "security.mechanisms",
+                f"unknown mechanism {mech!r} (known: {', '.join(SASL_PASSWORD_MECHANISMS)}; "
+                "ANONYMOUS and EXTERNAL have their own keys)",
+            )
+    if sec.anonymous_mode not in ANONYMOUS_MODES:
+        raise ConfigError("security.anonymous", f"must be auto, true or false, got {sec.anonymous!r}")
+    if not -1 <= sec.tls_port <= 65535:
+        raise ConfigError("security.tls_port", f"must be -1 (off), 0 (a free port) or 1..65535, got {sec.tls_port}")
+    if sec.tls_port >= 0 and not sec.tls_cert:
+        raise ConfigError("security.tls_cert", "must name a PEM certificate when tls_port is set")
+    if (sec.require_client_cert or sec.external) and not sec.tls_ca:
+        key = "security.require_client_cert" if sec.require_client_cert else "security.external"
+        raise ConfigError(key, "needs security.tls_ca (the CA client certificates are checked against)")
+    if not 0 < sec.auth_timeout < float("inf"):
+        raise ConfigError("security.auth_timeout", f"must be positive seconds, got {sec.auth_timeout}")
+    if sec.max_authenticating <= 0:
+        raise ConfigError("security.max_authenticating", f"must be positive, got {sec.max_authenticating}")
+
+
+def _check_observability(s: Settings) -> None:
+    """[server] http_*, metrics_backlog_interval and [log]."""
+    if not -1 <= s.server.http_port <= 65535:
+        raise ConfigError("server.http_port", f"must be -1 (off), 0 (a free port) or 1..65535, got {s.server.http_port}")
+    if s.server.metrics_backlog_interval < 0:
+        raise ConfigError("server.metrics_backlog_interval", "must not be negative")
+    if not 0 < s.server.http_request_timeout < float("inf"):
+        raise ConfigError("server.http_request_timeout", f"must be positive seconds, got {s.server.http_request_timeout}")
+    if s.server.http_max_connections <= 0:
+        raise ConfigError("server.http_max_connections", f"must be positive, got {s.server.http_max_connections}")
+    if s.log.format not in LOG_FORMATS:
+        raise ConfigError("log.format", f"must be one of {', '.join(LOG_FORMATS)}, got {s.log.format!r}")
+    if s.log.level.upper() not in LOG_LEVELS:
+        raise ConfigError("log.level", f"must be one of {', '.join(LOG_LEVELS)}, got {s.log.level!r}")
+
+
+def parse_settings(
+    document: Mapping[str, Any],
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Build Settings from a TOML document, SHAREDSUB_SECTION_KEY variables and ``section.key`` overrides.
+
+    Raises:
+        ConfigError: an unknown section or key, or a value of the wrong type or range.
+    """
+    values: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    for section, body in document.items():
+        if section not in _SECTIONS:
+            raise ConfigError(section, f"unknown section (known: {', '.join(_SECTIONS)})")
+        if not isinstance(body, Mapping):
+            raise ConfigError(section, "must be a table")
+        for key, value in body.items():
+            values[section][key] = value
+    for name, value in (environ or {}).items():
+        if not name.startswith("SHAREDSUB_"):
+            continue
+        rest = name[len("SHAREDSUB_") :].lower()
+        section, _, key = rest.partition("_")
+        if section in _SECTIONS and key:
+            values[section][key] = value
+    for dotted, value in (overrides or {}).items():
+        if value is None:
+            continue
+        section, _, key = dotted.partition(".")
+        values.setdefault(section, {})[key] = value
+    built: dict[str, Any] = {}
+    for section, cls in _SECTIONS.items():
+        fields = {f.name: f for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for key, value in values[section].items():
+            if key not in fields:
+                raise ConfigError(f"{section}.{key}", f"unknown key (known: {', '.join(fields)})")
+            kwargs[key] = _coerce(f"{section}.{key}", value, fields[key].type)
+        built[section] = cls(**kwargs)
+    settings = Settings(**built)
+    _check(settings)
+    return settings
+
+
+def load_settings(
+    path: str | os.PathLike[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Settings:
+    """Read the defaults file (and ``path`` on top of it), then apply environment and flag overrides."""
+    document: dict[str, Any] = {}
+    for p in (DEFAULT_CONFIG, path):
+        if p is None or not os.path.exists(p):
+            if p is not None and p != DEFAULT_CONFIG:
+                raise ConfigError("--config", f"file {str(p)!r} does not exist")
+            continue
+        with open(p, "rb") as fh:
+            try:
+                loaded = tomllib.load(fh)
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(str(p), f"not valid TOML: {exc}") from None
+        for section, body in loaded.items():
+            if isinstance(body, dict):
+                document.setdefault(section, {}).update(body)
+            else:
+                document[section] = body
+    return parse_settings(document, environ if environ is not None else os.environ, overrides)

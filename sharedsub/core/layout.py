@@ -1,0 +1,109 @@
+"""Where every table lives under a data dir; the only module that spells paths.
+
+Layout (all Delta tables unless noted)::
+
+    <data>/topics/<topic>                    one table per topic: the published messages
+    <data>/catalog/subscriptions             the subscription catalog (append-only revisions)
+    <data>/catalog/links                     consumer link attach/detach events
+    <data>/subscriptions/<key>/g<gen>        one table per subscription generation (references)
+    <data>/subscriptions/<key>/acks-g<gen>   acknowledgement log of that generation
+    <data>/subscriptions/<key>/dlq-g<gen>    dead-letter table of that generation
+    <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
+    <data>/_checkpoints/fanout-stats.json    the fan-out job's batch statistics (JSON, replaced per batch)
+    <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
+                                             table yet, kept until it can (Parquet; jobs/fanout.py)
+    <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
+    <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
+                                             unless [security] users_file names another path
+
+Pure: no I/O besides string handling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+TOPICS_DIR = "topics"
+SUBSCRIPTIONS_DIR = "subscriptions"
+CATALOG_TABLE = "catalog/subscriptions"
+LINKS_TABLE = "catalog/links"
+FANOUT_CHECKPOINT = "_checkpoints/fanout"
+FANOUT_STATS = "_checkpoints/fanout-stats.json"
+FANOUT_PENDING = "_fanout/pending"
+SERVICE_FILE = "_service.json"
+USERS_FILE = "_users.json"
+
+# Topic names double as directory names and as the first segment of an AMQP address, so
+# they may not contain '/' and are kept to a portable character set.
+_TOPIC_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def is_valid_topic_name(name: str) -> bool:
+    """Return True when ``name`` can be a topic: ``[A-Za-z0-9][A-Za-z0-9._-]*``, at most 200 chars."""
+    return bool(_TOPIC_NAME.match(name))
+
+
+def join(root: str, *parts: str) -> str:
+    """Join a data-dir root (local path or URI) with relative parts using '/'."""
+    return "/".join([root.rstrip("/"), *parts])
+
+
+def topic_table(root: str, topic: str) -> str:
+    """Location of the Delta table holding topic ``topic``."""
+    return join(root, TOPICS_DIR, topic)
+
+
+def catalog_table(root: str) -> str:
+    """Location of the subscription catalog table."""
+    return join(root, CATALOG_TABLE)
+
+
+def fanout_checkpoint(root: str) -> str:
+    """Location of the fan-out query's Spark checkpoint."""
+    return join(root, FANOUT_CHECKPOINT)
+
+
+def fanout_stats_file(root: str) -> str:
+    """Location of the fan-out job's batch statistics (sharedsub.storage.fanout_stats)."""
+    return join(root, FANOUT_STATS)
+
+
+def fanout_pending(root: str) -> str:
+    """Directory of the rows parked for subscription tables whose commits failed (jobs/fanout.py)."""
+    return join(root, FANOUT_PENDING)
+
+
+def service_file(root: str) -> str:
+    """Location of the running service's discovery file (sharedsub.runtime.discovery)."""
+    return join(root, SERVICE_FILE)
+
+
+def subscription_key(namespace: str, name: str, *, shared: bool, durable: bool) -> str:
+    """Stable, readable, filesystem-safe key for a subscription identity.
+
+    The identity is ``(namespace, name, shared, durable)`` (DESIGN §4.2). The key keeps a
+    readable prefix for people browsing the data dir and a hash so distinct identities never
+    collide after sanitising.
+    """
+    kind = ("shared-" if shared else "") + ("durable" if durable else "volatile")
+    digest = hashlib.sha256(f"{namespace}\x00{name}\x00{shared}\x00{durable}".encode()).hexdigest()[:10]
+    ns = _UNSAFE.sub("_", namespace)[:32] or "_"
+    nm = _UNSAFE.sub("_", name)[:48] or "_"
+    return f"{kind}~{ns}~{nm}~{digest}"
+
+
+def generation_table_rel(key: str, generation: int) -> str:
+    """Relative location (under the data dir) of one generation of a subscription."""
+    return f"{SUBSCRIPTIONS_DIR}/{key}/g{generation}"
+
+
+def ack_table_rel(key: str, generation: int) -> str:
+    """Relative location of the acknowledgement log of one subscription generation."""
+    return f"{SUBSCRIPTIONS_DIR}/{key}/acks-g{generation}"
+
+
+def dead_letter_table_rel(key: str, generation: int) -> str:
+    """Relative location of the dead-letter table of one subscription generation."""
+    return f"{SUBSCRIPTIONS_DIR}/{key}/dlq-g{generation}"

@@ -1,0 +1,629 @@
+"""Group commit: the single writer of topic tables and of the subscription catalog.
+
+One thread drains a queue of requests and turns everything that is waiting into as few Delta
+commits as possible: one catalog commit, then one commit per topic. A caller learns the outcome
+through ``on_done`` (called on the committer thread, with every result of the group); the AMQP
+front end uses it to settle publishers only after their message's commit.
+
+Ordering is the guarantee the fan-out relies on: a subscription registered in a group gets
+``start_seq`` = the topic's next seq *before* that group's messages, and the catalog commit
+happens before the topic commit, so any message with ``seq >= start_seq`` is committed after
+the subscription is visible in the catalog.
+
+A write the data dir cannot take (no space left, over quota, read-only file system) is held and
+retried as it was, and given up on only after ``full_disk_timeout`` seconds of such faults; the
+rules, and what giving up does to each kind of request, are in sharedsub.core.write_faults. Holding
+a write blocks the thread, which keeps every ordering above: nothing queued behind a held write
+is committed before it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import logging
+import os
+import queue
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from sharedsub.core import layout, write_faults
+from sharedsub.core.errors import StorageUnavailable, TopicExists
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.stage_timing import StageTimes
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import catalog, delta, diskspace, schemas
+
+log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_IDLE = object()  # no request came while the committer waited (a fault or parked writes to act on)
+
+
+@dataclasses.dataclass(slots=True)
+class Publish:
+    """Store one message in a topic. ``columns`` are the typed columns but seq and time."""
+
+    topic: str
+    columns: dict[str, Any]
+    message: bytes
+    token: Any
+    received: float = 0.0  # time.perf_counter() when its transfer was complete (stage publish_accept)
+
+
+@dataclasses.dataclass(slots=True)
+class SaveSubscription:
+    """Write a catalog revision. ``assign_start`` sets start_seq to the topic's next seq."""
+
+    record: SubscriptionRecord
+    assign_start: bool
+    token: Any
+
+
+@dataclasses.dataclass(slots=True)
+class CreateTopic:
+    """Create a topic table if it does not exist."""
+
+    topic: str
+    token: Any
+
+
+@dataclasses.dataclass(slots=True)
+class DropTopic:
+    """Remove a topic table (admin ``topics drop``), after everything queued before it.
+
+    Handled last in its group, so catalog revisions submitted before it (the DELETED revisions of
+    the topic's subscriptions) are committed first. Forgets the topic's appender, next seq and
+    cached payloads, so a topic created again under the name starts afresh.
+    """
+
+    topic: str
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class Ack:
+    """Record settled-for-good rows of a subscription generation in its acknowledgement log."""
+
+    table: str  # ack table, relative to the data dir
+    seqs: list[int]
+    outcome: str
+    consumer: str
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class DeadLetterMessage:
+    """Move a message to a subscription generation's dead-letter table.
+
+    ``row`` is a schemas.DEAD_LETTER row without ``dead_lettered_at``. The dead-letter row is
+    committed first and the ``dead-lettered`` row of the ack log (when ``ack_table`` is given)
+    after it, in the same group: a crash between the two can leave the message dead-lettered
+    twice after a restart, never lost.
+    """
+
+    table: str  # dead-letter table, relative to the data dir
+    ack_table: str | None  # ack log, relative to the data dir (None: acks are not persisted)
+    row: dict[str, Any]
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class LinkEvent:
+    """Record a consumer link attaching to or detaching from a subscription (catalog/links)."""
+
+    row: dict[str, Any]  # schemas.LINKS without ``at``
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class CommitTransaction:
+    """Store every message a transaction published, never split: all of a topic's messages of
+    the transaction land in one Delta commit (with whatever else the group holds for that
+    topic). Its result fails when any of them failed; ``value`` is their seqs."""
+
+    publishes: list[Publish]
+    token: Any = None
+
+
+@dataclasses.dataclass(slots=True)
+class Barrier:
+    """Nothing to store: its result comes once everything queued before it has been committed
+    (results of a group are reported together, after all of the group's commits)."""
+
+    token: Any = None
+
+
+class _DeadLetterAck(Ack):
+    """The ack-log row of a dead-lettered message (internal: its result is the dead letter's)."""
+
+    __slots__ = ()
+
+
+Request = (
+    Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent | DropTopic | CommitTransaction | Barrier
+)
+
+
+@dataclasses.dataclass(slots=True)
+class Result:
+    """Outcome of one request: ``value`` is the seq, the saved record, or the topic path."""
+
+    request: Request
+    error: BaseException | None = None
+    value: Any = None
+
+
+class Committer:
+    """The group-commit thread. Start with :meth:`start`, stop with :meth:`stop` (drains first)."""
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        cache: PayloadCache,
+        on_done: Callable[[list[Result]], None],
+        max_batch_messages: int = 5000,
+        max_batch_bytes: int = 16 * 1024 * 1024,
+        fsync: bool = False,
+        full_disk_timeout: float = 60.0,
+        stages: StageTimes | None = None,
+    ) -> None:
+        """``fsync``: force every commit to disk before its results are reported (delta.sync_commit).
+        ``full_disk_timeout``: seconds a write the data dir cannot take is held before it is given
+        up on (sharedsub.core.write_faults). ``stages``: where the ``group_commit`` and ``ack_commit``
+        times go (sharedsub.core.stage_timing; this thread is their only writer)."""
+        self.root = root
+        self._stages = stages if stages is not None else StageTimes()
+        self._fsync = fsync
+        self._cache = cache
+        self._on_done = on_done
+        self._max_msgs = max_batch_messages
+        self._max_bytes = max_batch_bytes
+        self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
+        self._appenders: dict[str, delta.TableAppender] = {}  # by table path
+        self._next_seq: dict[str, int] = {}
+        self._catalog = catalog.catalog_appender(root, fsync=fsync)
+        self._revision = 0
+        self.commits = 0
+        self._faults = write_faults.FaultClock(write_faults.RetryPolicy(full_disk_timeout))
+        self._stopping = threading.Event()
+        # Settlement records given up on during a fault, oldest first: re-tried ahead of every
+        # later group (sharedsub.core.write_faults PARK).
+        self._parked: list[Request] = []
+        # Failed tries of writes the data dir could not take, by errno name (ENOSPC, ...); written
+        # by this thread only, read by the metrics endpoint with dict.copy().
+        self.write_errors: dict[str, int] = {}
+        # Newest published_at (epoch seconds) committed per topic; written by this thread only,
+        # read by the metrics endpoint with dict.copy() (sharedsub.core.metrics: threading contract).
+        self.published_at: dict[str, float] = {}
+
+    def start(self) -> None:
+        """Load the catalog's last revision and start the thread."""
+        records = catalog.load_catalog(self.root)
+        self._revision = max((r.revision for r in records.values()), default=0)
+        self._thread.start()
+
+    def submit(self, request: Request) -> None:
+        """Queue a request (any thread)."""
+        self._queue.put(request)
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Commit everything queued so far, then end the thread. Writes the data dir cannot take
+        are given up on at once (publishes refused; parked settlement records are lost and
+        their messages delivered again after the restart: logged)."""
+        self._stopping.set()
+        self._queue.put(None)
+        self._thread.join(timeout)
+
+    @property
+    def fault(self) -> write_faults.Fault | None:
+        """The storage fault in progress (None while the data dir takes writes); any thread."""
+        return self._faults.fault
+
+    def storage_status(self) -> dict[str, Any]:
+        """The data dir's state for /health (any thread): ``writable``; during a fault also
+        ``error``, ``errno``, ``path`` (what failed first), ``since`` (epoch seconds),
+        ``refusing`` (past full_disk_timeout: publishes are refused) and ``parked`` (settlement
+        records waiting in memory)."""
+        fault = self._faults.fault
+        if fault is None:
+            return {"writable": True, "parked": len(self._parked)}
+        return {
+            "writable": False,
+            "error": fault.message,
+            "errno": fault.name,
+            "path": fault.path,
+            "since": fault.since_wall,
+            "refusing": time.monotonic() - fault.since >= self._faults.policy.timeout,
+            "parked": len(self._parked),
+        }
+
+    def next_seq(self, topic: str) -> int:
+        """Next seq of ``topic`` (committer thread only)."""
+        if topic not in self._next_seq:
+            self._next_seq[topic] = delta.last_seq(layout.topic_table(self.root, topic)) + 1
+        return self._next_seq[topic]
+
+    # ------------------------------------------------------------------ thread
+
+    def _run(self) -> None:
+        stopping = False
+        while not stopping:
+            wait = self._faults.idle_wait(bool(self._parked))
+            try:
+                first: Any = self._queue.get(timeout=wait)
+            except queue.Empty:
+                first = _IDLE
+            # Parked settlement records go first: they are older than anything queued.
+            group, self._parked = self._parked, []
+            taken = size = 0
+            if first is None:
+                stopping = True
+            elif first is not _IDLE:
+                group.append(first)
+                taken, size = 1, _size(first)
+            while not stopping and taken and taken < self._max_msgs and size < self._max_bytes:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stopping = True
+                    break
+                group.append(nxt)
+                taken += 1
+                size += _size(nxt)
+            if not group:
+                if first is _IDLE:
+                    self._probe()
+                continue
+            try:
+                results = self._commit_group(group)
+            except BaseException as exc:  # last-resort guard: report, never lose silently
+                log.exception("group commit failed")
+                results = [Result(r, error=exc) for r in group]
+            if results:
+                try:
+                    self._on_done(results)
+                except Exception:
+                    log.exception("committer callback failed")
+        if self._parked:
+            log.error(
+                "stopping with %d settlement record(s) not written (data dir %s cannot take writes): "
+                "their messages are delivered again after the restart",
+                len(self._parked), self.root,
+            )
+
+    # ------------------------------------------------------------------ storage faults
+
+    def _write(self, path: str, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt`` (one write to ``path``); while it fails with a storage fault, hold it:
+        try again with backoff until it succeeds or the fault outlasts full_disk_timeout
+        (sharedsub.core.write_faults). ``attempt`` must write the same thing each time.
+
+        Raises:
+            StorageUnavailable: given up (the fault outlasted the timeout, or the service stops).
+            Whatever else ``attempt`` raises, at once.
+        """
+        tries = 0
+        while True:
+            try:
+                out = attempt()
+            except Exception as exc:
+                code = write_faults.fault_errno(exc)
+                if code is None:
+                    raise
+                tries += 1
+                delay = self._failed(code, path, tries, landed=isinstance(exc, delta.CommitNotSynced))
+                if delay is None:
+                    now = time.monotonic()
+                    raise StorageUnavailable(
+                        self.root, code, os.strerror(code), waited=self._faults.waited(now), timeout=self._faults.policy.timeout
+                    ) from exc
+                self._stopping.wait(delay)
+                continue
+            self._writable()
+            return out
+
+    def _failed(self, code: int, path: str, tries: int, *, landed: bool = False) -> float | None:
+        """Count a failed try of a write; log the fault once when it starts and once when it
+        outlasts the timeout. Returns the delay before the next try, None to give up.
+
+        ``landed``: the write's commit is in the table, only its fsync failed. It is held past the
+        timeout (until the service stops): its rows are visible and will be routed, so refusing
+        its publishers would have them send again what is already stored."""
+        name = write_faults.errno_name(code)
+        self.write_errors[name] = self.write_errors.get(name, 0) + 1
+        now = time.monotonic()
+        started = self._faults.failure(code, path, now, time.time())
+        if started is not None:
+            free = diskspace.free_bytes(self.root)
+            log.error(
+                "data dir %s cannot take writes: %s (%s) writing %s; %s bytes free. Writes are retried; "
+                "publishes are held up to %g s (storage.full_disk_timeout), then refused",
+                self.root, started.message, name, _relative(self.root, path), "?" if free is None else free,
+                self._faults.policy.timeout,
+                extra={"data_dir": self.root, "errno": name, "path": path, "free_bytes": free},
+            )
+        delay = self._faults.retry_delay(now, tries, stopping=self._stopping.is_set())
+        if delay is None and landed and not self._stopping.is_set():
+            return self._faults.policy.max_delay
+        if delay is None and not self._stopping.is_set() and self._faults.gave_up():
+            log.error(
+                "data dir %s still cannot take writes after %.0f s (%s): refusing publishes with %s "
+                "until it does; acknowledgements are kept in memory meanwhile",
+                self.root, self._faults.waited(now), name, StorageUnavailable.condition,
+                extra={"data_dir": self.root, "errno": name},
+            )
+        return delay
+
+    def _writable(self) -> None:
+        """A write succeeded: end the fault in progress, if any (logged once)."""
+        ended = self._faults.success()
+        if ended is not None:
+            fault, failed = ended
+            log.warning(
+                "data dir %s takes writes again after %.1f s (%d failed tries); held writes go on",
+                self.root, time.monotonic() - fault.since, failed,
+                extra={"data_dir": self.root, "errno": fault.name},
+            )
+
+    def _probe(self) -> None:
+        """Idle during a fault: find out whether the data dir takes writes again (a small file
+        written and removed), so /health recovers without waiting for traffic."""
+        if self._faults.fault is None:
+            return
+        try:
+            diskspace.probe_write(self.root)
+        except OSError as exc:
+            if write_faults.fault_errno(exc) is None:
+                log.debug("write probe of %s failed: %s", self.root, exc)
+            return
+        self._writable()
+
+    def _commit_group(self, group: list[Request]) -> list[Result]:
+        results: list[Result] = []
+        parked: list[Request] = []  # settlement records given up on for now (write_faults.PARK)
+        publishes: dict[str, list[Publish]] = {}
+        saves: list[SaveSubscription] = []
+        acks: dict[str, list[Ack]] = {}
+        dead: dict[str, list[DeadLetterMessage]] = {}
+        links: list[LinkEvent] = []
+        drops: list[DropTopic] = []
+        txns: list[CommitTransaction] = []
+        barriers: list[Barrier] = []
+        for req in group:
+            if isinstance(req, Barrier):
+                barriers.append(req)
+            elif isinstance(req, CommitTransaction):
+                txns.append(req)
+                for item in req.publishes:
+                    publishes.setdefault(item.topic, []).append(item)
+            elif isinstance(req, DropTopic):
+                drops.append(req)
+            elif isinstance(req, LinkEvent):
+                links.append(req)
+            elif isinstance(req, DeadLetterMessage):
+                dead.setdefault(req.table, []).append(req)
+            elif isinstance(req, Ack):
+                acks.setdefault(req.table, []).append(req)
+            elif isinstance(req, CreateTopic):
+                results.append(self._create_topic(req))
+            elif isinstance(req, SaveSubscription):
+                saves.append(req)
+            else:
+                publishes.setdefault(req.topic, []).append(req)
+        if saves:
+            results.extend(self._save_subscriptions(saves))
+        for topic, items in publishes.items():
+            results.extend(self._append_topic(topic, items))
+        if txns:
+            results = _transaction_results(results, txns)
+        for table, letters in dead.items():
+            results.extend(self._append_dead_letters(table, letters, acks, parked))
+        for table, items in acks.items():
+            results.extend(
+                r for r in self._append_acks(table, items, parked) if not isinstance(r.request, _DeadLetterAck)
+            )
+        if links:
+            results.extend(self._append_links(links, parked))
+        results.extend(self._drop_topic(req) for req in drops)
+        if parked:
+            # A barrier promises that everything queued before it is committed: not yet. It waits
+            # with the parked records and answers once they are written.
+            self._parked.extend(parked + barriers)
+        else:
+            results.extend(Result(req) for req in barriers)  # after every commit of the group
+        return results
+
+    def _drop_topic(self, req: DropTopic) -> Result:
+        path = layout.topic_table(self.root, req.topic)
+        try:
+            delta.remove_table(path)
+        except Exception as exc:
+            log.exception("removing topic %s failed", req.topic)
+            return Result(req, error=exc)
+        finally:
+            self._appenders.pop(path, None)
+            self._next_seq.pop(req.topic, None)
+            self.published_at.pop(req.topic, None)
+            self._cache.forget_topic(req.topic)
+        return Result(req, value=path)
+
+    def _append(self, path: str, data: pa.Table) -> None:
+        """Commit ``data`` to the table at ``path`` with its cached appender, held while the data
+        dir cannot take it (:meth:`_write`).
+
+        Every try carries the same commit id, so a try whose commit landed although delta-rs
+        raised is found and not made again (delta.TableAppender). On failure the appender is
+        dropped (the next attempt reloads the table) and the error is raised to the caller,
+        which fails (or parks) the group's requests for that table.
+        """
+        appender = self._appenders.get(path)
+        if appender is None:
+            appender = self._appenders[path] = delta.TableAppender(path, data.schema, fsync=self._fsync)
+        commit_id = uuid.uuid4().hex
+        try:
+            self._write(path, lambda: appender.append(data, commit_id=commit_id))
+        except Exception:
+            self._appenders.pop(path, None)
+            raise
+
+    def _append_links(self, items: list[LinkEvent], parked: list[Request]) -> list[Result]:
+        now = dt.datetime.now(dt.UTC)
+        rows = [dict(item.row, at=now) for item in items]
+        try:
+            self._append(layout.join(self.root, layout.LINKS_TABLE), pa.Table.from_pylist(rows, schema=schemas.LINKS))
+        except StorageUnavailable:
+            parked.extend(items)
+            return []
+        except Exception as exc:
+            log.exception("link event commit failed")
+            return [Result(item, error=exc) for item in items]
+        return [Result(item) for item in items]
+
+    def _append_acks(self, table: str, items: list[Ack], parked: list[Request]) -> list[Result]:
+        now = dt.datetime.now(dt.UTC)
+        rows: dict[str, list[Any]] = {"seq": [], "outcome": [], "acked_at": [], "consumer": []}
+        for item in items:
+            for seq in item.seqs:
+                rows["seq"].append(seq)
+                rows["outcome"].append(item.outcome)
+                rows["acked_at"].append(now)
+                rows["consumer"].append(item.consumer)
+        try:
+            t0 = time.perf_counter()
+            self._append(layout.join(self.root, table), pa.Table.from_pydict(rows, schema=schemas.ACK))
+            self._stages.observe("ack_commit", time.perf_counter() - t0)
+        except StorageUnavailable:
+            parked.extend(items)
+            return []
+        except Exception as exc:
+            log.exception("ack commit to %s failed", table)
+            return [Result(item, error=exc) for item in items]
+        return [Result(item) for item in items]
+
+    def _append_dead_letters(
+        self, table: str, items: list[DeadLetterMessage], acks: dict[str, list[Ack]], parked: list[Request]
+    ) -> list[Result]:
+        """Commit dead-letter rows; queue their ack-log rows into ``acks`` (committed after)."""
+        now = dt.datetime.now(dt.UTC)
+        rows = [dict(item.row, dead_lettered_at=now) for item in items]
+        try:
+            self._append(layout.join(self.root, table), pa.Table.from_pylist(rows, schema=schemas.DEAD_LETTER))
+        except StorageUnavailable:
+            parked.extend(items)  # their ack-log rows are queued once they are written
+            return []
+        except Exception as exc:
+            log.exception("dead-letter commit to %s failed", table)
+            return [Result(item, error=exc) for item in items]
+        for item in items:
+            if item.ack_table is not None:
+                acks.setdefault(item.ack_table, []).append(
+                    _DeadLetterAck(item.ack_table, [int(item.row["seq"])], "dead-lettered", item.row.get("consumer") or "")
+                )
+        return [Result(item) for item in items]
+
+    def _create_topic(self, req: CreateTopic) -> Result:
+        path = layout.topic_table(self.root, req.topic)
+
+        def create() -> None:
+            try:
+                delta.create_topic(self.root, req.topic)
+            except TopicExists:  # created already (a try that raised after its commit, too)
+                pass
+
+        try:
+            self._write(path, create)
+        except Exception as exc:
+            return Result(req, error=exc)
+        return Result(req, value=path)
+
+    def _save_subscriptions(self, saves: list[SaveSubscription]) -> list[Result]:
+        now = dt.datetime.now(dt.UTC)
+        records = []
+        for s in saves:
+            self._revision += 1
+            changes: dict[str, Any] = {"revision": self._revision, "updated_at": now}
+            if s.assign_start:
+                changes["start_seq"] = self.next_seq(s.record.topic)
+            records.append(dataclasses.replace(s.record, **changes))
+        commit_id = uuid.uuid4().hex
+        try:
+            self._write(self._catalog.path, lambda: catalog.append_records(self._catalog, records, commit_id=commit_id))
+        except StorageUnavailable as exc:
+            return [Result(s, error=exc) for s in saves]
+        except Exception as exc:
+            log.exception("catalog commit failed")
+            return [Result(s, error=exc) for s in saves]
+        return [Result(s, value=r) for s, r in zip(saves, records, strict=True)]
+
+    def _append_topic(self, topic: str, items: list[Publish]) -> list[Result]:
+        try:
+            first = self.next_seq(topic)
+            now = dt.datetime.now(dt.UTC)
+            columns: dict[str, list[Any]] = {name: [] for name in schemas.TOPIC.names}
+            for i, item in enumerate(items):
+                columns["seq"].append(first + i)
+                columns["published_at"].append(now)
+                columns["message"].append(item.message)
+                for name, value in item.columns.items():
+                    columns[name].append(value)
+            t0 = time.perf_counter()
+            self._append(layout.topic_table(self.root, topic), pa.Table.from_pydict(columns, schema=schemas.TOPIC))
+            self._stages.observe("group_commit", time.perf_counter() - t0)
+            self.commits += 1
+            log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))
+        except Exception as exc:
+            if not isinstance(exc, StorageUnavailable):  # that one is logged when the fault starts
+                log.exception("commit to topic %s failed", topic)
+            self._next_seq.pop(topic, None)  # re-read from the table before the next attempt
+            return [Result(item, error=exc) for item in items]
+        self._next_seq[topic] = first + len(items)
+        self.published_at[topic] = now.timestamp()
+        self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])
+        return [Result(item, value=first + i) for i, item in enumerate(items)]
+
+
+def _relative(root: str, path: str) -> str:
+    """``path`` relative to the data dir ``root`` (as it is, when outside it)."""
+    prefix = root.rstrip("/") + "/"
+    return path[len(prefix) :] if path.startswith(prefix) else path
+
+
+def _size(request: Request | None) -> int:
+    """Bytes of message data a request brings into a group (its share of max_batch_bytes)."""
+    if isinstance(request, Publish):
+        return len(request.message)
+    if isinstance(request, CommitTransaction):
+        return sum(len(p.message) for p in request.publishes)
+    return 0
+
+
+def _transaction_results(results: list[Result], txns: list[CommitTransaction]) -> list[Result]:
+    """Replace the results of transactions' own publishes with one result per transaction."""
+    owner = {id(item): txn for txn in txns for item in txn.publishes}
+    parts: dict[int, list[Result]] = {id(txn): [] for txn in txns}
+    out = []
+    for result in results:
+        txn = owner.get(id(result.request))
+        if txn is None:
+            out.append(result)
+        else:
+            parts[id(txn)].append(result)
+    for txn in txns:
+        mine = parts[id(txn)]
+        error = next((r.error for r in mine if r.error is not None), None)
+        stored = sorted({r.request.topic for r in mine if r.error is None})  # type: ignore[union-attr]
+        if error is not None and stored:
+            # One Delta table per topic: what was written to the other topics stays written.
+            error = RuntimeError(f"{error} (its messages to {', '.join(stored)} were stored)")
+        out.append(Result(txn, error=error, value=None if error else [r.value for r in mine]))
+    return out

@@ -1,0 +1,213 @@
+"""Finding the service that runs on a data dir, and calling its admin endpoint.
+
+``sharedsub serve``/``frontend`` write ``<data>/_service.json`` once they listen
+(:func:`write_service_file`) and remove it on a clean stop (:func:`remove_service_file`); a
+killed service leaves it behind, so :func:`running_service` also checks that the recorded pid
+is alive. The CLI's admin commands (``unsubscribe``, ``topics drop``) call
+:func:`call_admin` when a service runs, and work on the tables directly when none does.
+
+Only local data dirs (a path or ``file://``) have the file; on other storage no service is
+ever found.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+from sharedsub.core import layout
+from sharedsub.core.errors import DataDirInUse, ServiceUnavailable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ServiceInfo:
+    """What ``_service.json`` records about a running service."""
+
+    pid: int
+    amqp_host: str
+    amqp_port: int
+    http_host: str | None  # None: the HTTP endpoint is off ([server] http_port = -1)
+    http_port: int | None
+    started_at: float  # seconds since the epoch
+    # Bearer token every POST /admin/... must carry (connectors/http/admin.py); None from an
+    # older service. Only the service's user can read it: the file is 0600 in a 0700 data dir.
+    admin_token: str | None = dataclasses.field(default=None, repr=False)
+    # The amqps listener's port on ``amqp_host`` ([security] tls_port); None: no TLS listener
+    # (or an older service).
+    amqps_port: int | None = None
+
+    @property
+    def amqp_url(self) -> str:
+        """``amqp://HOST:PORT`` as the ready line prints it."""
+        return f"amqp://{self.amqp_host}:{self.amqp_port}"
+
+    @property
+    def amqps_url(self) -> str | None:
+        """``amqps://HOST:TLS_PORT`` as the ready line prints it, or None without a TLS listener."""
+        return None if self.amqps_port is None else f"amqps://{self.amqp_host}:{self.amqps_port}"
+
+    @property
+    def admin_url(self) -> str | None:
+        """Base URL of the HTTP endpoint (a wildcard listen address is reached on loopback)."""
+        if self.http_host is None or self.http_port is None:
+            return None
+        host = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1"}.get(self.http_host, self.http_host)
+        return f"http://[{host}]:{self.http_port}" if ":" in host else f"http://{host}:{self.http_port}"
+
+
+def _local(root: str) -> str | None:
+    path = layout.service_file(root)
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    return None if "://" in path else path
+
+
+def write_service_file(root: str, info: ServiceInfo) -> None:
+    """Record ``info`` (atomically: a temporary file, then rename)."""
+    path = _local(root)
+    if path is None:
+        return
+    # mkstemp creates it 0600; said again here because the file holds the admin token.
+    fd, tmp = tempfile.mkstemp(prefix="._service-", suffix=".tmp", dir=os.path.dirname(path))
+    try:
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w") as fh:
+            json.dump(dataclasses.asdict(info), fh)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+class DataDirLock:
+    """Exclusive ownership of a local data dir by one ``serve``/``frontend`` process.
+
+    An advisory ``flock`` on ``<data>/_owner.lock``, held for the life of the process: the
+    kernel releases it when the process ends however it ends (a SIGKILLed service never blocks
+    its restart), and a second service on the same dir is refused at start instead of writing
+    the same seqs beside the first.
+    """
+
+    def __init__(self, fd: int | None) -> None:
+        self._fd = fd
+
+    def release(self) -> None:
+        """Give the dir up (also done by the process ending)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def own_data_dir(root: str) -> DataDirLock:
+    """Take the data dir for this process (local dirs only; other storage is not locked).
+
+    Raises:
+        DataDirInUse: another live process holds it; the message names its pid and address
+            as its ``_service.json`` records them.
+    """
+    import fcntl
+
+    path = _local(root)
+    if path is None:
+        return DataDirLock(None)
+    # Read-only: flock needs no write access, and a file held open for writing would keep the
+    # file system from being remounted read-only under a running service.
+    fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDONLY | os.O_CREAT, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # a lock file left by an older version may have another mode
+    except OSError:
+        pass  # not ours to change (someone else's file): the lock still works
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        info = read_service_file(root)
+        alive = info is not None and pid_alive(info.pid)
+        address = info.amqp_url if alive and info is not None else None
+        raise DataDirInUse(root, info.pid if alive and info is not None else None, address) from None
+    return DataDirLock(fd)
+
+
+def read_service_file(root: str) -> ServiceInfo | None:
+    """The recorded service (alive or not), or None."""
+    path = _local(root)
+    if path is None:
+        return None
+    try:
+        with open(path) as fh:
+            return ServiceInfo(**json.load(fh))
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def remove_service_file(root: str, pid: int) -> None:
+    """Remove the file if it still names ``pid`` (a newer service's file stays)."""
+    info = read_service_file(root)
+    path = _local(root)
+    if info is not None and info.pid == pid and path is not None:
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
+
+
+def pid_alive(pid: int) -> bool:
+    """True while process ``pid`` exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def running_service(root: str) -> ServiceInfo | None:
+    """The service running on ``root`` now, or None (no file, or its pid is gone)."""
+    info = read_service_file(root)
+    return info if info is not None and pid_alive(info.pid) else None
+
+
+def call_admin(info: ServiceInfo, path: str, body: dict[str, Any], *, timeout: float = 60.0) -> dict[str, Any]:
+    """POST ``body`` to ``path`` of the service's endpoint with the admin token ``_service.json``
+    recorded; return its JSON reply, success (``ok`` true) or a refusal (``ok`` false, see
+    sharedsub.core.admin_rules.error_body; ``unauthorized`` when the token is missing or wrong).
+
+    Raises:
+        ServiceUnavailable: the endpoint is off, unreachable, or answered something not JSON.
+    """
+    base = info.admin_url
+    if base is None:
+        raise ServiceUnavailable(
+            f"a service runs on this data dir (pid {info.pid}) with its HTTP endpoint off "
+            "([server] http_port = -1); enable it, or stop the service to work offline"
+        )
+    headers = {"Content-Type": "application/json"}
+    if info.admin_token:
+        headers["Authorization"] = f"Bearer {info.admin_token}"
+    request = urllib.request.Request(base + path, data=json.dumps(body).encode(), headers=headers, method="POST")
+    deadline = time.monotonic() + timeout
+    try:
+        try:
+            with urllib.request.urlopen(request, timeout=max(1.0, deadline - time.monotonic())) as reply:
+                data = reply.read()
+        except urllib.error.HTTPError as exc:  # refusals come with a JSON body
+            data = exc.read()
+        document = json.loads(data)
+    except (OSError, ValueError) as exc:
+        raise ServiceUnavailable(
+            f"the service on this data dir (pid {info.pid}) did not answer at {base}{path}: {exc}"
+        ) from None
+    if not isinstance(document, dict):
+        raise ServiceUnavailable(f"the service answered {path} with something other than a JSON object")
+    return document
