@@ -23,6 +23,9 @@ DEV = [
     "nbformat==5.11.1",
     "ipykernel==7.4.0",
     "matplotlib==3.11.2",
+    # static checks in the suite (tests/unit/test_static_checks.py; settings in pyproject.toml)
+    "ruff==0.17.6",
+    "mypy==2.4.1",
 ]
 
 setup(
