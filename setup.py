@@ -34,7 +34,8 @@ setup(
     description="JMS 2.0 shared/durable topic subscriptions over AMQP 1.0, stored in Delta Lake, routed by Spark",
     python_requires=">=3.11",
     packages=find_packages(include=["sharedsub", "sharedsub.*", "connectors", "connectors.*", "jobs", "jobs.*"]),
-    package_data={"sharedsub": ["py.typed"]},
+    # The defaults of every setting and of the Spark job ship with the package (one source each).
+    package_data={"sharedsub": ["py.typed"], "sharedsub.core": ["defaults.toml"], "jobs": ["spark-defaults.conf"]},
     install_requires=RUNTIME,
     extras_require={"dev": DEV},
     entry_points={"console_scripts": ["sharedsub = sharedsub.cli:main"]},

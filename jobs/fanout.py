@@ -648,7 +648,7 @@ def wait_first_trigger(query: StreamingQuery, stop: threading.Event, timeout: fl
     """Wait until ``query`` reported its first progress (or ended); False on ``stop``/timeout.
 
     A progress report is written after a micro-batch completes, and after a trigger found
-    nothing new (conf/spark-defaults.conf makes the first idle report immediate).
+    nothing new (jobs/spark-defaults.conf makes the first idle report immediate).
 
     Raises:
         pyspark.errors.StreamingQueryException: the query failed before reporting.
@@ -670,7 +670,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         description="Route topic messages to subscription tables (Spark Structured Streaming).",
     )
     parser.add_argument("--data-dir", help="tables root (default: [storage] data_dir)")
-    parser.add_argument("--config", help="a sharedsub TOML file on top of conf/sharedsub.toml")
+    parser.add_argument("--config", help="a sharedsub TOML file on top of sharedsub/core/defaults.toml")
     parser.add_argument("--trigger-interval", type=float, help="seconds between micro-batches (0 = back to back)")
     parser.add_argument("--available-now", action="store_true", help="route what is there now, then exit 0")
     parser.add_argument("--checkpoint", help="Spark checkpoint dir (default: <data-dir>/_checkpoints/fanout)")

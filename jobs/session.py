@@ -1,7 +1,7 @@
 """The fan-out job's SparkSession: local by default, or whatever spark-submit provides.
 
 ``build_session(settings)`` is the one place a SparkSession is configured. It applies
-conf/spark-defaults.conf and ``[fanout] spark_master``, makes Python workers run this interpreter
+jobs/spark-defaults.conf and ``[fanout] spark_master``, makes Python workers run this interpreter
 (the venv: workers import pyarrow, deltalake and sharedsub; feasibility gotcha 4) and registers
 the ``sharedsub_topics`` data source.
 
@@ -28,7 +28,7 @@ from jobs import delta_connector
 from jobs.deltars_source import TopicsDataSource
 from sharedsub.core.config import Settings
 
-SPARK_DEFAULTS = Path(__file__).resolve().parent.parent / "conf" / "spark-defaults.conf"
+SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
 APP_NAME = "sharedsub-fanout"
 
 # Only for local masters: bind to loopback so a laptop's odd hostname or VPN does not matter.

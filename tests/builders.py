@@ -15,6 +15,7 @@ from typing import Any
 import pyarrow as pa
 
 from sharedsub.core import layout
+from sharedsub.core.config import MaintenanceSettings, defaults
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.storage import catalog, delta, schemas
 
@@ -130,3 +131,8 @@ def routed(root: str, record: SubscriptionRecord) -> list[dict[str, Any]]:
 def routed_seqs(root: str, record: SubscriptionRecord) -> list[int]:
     """``seq`` of every row of ``record``'s table, in append order."""
     return [r["seq"] for r in routed(root, record)]
+
+
+def maintenance_policy(**changes: Any) -> MaintenanceSettings:
+    """The packaged ``[maintenance]`` defaults with ``changes`` applied (the maintenance policy)."""
+    return dataclasses.replace(defaults().maintenance, **changes)

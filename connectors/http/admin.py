@@ -1,7 +1,7 @@
 """The HTTP endpoint of ``sharedsub serve`` / ``frontend``: metrics, health and admin calls.
 
 A stdlib ``ThreadingHTTPServer`` on a daemon thread (one thread per request), listening on
-``[server] http_host``:``http_port`` (0 = a free port; -1 = off; see conf/sharedsub.toml). It
+``[server] http_host``:``http_port`` (0 = a free port; -1 = off; see sharedsub/core/defaults.toml). It
 knows nothing about sharedsub: it dispatches on a **route table**, a dict
 ``(method, path) -> handler``, and turns what handlers return or raise into HTTP replies.
 

@@ -1,6 +1,6 @@
 """The ``sharedsub`` command line: serve, frontend, topics, subscriptions, backlog, selector.
 
-Configuration is read here (and in jobs/*.main) only: conf/sharedsub.toml, then ``--config``,
+Configuration is read here (and in jobs/*.main) only: sharedsub/core/defaults.toml, then ``--config``,
 then SHAREDSUB_* environment variables, then flags.
 
 ``subscriptions list|show``, ``backlog`` and ``selector check`` only read: they open the data
@@ -59,7 +59,7 @@ EPILOG = """exit codes: 0 done, 1 failure, 2 usage or invalid input (or an ambig
 
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="directory holding the tables (default: storage.data_dir, ./data)")
-    p.add_argument("--config", help="TOML file with settings on top of conf/sharedsub.toml")
+    p.add_argument("--config", help="TOML file with settings on top of sharedsub/core/defaults.toml")
 
 
 def _server_flags(p: argparse.ArgumentParser) -> None:

@@ -1,4 +1,8 @@
-"""Settings: conf/sharedsub.toml defaults, then SHAREDSUB_* environment overrides, then flags.
+"""Settings: the packaged defaults, then a ``--config`` file, SHAREDSUB_* environment overrides, flags.
+
+The defaults have one source: ``defaults.toml`` beside this module (shipped with the package,
+every key documented there). The dataclasses below declare the keys and their types only; a key
+the file lacks is an error of the package, caught by tests/unit/test_config.py.
 
 ``parse_settings`` is pure; ``load_settings`` reads files and is called only by entry points.
 """
@@ -6,100 +10,102 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib.resources
 import os
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from sharedsub.core.errors import ConfigError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "sharedsub.toml"
+DEFAULTS_RESOURCE = "defaults.toml"
+"""The packaged defaults file, a resource of this package (``sharedsub/core/defaults.toml``)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ServerSettings:
     """[server]: the AMQP listener."""
 
-    host: str = "127.0.0.1"
-    port: int = 5672
-    auto_create_topics: bool = False
-    shared_consumer_limit: int = 0  # 0 = unlimited
-    max_message_size: int = 1024 * 1024  # bytes of one published message; 0 = unlimited
-    max_transaction_messages: int = 10000  # messages one transaction may publish; 0 = unlimited
-    max_transaction_bytes: int = 64 * 1024 * 1024  # bytes one transaction may publish; 0 = unlimited
-    idle_timeout: float = 60.0  # seconds without a frame before a connection is dropped; 0 = never
-    max_connections: int = 1000  # 0 = unlimited
-    max_sessions_per_connection: int = 256  # 0 = unlimited
-    max_links_per_connection: int = 1024  # 0 = unlimited
+    host: str
+    port: int
+    auto_create_topics: bool
+    shared_consumer_limit: int  # 0 = unlimited
+    max_message_size: int  # bytes of one published message; 0 = unlimited
+    max_transaction_messages: int  # messages one transaction may publish; 0 = unlimited
+    max_transaction_bytes: int  # bytes one transaction may publish; 0 = unlimited
+    idle_timeout: float  # seconds without a frame before a connection is dropped; 0 = never
+    max_connections: int  # 0 = unlimited
+    max_sessions_per_connection: int  # 0 = unlimited
+    max_links_per_connection: int  # 0 = unlimited
     # HTTP endpoint (metrics, health, admin calls): connectors/http.
     # Loopback unless set: the endpoint's GETs need no token ("" = 127.0.0.1 too).
-    http_host: str = "127.0.0.1"
-    http_port: int = 0  # 0 = a free port (recorded in <data>/_service.json); -1 = off
-    http_request_timeout: float = 10.0  # seconds one HTTP request may take (slow clients are cut off)
-    http_max_connections: int = 64  # HTTP connections served at once; more are answered 503
-    metrics_backlog_interval: float = 5.0  # seconds a computed backlog serves scrapes
+    http_host: str
+    http_port: int  # 0 = a free port (recorded in <data>/_service.json); -1 = off
+    http_request_timeout: float  # seconds one HTTP request may take (slow clients are cut off)
+    http_max_connections: int  # HTTP connections served at once; more are answered 503
+    metrics_backlog_interval: float  # seconds a computed backlog serves scrapes
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class StorageSettings:
     """[storage]: where the tables live."""
 
-    data_dir: str = "./data"
-    fsync: bool = True  # force each topic, catalog and ack-log commit to disk before settling
+    data_dir: str
+    fsync: bool  # force each topic, catalog and ack-log commit to disk before settling
     # Seconds a write the data dir cannot take (no space, quota, read-only) is held and retried
     # before publishes waiting on it are refused (sharedsub.core.write_faults); 0 = refuse at once.
-    full_disk_timeout: float = 60.0
+    full_disk_timeout: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PublishSettings:
     """[publish]: publisher credit and group commit."""
 
-    credit: int = 1000
-    max_batch_messages: int = 5000
-    max_batch_bytes: int = 16 * 1024 * 1024
-    max_uncommitted_bytes: int = 256 * 1024 * 1024  # over all publishers; 0 = unlimited
+    credit: int
+    max_batch_messages: int
+    max_batch_bytes: int
+    max_uncommitted_bytes: int  # over all publishers; 0 = unlimited
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class DeliverySettings:
     """[delivery]: tailing subscription tables."""
 
-    poll_interval: float = 0.005
-    payload_cache_bytes: int = 128 * 1024 * 1024
-    max_delivery_count: int = 10  # failed deliveries before the dead-letter table; 0 = unlimited
+    poll_interval: float
+    payload_cache_bytes: int
+    max_delivery_count: int  # failed deliveries before the dead-letter table; 0 = unlimited
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class FanoutSettings:
     """[fanout]: the Spark job."""
 
-    spark_master: str = "local[2]"
-    trigger_interval: float = 0.0
-    max_commits_per_batch: int = 1000
-    startup_timeout: float = 180.0
+    spark_master: str
+    trigger_interval: float
+    max_commits_per_batch: int
+    startup_timeout: float
     # Seconds between commit attempts on a subscription table whose commit failed (its rows are
     # parked meanwhile; jobs/fanout.py, sharedsub.core.fanout_faults).
-    table_retry_interval: float = 5.0
+    table_retry_interval: float
     # /health lists a topic as stalled once a commit of it has waited this long to be routed.
-    stalled_after: float = 60.0
+    stalled_after: float
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
-    source: str = "deltars"
+    source: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MaintenanceSettings:
     """[maintenance]: compaction, vacuum and history retention (sharedsub.runtime.maintenance)."""
 
-    interval: float = 3600.0  # seconds between runs; 0 = maintenance off
-    history_retention_hours: int = 168  # time travel and replay reach this far back
-    compact_min_files: int = 16  # compact a table once it has this many data files
-    min_acked_rows: int = 1000  # delete acknowledged rows once at least this many can go
+    interval: float  # seconds between runs; 0 = maintenance off
+    history_retention_hours: int  # time travel and replay reach this far back
+    compact_min_files: int  # compact a table once it has this many data files
+    min_acked_rows: int  # delete acknowledged rows once at least this many can go
     # A topic row is kept at least this long after it was published (hours); -1 = the history
     # retention. Routing, open subscriptions and replays hold rows longer (sharedsub.core.retention).
-    topic_retention_hours: int = -1
+    topic_retention_hours: int
 
     @property
     def topic_retention(self) -> int:
@@ -112,8 +118,8 @@ class MaintenanceSettings:
 class LogSettings:
     """[log]: what serve, frontend and the fan-out job write to stderr (sharedsub.runtime.logformat)."""
 
-    format: str = "text"  # text | json (one JSON object per line)
-    level: str = "INFO"  # DEBUG | INFO | WARNING | ERROR
+    format: str  # text | json (one JSON object per line)
+    level: str  # DEBUG | INFO | WARNING | ERROR
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -121,22 +127,22 @@ class SecuritySettings:
     """[security]: SASL and TLS of the AMQP listeners (connectors/amqp/secure_listener.py)."""
 
     # Offered to clients with a user name and password (checked against the users file).
-    mechanisms: str = "SCRAM-SHA-512 SCRAM-SHA-256 PLAIN"
+    mechanisms: str
     # "auto": allowed while the users file holds no user (the behaviour before users existed);
     # "true": always allowed; "false": never. Anonymous = SASL ANONYMOUS or no SASL layer at all.
-    anonymous: str = "auto"
-    users_file: str = ""  # "" = <data_dir>/_users.json
+    anonymous: str
+    users_file: str  # "" = <data_dir>/_users.json
     # TOML grants of publish/consume/manage on topic patterns (sharedsub.core.permissions); "" = none:
     # every connection may publish and consume everywhere, nobody manages over AMQP.
-    permissions_file: str = ""
-    tls_port: int = -1  # amqps listener on [server] host: -1 = off, 0 = a free port
-    tls_cert: str = ""  # PEM certificate chain of the amqps listener
-    tls_key: str = ""  # PEM private key ("" = in tls_cert)
-    tls_ca: str = ""  # PEM CA certificates that client certificates are checked against ("" = none asked)
-    require_client_cert: bool = False  # refuse TLS clients without a certificate the CA verified
-    external: bool = False  # offer SASL EXTERNAL: the client certificate's subject CN is the user
-    auth_timeout: float = 10.0  # seconds a connection may take for TLS and SASL before it is closed
-    max_authenticating: int = 256  # connections in TLS or SASL at once; more are closed at accept
+    permissions_file: str
+    tls_port: int  # amqps listener on [server] host: -1 = off, 0 = a free port
+    tls_cert: str  # PEM certificate chain of the amqps listener
+    tls_key: str  # PEM private key ("" = in tls_cert)
+    tls_ca: str  # PEM CA certificates that client certificates are checked against ("" = none asked)
+    require_client_cert: bool  # refuse TLS clients without a certificate the CA verified
+    external: bool  # offer SASL EXTERNAL: the client certificate's subject CN is the user
+    auth_timeout: float  # seconds a connection may take for TLS and SASL before it is closed
+    max_authenticating: int  # connections in TLS or SASL at once; more are closed at accept
 
     @property
     def anonymous_mode(self) -> str:
@@ -161,14 +167,14 @@ LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 class Settings:
     """All settings; frozen, passed down from the entry point."""
 
-    server: ServerSettings = ServerSettings()
-    storage: StorageSettings = StorageSettings()
-    publish: PublishSettings = PublishSettings()
-    delivery: DeliverySettings = DeliverySettings()
-    fanout: FanoutSettings = FanoutSettings()
-    maintenance: MaintenanceSettings = MaintenanceSettings()
-    log: LogSettings = LogSettings()
-    security: SecuritySettings = SecuritySettings()
+    server: ServerSettings
+    storage: StorageSettings
+    publish: PublishSettings
+    delivery: DeliverySettings
+    fanout: FanoutSettings
+    maintenance: MaintenanceSettings
+    log: LogSettings
+    security: SecuritySettings
 
     @property
     def data_dir(self) -> str:
@@ -332,7 +338,7 @@ def parse_settings(
     Raises:
         ConfigError: an unknown section or key, or a value of the wrong type or range.
     """
-    values: dict[str, dict[str, Any]] = {name: {} for name in _SECTIONS}
+    values: dict[str, dict[str, Any]] = {name: dict(body) for name, body in default_document().items()}
     for section, body in document.items():
         if section not in _SECTIONS:
             raise ConfigError(section, f"unknown section (known: {', '.join(_SECTIONS)})")
@@ -360,10 +366,35 @@ def parse_settings(
             if key not in fields:
                 raise ConfigError(f"{section}.{key}", f"unknown key (known: {', '.join(fields)})")
             kwargs[key] = _coerce(f"{section}.{key}", value, fields[key].type)
+        for key in fields.keys() - kwargs.keys():
+            raise ConfigError(f"{section}.{key}", f"no value: the packaged {DEFAULTS_RESOURCE} must give every key one")
         built[section] = cls(**kwargs)
     settings = Settings(**built)
     _check(settings)
     return settings
+
+
+@functools.cache
+def default_document() -> Mapping[str, Mapping[str, Any]]:
+    """The packaged defaults as a TOML document (read once; the single source of every default).
+
+    Raises:
+        ConfigError: the packaged file is missing a section table or is not valid TOML.
+    """
+    text = importlib.resources.files(__package__).joinpath(DEFAULTS_RESOURCE).read_text(encoding="utf-8")
+    try:
+        document = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(DEFAULTS_RESOURCE, f"not valid TOML: {exc}") from None
+    for section in _SECTIONS:
+        if not isinstance(document.get(section), dict):
+            raise ConfigError(DEFAULTS_RESOURCE, f"has no [{section}] table")
+    return document
+
+
+def defaults() -> Settings:
+    """The settings with nothing overridden: the packaged ``defaults.toml`` alone."""
+    return parse_settings({})
 
 
 def load_settings(
@@ -371,21 +402,19 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     overrides: Mapping[str, Any] | None = None,
 ) -> Settings:
-    """Read the defaults file (and ``path`` on top of it), then apply environment and flag overrides."""
+    """Read ``path`` (a TOML file of overrides) over the packaged defaults, then apply environment
+    and flag overrides.
+
+    Raises:
+        ConfigError: ``path`` does not exist or is not valid TOML, or a value is invalid.
+    """
     document: dict[str, Any] = {}
-    for p in (DEFAULT_CONFIG, path):
-        if p is None or not os.path.exists(p):
-            if p is not None and p != DEFAULT_CONFIG:
-                raise ConfigError("--config", f"file {str(p)!r} does not exist")
-            continue
-        with open(p, "rb") as fh:
+    if path is not None:
+        if not os.path.exists(path):
+            raise ConfigError("--config", f"file {str(path)!r} does not exist")
+        with open(path, "rb") as fh:
             try:
-                loaded = tomllib.load(fh)
+                document = tomllib.load(fh)
             except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(str(p), f"not valid TOML: {exc}") from None
-        for section, body in loaded.items():
-            if isinstance(body, dict):
-                document.setdefault(section, {}).update(body)
-            else:
-                document[section] = body
+                raise ConfigError(str(path), f"not valid TOML: {exc}") from None
     return parse_settings(document, environ if environ is not None else os.environ, overrides)

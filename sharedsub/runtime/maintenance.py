@@ -94,7 +94,7 @@ log = logging.getLogger(__name__)
 
 
 Policy = MaintenanceSettings
-"""The ``[maintenance]`` settings are the policy (documented in conf/sharedsub.toml)."""
+"""The ``[maintenance]`` settings are the policy (documented in sharedsub/core/defaults.toml)."""
 
 
 @dataclasses.dataclass(slots=True)

@@ -42,7 +42,7 @@ from typing import Any
 
 from sharedsub.cli.replay_client import request_replay
 from sharedsub.core import layout
-from sharedsub.core.config import FanoutSettings
+from sharedsub.core.config import defaults
 from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
 from tests.crash.driver import (
@@ -76,7 +76,7 @@ MAINTENANCE_WHERE = ("shared", "durable", "topic", "any")
 # first start may take from its query's start to its first micro-batch; the margin covers the
 # start of serve and of the JVM before it. A slower start is retried by the supervisor and still
 # ends in a ready line, but one that needs a retry under this load is a finding.
-STARTUP_TIMEOUT = FanoutSettings().startup_timeout
+STARTUP_TIMEOUT = defaults().fanout.startup_timeout
 READY_MARGIN = 60.0
 _REPORT = re.compile(r"maintenance: Report\((?P<fields>.*)\)\s*$")
 _COUNT = re.compile(r"(\w+)=(-?\d+)\b")

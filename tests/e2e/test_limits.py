@@ -1,7 +1,7 @@
 """Delivery limits end to end: max_delivery_count to the dead-letter table, message expiry
 (ttl and absolute-expiry-time), the message size limit, and publish order for one consumer.
 Real ``sharedsub serve`` with its default configuration (max_delivery_count 10,
-max_message_size 1 MiB, conf/sharedsub.toml)."""
+max_message_size 1 MiB, sharedsub/core/defaults.toml)."""
 
 from __future__ import annotations
 
@@ -20,8 +20,8 @@ from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
 
-MAX_DELIVERY_COUNT = 10  # conf/sharedsub.toml [delivery]
-MAX_MESSAGE_SIZE = 1024 * 1024  # conf/sharedsub.toml [server]
+MAX_DELIVERY_COUNT = 10  # sharedsub/core/defaults.toml [delivery]
+MAX_MESSAGE_SIZE = 1024 * 1024  # sharedsub/core/defaults.toml [server]
 
 
 def test_max_delivery_count_sends_to_the_dead_letter_table(service: ServeProcess, topic: str) -> None:

@@ -2,7 +2,7 @@
 
 This is the cluster layout of the README ("Running the two halves separately") on one machine:
 the front end alone serves AMQP, the fan-out runs under the spark-submit of the pyspark package
-(with conf/spark-defaults.conf as its properties file, PYSPARK_PYTHON the venv's python), and
+(with jobs/spark-defaults.conf as its properties file, PYSPARK_PYTHON the venv's python), and
 both meet only in the tables under the data dir, which the job is given as a ``file://`` URI.
 """
 
@@ -38,7 +38,7 @@ class SparkSubmit:
         env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
         cmd = [
             str(SPARK_SUBMIT),
-            "--properties-file", str(PROJECT / "conf" / "spark-defaults.conf"),
+            "--properties-file", str(PROJECT / "jobs" / "spark-defaults.conf"),
             "--master", "local[2]",
             str(PROJECT / "jobs" / "fanout.py"),
             "--data-dir", data_uri,

@@ -29,11 +29,11 @@ from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
 from sharedsub.runtime.committer import Ack, Committer, Publish, Result, SaveSubscription
-from sharedsub.runtime.maintenance import Policy
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import delta
 from sharedsub.storage import retention as stored
 from tests import builders as b
+from tests.builders import maintenance_policy
 from tests.spark.conftest import make_settings, run_available_now, wait_until
 from tests.storage.test_committer import Collector
 
@@ -134,7 +134,7 @@ def test_spark_reads_topic_and_subscription_tables_at_every_version_as_delta_rs_
     sub = layout.join(root, billing.table)
     before_maintenance = delta.latest_version(sub)
     report = maintenance.run_once(
-        root, Policy(history_retention_hours=168, compact_min_files=2, min_acked_rows=1, topic_retention_hours=0)
+        root, maintenance_policy(history_retention_hours=168, compact_min_files=2, min_acked_rows=1, topic_retention_hours=0)
     )
     assert report.errors == 0, report
     assert report.acked_rows_deleted == 6 and report.files_compacted > 0, report

@@ -11,9 +11,9 @@ from pyspark.sql import SparkSession
 
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
-from sharedsub.runtime.maintenance import Policy
 from sharedsub.storage import delta, schemas
 from tests import builders as b
+from tests.builders import maintenance_policy
 from tests.spark.conftest import make_settings, run_available_now
 
 pytestmark = pytest.mark.spark
@@ -51,7 +51,7 @@ def test_trimmed_and_compacted_topic_files_are_not_routed_again(spark: SparkSess
     # the topic's log is cleaned up to the routed part.
     _ack_all(root, plain, list(range(30)))
     b.publish(root, "t", ["k"] * 5)
-    policy = Policy(history_retention_hours=0, topic_retention_hours=0, compact_min_files=3, min_acked_rows=1000)
+    policy = maintenance_policy(history_retention_hours=0, topic_retention_hours=0, compact_min_files=3, min_acked_rows=1000)
     first = maintenance.run_once(root, policy)
     assert first.errors == 0 and first.files_compacted >= 6 and first.topic_rows_deleted == 0, first
     run_available_now(spark, settings)

@@ -1,4 +1,4 @@
-"""The fan-out SparkSession: conf/spark-defaults.conf applied, data source registered."""
+"""The fan-out SparkSession: jobs/spark-defaults.conf applied, data source registered."""
 
 from __future__ import annotations
 

@@ -10,10 +10,9 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
-from sharedsub.runtime.maintenance import Policy
 from sharedsub.storage import delta, schemas
 from sharedsub.storage.backlog import subscription_backlog
-from tests.builders import register, subscription
+from tests.builders import maintenance_policy, register, subscription
 
 T0 = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
 
@@ -72,7 +71,7 @@ def test_acknowledged_rows_below_the_watermark_go_and_the_backlog_stays(tmp_path
     backlog_before = subscription_backlog(root, key, 1)
     files_before = delta.data_file_count(table)
 
-    report = maintenance.run_once(root, Policy(history_retention_hours=168, compact_min_files=5, min_acked_rows=100))
+    report = maintenance.run_once(root, maintenance_policy(history_retention_hours=168, compact_min_files=5, min_acked_rows=100))
 
     assert report.errors == 0, report
     assert report.acked_rows_deleted == 700  # 0..699: 700 is unsettled, so nothing above it goes
@@ -97,7 +96,7 @@ def test_acknowledged_rows_below_the_watermark_go_and_the_backlog_stays(tmp_path
 def test_zero_retention_vacuums_the_rewritten_files(tmp_path: str) -> None:
     root = str(tmp_path)
     table, _, _ = _setup(root)
-    report = maintenance.run_once(root, Policy(history_retention_hours=0, compact_min_files=5, min_acked_rows=100))
+    report = maintenance.run_once(root, maintenance_policy(history_retention_hours=0, compact_min_files=5, min_acked_rows=100))
     assert report.errors == 0, report
     assert report.files_vacuumed > 0
     on_disk = {os.path.join(table, f) for f in os.listdir(table) if f.endswith(".parquet")}
@@ -108,7 +107,7 @@ def test_zero_retention_vacuums_the_rewritten_files(tmp_path: str) -> None:
 def test_nothing_is_deleted_below_the_minimum_or_without_a_watermark(tmp_path: str) -> None:
     root = str(tmp_path)
     table, _, _ = _setup(root, commits=3)
-    report = maintenance.run_once(root, Policy(compact_min_files=100, min_acked_rows=1000))
+    report = maintenance.run_once(root, maintenance_policy(compact_min_files=100, min_acked_rows=1000))
     assert report.acked_rows_deleted == 0 and report.files_compacted == 0
     assert _seqs(table) == list(range(300))
 
@@ -123,9 +122,9 @@ def test_old_generations_go_after_the_retention_and_the_current_one_stays(tmp_pa
     delta.TableAppender(layout.join(root, second.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5, 8)))
     base = os.path.join(root, "subscriptions", first.key)
 
-    soon = maintenance.run_once(root, Policy(history_retention_hours=24), now=T0 + dt.timedelta(hours=2))
+    soon = maintenance.run_once(root, maintenance_policy(history_retention_hours=24), now=T0 + dt.timedelta(hours=2))
     assert soon.generations_removed == 0 and sorted(os.listdir(base)) == ["acks-g1", "g1", "g2"]
 
-    later = maintenance.run_once(root, Policy(history_retention_hours=24), now=T0 + dt.timedelta(days=2))
+    later = maintenance.run_once(root, maintenance_policy(history_retention_hours=24), now=T0 + dt.timedelta(days=2))
     assert later.generations_removed == 1 and sorted(os.listdir(base)) == ["g2"]
     assert _seqs(layout.join(root, second.table)) == [5, 6, 7]

@@ -15,12 +15,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharedsub.core import layout
+from sharedsub.core.config import MaintenanceSettings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
-from sharedsub.runtime.maintenance import Policy
 from sharedsub.storage import delta, schemas
 from sharedsub.storage.catalog import CatalogReader, load_catalog
 from tests import builders as b
+from tests.builders import maintenance_policy
 
 NOW = dt.datetime.now(dt.UTC)  # builders publish at T0 (2026-01-01) + seq seconds: long ago
 
@@ -70,8 +71,8 @@ def topic_seqs(root: str, topic: str) -> list[int]:
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
-def no_compaction(**overrides: int) -> Policy:
-    return Policy(
+def no_compaction(**overrides: int) -> MaintenanceSettings:
+    return maintenance_policy(
         **{
             "history_retention_hours": 168, "compact_min_files": 1000, "min_acked_rows": 1000, "topic_retention_hours": 0,
             **overrides,
@@ -189,7 +190,7 @@ def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: 
     before = delta.latest_version(table)
 
     # No history kept: vacuum deletes the compacted originals at once.
-    policy = Policy(history_retention_hours=0, compact_min_files=5, min_acked_rows=1000, topic_retention_hours=168)
+    policy = maintenance_policy(history_retention_hours=0, compact_min_files=5, min_acked_rows=1000, topic_retention_hours=168)
     report = maintenance.run_once(root, policy, now=NOW)
 
     assert report.errors == 0, report
@@ -218,7 +219,7 @@ def test_superseded_catalog_revisions_go_and_numbering_continues(tmp_path: Path)
     before = dict(tailing.refresh())
     now = b.T0 + dt.timedelta(days=30)  # every revision is older than the retention
 
-    report = maintenance.run_once(root, Policy(history_retention_hours=168, compact_min_files=2), now=now)
+    report = maintenance.run_once(root, maintenance_policy(history_retention_hours=168, compact_min_files=2), now=now)
 
     assert report.errors == 0, report
     # a's first revision and the deleted plain consumer (no tables left) go; the newest stay.
@@ -241,7 +242,7 @@ def test_a_non_durable_subscriptions_tables_go_at_the_first_run_after_it_ended(t
         for part in range(3):  # small commits: the active tables are compacted like any other
             route(root, rec, [part])
         ack(root, rec, [0])
-    report = maintenance.run_once(root, Policy(compact_min_files=3), now=NOW)
+    report = maintenance.run_once(root, maintenance_policy(compact_min_files=3), now=NOW)
     assert report.files_compacted >= 4 and report.generations_removed == 0
     b.delete(root, v1)
     b.delete(root, d1)
@@ -249,12 +250,12 @@ def test_a_non_durable_subscriptions_tables_go_at_the_first_run_after_it_ended(t
     keys = os.path.join(root, "subscriptions")
 
     # No fan-out checkpoint: the fan-out may route to them with a catalog read before the end.
-    assert maintenance.run_once(root, Policy(), now=later).generations_removed == 0
+    assert maintenance.run_once(root, maintenance_policy(), now=later).generations_removed == 0
     # A batch in flight that was planned before the catalog's last commit: still not.
     offsets = checkpoint(root, 0, {"t": 1}, committed=False)
     os.utime(offsets, (0, 0))
-    assert maintenance.run_once(root, Policy(), now=later).generations_removed == 0
+    assert maintenance.run_once(root, maintenance_policy(), now=later).generations_removed == 0
     # Nothing in flight: the non-durable one's tables and directory go; the durable one's wait.
     checkpoint(root, 0, {"t": 1})
-    assert maintenance.run_once(root, Policy(), now=later).generations_removed == 1
+    assert maintenance.run_once(root, maintenance_policy(), now=later).generations_removed == 1
     assert os.listdir(keys) == [d1.key]

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+
 import pytest
 
-from sharedsub.core.config import load_settings, parse_settings
+from sharedsub.core import config
+from sharedsub.core.config import defaults, load_settings, parse_settings
 from sharedsub.core.errors import ConfigError
 
 
@@ -13,6 +19,36 @@ def test_defaults_file_loads() -> None:
     assert s.server.port == 5672
     assert s.server.auto_create_topics is False
     assert s.publish.credit > 0
+
+
+def test_the_packaged_file_is_the_one_source_of_defaults() -> None:
+    """Every key has its default in sharedsub/core/defaults.toml and nowhere in the code: the
+    dataclasses declare types only, and the file holds no key the code does not know."""
+    packaged = tomllib.loads(files("sharedsub.core").joinpath("defaults.toml").read_text())
+    for section, cls in config._SECTIONS.items():
+        fields = dataclasses.fields(cls)
+        assert all(f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING for f in fields), cls
+        assert set(packaged[section]) == {f.name for f in fields}, section
+    assert set(packaged) == set(config._SECTIONS)
+    assert all(f.default is dataclasses.MISSING for f in dataclasses.fields(config.Settings))
+    assert defaults() == load_settings(environ={})
+
+
+def test_a_file_overrides_only_the_keys_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "site.toml"
+    path.write_text("[server]\nport = 5673\n")
+    s = load_settings(path, environ={})
+    assert (s.server.port, s.server.host, s.publish.credit) == (5673, defaults().server.host, defaults().publish.credit)
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_settings(tmp_path / "missing.toml", environ={})
+    (tmp_path / "bad.toml").write_text("[server\n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_settings(tmp_path / "bad.toml", environ={})
+
+
+def test_the_setup_ships_the_defaults_with_the_package() -> None:
+    setup = (Path(__file__).resolve().parents[2] / "setup.py").read_text()
+    assert '"sharedsub.core": ["defaults.toml"]' in setup and '"jobs": ["spark-defaults.conf"]' in setup
 
 
 def test_maintenance_defaults_and_environment() -> None:
@@ -87,7 +123,7 @@ def test_observability_defaults_and_overrides() -> None:
 
 
 def test_full_disk_timeout_default_and_zero() -> None:
-    assert load_settings(environ={}).storage.full_disk_timeout == 60.0  # conf/sharedsub.toml
+    assert load_settings(environ={}).storage.full_disk_timeout == 60.0  # sharedsub/core/defaults.toml
     assert parse_settings({}, {"SHAREDSUB_STORAGE_FULL_DISK_TIMEOUT": "0"}).storage.full_disk_timeout == 0.0
 
 
