@@ -20,6 +20,7 @@ import threading
 import time
 from typing import Any
 
+from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
@@ -67,7 +68,7 @@ def start_http(server: Any, settings: Settings) -> Any:
     http = AdminHttpServer(
         host,
         settings.server.http_port,
-        build_routes(server),
+        build_routes(FrontEndOperations(server)),
         request_timeout=settings.server.http_request_timeout,
         max_connections=settings.server.http_max_connections,
     )  # a random admin token, recorded in _service.json (0600) for the CLI

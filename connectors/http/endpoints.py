@@ -22,7 +22,9 @@ POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{
 status codes).
 
 Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
-sharedsub.core.admin_rules). Admin calls run on the reactor thread (FrontEndServer.call).
+sharedsub.core.admin_rules). The endpoint sees the service only through
+sharedsub.runtime.operations.ServiceOperations: reads are copies, admin calls run on the front
+end's reactor thread.
 """
 
 from __future__ import annotations
@@ -33,14 +35,13 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from connectors.amqp import admin_ops, replays
-from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import Reply, Request, Routes
 from sharedsub.core import metrics
 from sharedsub.core.errors import ConfigError
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.replay import parse_point
 from sharedsub.core.stage_timing import merged, stage_family, stages_from_json
+from sharedsub.runtime.operations import ServiceOperations
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
@@ -65,16 +66,16 @@ class MetricsView:
     reuse the last values).
     """
 
-    def __init__(self, server: FrontEndServer, backlog_interval: float) -> None:
-        self._server = server
-        self._root = server.settings.data_dir
+    def __init__(self, ops: ServiceOperations, backlog_interval: float) -> None:
+        self._ops = ops
+        self._root = ops.settings.data_dir
         self._interval = backlog_interval
         self._lock = threading.Lock()
         self._backlog: list[tuple[SubscriptionRecord, int, int]] = []
         self._backlog_at = -1e18
 
     def _records(self) -> list[SubscriptionRecord]:
-        return sorted(self._server.handler.subscriptions.records.copy().values(), key=lambda r: r.key)
+        return self._ops.subscriptions()
 
     def _backlogs(self) -> list[tuple[SubscriptionRecord, int, int]]:
         with self._lock:
@@ -89,7 +90,7 @@ class MetricsView:
 
     def families(self) -> list[metrics.Family]:
         """Every family of a scrape."""
-        snapshot = self._server.handler.counters.snapshot()
+        snapshot = self._ops.counters()
         out = metrics.counter_families(snapshot)
         backlogs = self._backlogs()
         out.append(
@@ -107,7 +108,7 @@ class MetricsView:
                 [({"topic": r.topic, "subscription": r.key}, float(b)) for r, _, b in backlogs],
             )
         )
-        state = self._server.handler.subscriptions.delivery_state_sizes()
+        state = self._ops.delivery_state_sizes()
         out.append(
             metrics.gauge(
                 "sharedsub_delivery_state_seqs",
@@ -122,20 +123,20 @@ class MetricsView:
         out.extend(self._storage_families())
         # The front end's stages and the fan-out job's (from its statistics file), one family.
         fanout_stages = stages_from_json(stats.get("stages"))
-        out.append(stage_family(merged(self._server.handler.stages.snapshot().items(), fanout_stages.items())))
+        out.append(stage_family(merged(self._ops.stages().items(), fanout_stages.items())))
         return out
 
     def _storage_families(self) -> list[metrics.Family]:
         """Whether the data dir takes the front end's writes, how often it refused them, its free space."""
-        committer = self._server.handler.committer
-        errors = committer.write_errors.copy()
+        errors = self._ops.write_errors()
+        writable = self._ops.storage_status()["writable"]
         free = diskspace.free_bytes(self._root)
         return [
             metrics.gauge(
                 "sharedsub_storage_writable",
                 "1 while the data dir takes the front end's writes; 0 during a storage fault (no space "
                 "left, over quota, read-only file system): publishes are held, then refused.",
-                [({}, 0.0 if committer.fault is not None else 1.0)],
+                [({}, 1.0 if writable else 0.0)],
             ),
             metrics.counter(
                 "sharedsub_storage_write_errors_total",
@@ -152,9 +153,9 @@ class MetricsView:
 
     def _supervision_families(self) -> list[metrics.Family]:
         """Whether the embedded fan-out job runs, and how often it was restarted (``serve`` only)."""
-        if self._server.fanout_status is None:
+        status = self._ops.fanout_status()
+        if status is None:
             return []
-        status = self._server.fanout_status()
         return [
             metrics.gauge(
                 "sharedsub_fanout_up",
@@ -253,7 +254,7 @@ def failing_subscriptions(stats: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def fanout_problems(server: FrontEndServer, stats: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def fanout_problems(ops: ServiceOperations, stats: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
     """What /health reports about routing besides the job's state.
 
     ``failing_subscriptions``: subscription tables the fan-out cannot commit to
@@ -268,39 +269,40 @@ def fanout_problems(server: FrontEndServer, stats: Mapping[str, Any]) -> dict[st
     ``ok``/``status`` or on the metrics. ``"status": "down"`` (HTTP 503) is the fan-out job (or
     the data dir) not working at all; ``"ok"`` (200, ``ok`` true) is everything working.
     """
-    topics = {r.topic for r in server.handler.subscriptions.records.copy().values()}
-    lags = topic_lags(server.settings.data_dir, stats, topics, time.time())
-    threshold = server.settings.fanout.stalled_after
+    topics = {r.topic for r in ops.subscriptions()}
+    lags = topic_lags(ops.settings.data_dir, stats, topics, time.time())
+    threshold = ops.settings.fanout.stalled_after
     return {
         "failing_subscriptions": failing_subscriptions(stats),
         "stalled_topics": [{"topic": t, "lag_seconds": round(v, 3)} for t, v in sorted(lags.items()) if v > threshold],
     }
 
 
-def build_routes(server: FrontEndServer) -> Routes:
-    """The route table of ``server``'s HTTP endpoint (add routes here)."""
-    view = MetricsView(server, server.settings.server.metrics_backlog_interval)
+def build_routes(ops: ServiceOperations) -> Routes:
+    """The route table of the HTTP endpoint of the service ``ops`` reaches (add routes here)."""
+    root = ops.settings.data_dir
+    view = MetricsView(ops, ops.settings.server.metrics_backlog_interval)
 
     def get_metrics(_request: Request) -> Reply:
         return Reply.text(metrics.render(view.families()), metrics.CONTENT_TYPE)
 
     def get_health(_request: Request) -> Reply:
-        stats = read_stats(server.settings.data_dir) or {}
+        stats = read_stats(root) or {}
         last = (stats.get("last_batch") or {}).get("finished_at")
         # Under ``frontend`` the job runs elsewhere (spark-submit): its own monitoring tells.
-        fanout = server.fanout_status() if server.fanout_status is not None else {"state": "external"}
-        storage = server.handler.committer.storage_status()
-        storage |= {"data_dir": server.settings.data_dir, "free_bytes": diskspace.free_bytes(server.settings.data_dir)}
+        fanout = ops.fanout_status() or {"state": "external"}
+        storage = ops.storage_status()
+        storage |= {"data_dir": root, "free_bytes": diskspace.free_bytes(root)}
         ok = fanout["state"] in ("running", "external") and storage["writable"]
-        problems = fanout_problems(server, stats)
+        problems = fanout_problems(ops, stats)
         status = "down" if not ok else "degraded" if any(problems.values()) else "ok"
         return Reply.json(
             {
                 "ok": status == "ok",
                 "status": status,
                 "pid": os.getpid(),
-                "amqp": server.url,
-                "subscriptions": len(server.handler.subscriptions.records.copy()),
+                "amqp": ops.amqp_url,
+                "subscriptions": len(ops.subscriptions()),
                 "fanout": fanout,
                 "fanout_last_batch_at": last,
                 **problems,
@@ -311,19 +313,19 @@ def build_routes(server: FrontEndServer) -> Routes:
 
     def post_unsubscribe(request: Request) -> Reply:
         name = _string_field(request, "subscription")
-        return Reply.json(server.call(admin_ops.unsubscribe(name), ADMIN_TIMEOUT))
+        return Reply.json(ops.unsubscribe(name, timeout=ADMIN_TIMEOUT))
 
     def post_drop_topic(request: Request) -> Reply:
         topic = _string_field(request, "topic")
         force = request.body.get("force", False)
         if not isinstance(force, bool):
             raise ConfigError("force", "must be true or false")
-        return Reply.json(server.call(admin_ops.drop_topic(topic, force=force), ADMIN_TIMEOUT))
+        return Reply.json(ops.drop_topic(topic, force=force, timeout=ADMIN_TIMEOUT))
 
     def post_replay(request: Request) -> Reply:
         name = _string_field(request, "subscription")
         version, timestamp_ms = parse_point(request.body.get("version"), request.body.get("timestamp"))
-        return Reply.json(server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), ADMIN_TIMEOUT))
+        return Reply.json(ops.replay(name, version=version, timestamp_ms=timestamp_ms, timeout=ADMIN_TIMEOUT))
 
     routes: Routes = {
         ("GET", "/metrics"): get_metrics,

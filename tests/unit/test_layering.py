@@ -11,7 +11,8 @@ Layers, lowest first (docs/layout.md says what belongs where):
 - ``jobs``: ``jobs``: the Spark side, a separate process; it uses core, storage and runtime.
 
 A module may import its own layer and those below it; nothing imports ``entry`` or ``jobs``
-from outside them. Third-party I/O libraries stay at their one boundary, and the pure core
+from outside them. The adapters do not import each other: HTTP sees the service through
+sharedsub.runtime.operations only. Third-party I/O libraries stay at their one boundary, and the pure core
 reaches none of them through any chain of imports.
 """
 
@@ -36,6 +37,8 @@ JOBS_MAY_IMPORT = {"core", "storage", "runtime", "jobs"}
 IO_LIBS = {"deltalake", "pyspark", "proton", "socket", "subprocess", "threading", "http", "urllib",
            "pyarrow.parquet", "pyarrow.fs", "pyarrow.dataset", "pyarrow.ipc", "pyarrow.csv",
            "pyarrow.json", "pyarrow.flight", "pyarrow.feather", "shutil", "tempfile"}
+# Adapters side by side: neither imports the other.
+ADAPTERS = ("connectors.amqp", "connectors.http")
 # Each I/O library's one home: (library, the module prefixes that may import it).
 BOUNDARIES = [
     ("deltalake", ("sharedsub.storage",)),
@@ -60,6 +63,10 @@ def layer_of(module: str) -> str:
     if second in {"core", "storage", "runtime"}:
         return second
     raise AssertionError(f"{module}: not in a layer (put it under sharedsub/core, storage or runtime)")
+
+
+def _adapter(module: str) -> str:
+    return next((a for a in ADAPTERS if module == a or module.startswith(f"{a}.")), module)
 
 
 def discover(root: Path) -> dict[str, Path]:
@@ -148,6 +155,8 @@ def violations(root: Path) -> list[str]:
                 ok = dst != "jobs" and ORDER[dst] <= ORDER[src]
             if not ok:
                 out.append(f"{module} ({src}) imports {target} ({dst})")
+            elif src == dst == "adapters" and _adapter(module) != _adapter(target):
+                out.append(f"{module} imports {target}: adapters do not import each other")
         for lib, homes in BOUNDARIES:
             if lib in ext[module] and not module.startswith(homes):
                 out.append(f"{module} imports {lib}, which only {', '.join(homes)} may")
@@ -198,6 +207,9 @@ def _tree(root: Path, files: Mapping[str, str]) -> Path:
          ["connectors.amqp.c (adapters) imports jobs.d (jobs)",
           "sharedsub.runtime.a (runtime) imports connectors.amqp.c (adapters)",
           "sharedsub.runtime.a imports deltalake, which only sharedsub.storage may"]),
+        # one adapter reaching into another
+        ({"connectors/http/a.py": "from connectors.amqp.server import S\n", "connectors/amqp/server.py": ""},
+         ["connectors.http.a imports connectors.amqp.server: adapters do not import each other"]),
         # allowed: adapters on runtime and core, jobs on storage, pyarrow.compute in core
         ({"connectors/amqp/a.py": "from sharedsub.runtime import b\nfrom sharedsub.core import c\n",
           "sharedsub/runtime/b.py": "", "sharedsub/core/c.py": "import pyarrow.compute\n",

@@ -1,0 +1,67 @@
+"""The front end's side of the HTTP seam: :class:`sharedsub.runtime.operations.ServiceOperations`
+over a :class:`~connectors.amqp.server.FrontEndServer`.
+
+Reads take copies (safe from the HTTP thread under the GIL: sharedsub.core.metrics explains why);
+admin calls go through ``FrontEndServer.call`` onto the reactor thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from connectors.amqp import admin_ops, replays
+from connectors.amqp.server import FrontEndServer
+from sharedsub.core.config import Settings
+from sharedsub.core.metrics import CounterKey
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.stage_timing import Histogram
+
+
+class FrontEndOperations:
+    """ServiceOperations of one front end (see sharedsub.runtime.operations for the contract)."""
+
+    def __init__(self, server: FrontEndServer) -> None:
+        self._server = server
+
+    @property
+    def settings(self) -> Settings:  # noqa: D102 (the Protocol documents each member)
+        return self._server.settings
+
+    @property
+    def amqp_url(self) -> str:  # noqa: D102
+        return self._server.url
+
+    def subscriptions(self) -> list[SubscriptionRecord]:  # noqa: D102
+        return sorted(self._server.handler.subscriptions.records.copy().values(), key=lambda r: r.key)
+
+    def counters(self) -> Mapping[CounterKey, int]:  # noqa: D102
+        return self._server.handler.counters.snapshot()
+
+    def stages(self) -> Mapping[str, Histogram]:  # noqa: D102
+        return self._server.handler.stages.snapshot()
+
+    def delivery_state_sizes(self) -> Mapping[str, int]:  # noqa: D102
+        return self._server.handler.subscriptions.delivery_state_sizes()
+
+    def storage_status(self) -> dict[str, Any]:  # noqa: D102
+        return self._server.handler.committer.storage_status()
+
+    def write_errors(self) -> Mapping[str, int]:  # noqa: D102
+        return self._server.handler.committer.write_errors.copy()
+
+    def fanout_status(self) -> dict[str, Any] | None:  # noqa: D102
+        status = self._server.fanout_status
+        return status() if status is not None else None
+
+    def unsubscribe(self, name: str, *, timeout: float) -> dict[str, Any]:  # noqa: D102
+        result: dict[str, Any] = self._server.call(admin_ops.unsubscribe(name), timeout)
+        return result
+
+    def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, Any]:  # noqa: D102
+        result: dict[str, Any] = self._server.call(admin_ops.drop_topic(topic, force=force), timeout)
+        return result
+
+    def replay(self, name: str, *, version: int | None, timestamp_ms: int | None, timeout: float) -> dict[str, Any]:  # noqa: D102
+        result: dict[str, Any] = self._server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), timeout)
+        return result
