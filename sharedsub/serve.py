@@ -21,6 +21,7 @@ import time
 from typing import Any
 
 from connectors.amqp.operations import FrontEndOperations
+from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
@@ -41,6 +42,7 @@ from sharedsub.runtime.fanout_process import FanoutProcess
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread
 from sharedsub.runtime.memprofile import start_from_env
+from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
 from sharedsub.storage.private import ensure_data_dir, open_to_others
@@ -198,7 +200,13 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     if "://" not in settings.data_dir:
         require_writable(settings.data_dir)
     owner = own_data_dir(settings.data_dir)  # held until the process ends (DataDirInUse if taken)
-    server = FrontEndServer(settings, after_unclean_stop=previous_stop_was_unclean(settings))
+    parts = build_parts(
+        settings,
+        after_unclean_stop=previous_stop_was_unclean(settings),
+        # A missing or broken permissions file raises ConfigError here: never start more open.
+        permissions=PolicyStore(settings.security.permissions_file),
+    )
+    server = FrontEndServer(parts)
     host, port = server.listen()
     warning = open_warning(host, loopback, server.anonymous, [u for u in (server.url, server.tls_url) if u])
     if warning is not None:

@@ -25,6 +25,7 @@ from proton import Condition, Endpoint
 
 from connectors.amqp import translate
 from connectors.amqp.delivery import Dispatcher, Row, Tailer
+from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
 from sharedsub.core import attach, layout, metrics
 from sharedsub.core.acked_seqs import AckedSeqs
 from sharedsub.core.attach import (
@@ -52,23 +53,6 @@ log = logging.getLogger(__name__)
 
 TopicGate = Callable[[str, Callable[[BaseException | None], None]], None]
 """``gate(topic, then)``: run ``then(None)`` once the topic exists, else ``then(error)``."""
-
-
-@dataclasses.dataclass(slots=True)
-class ConsumerLink:
-    """What the front end keeps on a consumer link (``link.ss``)."""
-
-    key: str
-    table: str
-    generation: int
-    connection: str
-
-
-def _connection_id(link: proton.Link) -> str:
-    conn = link.connection
-    if not hasattr(conn, "ss_id"):
-        conn.ss_id = uuid.uuid4().hex[:12]
-    return str(conn.ss_id)
 
 
 def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
@@ -122,10 +106,13 @@ class Subscriptions:
         user_of: Callable[[proton.Connection], str | None] = lambda _conn: None,
         permissions: PolicyStore | None = None,
         stages: StageTimes | None = None,
+        endpoints: EndpointState | None = None,
     ) -> None:
         """``user_of(connection)``: who authenticated on it (None: anonymous); ``permissions``:
-        the policy attaches are checked against (None: the open one, sharedsub.core.permissions)."""
+        the policy attaches are checked against (None: the open one, sharedsub.core.permissions);
+        ``endpoints``: where consumer links' states are kept (shared with the handler)."""
         self.settings = settings
+        self._endpoints = endpoints if endpoints is not None else EndpointState()
         self._user_of = user_of
         self._permissions = permissions if permissions is not None else PolicyStore("")
         self.root = settings.data_dir
@@ -306,10 +293,9 @@ class Subscriptions:
         link.snd_settle_mode = link.remote_snd_settle_mode
         link.rcv_settle_mode = proton.Link.RCV_FIRST
         link.open()
-        link.ss = ConsumerLink(rec.key, rec.table, rec.generation, _connection_id(link))
-        self._link_event(
-            rec.key, rec.generation, link.name, link.connection.remote_container or "", _connection_id(link), "attached"
-        )
+        connection = self._endpoints.connection_id(link.connection)
+        self._endpoints.set_link(link, ConsumerLink(rec.key, rec.table, rec.generation, connection))
+        self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", connection, "attached")
         self._scoped.pop(rec.key, None)
         acked = self._acked.get(rec.table)
         if acked is None:
@@ -376,11 +362,11 @@ class Subscriptions:
         A deletion is answered only once the catalog commit that records it is done, so an
         unsubscribe the client saw succeed never comes back after a crash.
         """
-        state = getattr(link, "ss", None)
-        if not isinstance(state, ConsumerLink):
+        state = self._endpoints.consumer(link)
+        if state is None:
             reply(closed, None)
             return
-        link.ss = None
+        self._endpoints.drop_link(link)
         self._link_event(
             state.key, state.generation, link.name, link.connection.remote_container or "", state.connection, "detached"
         )

@@ -11,7 +11,6 @@ Work done on other threads (commits, table reads) comes back through one ``Event
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import logging
 import time
@@ -20,41 +19,24 @@ from typing import Any
 
 import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
-from proton.reactor import ApplicationEvent, EventInjector
+from proton.reactor import ApplicationEvent
 
 from connectors.amqp.consumers import Subscriptions, refuse
-from connectors.amqp.delivery import Row, Tailer
+from connectors.amqp.endpoint_state import PublisherLink
+from connectors.amqp.parts import FrontEndParts
 from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
 from sharedsub.core import addressing, amqp_message, metrics
 from sharedsub.core import transactions as txn_rules
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
-from sharedsub.core.config import Settings
 from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
-from sharedsub.core.identity import Identities
-from sharedsub.core.permissions import Permission, Policy
-from sharedsub.core.publish_window import PublishWindow
-from sharedsub.core.stage_timing import StageTimes
-from sharedsub.runtime.committer import Committer, CreateTopic, Publish, Result
-from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.runtime.permissions_file import PolicyStore
+from sharedsub.core.permissions import Permission
+from sharedsub.runtime.committer import CreateTopic, Publish, Result
 from sharedsub.storage import delta
 
 log = logging.getLogger(__name__)
 
 CONTAINER_ID = "sharedsub"
 """The container-id of the service's open frame."""
-
-
-@dataclasses.dataclass(slots=True)
-class PublisherLink:
-    """State of a link on which a client publishes (our receiver)."""
-
-    address: addressing.Address | None  # None: anonymous relay, topic from properties.to
-    container: str
-    user: str | None  # who authenticated on the link's connection (None: anonymous)
-    # The policy ``address`` was authorized under: a message is checked again only when the
-    # permissions file changed since (an anonymous relay checks each message's topic).
-    authorized_under: Policy | None = None
 
 
 def _no_reply(_closed: bool, _condition: Condition | None) -> None:
@@ -133,49 +115,24 @@ class Tokens:
 class FrontEnd(Handler):
     """The proton handler of ``sharedsub serve`` / ``sharedsub frontend``."""
 
-    def __init__(
-        self,
-        settings: Settings,
-        injector: EventInjector,
-        *,
-        after_unclean_stop: bool = False,
-        permissions: PolicyStore | None = None,
-    ) -> None:
-        """``permissions``: who may publish, consume and manage where (sharedsub.core.permissions);
-        None = no permissions file (the open policy)."""
+    def __init__(self, parts: FrontEndParts) -> None:
+        """Run with ``parts`` (connectors.amqp.parts builds them; nothing is built here but the
+        reactor-side state: subscriptions, transactions, topic gates)."""
         super().__init__()
+        settings = parts.settings
         self.settings = settings
         self.root = settings.data_dir
-        self._injector = injector
-        self.cache = PayloadCache(settings.delivery.payload_cache_bytes)
-        # Time per stage of the message path, exported on /metrics (sharedsub.core.stage_timing).
-        self.stages = StageTimes()
-        self.committer = Committer(
-            self.root,
-            cache=self.cache,
-            on_done=self._post_results,
-            max_batch_messages=settings.publish.max_batch_messages,
-            max_batch_bytes=settings.publish.max_batch_bytes,
-            fsync=settings.storage.fsync,
-            full_disk_timeout=settings.storage.full_disk_timeout,
-            stages=self.stages,
-        )
-        self.tailer = Tailer(
-            self.root,
-            self.cache,
-            self._post_rows,
-            poll_interval=settings.delivery.poll_interval,
-            after_unclean_stop=after_unclean_stop,
-            stages=self.stages,
-        )
+        self._injector = parts.injector
+        self.cache = parts.cache
+        self.stages = parts.stages
+        self.committer = parts.committer
+        self.tailer = parts.tailer
+        self.publish_window = parts.publish_window
+        self.counters = parts.counters
+        self.identities = parts.identities
+        self.permissions = parts.permissions
+        self.endpoints = parts.endpoints
         self.tokens = Tokens()
-        # Bytes handed to the committer and not committed yet, over all publishers.
-        self.publish_window = PublishWindow(settings.publish.max_uncommitted_bytes)
-        # Reactor-thread counters read by the metrics endpoint (sharedsub.core.metrics: threading).
-        self.counters = metrics.Counters()
-        # Who authenticated on each connection (the listener records it; sharedsub.core.identity).
-        self.identities = Identities()
-        self.permissions = permissions if permissions is not None else PolicyStore("")
         self.subscriptions = Subscriptions(
             settings,
             self.committer,
@@ -186,6 +143,7 @@ class FrontEnd(Handler):
             user_of=self.user_of,
             permissions=self.permissions,
             stages=self.stages,
+            endpoints=self.endpoints,
         )
         self.coordinator = Coordinator(
             txn_rules.Transactions(
@@ -220,12 +178,6 @@ class FrontEnd(Handler):
         self.tailer.stop()
 
     # ------------------------------------------------------------------ cross-thread results
-
-    def _post_results(self, results: list[Result]) -> None:
-        self._injector.trigger(ApplicationEvent("sharedsub_committed", subject=results))
-
-    def _post_rows(self, key: str, rows: list[Row]) -> None:
-        self._injector.trigger(ApplicationEvent("sharedsub_rows", subject=(key, rows, time.perf_counter())))
 
     def run_on_reactor(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the reactor thread (any thread may call this; ``fn`` must not carry
@@ -320,6 +272,7 @@ class FrontEnd(Handler):
             log.warning("refused a connection from container %r: server.max_connections (%d) reached", container, cap)
             return
         self.connections.add(conn)
+        self.endpoints.connection_opened(conn)
         who = self.identities.get(conn)
         log.debug("connection from container %r, user %r (%s)", container, who.user, who.mechanism or "no SASL")
         if self.settings.server.idle_timeout and conn.transport is not None:
@@ -396,15 +349,7 @@ class FrontEnd(Handler):
 
     def publishers(self, topic: str) -> int:
         """Publisher links attached with ``topic`` as their target (anonymous relays not counted)."""
-        count = 0
-        for conn in self.connections:
-            link = conn.link_head(Endpoint.LOCAL_ACTIVE)
-            while link is not None:
-                state = getattr(link, "ss", None)
-                if isinstance(state, PublisherLink) and state.address is not None and state.address.topic == topic:
-                    count += 1
-                link = link.next(Endpoint.LOCAL_ACTIVE)
-        return count
+        return sum(1 for s in self.endpoints.publishers() if s.address is not None and s.address.topic == topic)
 
     def _with_topic(self, topic: str, then: Callable[[BaseException | None], None]) -> None:
         """Run ``then(None)`` once ``topic`` exists (creating it when allowed), else ``then(error)``."""
@@ -441,7 +386,7 @@ class FrontEnd(Handler):
             if error is not None:
                 _refuse_error(link, error)
                 return
-            link.ss = PublisherLink(address, container, user, policy if address is not None else None)
+            self.endpoints.set_link(link, PublisherLink(address, container, user, policy if address is not None else None))
             link.source.copy(link.remote_source)
             link.target.copy(link.remote_target)
             link.snd_settle_mode = link.remote_snd_settle_mode  # a pre-settling publisher is answered as such
@@ -459,7 +404,14 @@ class FrontEnd(Handler):
     def _on_published(self, dlv: Delivery) -> None:
         received = time.perf_counter()
         link = dlv.link
-        state: PublisherLink = link.ss
+        state = self.endpoints.publisher(link)
+        if state is None:
+            # A transfer before the attach was answered (no credit was given): a protocol
+            # violation, which ends only this connection.
+            conn = link.connection
+            conn.condition = Condition(str(AmqpCondition.NOT_ALLOWED), "transfer on a link that is not attached yet")
+            conn.close()
+            return
         data = link.recv(dlv.pending)
         link.advance()
         try:
@@ -512,10 +464,10 @@ class FrontEnd(Handler):
         limit = self.settings.server.max_message_size
         if not limit:
             return False
-        if not getattr(dlv, "ss_oversized", False):
+        if not self.endpoints.oversized(dlv):
             if dlv.pending <= limit:
                 return False
-            dlv.ss_oversized = True
+            self.endpoints.mark_oversized(dlv)
         dlv.link.recv(dlv.pending)
         return True
 
@@ -525,6 +477,7 @@ class FrontEnd(Handler):
         error = MessageTooLarge(self.settings.server.max_message_size)
         dlv.local.condition = Condition(str(error.condition), error.description)
         dlv.update(Delivery.REJECTED)
+        self.endpoints.done_oversized(dlv)
         dlv.settle()
         link.advance()
         link.flow(1)
@@ -564,8 +517,8 @@ class FrontEnd(Handler):
     def on_link_flow(self, event: Any) -> None:
         """Credit arrived on a consumer link: dispatch."""
         link = event.link
-        state = getattr(link, "ss", None)
-        if link.is_sender and state is not None:
+        state = self.endpoints.consumer(link) if link.is_sender else None
+        if state is not None:
             self.subscriptions.dispatcher.dispatch(state.key)
         if link.is_sender and link.drain_mode and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
             # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,
@@ -591,6 +544,7 @@ class FrontEnd(Handler):
         link = event.link
         if link.is_receiver:
             self.coordinator.link_gone(link)
+            self.endpoints.drop_link(link)
             self._reply_detach(link, True, None)
             return
         self.subscriptions.consumer_gone(
@@ -602,6 +556,8 @@ class FrontEnd(Handler):
         """Detach closed=false."""
         link = event.link
         self.coordinator.link_gone(link)
+        if link.is_receiver:
+            self.endpoints.drop_link(link)
         self.subscriptions.consumer_gone(
             link, closed=False, reply=lambda closed, cond: self._reply_detach(link, closed, cond)
         )
@@ -639,12 +595,15 @@ class FrontEnd(Handler):
             self.subscriptions.scope_ended("session", ssn)
             ssn = ssn.next(0)
         self.subscriptions.scope_ended("connection", conn)
+        self.endpoints.drop_connection(conn)
 
     def _links_gone(self, conn: proton.Connection, session: proton.Session | None = None) -> None:
         link = conn.link_head(0)
         while link is not None:
             if session is None or link.session == session:
                 self.coordinator.link_gone(link)
+                if link.is_receiver:
+                    self.endpoints.drop_link(link)
                 self.subscriptions.consumer_gone(
                     link,
                     closed=False,

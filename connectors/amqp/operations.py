@@ -44,6 +44,9 @@ class FrontEndOperations:
     def delivery_state_sizes(self) -> Mapping[str, int]:  # noqa: D102
         return self._server.handler.subscriptions.delivery_state_sizes()
 
+    def endpoint_state_sizes(self) -> Mapping[str, int]:  # noqa: D102
+        return self._server.handler.endpoints.sizes()
+
     def storage_status(self) -> dict[str, Any]:  # noqa: D102
         return self._server.handler.committer.storage_status()
 

@@ -18,18 +18,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import socket
 from collections.abc import Callable
 from typing import Any
 
-from proton.reactor import ApplicationEvent, Container, EventInjector
+from proton.reactor import ApplicationEvent, Container
 
 from connectors.amqp.arrow_pool import ArrowPoolRelease
 from connectors.amqp.handler import CONTAINER_ID, FrontEnd
+from connectors.amqp.parts import FrontEndParts
 from connectors.amqp.secure_listener import SecureAcceptor, tls_context
-from sharedsub.core.config import Settings
 from sharedsub.core.errors import ConfigError, ServiceUnavailable
 from sharedsub.core.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
-from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import UserStore, users_path
 
 log = logging.getLogger(__name__)
@@ -93,21 +93,26 @@ class _StopContainer:
         self._container.stop()
 
 
+_FREE_PORT_TRIES = 20
+
+
+def _free_port(host: str) -> int:
+    """A TCP port free on ``host`` right now (the kernel's pick for port 0)."""
+    family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.bind(address)
+        return int(probe.getsockname()[1])
+
+
 class FrontEndServer:
     """The AMQP listener of ``sharedsub frontend`` / ``serve``."""
 
-    def __init__(self, settings: Settings, *, after_unclean_stop: bool = False) -> None:
-        """``after_unclean_stop``: the previous front end on the data dir did not stop cleanly
-        (its ``_service.json`` is still there, its process gone); see delivery.Tailer."""
+    def __init__(self, parts: FrontEndParts) -> None:
+        """Serve with ``parts`` (connectors.amqp.parts.build_parts)."""
+        settings = parts.settings
         self.settings = settings
-        self.injector = EventInjector()
-        self.handler = _Root(
-            settings,
-            self.injector,
-            after_unclean_stop=after_unclean_stop,
-            # A missing or broken permissions file raises ConfigError here: never start more open.
-            permissions=PolicyStore(settings.security.permissions_file),
-        )
+        self.injector = parts.injector
+        self.handler = _Root(parts)
         self.handler.server = self
         self.container = Container(self.handler)
         self.container.container_id = CONTAINER_ID
@@ -125,6 +130,22 @@ class FrontEndServer:
         # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
         self.fanout_status: Callable[[], dict[str, Any]] | None = None
 
+    def _listen_plain(self) -> None:
+        """Bind proton's own acceptor on host:port (no SASL layer of ours, no TLS). proton does not
+        expose the acceptor's socket, so for port 0 a free port is found by binding one first,
+        and another is tried if something takes it before proton binds it."""
+        for _ in range(_FREE_PORT_TRIES):
+            port = self.port or _free_port(self.host)
+            try:
+                self.acceptor = self.container.listen(f"{self.host}:{port}")
+            except OSError:
+                if self.port:
+                    raise
+                continue
+            self.port = port
+            return
+        raise OSError(f"no free port found on {self.host} in {_FREE_PORT_TRIES} tries")
+
     def listen(self) -> tuple[str, int]:
         """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a
         free one; the amqps port is then in :attr:`tls_port`).
@@ -140,8 +161,7 @@ class FrontEndServer:
         tls = tls_context(sec) if sec.tls_port >= 0 else None
         self.handler.start()
         if tls is None and self.anonymous and not have_users:
-            self.acceptor = self.container.listen(f"{self.host}:{self.port}")
-            self.port = self.acceptor._selectable._delegate.getsockname()[1]
+            self._listen_plain()
             log.info("listening on %s; anonymous clients allowed (no users in %s)", self.url, self.users.path,
                      extra={"amqp_port": self.port, "anonymous": True})
             return self.host, self.port

@@ -118,6 +118,14 @@ class MetricsView:
                 [({"table": table}, float(n)) for table, n in sorted(state.items())],
             )
         )
+        out.append(
+            metrics.gauge(
+                "sharedsub_endpoint_state_entries",
+                "Entries the front end holds about AMQP links, connections and oversized transfers in "
+                "progress; each goes with its endpoint, so with no clients attached all are 0.",
+                [({"table": table}, float(n)) for table, n in sorted(self._ops.endpoint_state_sizes().items())],
+            )
+        )
         stats = read_stats(self._root) or {}
         out.extend(self._fanout_families({r.topic for r, _, _ in backlogs}, stats))
         out.extend(self._storage_families())

@@ -46,6 +46,10 @@ class ServiceOperations(Protocol):
         """Seqs held in memory per subscription table (sharedsub_delivery_state_seqs)."""
         ...
 
+    def endpoint_state_sizes(self) -> Mapping[str, int]:
+        """Entries the front end holds about links, connections and transfers, per table."""
+        ...
+
     def storage_status(self) -> dict[str, Any]:
         """Whether the data dir takes the front end's writes, and the current fault if not."""
         ...

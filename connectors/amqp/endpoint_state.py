@@ -1,0 +1,115 @@
+"""What the front end keeps about proton's endpoints, in typed tables beside them.
+
+proton's Python objects are wrappers: equal, and hashed, by the C object they wrap, so they key
+a dict. Holding a wrapper keeps its C object alive, so every entry is dropped when its endpoint
+goes (link detached or closed, session ended, connection closed or lost); the handler calls
+:meth:`EndpointState.drop_link` and :meth:`EndpointState.drop_connection` at those points, and
+:meth:`EndpointState.sizes` lets tests check that nothing stays behind.
+
+Reactor thread only.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+
+import proton
+
+from sharedsub.core import addressing
+from sharedsub.core.permissions import Policy
+
+
+@dataclasses.dataclass(slots=True)
+class PublisherLink:
+    """State of a link on which a client publishes (our receiver)."""
+
+    address: addressing.Address | None  # None: anonymous relay, topic from properties.to
+    container: str
+    user: str | None  # who authenticated on the link's connection (None: anonymous)
+    # The policy ``address`` was authorized under: a message is checked again only when the
+    # permissions file changed since (an anonymous relay checks each message's topic).
+    authorized_under: Policy | None = None
+
+
+@dataclasses.dataclass(slots=True)
+class ConsumerLink:
+    """State of a consumer link of a subscription (our sender)."""
+
+    key: str
+    table: str
+    generation: int
+    connection: str  # the connection's id (:meth:`EndpointState.connection_id`)
+
+
+class EndpointState:
+    """Link states, connection ids and oversized transfers in progress (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._links: dict[proton.Link, PublisherLink | ConsumerLink] = {}
+        self._connection_ids: dict[proton.Connection, str] = {}
+        self._oversized: set[proton.Delivery] = set()
+
+    # links
+
+    def set_link(self, link: proton.Link, state: PublisherLink | ConsumerLink) -> None:
+        """Record what ``link`` is (once it is attached); nothing when its connection is gone
+        already (an attach answered after the connection was lost must not be held)."""
+        if link.connection in self._connection_ids:
+            self._links[link] = state
+
+    def publisher(self, link: proton.Link) -> PublisherLink | None:
+        """``link``'s publisher state; None when it is not an attached publisher link."""
+        state = self._links.get(link)
+        return state if isinstance(state, PublisherLink) else None
+
+    def consumer(self, link: proton.Link) -> ConsumerLink | None:
+        """``link``'s consumer state; None when it is not an attached consumer link."""
+        state = self._links.get(link)
+        return state if isinstance(state, ConsumerLink) else None
+
+    def publishers(self) -> Iterator[PublisherLink]:
+        """Every attached publisher link's state."""
+        return (s for s in self._links.values() if isinstance(s, PublisherLink))
+
+    def drop_link(self, link: proton.Link) -> PublisherLink | ConsumerLink | None:
+        """Forget ``link`` (and its oversized transfer, if one was in progress); its state, if any."""
+        if self._oversized:
+            self._oversized = {d for d in self._oversized if d.link != link}
+        return self._links.pop(link, None)
+
+    # connections
+
+    def connection_opened(self, conn: proton.Connection) -> None:
+        """``conn`` was accepted: its links may be recorded until :meth:`drop_connection`."""
+        self._connection_ids.setdefault(conn, uuid.uuid4().hex[:12])
+
+    def connection_id(self, conn: proton.Connection) -> str:
+        """A short random id of ``conn`` for the catalog's link events, the same for its lifetime
+        ("" once the connection is gone)."""
+        return self._connection_ids.get(conn, "")
+
+    def drop_connection(self, conn: proton.Connection) -> None:
+        """Forget ``conn``, its links and their transfers."""
+        self._connection_ids.pop(conn, None)
+        for link in [lnk for lnk in self._links if lnk.connection == conn]:
+            self.drop_link(link)
+
+    # oversized transfers
+
+    def oversized(self, dlv: proton.Delivery) -> bool:
+        """``dlv`` was found larger than the limit: its bytes are being read and dropped."""
+        return dlv in self._oversized
+
+    def mark_oversized(self, dlv: proton.Delivery) -> None:
+        """Remember that ``dlv`` is over the limit until :meth:`done_oversized`."""
+        self._oversized.add(dlv)
+
+    def done_oversized(self, dlv: proton.Delivery) -> None:
+        """``dlv`` was refused: forget it."""
+        self._oversized.discard(dlv)
+
+    def sizes(self) -> dict[str, int]:
+        """Entries held, per table (links, connections, oversized)."""
+        return {"links": len(self._links), "connections": len(self._connection_ids), "oversized": len(self._oversized)}
