@@ -1,6 +1,6 @@
 """RabbitMQ 3.10 (Debian package) with its AMQP 1.0 plugin, run as the benchmark's peer broker.
 
-Follows shared/reference/rabbitmq-peer.md: the package's own scripts from /usr/lib/rabbitmq/bin
+Follows docs/benchmark-peers.md: the package's own scripts from /usr/lib/rabbitmq/bin
 run as root (the sbin wrappers `su` to user rabbitmq), all state lives in a temporary folder,
 everything listens on loopback (AMQP 0-9-1 and 1.0 on 127.0.0.1:5682, distribution on 25682,
 epmd on 4369). Queues are durable classic queues declared over AMQP 0-9-1 with pika and bound

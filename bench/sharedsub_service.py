@@ -1,6 +1,6 @@
 """sharedsub itself as the system under test: ``sharedsub topics create`` and ``sharedsub serve``.
 
-The contract (shared/DESIGN.md §6): ``serve --data-dir D --port 0`` prints exactly one line
+The contract (docs/design.md §6): ``serve --data-dir D --port 0`` prints exactly one line
 ``sharedsub ready amqp://HOST:PORT`` on stdout once it accepts connections and the fan-out job
 runs (``sharedsub ready amqp://HOST:PORT amqps://HOST:TLS_PORT`` with a TLS listener, see
 :func:`parse_ready_line`), and stops cleanly on SIGTERM. Publishing is a sender link whose

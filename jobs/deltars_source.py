@@ -30,13 +30,13 @@ Contracts:
   micro-batch planned by a reader instance (a fresh start or a restart) so the job reports itself
   running quickly; a brand-new query's first batch then covers only the topics' creation commits.
 * ``Trigger.AvailableNow`` is supported: the target is fixed when the query starts, and the query
-  stops once it is reached, in as many capped batches as needed (feasibility gotcha 3).
+  stops once it is reached, in as many capped batches as needed (docs/feasibility.md gotcha 3).
 * Only data-changing ``add`` actions are read, so OPTIMIZE rewrites are not read twice.
 * Reading a topic again from -1 never duplicates routed rows: the fan-out drops rows at or below
   each subscription table's app-transaction version, and the subscriptions of a dropped topic are
   deleted with it (a re-created topic gets new subscriptions, with new generation tables).
 
-Process model (feasibility gotcha 4): the reader's driver side (``latestOffset``, ``partitions``)
+Process model (docs/feasibility.md gotcha 4): the reader's driver side (``latestOffset``, ``partitions``)
 lives in one long-lived Python process, so it may cache; ``read`` runs in Python workers and is
 stateless. Workers must run the venv's Python (``PYSPARK_PYTHON``) so this module imports.
 """

@@ -20,7 +20,7 @@ Contracts:
   between two tables' commits, lost checkpoint): each commit records the Delta app transaction
   ``(SPARK_APP_ID, highest seq in the table)``, and rows with ``seq`` at or below the recorded
   version are dropped before writing. delta-rs does not reject a repeated app transaction
-  (feasibility gotcha 2), so this check is what guarantees it. A subscription table has one topic,
+  (docs/feasibility.md gotcha 2), so this check is what guarantees it. A subscription table has one topic,
   and batches read each topic in seq order, so that version only grows.
 * Rows of a subscription table are appended in ``seq`` order.
 * **One failing subscription table does not stop the others.** A table whose commit fails (after
@@ -285,7 +285,7 @@ class FanoutSink:
         Reads the source DataFrame once (it is not cached: every action would read the topic
         files again) and does not read it when no subscription is active. The routed rows of the
         batch are collected on the driver (``toArrow``), so ``max_commits_per_batch`` is what
-        bounds the driver's memory (feasibility gotcha 6).
+        bounds the driver's memory (docs/feasibility.md gotcha 6).
         """
         with self._lock:
             started = time.monotonic()

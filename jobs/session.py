@@ -2,7 +2,7 @@
 
 ``build_session(settings)`` is the one place a SparkSession is configured. It applies
 jobs/spark-defaults.conf and ``[fanout] spark_master``, makes Python workers run this interpreter
-(the venv: workers import pyarrow, deltalake and sharedsub; feasibility gotcha 4) and registers
+(the venv: workers import pyarrow, deltalake and sharedsub; docs/feasibility.md gotcha 4) and registers
 the ``sharedsub_topics`` data source.
 
 When the Delta Lake Spark connector's jars are there (``bootstrap.py`` fetches them into .jars/,

@@ -434,7 +434,7 @@ def _source_setup(
     no_local: bool,
     extra: Callable[[proton.Link], None] | None,
 ) -> Callable[[proton.Link], None]:
-    """Set the source terminus as the Qpid JMS client does (wire-spec §1.3, §1.5)."""
+    """Set the source terminus as the Qpid JMS client does (docs/wire.md §1.3, §1.5)."""
 
     def apply(link: proton.Link) -> None:
         src = link.source
@@ -462,7 +462,7 @@ def _source_setup(
 
 
 def jms_shared_durable(name: str, *, is_global: bool = False, ordinal: int = 1) -> dict[str, Any]:
-    """Subscriber kwargs of a Qpid JMS shared durable consumer (wire-spec §1.3/§1.4)."""
+    """Subscriber kwargs of a Qpid JMS shared durable consumer (docs/wire.md §1.3/§1.4)."""
     if is_global:
         link = f"{name}|global" if ordinal == 1 else f"{name}|global{ordinal}"
     else:
@@ -484,7 +484,7 @@ def jms_durable(name: str) -> dict[str, Any]:
 
 
 def unsubscribe(url: str, name: str, *, container_id: str, is_global: bool = False) -> tuple[str | None, str | None]:
-    """Session.unsubscribe as Qpid JMS does it (wire-spec §1.9): null-source attach, then close.
+    """Session.unsubscribe as Qpid JMS does it (docs/wire.md §1.9): null-source attach, then close.
 
     Returns the condition of the broker's refusal or final detach: (None, None) on success.
     """

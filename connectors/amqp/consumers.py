@@ -61,7 +61,7 @@ def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, 
     if link.state & Endpoint.LOCAL_UNINIT:
         # A fresh proton link's local termini are typed SOURCE/TARGET with no address and would
         # go out as an empty source, which the Qpid JMS client reads as "found"/"opened".
-        # UNSPECIFIED encodes as null (wire-spec §3, D13: both termini null on a refusal).
+        # UNSPECIFIED encodes as null (docs/wire.md §3, D13: both termini null on a refusal).
         link.source.type = proton.Terminus.UNSPECIFIED
         link.target.type = proton.Terminus.UNSPECIFIED
         link.open()

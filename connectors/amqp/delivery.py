@@ -539,7 +539,7 @@ class Dispatcher:
     def remove_consumer(self, key: str, link: proton.Sender) -> int:
         """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
 
-        Its unsettled deliveries failed (DESIGN §5): each is requeued with its delivery count + 1,
+        Its unsettled deliveries failed (docs/design.md §5): each is requeued with its delivery count + 1,
         or dead-lettered at ``max_delivery_count``. Its undeliverable-here refusals are lifted.
         Rows it settled inside a transaction stay with the transaction.
         """

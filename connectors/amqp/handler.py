@@ -1,6 +1,6 @@
 """The AMQP front end: a proton handler that translates events, calls the core, applies results.
 
-It never evaluates selectors and never fans out (DESIGN §1): it decides attaches, hands published
+It never evaluates selectors and never fans out (docs/design.md §1): it decides attaches, hands published
 messages to the :class:`~sharedsub.runtime.committer.Committer` (settling each publisher delivery only after
 the Delta commit that holds it), and delivers what the fan-out job wrote to subscription tables
 (:mod:`connectors.amqp.consumers`).
@@ -78,7 +78,7 @@ def _live(endpoint: Any, most: int) -> int:
 
 def _refuse_connection(conn: proton.Connection, condition: AmqpCondition, description: str, *, field: str | None = None) -> None:
     """Answer an open, then close the connection with ``condition`` (info ``{invalid-field:
-    field}`` when a field is named, as wire-spec §2.1 has it)."""
+    field}`` when a field is named, as docs/wire.md §2.1 has it)."""
     conn.open()
     conn.condition = Condition(str(condition), description, {symbol("invalid-field"): symbol(field)} if field else None)
     conn.close()
@@ -237,7 +237,7 @@ class FrontEnd(Handler):
 
     @_contained
     def on_connection_remote_open(self, event: Any) -> None:
-        """Open with the capabilities Qpid JMS looks for (DESIGN §4.1), or refuse a duplicate container."""
+        """Open with the capabilities Qpid JMS looks for (docs/design.md §4.1), or refuse a duplicate container."""
         conn = event.connection
         if not conn.state & Endpoint.LOCAL_UNINIT:
             return
@@ -252,7 +252,7 @@ class FrontEnd(Handler):
         if Capability.SOLE_CONNECTION in desired and any(
             c.remote_container == container for c in self.connections if c != conn
         ):
-            # wire-spec §2.1: refuse the newcomer; the client raises InvalidClientIDException.
+            # docs/wire.md §2.1: refuse the newcomer; the client raises InvalidClientIDException.
             conn.properties = {symbol("amqp:connection-establishment-failed"): True}
             _refuse_connection(
                 conn,
@@ -316,7 +316,7 @@ class FrontEnd(Handler):
             elif link.is_receiver:
                 self._open_publisher(link)
             elif link.remote_target is None or link.remote_target.type == proton.Terminus.UNSPECIFIED:
-                # wire-spec §5.48: a receiver attach needs a target.
+                # docs/wire.md §5.48: a receiver attach needs a target.
                 refuse(link, str(AmqpCondition.INVALID_FIELD), "received attach with a null target")
             else:
                 self.subscriptions.open_consumer(link)

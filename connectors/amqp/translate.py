@@ -234,7 +234,7 @@ def write_symbols(data: Any, values: tuple[str, ...] | list[str]) -> None:
 
 
 def _filters(source: Terminus) -> tuple[str | None, bool, bool]:
-    """(selector, no_local, unknown filters present), filters matched by descriptor (DESIGN §3)."""
+    """(selector, no_local, unknown filters present), filters matched by descriptor (docs/design.md §3)."""
     selector: str | None = None
     no_local = False
     unknown = False
@@ -281,7 +281,7 @@ def attach_request(link: proton.Link) -> AttachRequest:
 
 
 def apply_reply(link: proton.Link, reply: ReplySource) -> None:
-    """Write the reply source of a successful subscription attach (wire-spec §2.7)."""
+    """Write the reply source of a successful subscription attach (docs/wire.md §2.7)."""
     src = link.source
     src.type = Terminus.SOURCE
     src.address = reply.address

@@ -1,4 +1,4 @@
-"""Addresses and routing keys (DESIGN §3); pure.
+"""Addresses and routing keys (docs/design.md §3); pure.
 
 * Publishing: a target address ``T`` or ``T/key``, or an anonymous-relay link whose messages carry
   ``properties.to`` in the same form. Routing key: the ``/key`` part, else application property

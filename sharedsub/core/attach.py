@@ -3,13 +3,13 @@
 The front end turns a receiver attach into an :class:`~sharedsub.core.terminus.AttachRequest`, asks
 :func:`decide_attach` what to do, and applies the returned value; on a detach it asks
 :func:`decide_detach`. Nothing here does I/O: the catalog is read through the ``existing``
-callable and every outcome is a frozen dataclass. Sources: seed 000 (normative), DESIGN §4
-(which wins), wire-spec §2.4-§2.10 and §5.
+callable and every outcome is a frozen dataclass. Sources: seed 000 (normative), docs/design.md §4
+(which wins), docs/wire.md §2.4-§2.10 and §5.
 
-Identity (DESIGN §4.2, wire-spec §2.4) — ``SubscriptionKey(namespace, name, shared, durable)``:
+Identity (docs/design.md §4.2, docs/wire.md §2.4) — ``SubscriptionKey(namespace, name, shared, durable)``:
 
 * shared = source capability ``shared``; durable = terminus durable >= 1 (seed 000, not
-  Broker-J's expiry ``never``, wire-spec D2);
+  Broker-J's expiry ``never``, docs/wire.md D2);
 * namespace = ``global`` when the source has capability ``global``, else the container-id;
 * name = the link name cut at the first ``|`` when shared, the whole link name otherwise;
 * unshared non-durable (a plain topic consumer): container-id and a fresh unique name given by
@@ -35,7 +35,7 @@ Attach with a source (seed 000 rows "Not Null Source = YES"), first match wins:
                                                                   the subscription's (seed 000)
 ====  =========================================================  ==============================
 
-Attach with a null source (seed 000 rows "Not Null Source = NO", DESIGN §4.5), a lookup in
+Attach with a null source (seed 000 rows "Not Null Source = NO", docs/design.md §4.5), a lookup in
 the catalog: namespace ``global`` when the link name has the ``|global`` suffix, else the
 container-id; try the unshared durable named by the whole link name (for a ``|global`` name also
 the one named by the cut name), then the shared durable named by the name cut at the first
@@ -50,14 +50,14 @@ the one named by the cut name), then the shared durable named by the name cut at
                                                                   source
 ====  =========================================================  ==============================
 
-Reply source (wire-spec §2.7): address echoed; capabilities ``[global?, shared?, topic]`` in
+Reply source (docs/wire.md §2.7): address echoed; capabilities ``[global?, shared?, topic]`` in
 that order; durable 1 (configuration: the catalog keeps the terminus, not a link's unsettled
-state, wire-spec §2.2) for a durable subscription, else 0; expiry policy of the subscription;
+state, docs/wire.md §2.2) for a durable subscription, else 0; expiry policy of the subscription;
 distribution mode ``copy`` for durable or shared ones; the applied selector and no-local, never
-unknown filters (DESIGN §4.8). The JSON of this reply is what the catalog stores
+unknown filters (docs/design.md §4.8). The JSON of this reply is what the catalog stores
 (:attr:`Create.stored_source`), so a lookup answers with it.
 
-Detach (DESIGN §4.6, wire-spec §2.9, scenarios 33-37), ``remaining`` = other consumer links:
+Detach (docs/design.md §4.6, docs/wire.md §2.9, scenarios 33-37), ``remaining`` = other consumer links:
 
 ====  =========================================================  ==============================
  a    durable, closed=true, remaining 0                           DeleteSubscription (unsubscribe)
@@ -119,7 +119,7 @@ ExistingLookup = Callable[[SubscriptionKey], Existing | None]
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class ReplySource:
-    """What the source of a successful attach reply carries (wire-spec §2.7).
+    """What the source of a successful attach reply carries (docs/wire.md §2.7).
 
     Attributes:
         address: the source address.
@@ -201,7 +201,7 @@ class NewGeneration:
 
     No consumer is attached; the new generation starts empty (JMS: changing a subscription is
     unsubscribe + subscribe), the old generation's table stays readable until retention
-    removes it (DESIGN §4.4).
+    removes it (docs/design.md §4.4).
     """
 
     record: SubscriptionRecord
@@ -289,7 +289,7 @@ DetachDecision = DeleteSubscription | RefuseDelete | KeepSubscription
 
 
 def identity_for(request: AttachRequest, *, new_name: str | None = None) -> SubscriptionKey:
-    """The subscription identity an attach names (DESIGN §4.2; module docstring).
+    """The subscription identity an attach names (docs/design.md §4.2; module docstring).
 
     Args:
         request: the attach.
@@ -312,7 +312,7 @@ def identity_for(request: AttachRequest, *, new_name: str | None = None) -> Subs
             msg = "an unshared non-durable subscription needs new_name"
             raise ValueError(msg)
         # seed 000 row YES NO YES NO: the same as without 'global', so the container's namespace
-        # (which no-local compares with the publisher's container-id, DESIGN §4.9).
+        # (which no-local compares with the publisher's container-id, docs/design.md §4.9).
         return SubscriptionKey(request.container_id, new_name, shared=False, durable=False)
     namespace = GLOBAL_NAMESPACE if is_global(spec) else request.container_id
     return SubscriptionKey(namespace, subscription_name_of(request.link_name, shared=shared), shared, durable)
@@ -321,10 +321,10 @@ def identity_for(request: AttachRequest, *, new_name: str | None = None) -> Subs
 def lookup_identities(request: AttachRequest) -> tuple[SubscriptionKey, ...]:
     """The identities a null-source attach may mean, in the order they are tried.
 
-    Namespace ``global`` when the link name carries the ``|global`` suffix (wire-spec §3: the
+    Namespace ``global`` when the link name carries the ``|global`` suffix (docs/wire.md §3: the
     link capabilities Broker-J also reads are invisible to Proton-C), else the container-id.
     Then: the unshared durable named by the whole link name (Qpid JMS's unsubscribe uses the
-    first-consumer name, ``sub``, for both kinds, wire-spec §1.9); for a ``|global`` name also
+    first-consumer name, ``sub``, for both kinds, docs/wire.md §1.9); for a ``|global`` name also
     the unshared durable named by the cut name; and the shared durable named by the name cut at
     the first ``|``. A ``|volatile`` name means the shared non-durable one instead: it never
     names a durable subscription (scenario 12). At most one of them exists, since unshared and
@@ -361,13 +361,13 @@ def decide_attach(
         existing: the catalog's active subscription for an identity and its consumer count;
             a record in state ``deleted`` counts as none.
         shared_consumer_limit: most consumer links one shared subscription may have; None is
-            unlimited (DESIGN §4.7).
+            unlimited (docs/design.md §4.7).
         new_name: a fresh unique name, used only if the attach is a plain consumer.
         validate_selector: raises a :class:`~sharedsub.core.errors.SharedSubError` for a selector
             that does not parse; called before anything is looked up or created.
 
     Returns:
-        One :data:`Decision`. Whether the topic exists is the caller's check (DESIGN §3).
+        One :data:`Decision`. Whether the topic exists is the caller's check (docs/design.md §3).
 
     Raises:
         ValueError: ``shared_consumer_limit`` below 1.
@@ -380,7 +380,7 @@ def decide_attach(
         return _decide_lookup(request, existing, shared_consumer_limit)
 
     if spec.dynamic:
-        # Row 1; wire-spec §2.3 step 1 / §2.10.
+        # Row 1; docs/wire.md §2.3 step 1 / §2.10.
         return Refuse(
             AmqpCondition.NOT_IMPLEMENTED,
             "Temporary subscription is not implemented: a dynamic source cannot subscribe to a "
@@ -392,12 +392,12 @@ def decide_attach(
     except InvalidAddress as exc:
         # Row 2 (also a binding pattern past binding.MAX_PATTERN_LENGTH).
         return Refuse(AmqpCondition.INVALID_FIELD, exc.description)
-    selector = spec.selector if spec.selector and spec.selector.strip() else None  # wire-spec §1.5
+    selector = spec.selector if spec.selector and spec.selector.strip() else None  # docs/wire.md §1.5
     if selector is not None:
         try:
             validate_selector(selector)
         except SharedSubError as exc:
-            # Row 3; DESIGN §4.8, wire-spec §2.5: nothing is created.
+            # Row 3; docs/design.md §4.8, docs/wire.md §2.5: nothing is created.
             return Refuse(AmqpCondition.INVALID_FIELD, exc.description, field="filter")
 
     identity = identity_for(request, new_name=new_name)
@@ -406,7 +406,7 @@ def decide_attach(
     global_cap = is_global(spec) and (identity.shared or identity.durable)
 
     if identity.durable:
-        # Row 4; DESIGN §4.4, wire-spec §5.15 / D6: unshared and shared durable of one name clash.
+        # Row 4; docs/design.md §4.4, docs/wire.md §5.15 / D6: unshared and shared durable of one name clash.
         other = _active(existing, dataclasses.replace(identity, shared=not identity.shared))
         if other is not None:
             return Refuse(AmqpCondition.RESOURCE_LOCKED, _exclusivity_clash(identity, other))
@@ -420,20 +420,20 @@ def decide_attach(
 
     record = found.record
     if not identity.shared and found.consumers > 0:
-        # Row 6; DESIGN §4.7: one consumer per unshared subscription, a second is refused.
+        # Row 6; docs/design.md §4.7: one consumer per unshared subscription, a second is refused.
         return Refuse(AmqpCondition.RESOURCE_LOCKED, _unshared_in_use(identity, found.consumers))
 
     changes = _changes(record, topic, binding, selector, no_local)
     if changes:
         if found.consumers > 0:
-            # Row 7; DESIGN §4.4, seed 000 "if there is/are existing consumer(s)".
+            # Row 7; docs/design.md §4.4, seed 000 "if there is/are existing consumer(s)".
             return Refuse(AmqpCondition.RESOURCE_LOCKED, _change_in_use(identity, found.consumers, changes))
-        # Row 8; DESIGN §4.4, wire-spec §2.6 / D5, scenarios 18-20: a new, empty generation.
+        # Row 8; docs/design.md §4.4, docs/wire.md §2.6 / D5, scenarios 18-20: a new, empty generation.
         reply = _reply(spec.address, identity, global_cap, spec.expiry_policy, selector, no_local)
         return NewGeneration(record, topic, binding, selector, no_local, spec.expiry_policy, reply)
 
     if identity.shared and _at_limit(found.consumers, shared_consumer_limit):
-        # Row 9; DESIGN §4.7.
+        # Row 9; docs/design.md §4.7.
         return Refuse(AmqpCondition.RESOURCE_LIMIT_EXCEEDED, _limit_reached(identity, found.consumers))
 
     # Row 10; seed 000: "if existing queue lifetime and/or durability are different from
@@ -449,14 +449,14 @@ def _decide_lookup(request: AttachRequest, existing: ExistingLookup, limit: int 
         if found is None:
             continue
         if not identity.shared and found.consumers > 0:
-            # Row 12; seed 000 "if queue exists and there is no consumer"; DESIGN §4.7.
+            # Row 12; seed 000 "if queue exists and there is no consumer"; docs/design.md §4.7.
             return Refuse(AmqpCondition.RESOURCE_LOCKED, _unshared_in_use(identity, found.consumers))
         if identity.shared and _at_limit(found.consumers, limit):
             # Row 13.
             return Refuse(AmqpCondition.RESOURCE_LIMIT_EXCEEDED, _limit_reached(identity, found.consumers))
-        # Row 14; DESIGN §4.5, wire-spec §2.8, scenarios 40, 42, 45, 46.
+        # Row 14; docs/design.md §4.5, docs/wire.md §2.8, scenarios 40, 42, 45, 46.
         return Lookup(found.record, _stored_reply(found.record))
-    # Row 11; wire-spec §1.9 step 4, scenario 41.
+    # Row 11; docs/wire.md §1.9 step 4, scenario 41.
     unshared, shared = candidates[0], candidates[-1]
     kind = "non-durable" if not shared.durable else "durable"
     return Refuse(
@@ -480,7 +480,7 @@ def _at_limit(consumers: int, limit: int | None) -> bool:
 
 
 def _capabilities(identity: SubscriptionKey, global_cap: bool) -> tuple[str, ...]:
-    # wire-spec §2.7: [global?, shared?, topic], in that order.
+    # docs/wire.md §2.7: [global?, shared?, topic], in that order.
     caps: list[str] = []
     if global_cap:
         caps.append(Capability.GLOBAL)
@@ -501,7 +501,7 @@ def _reply(
     return ReplySource(
         address=address,
         capabilities=_capabilities(identity, global_cap),
-        # wire-spec §2.2: durability capped at configuration; the catalog is the stored terminus.
+        # docs/wire.md §2.2: durability capped at configuration; the catalog is the stored terminus.
         durable=TerminusDurability.CONFIGURATION if identity.durable else TerminusDurability.NONE,
         expiry_policy=expiry,
         distribution_mode=DISTRIBUTION_COPY if identity.durable or identity.shared else None,
@@ -590,7 +590,7 @@ def decide_detach(
 
     Args:
         closed: the peer's detach had closed=true. Pass False when the link goes because its
-            session ends or its connection closes without a detach (wire-spec §1.8).
+            session ends or its connection closes without a detach (docs/wire.md §1.8).
         record: the subscription the link consumed from.
         remaining_consumers: consumer links still attached to it, not counting this one.
         session_ending: the link goes because its session ends.
@@ -603,12 +603,12 @@ def decide_detach(
     session_ending = session_ending or connection_closing
     if identity.durable and closed:
         if remaining_consumers == 0:
-            # Row a; DESIGN §4.6, wire-spec §2.9, scenarios 36 and 40.
+            # Row a; docs/design.md §4.6, docs/wire.md §2.9, scenarios 36 and 40.
             return DeleteSubscription(record)
-        # Row b; DESIGN §4.6, scenarios 37 and 44, peers A9: reply closed=true with the error.
+        # Row b; docs/design.md §4.6, scenarios 37 and 44, docs/peers.md A9: reply closed=true with the error.
         return RefuseDelete(record, AmqpCondition.RESOURCE_LOCKED, _active_consumers(identity, remaining_consumers))
 
-    # wire-spec §2.9: the broker closes its end when the expiry policy ends the link now.
+    # docs/wire.md §2.9: the broker closes its end when the expiry policy ends the link now.
     scope_over = (
         policy is ExpiryPolicy.LINK_DETACH
         or (policy is ExpiryPolicy.SESSION_END and session_ending)
@@ -617,7 +617,7 @@ def decide_detach(
     reply_closed = closed or scope_over
     if not identity.shared and not identity.durable:
         # Row c; a plain consumer's name is unique to its link, so nothing can reach it again
-        # (scenario 4, peers A3.48); a re-attach gets a new subscription.
+        # (scenario 4, docs/peers.md A3.48); a re-attach gets a new subscription.
         return DeleteSubscription(record)
     if remaining_consumers > 0:
         # Row d; scenario 34 (first of two volatile consumers), scenario 33.
@@ -626,7 +626,7 @@ def decide_detach(
         # Row e; scenarios 33 and 38: a durable consumer's close or session end keeps it.
         return KeepSubscription(record, reply_closed=reply_closed)
     if scope_over:
-        # Rows f and g; seed 000 lifetime mapping, scenarios 34, 35, peers A3.39.
+        # Rows f and g; seed 000 lifetime mapping, scenarios 34, 35, docs/peers.md A3.39.
         return DeleteSubscription(record)
     # Row h: no consumer left, but it lives as long as this link's session / connection.
     ends_with: Literal["session", "connection"] = "session" if policy is ExpiryPolicy.SESSION_END else "connection"
@@ -635,7 +635,7 @@ def decide_detach(
 
 def _active_consumers(identity: SubscriptionKey, remaining: int) -> str:
     what = "the shared subscription" if identity.shared else "the subscription"
-    # The first sentence is Broker-J's text (wire-spec §2.10); the rest says what to do.
+    # The first sentence is Broker-J's text (docs/wire.md §2.10); the rest says what to do.
     return (
         f"There are active consumers on {what} '{identity.name}': {remaining} other consumer "
         f"link(s) still attached in namespace {identity.namespace!r}; the subscription was kept. "

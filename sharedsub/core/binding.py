@@ -1,4 +1,4 @@
-"""Topic-exchange binding patterns (DESIGN §3, wire-spec §2.11); pure.
+"""Topic-exchange binding patterns (docs/design.md §3, docs/wire.md §2.11); pure.
 
 A routing key is a list of words separated by '.'; a pattern word ``*`` matches exactly one
 word and ``#`` matches zero or more words. Matching is exact and case-sensitive. As with

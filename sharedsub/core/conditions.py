@@ -36,7 +36,7 @@ class Capability(enum.StrEnum):
 
 
 CONNECTION_OFFERED = (Capability.SHARED_SUBS, Capability.ANONYMOUS_RELAY, Capability.SOLE_CONNECTION)
-"""Offered on every connection open (DESIGN §4.1)."""
+"""Offered on every connection open (docs/design.md §4.1)."""
 
 SELECTOR_FILTER_CODE = 0x0000468C00000004
 SELECTOR_FILTER_SYMBOLS = ("apache.org:selector-filter:string", "apache.org:jms-selector-filter:string")

@@ -1,4 +1,4 @@
-"""Dispatch of one subscription's rows to its consumer links: the rules of DESIGN §5; pure.
+"""Dispatch of one subscription's rows to its consumer links: the rules of docs/design.md §5; pure.
 
 The front end keeps one :class:`SubscriptionDispatch` per subscription with consumers on it,
 names each consumer link by an int, turns what happens on the wire into an :data:`Event`, hands

@@ -3,7 +3,7 @@
 :func:`explain_selector` parses ``text`` exactly as an attach does (:func:`sharedsub.core.selector.parse_selector`,
 so the same :class:`~sharedsub.core.selector.SelectorError` with its position) and describes the result:
 the normalised selector (fully parenthesised, :func:`sharedsub.core.selector.ast.render`), every
-identifier it reads, each either a JMS header with the AMQP field it maps to (DESIGN §3) or an
+identifier it reads, each either a JMS header with the AMQP field it maps to (docs/design.md §3) or an
 application property, and the Spark SQL condition the selector is equivalent to.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from sharedsub.core.selector import ast, parse_selector, to_spark_sql
 
-# Where each JMS header identifier is read from (DESIGN §3; as the back ends read it).
+# Where each JMS header identifier is read from (docs/design.md §3; as the back ends read it).
 HEADER_FIELDS: dict[str, str] = {
     "JMSMessageID": "properties.message-id",
     "JMSCorrelationID": "properties.correlation-id",

@@ -83,7 +83,7 @@ def service_file(root: str) -> str:
 def subscription_key(namespace: str, name: str, *, shared: bool, durable: bool) -> str:
     """Stable, readable, filesystem-safe key for a subscription identity.
 
-    The identity is ``(namespace, name, shared, durable)`` (DESIGN §4.2). The key keeps a
+    The identity is ``(namespace, name, shared, durable)`` (docs/design.md §4.2). The key keeps a
     readable prefix for people browsing the data dir and a hash so distinct identities never
     collide after sanitising.
     """

@@ -1,4 +1,4 @@
-"""The Qpid JMS link-name scheme for topic subscriptions (wire-spec §1.4); pure.
+"""The Qpid JMS link-name scheme for topic subscriptions (docs/wire.md §1.4); pure.
 
 Qpid JMS names a subscription's receiver links after the subscription and tells consumers of
 the same subscription on one connection apart by a suffix after ``|``:
@@ -14,10 +14,10 @@ shared volatile, no ClientID   ``name|global-volatile1``  ``name|global-volatile
 plain topic consumer           ``qpid-jms:receiver:<consumerId>:<address>``
 =============================  ====================  ===========================================
 
-The service reads only two things from a name (DESIGN §4.2): the subscription name of a
+The service reads only two things from a name (docs/design.md §4.2): the subscription name of a
 *shared* subscription is the link name cut at the first ``|`` (unshared ones use the whole link
 name), and a null-source lookup is global when the name carries the ``global`` suffix (Proton-C
-cannot read link capabilities, wire-spec §3). Any other string is a valid link name too; it
+cannot read link capabilities, docs/wire.md §3). Any other string is a valid link name too; it
 simply carries no hints.
 """
 
@@ -27,10 +27,10 @@ import dataclasses
 import re
 
 DELIMITER = "|"
-"""Qpid JMS ``SUB_NAME_DELIMITER``; a subscription name never contains it (wire-spec §1.4)."""
+"""Qpid JMS ``SUB_NAME_DELIMITER``; a subscription name never contains it (docs/wire.md §1.4)."""
 
 # The part after the first '|': optional kind, then the consumer counter. Counters start at 1
-# and have no leading zero; Broker-J's own tests also use 'sub|1' (wire-spec §5.15).
+# and have no leading zero; Broker-J's own tests also use 'sub|1' (docs/wire.md §5.15).
 _SUFFIX = re.compile(r"(?P<kind>global-volatile|global|volatile)?(?P<n>[1-9][0-9]*)?")
 
 
@@ -58,7 +58,7 @@ class LinkName:
 
 def _cut(link_name: str) -> tuple[str, str | None]:
     index = link_name.find(DELIMITER)
-    # Broker-J cuts only when '|' is not the first character (wire-spec §2.4 step 2).
+    # Broker-J cuts only when '|' is not the first character (docs/wire.md §2.4 step 2).
     if index <= 0:
         return link_name, None
     return link_name[:index], link_name[index + 1 :]
@@ -82,7 +82,7 @@ def parse_link_name(link_name: str) -> LinkName:
     if digits is not None:
         ordinal: int | None = int(digits)
     else:
-        # Only 'name|global' omits its counter; 'volatile' names always carry one (wire-spec §1.4).
+        # Only 'name|global' omits its counter; 'volatile' names always carry one (docs/wire.md §1.4).
         ordinal = 1 if kind == "global" else None
     return LinkName(
         name,
@@ -93,7 +93,7 @@ def parse_link_name(link_name: str) -> LinkName:
 
 
 def subscription_name_of(link_name: str, *, shared: bool) -> str:
-    """The subscription name a link name gives (DESIGN §4.2, wire-spec §2.4).
+    """The subscription name a link name gives (docs/design.md §4.2, docs/wire.md §2.4).
 
     Shared: the link name cut at the first ``|`` (when it is at an index > 0). Unshared: the
     whole link name.
@@ -104,7 +104,7 @@ def subscription_name_of(link_name: str, *, shared: bool) -> str:
 def build_link_name(
     subscription_name: str, *, shared: bool, durable: bool, is_global: bool = False, ordinal: int = 1
 ) -> str:
-    """The link name Qpid JMS gives the ``ordinal``-th consumer of a subscription (wire-spec §1.4).
+    """The link name Qpid JMS gives the ``ordinal``-th consumer of a subscription (docs/wire.md §1.4).
 
     Args:
         subscription_name: the JMS subscription name; not empty, no ``|``.
@@ -141,5 +141,5 @@ def build_link_name(
 
 
 def plain_consumer_link_name(consumer_id: str, address: str) -> str:
-    """The link name Qpid JMS gives a queue or plain topic consumer (wire-spec §1.3)."""
+    """The link name Qpid JMS gives a queue or plain topic consumer (docs/wire.md §1.3)."""
     return f"qpid-jms:receiver:{consumer_id}:{address}"

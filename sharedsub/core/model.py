@@ -1,6 +1,6 @@
 """Value types shared by the front end, the fan-out job and the CLI; pure.
 
-A subscription's identity is ``(namespace, name, shared, durable)`` (DESIGN §4.2). Each change of
+A subscription's identity is ``(namespace, name, shared, durable)`` (docs/design.md §4.2). Each change of
 topic, binding, selector or no-local while no consumer is attached starts a new *generation*, a
 new table; the catalog keeps one current :class:`SubscriptionRecord` per identity.
 """
@@ -18,7 +18,7 @@ GLOBAL_NAMESPACE = "global"
 
 
 class ExpiryPolicy(enum.StrEnum):
-    """Source terminus expiry policy, which sets a subscription's lifetime (DESIGN §4.2)."""
+    """Source terminus expiry policy, which sets a subscription's lifetime (docs/design.md §4.2)."""
 
     LINK_DETACH = "link-detach"
     SESSION_END = "session-end"

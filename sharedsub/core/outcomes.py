@@ -1,4 +1,4 @@
-"""What happens to a delivered message once its delivery ends: the pure rule of DESIGN §5.
+"""What happens to a delivered message once its delivery ends: the pure rule of docs/design.md §5.
 
 The front end translates a consumer's disposition (or the loss of its link) into a
 :class:`Settlement`, calls :func:`decide` with the message's current delivery count and the

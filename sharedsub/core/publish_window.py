@@ -1,4 +1,4 @@
-"""The front end's bound on accepted-but-uncommitted bytes (DESIGN §5: nothing accepted is lost,
+"""The front end's bound on accepted-but-uncommitted bytes (docs/design.md §5: nothing accepted is lost,
 and memory stays bounded while the committer is behind); pure.
 
 Publishers get link credit and each committed (or refused) message returns one credit, so one

@@ -6,10 +6,10 @@
 matches), tagged with the route's index. A row goes to a subscription when all of these hold:
 
 * ``topic`` is the subscription's topic and ``seq >= start_seq`` (a generation receives only
-  what was committed after it was created, DESIGN §5);
+  what was committed after it was created, docs/design.md §5);
 * the routing key matches the binding pattern (:func:`sharedsub.core.binding.matches`; a null key
   counts as the empty key). Keys are matched once per distinct key in the batch, in Python;
-* no-local: the publisher is not the subscription's namespace (DESIGN §4.9; a null publisher is
+* no-local: the publisher is not the subscription's namespace (docs/design.md §4.9; a null publisher is
   never the namespace);
 * the JMS selector is true (:mod:`sharedsub.core.selector.arrow`; unknown routes nothing). A blank
   selector is no selector.
@@ -82,7 +82,7 @@ def parsed_selector(record: SubscriptionRecord) -> Selector | None:
 
     Raises:
         UnsupportedSubscription: the record's selector does not parse. The front end validates
-            selectors at attach (DESIGN §4.8), so only a damaged catalog or an older/newer
+            selectors at attach (docs/design.md §4.8), so only a damaged catalog or an older/newer
             grammar gets here; the subscription then receives nothing rather than everything.
     """
     if record.selector is None:

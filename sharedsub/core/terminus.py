@@ -1,9 +1,9 @@
 """Protocol-neutral views of a receiver attach and its source terminus; pure.
 
 The AMQP front end translates a proton attach into an :class:`AttachRequest` (filters matched
-by descriptor, DESIGN §3; a missing expiry policy read as ``session-end``, wire-spec §3) and
+by descriptor, docs/design.md §3; a missing expiry policy read as ``session-end``, docs/wire.md §3) and
 hands it to :mod:`sharedsub.core.attach`. The catalog stores the source a null-source lookup must
-answer with (DESIGN §4.5) as the JSON of :func:`stored_source_json`, in
+answer with (docs/design.md §4.5) as the JSON of :func:`stored_source_json`, in
 ``SubscriptionRecord.source``.
 """
 
@@ -27,7 +27,7 @@ class TerminusDurability(enum.IntEnum):
 
 
 DISTRIBUTION_COPY = "copy"
-"""Distribution mode of a topic subscription's reply source (wire-spec §2.7)."""
+"""Distribution mode of a topic subscription's reply source (docs/wire.md §2.7)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ class SourceSpec:
         dynamic: the peer asked for a dynamic (temporary) node.
         distribution_mode: ``copy``, ``move`` or None.
         has_unknown_filters: the filter map held filters other than selector and no-local;
-            they are not applied and are left out of the reply (DESIGN §4.8).
+            they are not applied and are left out of the reply (docs/design.md §4.8).
     """
 
     address: str | None
@@ -66,7 +66,7 @@ class AttachRequest:
         link_name: the attach's link name.
         container_id: the remote container-id of the connection (the JMS ClientID).
         source: the source terminus; None for a null source (or one with no address and
-            dynamic=false, which Proton-C cannot tell apart, wire-spec §3): a lookup.
+            dynamic=false, which Proton-C cannot tell apart, docs/wire.md §3): a lookup.
     """
 
     link_name: str
@@ -85,7 +85,7 @@ def is_global(spec: SourceSpec) -> bool:
 
 
 def stored_source_json(spec: SourceSpec) -> str:
-    """JSON of the fields a null-source lookup answers with (DESIGN §4.5).
+    """JSON of the fields a null-source lookup answers with (docs/design.md §4.5).
 
     Address, capabilities, durable, expiry policy, distribution mode, selector and no-local;
     not ``dynamic`` (always false for a subscription) nor unknown filters (never applied).

@@ -19,7 +19,7 @@ seconds) keeps them bounded:
    new rows); of topic tables too, but only of the files the fan-out has routed (step 6).
 3. **Vacuum** of every table: files that no version inside ``history_retention_hours`` needs are
    deleted; then a checkpoint, and log files older than the table's log retention are dropped.
-   Time travel and replay (DESIGN §6) work for any version inside the retention.
+   Time travel and replay (docs/design.md §6) work for any version inside the retention.
 4. **Old generations.** The tables of a generation that is no longer current (a re-created or
    changed subscription) or of a deleted subscription are removed once the generation ended
    more than ``history_retention_hours`` ago. A *non-durable* subscription's tables serve no

@@ -5,7 +5,7 @@ of the code never imports ``deltalake``. Reads avoid ``DeltaTable.to_pyarrow_tab
 abort the interpreter at exit, delta-rs #2184); they read the Parquet files the log names.
 
 Local data dirs are read by tailing ``_delta_log/<version>.json`` directly, which costs one
-``stat`` per probe and no table reload (feasibility §2).
+``stat`` per probe and no table reload (docs/feasibility.md §2).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ The rules (``Violation.rule``):
     delivered again after the restart and accepted then (consumers here accept everything).
 ``redelivery-marked``
     A delivery of a message the subscription delivered before carries ``delivery-count`` ≥ 1
-    (DESIGN §5: a restart redelivers the unacknowledged ones, marked redelivered; Qpid JMS derives
+    (docs/design.md §5: a restart redelivers the unacknowledged ones, marked redelivered; Qpid JMS derives
     JMSRedelivered from the count alone). ``first-acquirer`` false does not mark it: false is the
     field's default, so a first delivery carries it too. The consumers here settle every delivery
     with ``accepted``, so no redelivery comes from a release (which keeps the count).

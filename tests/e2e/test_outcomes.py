@@ -1,4 +1,4 @@
-"""Delivery outcomes end to end (DESIGN §5): what each consumer disposition does to a message,
+"""Delivery outcomes end to end (docs/design.md §5): what each consumer disposition does to a message,
 the redelivery markers, redelivery after a link, session or connection goes, pre-settled
 consumers, and the dead-letter table. Real ``sharedsub serve``, real python-qpid-proton clients."""
 

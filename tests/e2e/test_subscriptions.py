@@ -1,6 +1,6 @@
 """JMS 2.0 subscription semantics against a real ``sharedsub serve``, with python-qpid-proton
 clients setting capabilities, durability, expiry and link names exactly as Qpid JMS does
-(wire-spec §1.3-§1.9). Test names cite the wire-spec §5 scenario or peers.md group they pin."""
+(docs/wire.md §1.3-§1.9). Test names cite the docs/wire.md §5 scenario or docs/peers.md group they pin."""
 
 from __future__ import annotations
 
@@ -310,7 +310,7 @@ def test_shared_consumer_limit_is_resource_limit_exceeded(tmp_path) -> None:  # 
 
 
 def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> None:  # noqa: ANN001
-    """Scenarios 23, 24, 45; peers A2.16, A4.52."""
+    """Scenarios 23, 24, 45; docs/peers.md A2.16, A4.52."""
     from sharedsub.storage import delta
 
     delta.create_topic(str(tmp_path), "t")
@@ -356,7 +356,7 @@ def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> N
     [("session-end", "the connection"), ("connection-close", "the connection"), ("link-detach", "the detach")],
 )
 def test_lifetime_from_expiry_policy(service: ServeProcess, topic: str, expiry: str, ends_with: str) -> None:
-    """DESIGN §4.2: a durable-terminus subscription whose expiry is not 'never' lives as long as
+    """docs/design.md §4.2: a durable-terminus subscription whose expiry is not 'never' lives as long as
     its expiry policy says (seed 000: lifetime policy from the source expiry policy)."""
     name, cid = uid(f"life-{expiry}"), uid("client")
 
@@ -437,7 +437,7 @@ def test_links_attached_to_a_subscription_are_in_the_catalog(service: ServeProce
 
 def test_redelivery_markers(service: ServeProcess, topic: str) -> None:
     """Unsettled deliveries of a link that goes away come back with delivery-count + 1 and
-    first-acquirer false (DESIGN §5, Pulsar #5895); a released one comes back unchanged."""
+    first-acquirer false (docs/design.md §5, Pulsar #5895); a released one comes back unchanged."""
     name, cid = uid("redeliver"), uid("client")
     holder = Subscriber(service.url, topic, container_id=cid, credit=1, settle="none", **jms_shared_durable(name))
     with holder:

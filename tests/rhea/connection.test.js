@@ -1,5 +1,5 @@
 'use strict';
-// Connection open: offered capabilities (wire-spec §1.1, §2.1, scenario 1) and the refusal of a
+// Connection open: offered capabilities (docs/wire.md §1.1, §2.1, scenario 1) and the refusal of a
 // second connection for a container that desires sole-connection-for-container (scenario 2).
 
 const test = require('node:test');

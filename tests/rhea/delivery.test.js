@@ -1,5 +1,5 @@
 'use strict';
-// Delivery and publish (DESIGN §5): redelivery marking in the header a consumer sees, the
+// Delivery and publish (docs/design.md §5): redelivery marking in the header a consumer sees, the
 // publisher's outcome, anonymous relay, and rejected transfers that leave the connection up.
 //
 // rhea 3 quirk: deliveries updated in one event-loop turn are written as disposition ranges, and
@@ -173,7 +173,7 @@ test('publish: an anonymous-relay sender (null target) with `to` set is accepted
     assert.equal(p.connection.remote.close, undefined, 'the connection stays open');
 
     // The Qpid JMS anonymous producer sends a target terminus without an address (not a null
-    // target) and needs a non-null target in the reply (wire-spec §1.7, §1.10).
+    // target) and needs a non-null target in the reply (docs/wire.md §1.7, §1.10).
     const jmsRelay = p.sender({
       name: `qpid-jms:sender:ID:${h.uid('p')}:1:1:1`,
       target: {},

@@ -6,7 +6,7 @@
 // comes through terminus.unwrap(), which gives null for a null (absent) source or target and a
 // source/target object for a described terminus, even an empty one: so `source === null` tells
 // a null source from a source terminus with no address, which is what the Qpid JMS client tells
-// apart (wire-spec §1.7).
+// apart (docs/wire.md §1.7).
 
 const assert = require('node:assert/strict');
 const { execFile } = require('node:child_process');
@@ -479,11 +479,11 @@ function selectorFilter(selector) {
 }
 
 function noLocalFilter() {
-  // The Qpid JMS client puts the string NoLocalFilter{} inside (wire-spec §1.5).
+  // The Qpid JMS client puts the string NoLocalFilter{} inside (docs/wire.md §1.5).
   return { 'no-local': rhea.types.described(rhea.types.wrap_ulong(NO_LOCAL_DESCRIPTOR), rhea.types.wrap_string('NoLocalFilter{}')) };
 }
 
-/** A source as the Qpid JMS client sends it for each consumer kind (wire-spec §1.3). */
+/** A source as the Qpid JMS client sends it for each consumer kind (docs/wire.md §1.3). */
 function jmsSource(topic, kind, { selector, noLocal, isGlobal } = {}) {
   const caps = ['topic'];
   if (kind === 'shared-durable' || kind === 'shared-volatile') caps.push('shared');
@@ -511,7 +511,7 @@ function jmsReceiver(linkName, topic, kind, extra = {}) {
 }
 
 /** The unsubscribe lookup: null source, link name `sub` (ClientID) or `sub|global`, the latter
- * with link desired-capabilities [shared, global] as Qpid JMS sends them (wire-spec §1.9). */
+ * with link desired-capabilities [shared, global] as Qpid JMS sends them (docs/wire.md §1.9). */
 function lookupReceiver(linkName) {
   const opts = { name: linkName, snd_settle_mode: 0, rcv_settle_mode: 0 };
   if (/\|global$/.test(linkName)) opts.desired_capabilities = ['shared', 'global'];
@@ -540,7 +540,7 @@ function valueOf(typed) {
   return typed;
 }
 
-/** Assert a refusal (wire-spec §2.2, DESIGN §4.10): attach with null source and null target,
+/** Assert a refusal (docs/wire.md §2.2, docs/design.md §4.10): attach with null source and null target,
  * then detach closed=true with the condition and a description. Returns the detach error. */
 async function assertRefused(link, condition, { descriptionIncludes = [], nullTarget = true } = {}) {
   const attach = await link.attach();
@@ -554,7 +554,7 @@ async function assertRefused(link, condition, { descriptionIncludes = [], nullTa
   if (nullTarget) {
     assert.ok(
       raw.target === 'null' || raw.target === 'absent',
-      `refused link ${link.name}: the attach reply should carry a null target (wire-spec §2.2, D13); frame target: ${raw.target} ${show(attach.target)}`,
+      `refused link ${link.name}: the attach reply should carry a null target (wire.md §2.2, D13); frame target: ${raw.target} ${show(attach.target)}`,
     );
   }
   const detach = await link.detach();

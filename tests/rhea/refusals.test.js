@@ -1,7 +1,7 @@
 'use strict';
 // Every refusal: attach with a null source (and null target), then detach closed=true with the
-// condition and a description a person can act on (wire-spec §2.2 / D13, DESIGN §4.10). The Qpid
-// JMS client reads any non-null source as "found"/"opened" (wire-spec §1.7), so an empty source
+// condition and a description a person can act on (docs/wire.md §2.2 / D13, docs/design.md §4.10). The Qpid
+// JMS client reads any non-null source as "found"/"opened" (docs/wire.md §1.7), so an empty source
 // terminus is as wrong as an address.
 
 const test = require('node:test');
@@ -48,7 +48,7 @@ test('refused: a second consumer on an unshared durable subscription (other conn
     assert.equal(closed.error, undefined, `unsubscribe of the last link: no error; got ${h.show(closed)}`);
   }));
 
-test('refused: shared vs unshared durable with one name in one container is amqp:resource-locked, consumers or not (wire-spec §5.15)', T, () =>
+test('refused: shared vs unshared durable with one name in one container is amqp:resource-locked, consumers or not (wire.md §5.15)', T, () =>
   h.withClients(async (connect) => {
     const topic = await h.createTopic();
     const cid = h.uid('client');
@@ -210,7 +210,7 @@ test('refused: a publisher (sender link) to an unknown topic is amqp:not-found w
     const attach = await sender.attach();
     const raw = sender.link.rawAttach;
     assert.ok(raw.target === 'null' || raw.target === 'absent', `refused publisher: the Qpid JMS producer needs a null target; frame target: ${raw.target} ${h.show(attach.target)}`);
-    assert.ok(raw.source === 'null' || raw.source === 'absent', `refused publisher: null source too (wire-spec §2.2); frame source: ${raw.source} ${h.show(attach.source)}`);
+    assert.ok(raw.source === 'null' || raw.source === 'absent', `refused publisher: null source too (wire.md §2.2); frame source: ${raw.source} ${h.show(attach.source)}`);
     const detach = await sender.detach();
     assert.equal(detach.closed, true, h.show(detach));
     assert.equal(String(detach.error && detach.error.condition), 'amqp:not-found', h.show(detach));

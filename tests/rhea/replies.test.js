@@ -1,7 +1,7 @@
 'use strict';
-// Successful attaches: the reply source for each JMS consumer kind (wire-spec §1.3/§1.4 request
-// shapes, §2.7 reply), the stored source a null-source lookup answers with (§2.8, DESIGN §4.5),
-// and the detach replies of unsubscribe and close (§2.9, DESIGN §4.6).
+// Successful attaches: the reply source for each JMS consumer kind (docs/wire.md §1.3/§1.4 request
+// shapes, §2.7 reply), the stored source a null-source lookup answers with (§2.8, docs/design.md §4.5),
+// and the detach replies of unsubscribe and close (§2.9, docs/design.md §4.6).
 
 const test = require('node:test');
 const assert = require('node:assert/strict');

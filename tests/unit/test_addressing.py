@@ -1,4 +1,4 @@
-"""Addresses and routing keys (DESIGN §3) as a table."""
+"""Addresses and routing keys (docs/design.md §3) as a table."""
 
 from __future__ import annotations
 

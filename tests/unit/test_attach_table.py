@@ -1,8 +1,8 @@
 """The attach/detach decision table (sharedsub.core.attach), one row per rule.
 
 Row ids name the rule they pin: ``seed000/...`` for a row of the normative table in seed 000,
-``wire-spec§5.N`` for an acceptance scenario, ``peers-A.N`` for a peers.md scenario,
-``DESIGN§4.N`` for a decision. Wire mechanics (frames, link stealing, credit) are tested
+``wire§5.N`` for a docs/wire.md §5 scenario, ``peers-A.N`` for a docs/peers.md scenario,
+``design§4.N`` for a docs/design.md §4 decision. Wire mechanics (frames, link stealing, credit) are tested
 elsewhere; these rows are the decisions.
 """
 
@@ -50,7 +50,7 @@ NEW = "plain-7f3a"  # the fresh name decide_attach is given for plain consumers
 PLAIN_LINK = "qpid-jms:receiver:ID:3f2a-1:1:1:1:prices"
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
-# Caps as Qpid JMS sends them (wire-spec §1.3).
+# Caps as Qpid JMS sends them (docs/wire.md §1.3).
 TOPIC = ("topic",)
 SHARED = ("topic", "shared")
 SHARED_GLOBAL = ("topic", "shared", "global")
@@ -97,7 +97,7 @@ def attach(
 
 
 def lookup(link: str, cid: str = CID) -> AttachRequest:
-    """A null-source attach (unsubscribe / recovery, wire-spec §1.9)."""
+    """A null-source attach (unsubscribe / recovery, docs/wire.md §1.9)."""
     return AttachRequest(link, cid, None)
 
 
@@ -230,7 +230,7 @@ ROWS: list[Row] = [
         attach(PLAIN_LINK, GLOBAL, durable=0, expiry=LINK_DETACH), {}, Create, {
             "identity": key(NEW, shared=False, durable=False), "reply.capabilities": ("topic",),
         }),
-    Row("seed000/unshared-local-durable/new -> create (wire-spec§5.5: reply durable <= 1)",
+    Row("seed000/unshared-local-durable/new -> create (wire§5.5: reply durable <= 1)",
         attach("sub", TOPIC), {}, Create, {
             "identity": key(shared=False), "reply.capabilities": ("topic",), "reply.durable": 1,
             "reply.distribution_mode": "copy", "reply.expiry_policy": NEVER,
@@ -239,19 +239,19 @@ ROWS: list[Row] = [
         attach("sub", GLOBAL), {}, Create, {
             "identity": key(ns="global", shared=False), "reply.capabilities": ("global", "topic"),
         }),
-    Row("seed000/unshared-local-durable/exists-inactive -> join (DESIGN§4.7 and D7 over the seed's 'resource locked')",
+    Row("seed000/unshared-local-durable/exists-inactive -> join (design§4.7 and D7 over the seed's 'resource locked')",
         attach("sub", TOPIC), have(record(key(shared=False)), 0), Join, {"record": record(key(shared=False))}),
     Row("seed000/unshared-global-durable/exists-inactive -> join",
         attach("sub", GLOBAL), have(record(key(ns="global", shared=False)), 0), Join, {
             "reply.capabilities": ("global", "topic"),
         }),
-    Row("seed000/unshared-local-durable/exists-active -> resource-locked (DESIGN§4.7, wire-spec§5.25)",
+    Row("seed000/unshared-local-durable/exists-active -> resource-locked (design§4.7, wire§5.25)",
         attach("sub", TOPIC), have(record(key(shared=False)), 1), Refuse, {"condition": LOCKED},
         ("Subscription is already in use", "'sub'", CID, "only one", "close that consumer")),
     Row("seed000/unshared-global-durable/exists-active -> resource-locked",
         attach("sub", GLOBAL), have(record(key(ns="global", shared=False)), 1), Refuse, {"condition": LOCKED}),
-    # -- seed 000, null-source rows (lookup, DESIGN§4.5)
-    Row("seed000/null/unshared-local/found -> lookup with the stored source (wire-spec§5.40)",
+    # -- seed 000, null-source rows (lookup, docs/design.md §4.5)
+    Row("seed000/null/unshared-local/found -> lookup with the stored source (wire§5.40)",
         lookup("sub"), have(record(key(shared=False), selector="a = 1")), Lookup, {
             "record": record(key(shared=False), selector="a = 1"), "reply.address": "prices",
             "reply.capabilities": ("topic",), "reply.durable": 1, "reply.expiry_policy": NEVER,
@@ -265,146 +265,146 @@ ROWS: list[Row] = [
         lookup("sub|global", cid=OTHER_CID), have(record(key("sub|global", ns="global", shared=False))), Lookup, {
             "reply.capabilities": ("global", "topic"),
         }),
-    Row("wire-spec§5.13/null/'sub' with a ClientID, only the global 'sub' exists -> not-found",
+    Row("wire§5.13/null/'sub' with a ClientID, only the global 'sub' exists -> not-found",
         lookup("sub"), have(record(key(ns="global"))), Refuse, {"condition": AmqpCondition.NOT_FOUND}),
-    Row("seed000/null/shared-local/found -> lookup (wire-spec§5.43)",
+    Row("seed000/null/shared-local/found -> lookup (wire§5.43)",
         lookup("sub"), have(record(key())), Lookup, {
             "record": record(key()), "reply.capabilities": ("shared", "topic"),
         }),
-    Row("seed000/null/shared-global/found from a new connection -> lookup (wire-spec§5.42)",
+    Row("seed000/null/shared-global/found from a new connection -> lookup (wire§5.42)",
         lookup("sub|global", cid=OTHER_CID), have(record(key(ns="global"))), Lookup, {
             "record": record(key(ns="global")), "reply.capabilities": ("global", "shared", "topic"),
         }),
-    Row("seed000/null/unshared-local/not-found -> not-found (wire-spec§5.41)",
+    Row("seed000/null/unshared-local/not-found -> not-found (wire§5.41)",
         lookup("sub"), {}, Refuse, {"condition": AmqpCondition.NOT_FOUND},
         ("No subscription link found", "'sub'", CID)),
-    Row("seed000/null/shared-global/not-found -> not-found (wire-spec§5.41 without ClientID)",
+    Row("seed000/null/shared-global/not-found -> not-found (wire§5.41 without ClientID)",
         lookup("sub|global", cid=OTHER_CID), {}, Refuse, {"condition": AmqpCondition.NOT_FOUND},
         ("No subscription link found", "'sub'", "'global'")),
     Row("seed000/null/shared-local/other-container-only -> not-found (namespaces are per ClientID)",
         lookup("sub"), have(record(key(ns=OTHER_CID))), Refuse, {"condition": AmqpCondition.NOT_FOUND}),
     Row("seed000/null/unshared-local/found-with-consumer -> resource-locked (seed: 'and there is no consumer')",
         lookup("sub"), have(record(key(shared=False)), 1), Refuse, {"condition": LOCKED}),
-    Row("wire-spec§5.44/null/shared-global/found-with-consumers-elsewhere -> lookup (the detach refuses)",
+    Row("wire§5.44/null/shared-global/found-with-consumers-elsewhere -> lookup (the detach refuses)",
         lookup("sub|global", cid=OTHER_CID), have(record(key(ns="global")), 2), Lookup, {}),
-    Row("DESIGN§4.7/null/shared/found-at-limit -> resource-limit-exceeded",
+    Row("design§4.7/null/shared/found-at-limit -> resource-limit-exceeded",
         lookup("sub"), have(record(key()), 3), Refuse, {"condition": AmqpCondition.RESOURCE_LIMIT_EXCEEDED}, limit=3),
-    Row("wire-spec§1.4/null/'sub|2' -> the shared durable 'sub'",
+    Row("wire§1.4/null/'sub|2' -> the shared durable 'sub'",
         lookup("sub|2"), have(record(key())), Lookup, {"record": record(key())}),
-    Row("wire-spec§5.12/null/'sub|volatile1' -> the shared volatile 'sub', never the durable one",
+    Row("wire§5.12/null/'sub|volatile1' -> the shared volatile 'sub', never the durable one",
         lookup("sub|volatile1"), {**have(record(key())), **have(record(key(durable=False), expiry=LINK_DETACH), 1)},
         Lookup, {"record": record(key(durable=False), expiry=LINK_DETACH)}),
-    Row("wire-spec§5.12/null/'sub|volatile1' with only the durable 'sub' -> not-found",
+    Row("wire§5.12/null/'sub|volatile1' with only the durable 'sub' -> not-found",
         lookup("sub|volatile1"), have(record(key())), Refuse, {"condition": AmqpCondition.NOT_FOUND}),
     Row("peers-A5.72/null/found -> reply carries selector and no-local as created",
         lookup("sub"), have(record(key(shared=False), selector="x > 2", no_local=True)), Lookup, {
             "reply.selector": "x > 2", "reply.no_local": True, "reply.expiry_policy": NEVER, "reply.durable": 1,
         }),
-    Row("DESIGN§4.5/null/found, stored source empty -> reply rebuilt from the record",
+    Row("design§4.5/null/found, stored source empty -> reply rebuilt from the record",
         lookup("sub"), have(record(key(), binding="eu.*", selector="x > 2", source="{}")), Lookup, {
             "reply.address": "prices/eu.*", "reply.capabilities": ("shared", "topic"), "reply.selector": "x > 2",
             "reply.durable": 1, "reply.distribution_mode": "copy",
         }),
-    Row("DESIGN§4.5/null/found, deleted record -> not-found",
+    Row("design§4.5/null/found, deleted record -> not-found",
         lookup("sub"), have(record(key(), state=SubscriptionState.DELETED)), Refuse,
         {"condition": AmqpCondition.NOT_FOUND}),
-    Row("wire-spec§5.46/null/re-attach after detach closed=false -> lookup with the original address",
+    Row("wire§5.46/null/re-attach after detach closed=false -> lookup with the original address",
         lookup("sub|global"), have(record(key(ns="global"), binding="eu.#")), Lookup, {"reply.address": "prices/eu.#"}),
     # -- refusals before anything is looked up
-    Row("wire-spec§2.3/dynamic source -> not-implemented",
+    Row("wire§2.3/dynamic source -> not-implemented",
         attach("sub", SHARED, dynamic=True, address=None), {}, Refuse, {"condition": AmqpCondition.NOT_IMPLEMENTED},
         ("Temporary subscription is not implemented",)),
-    Row("DESIGN§3/invalid address -> invalid-field",
+    Row("design§3/invalid address -> invalid-field",
         attach("sub", SHARED, address="no such/topic"), {}, Refuse, {"condition": AmqpCondition.INVALID_FIELD},
         ("'no such'",)),
-    Row("DESIGN§3/empty address -> invalid-field",
+    Row("design§3/empty address -> invalid-field",
         attach("sub", SHARED, address=""), {}, Refuse, {"condition": AmqpCondition.INVALID_FIELD}),
-    Row("wire-spec§5.27/invalid selector -> invalid-field, info field=filter, nothing created",
+    Row("wire§5.27/invalid selector -> invalid-field, info field=filter, nothing created",
         attach("sub", SHARED, selector="x =="), {}, Refuse,
         {"condition": AmqpCondition.INVALID_FIELD, "field": "filter"},
         ("Invalid JMS Selector", "x ==")),
-    Row("wire-spec§5.27/invalid selector on an existing subscription -> invalid-field, not new-generation",
+    Row("wire§5.27/invalid selector on an existing subscription -> invalid-field, not new-generation",
         attach("sub", SHARED, selector="x =="), have(record(key())), Refuse,
         {"condition": AmqpCondition.INVALID_FIELD}),
     # -- addresses, filters
-    Row("DESIGN§3/address 'T/pattern' -> binding pattern",
+    Row("design§3/address 'T/pattern' -> binding pattern",
         attach("sub", SHARED, address="prices/eu.*.#"), {}, Create, {"topic": "prices", "binding": "eu.*.#"}),
     Row("peers-A6.80/empty selector -> no selector",
         attach("sub", SHARED, selector=""), {}, Create, {"selector": None, "reply.selector": None}),
-    Row("wire-spec§1.5/blank selector -> no selector, joins a subscription without one",
+    Row("wire§1.5/blank selector -> no selector, joins a subscription without one",
         attach("sub", SHARED, selector="   "), have(record(key()), 1), Join, {"reply.selector": None}),
-    Row("wire-spec§5.26/valid selector -> kept and echoed",
+    Row("wire§5.26/valid selector -> kept and echoed",
         attach("sub", SHARED, selector="colour = 'red'"), {}, Create, {
             "selector": "colour = 'red'", "reply.selector": "colour = 'red'",
         }),
-    Row("DESIGN§4.8/unknown filter -> attached, left out of the reply (peers-A6.75)",
+    Row("design§4.8/unknown filter -> attached, left out of the reply (peers-A6.75)",
         attach("sub", SHARED, selector="a = 1", unknown_filters=True), {}, Create, {
             "reply.selector": "a = 1", "reply.no_local": False,
         }),
-    Row("DESIGN§4.9/no-local plain consumer -> container namespace",
+    Row("design§4.9/no-local plain consumer -> container namespace",
         attach(PLAIN_LINK, TOPIC, durable=0, expiry=LINK_DETACH, no_local=True), {}, Create, {
             "identity": key(NEW, shared=False, durable=False), "no_local": True, "reply.no_local": True,
         }),
-    # -- wire-spec §5 scenarios 4-20
-    Row("wire-spec§5.4/plain topic consumer -> create non-durable, caps contain topic",
+    # -- docs/wire.md §5 scenarios 4-20
+    Row("wire§5.4/plain topic consumer -> create non-durable, caps contain topic",
         attach(PLAIN_LINK, TOPIC, durable=0, expiry=LINK_DETACH), {}, Create, {"reply.capabilities": ("topic",)}),
-    Row("wire-spec§5.6/unshared durable 'sub' under another container -> its own subscription",
+    Row("wire§5.6/unshared durable 'sub' under another container -> its own subscription",
         attach("sub", TOPIC), have(record(key(ns=OTHER_CID, shared=False)), 1), Create,
         {"identity": key(shared=False)}),
-    Row("wire-spec§5.7/'sub|2' joins the shared durable 'sub'",
+    Row("wire§5.7/'sub|2' joins the shared durable 'sub'",
         attach("sub|2"), have(record(key()), 1), Join, {"record": record(key())}),
-    Row("wire-spec§5.8/'sub|global' from a second connection joins the global subscription",
+    Row("wire§5.8/'sub|global' from a second connection joins the global subscription",
         attach("sub|global", SHARED_GLOBAL, cid=OTHER_CID), have(record(key(ns="global")), 1), Join, {}),
-    Row("wire-spec§5.9/'sub|volatile2' joins the volatile 'sub'",
+    Row("wire§5.9/'sub|volatile2' joins the volatile 'sub'",
         attach("sub|volatile2", durable=0, expiry=LINK_DETACH), have(record(key(durable=False), expiry=LINK_DETACH), 1),
         Join, {}),
-    Row("wire-spec§5.10/volatile 'sub' under another ClientID -> its own subscription",
+    Row("wire§5.10/volatile 'sub' under another ClientID -> its own subscription",
         attach("sub|volatile1", durable=0, expiry=LINK_DETACH), have(record(key(ns=OTHER_CID, durable=False)), 1),
         Create, {"identity": key(durable=False)}),
-    Row("wire-spec§5.11/global volatile from a second connection -> join",
+    Row("wire§5.11/global volatile from a second connection -> join",
         attach("sub|global-volatile1", SHARED_GLOBAL, durable=0, expiry=LINK_DETACH, cid=OTHER_CID),
         have(record(key(ns="global", durable=False), expiry=LINK_DETACH), 1), Join, {}),
-    Row("wire-spec§5.12/volatile 'sub' next to durable 'sub' -> a distinct subscription",
+    Row("wire§5.12/volatile 'sub' next to durable 'sub' -> a distinct subscription",
         attach("sub|volatile1", durable=0, expiry=LINK_DETACH), have(record(key()), 1), Create,
         {"identity": key(durable=False)}),
-    Row("wire-spec§5.12/durable 'sub' next to volatile 'sub' -> a distinct subscription",
+    Row("wire§5.12/durable 'sub' next to volatile 'sub' -> a distinct subscription",
         attach("sub"), have(record(key(durable=False), expiry=LINK_DETACH), 1), Create, {"identity": key()}),
-    Row("wire-spec§5.13/ClientID-scoped 'sub' next to global 'sub' -> a distinct subscription",
+    Row("wire§5.13/ClientID-scoped 'sub' next to global 'sub' -> a distinct subscription",
         attach("sub"), have(record(key(ns="global")), 1), Create, {"identity": key()}),
-    Row("wire-spec§5.15/unshared durable exists, shared durable 'sub|1' -> resource-locked",
+    Row("wire§5.15/unshared durable exists, shared durable 'sub|1' -> resource-locked",
         attach("sub|1"), have(record(key(shared=False)), 0), Refuse, {"condition": LOCKED},
         ("Subscription is already in use", "'sub'", CID, "unshared durable", "shared durable", "unsubscribe")),
-    Row("wire-spec§5.15/shared durable exists, unshared durable 'sub' -> resource-locked",
+    Row("wire§5.15/shared durable exists, unshared durable 'sub' -> resource-locked",
         attach("sub", TOPIC), have(record(key()), 0), Refuse, {"condition": LOCKED},
         ("Subscription is already in use", "shared durable", "unshared durable")),
-    Row("wire-spec§5.15/global: unshared durable exists, shared global durable -> resource-locked",
+    Row("wire§5.15/global: unshared durable exists, shared global durable -> resource-locked",
         attach("sub|global", SHARED_GLOBAL), have(record(key(ns="global", shared=False)), 0), Refuse,
         {"condition": LOCKED}),
-    Row("wire-spec§5.16/join active shared durable with another selector -> resource-locked",
+    Row("wire§5.16/join active shared durable with another selector -> resource-locked",
         attach("sub|2", selector="b = 2"), have(record(key(), selector="a = 1"), 1), Refuse, {"condition": LOCKED},
         ("selector 'a = 1' -> 'b = 2'",)),
-    Row("wire-spec§5.17/join active shared durable on another topic -> resource-locked",
+    Row("wire§5.17/join active shared durable on another topic -> resource-locked",
         attach("sub|2", address="orders"), have(record(key()), 1), Refuse, {"condition": LOCKED},
         ("topic 'prices' -> 'orders'",)),
-    Row("wire-spec§5.18/all consumers gone, another topic -> new-generation",
+    Row("wire§5.18/all consumers gone, another topic -> new-generation",
         attach("sub", address="orders"), have(record(key()), 0), NewGeneration, {"topic": "orders", "binding": "#"}),
-    Row("wire-spec§5.19/re-attach after detach closed=false with a new address -> new-generation, new source stored",
+    Row("wire§5.19/re-attach after detach closed=false with a new address -> new-generation, new source stored",
         attach("sub", address="prices/eu.#"), have(record(key())), NewGeneration, {
             "binding": "eu.#", "reply.address": "prices/eu.#",
         }),
-    Row("wire-spec§5.20/unshared durable resubscribed with another selector -> new-generation",
+    Row("wire§5.20/unshared durable resubscribed with another selector -> new-generation",
         attach("sub", TOPIC, selector="b = 2"), have(record(key(shared=False), selector="a = 1")), NewGeneration, {
             "selector": "b = 2",
         }),
-    Row("wire-spec§5.20/unshared durable resubscribed with no-local toggled -> new-generation (peers-A7.83)",
+    Row("wire§5.20/unshared durable resubscribed with no-local toggled -> new-generation (peers-A7.83)",
         attach("sub", TOPIC, no_local=True), have(record(key(shared=False))), NewGeneration, {"no_local": True}),
-    Row("wire-spec§5.20/unshared durable changed to have no selector -> new-generation",
+    Row("wire§5.20/unshared durable changed to have no selector -> new-generation",
         attach("sub", TOPIC), have(record(key(shared=False), selector="a = 1")), NewGeneration, {"selector": None}),
-    Row("wire-spec§5.20/new generation takes the new lifetime",
+    Row("wire§5.20/new generation takes the new lifetime",
         attach("sub", TOPIC, expiry=SESSION_END, selector="a = 1"), have(record(key(shared=False))), NewGeneration, {
             "expiry_policy": SESSION_END, "reply.expiry_policy": SESSION_END,
         }),
-    # -- peers.md A2-A5 decisions
+    # -- docs/peers.md A2-A5 decisions
     Row("peers-A2.17/shared durable without ClientID -> global create",
         attach("sub|global", SHARED_GLOBAL, cid="ID:generated:1"), {}, Create, {"identity": key(ns="global")}),
     Row("peers-A2.22/active subscription without selector, join with one -> resource-locked",
@@ -436,15 +436,15 @@ ROWS: list[Row] = [
         lookup("sub"), have(record(key(shared=False))), Lookup, {}),
     Row("peers-A5.67/unsubscribe twice -> not-found",
         lookup("sub"), {}, Refuse, {"condition": AmqpCondition.NOT_FOUND}),
-    # -- DESIGN §4.7 limits
-    Row("DESIGN§4.7/shared at the limit -> resource-limit-exceeded",
+    # -- docs/design.md §4.7 limits
+    Row("design§4.7/shared at the limit -> resource-limit-exceeded",
         attach("sub|3"), have(record(key()), 2), Refuse, {"condition": AmqpCondition.RESOURCE_LIMIT_EXCEEDED},
         ("'sub'", "2 consumers", "limit"), limit=2),
-    Row("DESIGN§4.7/shared below the limit -> join",
+    Row("design§4.7/shared below the limit -> join",
         attach("sub|2"), have(record(key()), 1), Join, {}, limit=2),
-    Row("DESIGN§4.7/limit does not block a new generation", attach("sub", address="orders"), have(record(key())),
+    Row("design§4.7/limit does not block a new generation", attach("sub", address="orders"), have(record(key())),
         NewGeneration, {}, limit=1),
-    Row("DESIGN§4.4/deleted record -> create",
+    Row("design§4.4/deleted record -> create",
         attach("sub"), have(record(key(), state=SubscriptionState.DELETED)), Create, {"identity": key()}),
 ]
 
@@ -518,7 +518,7 @@ def test_limit_below_one_is_a_programming_error() -> None:
     ids=["shared", "shared-global", "unshared-selector-no-local", "unshared-global-binding"],
 )
 def test_created_source_is_what_the_lookup_answers(request_: AttachRequest) -> None:
-    # DESIGN §4.5: create, then an unsubscribe lookup (maybe after a restart) answers the same source.
+    # docs/design.md §4.5: create, then an unsubscribe lookup (maybe after a restart) answers the same source.
     created = decide_attach(
         request_, {}.get, shared_consumer_limit=None, new_name=NEW, validate_selector=validate_selector
     )
@@ -547,7 +547,7 @@ def test_source_from_json_rejects_garbage(text: str) -> None:
         source_from_json(text)
 
 
-# wire-spec §5.14: every namespace combination on one base name is a distinct subscription,
+# docs/wire.md §5.14: every namespace combination on one base name is a distinct subscription,
 # except unshared durable vs shared durable in one container (which clash, §5.15).
 NAMESPACE_COMBOS = {
     "unshared-durable": attach("sub", TOPIC),
@@ -617,32 +617,32 @@ VOLATILE = record(key(durable=False), expiry=LINK_DETACH)
 PLAIN = record(key(NEW, shared=False, durable=False), expiry=LINK_DETACH)
 
 DETACH_ROWS = [
-    DetachRow("wire-spec§5.33 shared durable close (closed=false) -> kept, reply not closed",
+    DetachRow("wire§5.33 shared durable close (closed=false) -> kept, reply not closed",
               False, SHARED_DURABLE, 0, KeepSubscription, reply_closed=False),
-    DetachRow("wire-spec§5.33 shared durable, one of two detaches (closed=false) -> kept",
+    DetachRow("wire§5.33 shared durable, one of two detaches (closed=false) -> kept",
               False, GLOBAL_DURABLE, 1, KeepSubscription, reply_closed=False),
-    DetachRow("wire-spec§5.34 shared volatile, first of two closes -> kept, reply closed",
+    DetachRow("wire§5.34 shared volatile, first of two closes -> kept, reply closed",
               True, VOLATILE, 1, KeepSubscription, reply_closed=True),
-    DetachRow("wire-spec§5.34 shared volatile, last closes -> deleted",
+    DetachRow("wire§5.34 shared volatile, last closes -> deleted",
               True, VOLATILE, 0, DeleteSubscription, reply_closed=True),
-    DetachRow("wire-spec§5.35 link-detach expiry, detach closed=false -> answered closed=true, deleted",
+    DetachRow("wire§5.35 link-detach expiry, detach closed=false -> answered closed=true, deleted",
               False, VOLATILE, 0, DeleteSubscription, reply_closed=True),
-    DetachRow("wire-spec§5.35 link-detach expiry, closed=false, others remain -> answered closed=true",
+    DetachRow("wire§5.35 link-detach expiry, closed=false, others remain -> answered closed=true",
               False, VOLATILE, 2, KeepSubscription, reply_closed=True),
-    DetachRow("wire-spec§5.36 close a durable link, no other consumer -> deleted (unsubscribe)",
+    DetachRow("wire§5.36 close a durable link, no other consumer -> deleted (unsubscribe)",
               True, UNSHARED_DURABLE, 0, DeleteSubscription, reply_closed=True),
-    DetachRow("wire-spec§5.37 close-with-active-link -> resource-locked",
+    DetachRow("wire§5.37 close-with-active-link -> resource-locked",
               True, GLOBAL_DURABLE, 1, RefuseDelete, reply_closed=True,
               says=("There are active consumers on the shared subscription 'sub'", "1 other", "kept")),
-    DetachRow("wire-spec§5.38 session ends under a durable consumer -> kept",
+    DetachRow("wire§5.38 session ends under a durable consumer -> kept",
               False, SHARED_DURABLE, 0, KeepSubscription, reply_closed=False, session_ending=True),
-    DetachRow("wire-spec§5.38 connection closes under a durable consumer -> kept",
+    DetachRow("wire§5.38 connection closes under a durable consumer -> kept",
               False, UNSHARED_DURABLE, 0, KeepSubscription, reply_closed=False, connection_closing=True),
-    DetachRow("wire-spec§5.40 unsubscribe: close after the lookup -> deleted",
+    DetachRow("wire§5.40 unsubscribe: close after the lookup -> deleted",
               True, SHARED_DURABLE, 0, DeleteSubscription, reply_closed=True),
-    DetachRow("wire-spec§5.44 unsubscribe while consumers elsewhere -> resource-locked",
+    DetachRow("wire§5.44 unsubscribe while consumers elsewhere -> resource-locked",
               True, GLOBAL_DURABLE, 3, RefuseDelete, reply_closed=True, says=("3 other",)),
-    DetachRow("wire-spec§5.4 plain consumer closes -> deleted, reply closed",
+    DetachRow("wire§5.4 plain consumer closes -> deleted, reply closed",
               True, PLAIN, 0, DeleteSubscription, reply_closed=True),
     DetachRow("peers-A3.48 plain consumer (session-end) detaches closed=false -> deleted: unreachable",
               False, record(key(NEW, shared=False, durable=False), expiry=SESSION_END), 0, DeleteSubscription,
@@ -680,7 +680,7 @@ DETACH_ROWS = [
               False, record(key(), expiry=LINK_DETACH), 0, DeleteSubscription, reply_closed=True),
     DetachRow("seed000 lifetime session-end on a durable subscription, detach closed=false -> kept until session end",
               False, record(key(), expiry=SESSION_END), 0, KeepSubscription, reply_closed=False, ends_with="session"),
-    DetachRow("DESIGN§4.6 durable closed=true beats its lifetime (session-end) -> unsubscribe",
+    DetachRow("design§4.6 durable closed=true beats its lifetime (session-end) -> unsubscribe",
               True, record(key(), expiry=SESSION_END), 0, DeleteSubscription, reply_closed=True),
 ]
 
@@ -712,7 +712,7 @@ def test_every_detach_decision_is_produced() -> None:
 
 
 def test_unsubscribe_sequence_with_a_consumer_elsewhere() -> None:
-    # wire-spec §5.44 end to end: lookup succeeds, the close is refused, the subscription stays.
+    # docs/wire.md §5.44 end to end: lookup succeeds, the close is refused, the subscription stays.
     rec = record(key(ns="global"))
     found = decide_attach(lookup("sub|global", OTHER_CID), have(rec, 1).get, shared_consumer_limit=None,
                           new_name=NEW, validate_selector=validate_selector)

@@ -1,4 +1,4 @@
-"""Binding-pattern matching, as the topic-exchange table of wire-spec §2.11."""
+"""Binding-pattern matching, as the topic-exchange table of docs/wire.md §2.11."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from sharedsub.core.binding import (
     to_regex,
 )
 
-# (pattern, key, expected) — the rows of wire-spec §2.11 (Broker-J TopicExchangeTest) plus edges.
+# (pattern, key, expected) — the rows of docs/wire.md §2.11 (Broker-J TopicExchangeTest) plus edges.
 CASES = [
     ("a.*", "a.b", True),
     ("a.*", "a.bb", True),

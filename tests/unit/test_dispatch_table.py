@@ -2,7 +2,7 @@
 
 Each row: the state (built by the ``given`` events on a fresh subscription, their effects
 dropped), one event, and the effects it must give, in order; ``then`` pins the state after it.
-Row ids name the rule they pin: ``§5`` for DESIGN §5 (delivery), ``#N`` for the row of the
+Row ids name the rule they pin: ``§5`` for docs/design.md §5 (delivery), ``#N`` for the row of the
 table in sharedsub/core/dispatch.py's docstring, ``txn`` for the transaction rules. The wire (proton
 links, frames, the ack log) is tested end to end in tests/e2e.
 """

@@ -1,4 +1,4 @@
-"""The Qpid JMS link-name scheme (wire-spec §1.4, scenario 50)."""
+"""The Qpid JMS link-name scheme (docs/wire.md §1.4, scenario 50)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from sharedsub.core.linknames import (
     subscription_name_of,
 )
 
-# (link name, parsed) — every name wire-spec §1.4 lists, then names outside the scheme.
+# (link name, parsed) — every name docs/wire.md §1.4 lists, then names outside the scheme.
 PARSE = [
     ("sub", LinkName("sub", global_hint=False, volatile_hint=False, ordinal=1)),
     ("sub|2", LinkName("sub", global_hint=False, volatile_hint=False, ordinal=2)),
@@ -24,7 +24,7 @@ PARSE = [
     ("sub|volatile7", LinkName("sub", global_hint=False, volatile_hint=True, ordinal=7)),
     ("sub|global-volatile1", LinkName("sub", global_hint=True, volatile_hint=True, ordinal=1)),
     ("sub|global-volatile3", LinkName("sub", global_hint=True, volatile_hint=True, ordinal=3)),
-    ("my.sub_name", LinkName("my.sub_name", global_hint=False, volatile_hint=False, ordinal=1)),  # peers A4.59
+    ("my.sub_name", LinkName("my.sub_name", global_hint=False, volatile_hint=False, ordinal=1)),  # docs/peers.md A4.59
     # Outside the scheme: parsed without hints, never an error.
     (
         "qpid-jms:receiver:ID:3f2a-1:1:1:1:topic",
@@ -48,7 +48,7 @@ def test_parse(link_name: str, expected: LinkName) -> None:
     assert parse_link_name(link_name) == expected
 
 
-# (name, shared, durable, global, ordinal, link name) — the table of wire-spec §1.4.
+# (name, shared, durable, global, ordinal, link name) — the table of docs/wire.md §1.4.
 BUILD = [
     ("sub", False, True, False, 1, "sub"),
     ("sub", True, True, False, 1, "sub"),
@@ -81,7 +81,7 @@ def test_build_and_parse_back(
 @pytest.mark.parametrize(
     ("name", "kwargs"),
     [
-        ("a|b", {"shared": True, "durable": True}),  # peers A4.60: the client refuses '|'
+        ("a|b", {"shared": True, "durable": True}),  # docs/peers.md A4.60: the client refuses '|'
         ("", {"shared": True, "durable": True}),
         ("sub", {"shared": False, "durable": False}),  # a plain consumer has no subscription name
         ("sub", {"shared": False, "durable": True, "is_global": True}),  # unshared durable needs a ClientID
@@ -100,7 +100,7 @@ def test_build_refuses(name: str, kwargs: dict[str, bool | int]) -> None:
     [
         ("sub|2", True, "sub"),
         ("sub|global2", True, "sub"),
-        ("a|b|c", True, "a"),  # cut at the first '|' (wire-spec §2.4)
+        ("a|b|c", True, "a"),  # cut at the first '|' (docs/wire.md §2.4)
         ("sub|2", False, "sub|2"),  # unshared: the whole link name
         ("|x", True, "|x"),  # Broker-J cuts only at an index > 0
         ("sub", True, "sub"),

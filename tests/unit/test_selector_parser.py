@@ -44,7 +44,7 @@ def error(text: str) -> SelectorError:
 A, B, C = sa.Identifier("a"), sa.Identifier("b"), sa.Identifier("c")
 
 
-# -- wire-spec scenario 32 -----------------------------------------------------------------------
+# -- docs/wire.md scenario 32 -----------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("keyword", sorted(KEYWORDS))

@@ -9,7 +9,7 @@ Public API (no pyspark import anywhere in this package)::
     to_spark_sql(sel)       # Spark SQL boolean text over the fan-out source columns (raises
                             # SparkSqlTooLarge past MAX_SQL_CHARS; routing never needs it)
     # sharedsub.core.selector.arrow.compile_arrow(sel).evaluate(Rows(batch)): a whole Arrow batch
-    check(text)             # raises SelectorError: the attach-time validator (DESIGN §4.8),
+    check(text)             # raises SelectorError: the attach-time validator (docs/design.md §4.8),
                             # deciding on the text and tree only (no back end involved)
 
 A blank selector (empty, whitespace or comments only) is "no selector": ``parse_selector``

@@ -36,7 +36,7 @@ class Type(enum.Enum):
     ANY = "property"  # an application property: its type is the message's business
 
 
-# JMS header identifiers and their types (DESIGN §3; JMSReplyTo as Broker-J maps it). How each
+# JMS header identifiers and their types (docs/design.md §3; JMSReplyTo as Broker-J maps it). How each
 # is read is the back ends' business (evaluate.HEADERS, sparksql.HEADERS name the same keys).
 HEADER_TYPES: dict[str, Type] = {
     "JMSMessageID": Type.STRING,

@@ -11,7 +11,7 @@ too). The rules:
   null, or *opaque*: a property that is present but of a type a selector cannot compare (binary,
   uuid, list, map, …, or a NaN double). Opaque values are not null (``IS NULL`` is false) but
   every comparison, arithmetic and LIKE/IN with them is unknown.
-* **Headers** (DESIGN §3): JMSMessageID, JMSCorrelationID, JMSType, JMSReplyTo, JMSXGroupID are
+* **Headers** (docs/design.md §3): JMSMessageID, JMSCorrelationID, JMSType, JMSReplyTo, JMSXGroupID are
   the string columns (null when absent); JMSPriority is ``priority`` (4 when null);
   JMSDeliveryMode is 'PERSISTENT' when ``durable`` else 'NON_PERSISTENT'; JMSTimestamp and
   JMSExpiration are ``creation_time`` and ``absolute_expiry_time`` in ms, 0 when absent;
@@ -25,7 +25,7 @@ too). The rules:
 * **Comparisons** are true, false or unknown (None). Numbers compare with numbers: long with
   long exactly, otherwise both as doubles (as Java converts). Strings and booleans compare with
   their own type by ``=``/``<>`` only; ``<`` on strings is unknown. Any other pairing, a null or
-  an opaque operand → unknown (DESIGN §3; Broker-J says false, which only differs under NOT).
+  an opaque operand → unknown (docs/design.md §3; Broker-J says false, which only differs under NOT).
 * **Arithmetic** on anything but two numbers is null. long op long stays a long: ``/`` truncates
   toward zero, ``%`` takes the dividend's sign (Java). A long result that does not fit a long
   (``9223372036854775807 + 1``, ``-9223372036854775808 / -1``) is computed in double instead,

@@ -1,7 +1,7 @@
 """Tokens of the JMS 2.0 message selector language, and the error every selector stage raises.
 
 :func:`tokenize` turns selector text into :class:`Token` s ending in one ``EOF`` token. It
-follows the JMS 2.0 spec §3.8.1.1 and Broker-J's grammar (reference/wire-spec.md §2.13):
+follows the JMS 2.0 spec §3.8.1.1 and Broker-J's grammar (docs/wire.md §2.13):
 
 * whitespace is space, tab, CR, LF and form feed; ``-- …`` runs to the end of the line (or of
   the input) and ``/* … */`` may span lines; both are skipped like whitespace;
@@ -68,7 +68,7 @@ class SelectorError(SharedSubError):
     what it got. The description reads
     ``invalid JMS selector "color = " at position 9: expected a value, found end of input``
     (a selector over :data:`QUOTED_CHARS` characters is shown cut, :func:`quoted`).
-    Attach refusals carry it with ``amqp:invalid-field`` (DESIGN §4.8).
+    Attach refusals carry it with ``amqp:invalid-field`` (docs/design.md §4.8).
     """
 
     condition = AmqpCondition.INVALID_FIELD

@@ -11,7 +11,7 @@ import jakarta.jms.Session;
 
 import org.junit.jupiter.api.Test;
 
-/** One connection per ClientID (wire-spec §5 scenario 2). */
+/** One connection per ClientID (docs/wire.md §5 scenario 2). */
 class ClientIdTest extends JmsTierSupport {
 
     @Test

@@ -13,7 +13,7 @@ import jakarta.jms.Topic;
 import org.junit.jupiter.api.Test;
 
 /**
- * The link names the client generates for shared consumers (wire-spec §1.4, §5 scenario 50):
+ * The link names the client generates for shared consumers (docs/wire.md §1.4, §5 scenario 50):
  * {@code sub}, {@code sub|2}, {@code sub|global}, {@code sub|global2}, {@code sub|volatile1},
  * {@code sub|global-volatile1}, ... Several consumers of each kind on one connection must all join
  * the one subscription and split its messages.

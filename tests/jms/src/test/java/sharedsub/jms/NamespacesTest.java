@@ -19,7 +19,7 @@ import jakarta.jms.Topic;
 import org.junit.jupiter.api.Test;
 
 /**
- * The seed's subscription table as the client can produce it (wire-spec §5, scenarios 4–25 and
+ * The seed's subscription table as the client can produce it (docs/wire.md §5, scenarios 4–25 and
  * 33–38): namespaces, sharing, durable backlog, non-durable loss, session close.
  */
 class NamespacesTest extends JmsTierSupport {
@@ -75,13 +75,13 @@ class NamespacesTest extends JmsTierSupport {
         Session fs = autoSession(first);
         Topic t = fs.createTopic(topic);
         MessageConsumer unshared = fs.createDurableConsumer(t, name);
-        // on the same connection the client itself refuses (wire-spec §1.4)
+        // on the same connection the client itself refuses (docs/wire.md §1.4)
         assertThrows(JMSException.class, () -> fs.createSharedDurableConsumer(t, name));
         unshared.close();
         first.close();
 
         // from a new connection with the same ClientID, the server must refuse it: the subscription
-        // exists as an unshared durable one, with no consumer attached (wire-spec §2.6, D6)
+        // exists as an unshared durable one, with no consumer attached (docs/wire.md §2.6, D6)
         Connection second = connect(id);
         Session ss = autoSession(second);
         JMSException e = assertThrows(JMSException.class, () -> ss.createSharedDurableConsumer(ss.createTopic(topic), name));

@@ -18,7 +18,7 @@ import jakarta.jms.Topic;
 
 import org.junit.jupiter.api.Test;
 
-/** Selectors and no-local on subscriptions (wire-spec §5 scenarios 16–20, 26–30). */
+/** Selectors and no-local on subscriptions (docs/wire.md §5 scenarios 16–20, 26–30). */
 class SelectorTest extends JmsTierSupport {
 
     private static void publishColored(Connection c, String topic, String... textColorPairs) throws JMSException {
@@ -119,7 +119,7 @@ class SelectorTest extends JmsTierSupport {
         Connection a = connect(null);
         Session as = autoSession(a);
         MessageConsumer red = as.createSharedDurableConsumer(as.createTopic(topic), name, "color = 'red'");
-        // same connection: the client refuses itself (wire-spec §1.4)
+        // same connection: the client refuses itself (docs/wire.md §1.4)
         assertThrows(JMSException.class, () -> as.createSharedDurableConsumer(as.createTopic(topic), name, "color = 'blue'"));
 
         Connection b = connect(null);

@@ -13,7 +13,7 @@ import jakarta.jms.Topic;
 
 import org.junit.jupiter.api.Test;
 
-/** {@code Session.unsubscribe} (wire-spec §1.9, §5 scenarios 40–44). */
+/** {@code Session.unsubscribe} (docs/wire.md §1.9, §5 scenarios 40–44). */
 class UnsubscribeTest extends JmsTierSupport {
 
     @Test
