@@ -3,19 +3,19 @@
 The front end turns a receiver attach into an :class:`~sharedsub.core.terminus.AttachRequest`, asks
 :func:`decide_attach` what to do, and applies the returned value; on a detach it asks
 :func:`decide_detach`. Nothing here does I/O: the catalog is read through the ``existing``
-callable and every outcome is a frozen dataclass. Sources: seed 000 (normative), docs/design.md §4
+callable and every outcome is a frozen dataclass. Sources: docs/seeds.md (seed 000) (normative), docs/design.md §4
 (which wins), docs/wire.md §2.4-§2.10 and §5.
 
 Identity (docs/design.md §4.2, docs/wire.md §2.4) — ``SubscriptionKey(namespace, name, shared, durable)``:
 
-* shared = source capability ``shared``; durable = terminus durable >= 1 (seed 000, not
+* shared = source capability ``shared``; durable = terminus durable >= 1 (docs/seeds.md seed 000, not
   Broker-J's expiry ``never``, docs/wire.md D2);
 * namespace = ``global`` when the source has capability ``global``, else the container-id;
 * name = the link name cut at the first ``|`` when shared, the whole link name otherwise;
 * unshared non-durable (a plain topic consumer): container-id and a fresh unique name given by
-  the caller; ``global`` is ignored (seed 000 row YES NO YES NO: "the same as ... GLOBAL=NO").
+  the caller; ``global`` is ignored (docs/seeds.md seed 000 row YES NO YES NO: "the same as ... GLOBAL=NO").
 
-Attach with a source (seed 000 rows "Not Null Source = YES"), first match wins:
+Attach with a source (docs/seeds.md seed 000 rows "Not Null Source = YES"), first match wins:
 
 ====  =========================================================  ==============================
  #    situation                                                   decision
@@ -32,10 +32,10 @@ Attach with a source (seed 000 rows "Not Null Source = YES"), first match wins:
  8    ... differ, no consumers                                    NewGeneration (starts empty)
  9    shared, consumers already at ``shared_consumer_limit``      Refuse resource-limit-exceeded
 10    otherwise (same source)                                     Join, reply expiry adjusted to
-                                                                  the subscription's (seed 000)
+                                                                  the subscription's (docs/seeds.md seed 000)
 ====  =========================================================  ==============================
 
-Attach with a null source (seed 000 rows "Not Null Source = NO", docs/design.md §4.5), a lookup in
+Attach with a null source (docs/seeds.md seed 000 rows "Not Null Source = NO", docs/design.md §4.5), a lookup in
 the catalog: namespace ``global`` when the link name has the ``|global`` suffix, else the
 container-id; try the unshared durable named by the whole link name (for a ``|global`` name also
 the one named by the cut name), then the shared durable named by the name cut at the first
@@ -126,7 +126,7 @@ class ReplySource:
         capabilities: ``[global?, shared?, topic]`` in Broker-J's order.
         durable: terminus durability to echo (1 for a durable subscription, else 0).
         expiry_policy: the subscription's expiry policy (adjusted when it differs from the
-            request, seed 000).
+            request, docs/seeds.md (seed 000)).
         distribution_mode: ``copy`` for durable or shared subscriptions, else None.
         selector: the applied selector, None for none.
         no_local: the no-local filter is applied.
@@ -311,7 +311,7 @@ def identity_for(request: AttachRequest, *, new_name: str | None = None) -> Subs
         if new_name is None:
             msg = "an unshared non-durable subscription needs new_name"
             raise ValueError(msg)
-        # seed 000 row YES NO YES NO: the same as without 'global', so the container's namespace
+        # docs/seeds.md (seed 000) row YES NO YES NO: the same as without 'global', so the container's namespace
         # (which no-local compares with the publisher's container-id, docs/design.md §4.9).
         return SubscriptionKey(request.container_id, new_name, shared=False, durable=False)
     namespace = GLOBAL_NAMESPACE if is_global(spec) else request.container_id
@@ -402,7 +402,7 @@ def decide_attach(
 
     identity = identity_for(request, new_name=new_name)
     topic, no_local = address.topic, spec.no_local
-    # seed 000: 'global' is echoed for durable or shared subscriptions only (row YES NO YES NO).
+    # docs/seeds.md (seed 000): 'global' is echoed for durable or shared subscriptions only (row YES NO YES NO).
     global_cap = is_global(spec) and (identity.shared or identity.durable)
 
     if identity.durable:
@@ -414,7 +414,7 @@ def decide_attach(
     # A plain consumer's name is fresh, so it cannot exist: no catalog read.
     found = _active(existing, identity) if identity.shared or identity.durable else None
     if found is None:
-        # Row 5; seed 000 every "YES" row.
+        # Row 5; docs/seeds.md (seed 000) every "YES" row.
         reply = _reply(spec.address, identity, global_cap, spec.expiry_policy, selector, no_local)
         return Create(identity, topic, binding, selector, no_local, spec.expiry_policy, reply)
 
@@ -426,7 +426,7 @@ def decide_attach(
     changes = _changes(record, topic, binding, selector, no_local)
     if changes:
         if found.consumers > 0:
-            # Row 7; docs/design.md §4.4, seed 000 "if there is/are existing consumer(s)".
+            # Row 7; docs/design.md §4.4, docs/seeds.md (seed 000) "if there is/are existing consumer(s)".
             return Refuse(AmqpCondition.RESOURCE_LOCKED, _change_in_use(identity, found.consumers, changes))
         # Row 8; docs/design.md §4.4, docs/wire.md §2.6 / D5, scenarios 18-20: a new, empty generation.
         reply = _reply(spec.address, identity, global_cap, spec.expiry_policy, selector, no_local)
@@ -436,7 +436,7 @@ def decide_attach(
         # Row 9; docs/design.md §4.7.
         return Refuse(AmqpCondition.RESOURCE_LIMIT_EXCEEDED, _limit_reached(identity, found.consumers))
 
-    # Row 10; seed 000: "if existing queue lifetime and/or durability are different from
+    # Row 10; docs/seeds.md (seed 000): "if existing queue lifetime and/or durability are different from
     # expected, link creation is allowed but the source fields in the reply should be modified".
     reply = _reply(spec.address, identity, global_cap, record.expiry_policy, selector, no_local)
     return Join(record, reply)
@@ -449,7 +449,7 @@ def _decide_lookup(request: AttachRequest, existing: ExistingLookup, limit: int 
         if found is None:
             continue
         if not identity.shared and found.consumers > 0:
-            # Row 12; seed 000 "if queue exists and there is no consumer"; docs/design.md §4.7.
+            # Row 12; docs/seeds.md (seed 000) "if queue exists and there is no consumer"; docs/design.md §4.7.
             return Refuse(AmqpCondition.RESOURCE_LOCKED, _unshared_in_use(identity, found.consumers))
         if identity.shared and _at_limit(found.consumers, limit):
             # Row 13.
@@ -626,7 +626,7 @@ def decide_detach(
         # Row e; scenarios 33 and 38: a durable consumer's close or session end keeps it.
         return KeepSubscription(record, reply_closed=reply_closed)
     if scope_over:
-        # Rows f and g; seed 000 lifetime mapping, scenarios 34, 35, docs/peers.md A3.39.
+        # Rows f and g; docs/seeds.md (seed 000) lifetime mapping, scenarios 34, 35, docs/peers.md A3.39.
         return DeleteSubscription(record)
     # Row h: no consumer left, but it lives as long as this link's session / connection.
     ends_with: Literal["session", "connection"] = "session" if policy is ExpiryPolicy.SESSION_END else "connection"

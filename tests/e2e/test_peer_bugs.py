@@ -168,7 +168,7 @@ def test_QPID_7642_filter_validated_at_attach(service: ServeProcess, topic: str)
 
 
 def test_activemq_2196_consumer_without_credit_holds_nothing_back(service: ServeProcess, topic: str) -> None:
-    """A shared consumer with no credit gets nothing and starves nobody (seed 003, docs/design.md §5)."""
+    """A shared consumer with no credit gets nothing and starves nobody (docs/seeds.md seed 003, docs/design.md §5)."""
     name, cid = uid("starve"), uid("client")
     idle = Subscriber(service.url, topic, container_id=cid, credit=0, **jms_shared_durable(name))
     busy = Subscriber(service.url, topic, container_id=cid, credit=1000, **jms_shared_durable(name, ordinal=2))

@@ -357,7 +357,7 @@ def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> N
 )
 def test_lifetime_from_expiry_policy(service: ServeProcess, topic: str, expiry: str, ends_with: str) -> None:
     """docs/design.md §4.2: a durable-terminus subscription whose expiry is not 'never' lives as long as
-    its expiry policy says (seed 000: lifetime policy from the source expiry policy)."""
+    its expiry policy says (docs/seeds.md seed 000: lifetime policy from the source expiry policy)."""
     name, cid = uid(f"life-{expiry}"), uid("client")
 
     def active() -> bool:

@@ -1,6 +1,6 @@
 """The attach/detach decision table (sharedsub.core.attach), one row per rule.
 
-Row ids name the rule they pin: ``seed000/...`` for a row of the normative table in seed 000,
+Row ids name the rule they pin: ``seed000/...`` for a row of the normative table in docs/seeds.md (seed 000),
 ``wire§5.N`` for a docs/wire.md §5 scenario, ``peers-A.N`` for a docs/peers.md scenario,
 ``design§4.N`` for a docs/design.md §4 decision. Wire mechanics (frames, link stealing, credit) are tested
 elsewhere; these rows are the decisions.
@@ -171,7 +171,7 @@ def _get(obj: Any, path: str) -> Any:
     return obj
 
 
-# ----------------------------------------------------------------------------- seed 000 rows
+# ----------------------------------------------------------------------------- docs/seeds.md (seed 000) rows
 # (shared, global, durable) combinations, each with the link name Qpid JMS uses for it.
 COMBOS = {
     "shared-local-nondurable": ("sub|volatile1", SHARED, 0, LINK_DETACH, key(durable=False), ("shared", "topic")),
@@ -220,7 +220,7 @@ def _seed_shared_rows() -> list[Row]:
 
 ROWS: list[Row] = [
     *_seed_shared_rows(),
-    # -- seed 000, unshared rows
+    # -- docs/seeds.md (seed 000), unshared rows
     Row("seed000/unshared-local-nondurable/new -> create, random name, caps [topic]",
         attach(PLAIN_LINK, TOPIC, durable=0, expiry=LINK_DETACH), {}, Create, {
             "identity": key(NEW, shared=False, durable=False), "reply.capabilities": ("topic",),
@@ -250,7 +250,7 @@ ROWS: list[Row] = [
         ("Subscription is already in use", "'sub'", CID, "only one", "close that consumer")),
     Row("seed000/unshared-global-durable/exists-active -> resource-locked",
         attach("sub", GLOBAL), have(record(key(ns="global", shared=False)), 1), Refuse, {"condition": LOCKED}),
-    # -- seed 000, null-source rows (lookup, docs/design.md §4.5)
+    # -- docs/seeds.md (seed 000), null-source rows (lookup, docs/design.md §4.5)
     Row("seed000/null/unshared-local/found -> lookup with the stored source (wire§5.40)",
         lookup("sub"), have(record(key(shared=False), selector="a = 1")), Lookup, {
             "record": record(key(shared=False), selector="a = 1"), "reply.address": "prices",
