@@ -24,6 +24,7 @@ from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.committer import Committer, Result
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
+from sharedsub.storage.append_process import AppendProcess
 
 COMMITTED = "sharedsub_committed"
 """Event the committer's results reach the reactor as (FrontEnd.on_sharedsub_committed)."""
@@ -75,6 +76,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
         fsync=settings.storage.fsync,
         full_disk_timeout=settings.storage.full_disk_timeout,
         stages=stages,
+        appends=AppendProcess() if settings.storage.append_process else None,
     )
     tailer = Tailer(
         root,

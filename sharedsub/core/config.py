@@ -56,6 +56,7 @@ class StorageSettings:
     # Seconds a write the data dir cannot take (no space, quota, read-only) is held and retried
     # before publishes waiting on it are refused (sharedsub.core.write_faults); 0 = refuse at once.
     full_disk_timeout: float
+    append_process: bool  # commit the front end's appends in a child process (sharedsub.storage.append_process)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -38,6 +38,7 @@ from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import catalog, delta, diskspace, schemas
+from sharedsub.storage.append_process import AppendProcess, RemoteAppender
 
 log = logging.getLogger(__name__)
 
@@ -173,11 +174,14 @@ class Committer:
         fsync: bool = False,
         full_disk_timeout: float = 60.0,
         stages: StageTimes | None = None,
+        appends: AppendProcess | None = None,
     ) -> None:
         """``fsync``: force every commit to disk before its results are reported (delta.sync_commit).
         ``full_disk_timeout``: seconds a write the data dir cannot take is held before it is given
         up on (sharedsub.core.write_faults). ``stages``: where the ``group_commit`` and ``ack_commit``
-        times go (sharedsub.core.stage_timing; this thread is their only writer)."""
+        times go (sharedsub.core.stage_timing; this thread is their only writer). ``appends``: the
+        child process that commits the appends (None: this thread commits them; the catalog's are
+        always committed here), started with :meth:`start` and stopped with :meth:`stop`."""
         self.root = root
         self._stages = stages if stages is not None else StageTimes()
         self._fsync = fsync
@@ -187,7 +191,8 @@ class Committer:
         self._max_bytes = max_batch_bytes
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
-        self._appenders: dict[str, delta.TableAppender] = {}  # by table path
+        self._appends = appends
+        self._appenders: dict[str, delta.TableAppender | RemoteAppender] = {}  # by table path
         self._next_seq: dict[str, int] = {}
         self._catalog = catalog.catalog_appender(root, fsync=fsync)
         self._revision = 0
@@ -208,6 +213,8 @@ class Committer:
         """Load the catalog's last revision and start the thread."""
         records = catalog.load_catalog(self.root)
         self._revision = max((r.revision for r in records.values()), default=0)
+        if self._appends is not None:
+            self._appends.start()
         self._thread.start()
 
     def submit(self, request: Request) -> None:
@@ -221,6 +228,8 @@ class Committer:
         self._stopping.set()
         self._queue.put(None)
         self._thread.join(timeout)
+        if self._appends is not None:
+            self._appends.stop()
 
     @property
     def fault(self) -> write_faults.Fault | None:
@@ -451,7 +460,7 @@ class Committer:
             log.exception("removing topic %s failed", req.topic)
             return Result(req, error=exc)
         finally:
-            self._appenders.pop(path, None)
+            self._forget_appender(path)
             self._next_seq.pop(req.topic, None)
             self.published_at.pop(req.topic, None)
             self._cache.forget_topic(req.topic)
@@ -468,13 +477,23 @@ class Committer:
         """
         appender = self._appenders.get(path)
         if appender is None:
-            appender = self._appenders[path] = delta.TableAppender(path, data.schema, fsync=self._fsync)
+            appender = self._appenders[path] = (
+                self._appends.appender(path, data.schema, fsync=self._fsync)
+                if self._appends is not None
+                else delta.TableAppender(path, data.schema, fsync=self._fsync)
+            )
         commit_id = uuid.uuid4().hex
         try:
             self._write(path, lambda: appender.append(data, commit_id=commit_id))
         except Exception:
-            self._appenders.pop(path, None)
+            self._forget_appender(path)
             raise
+
+    def _forget_appender(self, path: str) -> None:
+        """Drop the appender of ``path``: the next append opens the table again."""
+        appender = self._appenders.pop(path, None)
+        if isinstance(appender, RemoteAppender):
+            appender.close()
 
     def _append_links(self, items: list[LinkEvent], parked: list[Request]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)

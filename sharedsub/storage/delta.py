@@ -196,7 +196,12 @@ class TableAppender:
         return self._table
 
     def append(
-        self, data: pa.Table, *, app_transaction: tuple[str, int] | None = None, commit_id: str | None = None
+        self,
+        data: pa.Table,
+        *,
+        app_transaction: tuple[str, int] | None = None,
+        commit_id: str | None = None,
+        tried_after: int | None = None,
     ) -> int:
         """Commit ``data`` as one Delta commit; return the new table version.
 
@@ -205,9 +210,12 @@ class TableAppender:
         again, and gets the version of the earlier try's commit when that one landed (the rows
         are not written twice; only the fsync is done again). Without it a fresh id is used. An
         append that raises has not committed, or committed and was not synced (retry it with its
-        id).
+        id). ``tried_after``: ``commit_id`` may have been tried by another appender (a process that
+        died) when the table was at this version or later; its commit is looked for from there.
         """
         marker = commit_id or uuid.uuid4().hex
+        if tried_after is not None and (self._tried is None or self._tried[0] != marker):
+            self._tried = (marker, tried_after)
         version = self._landed(marker)
         if version is None:
             version = self._commit(data, marker, app_transaction)

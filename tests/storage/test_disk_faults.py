@@ -24,6 +24,7 @@ from sharedsub.core.errors import StorageUnavailable
 from sharedsub.runtime.committer import Ack, Barrier, Committer, Publish
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import delta, schemas
+from sharedsub.storage.append_process import AppendProcess
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
 from tests.tmpfs import Tmpfs
@@ -114,16 +115,26 @@ def _publish(i: int) -> Publish:
     return Publish("t", cols, raw, i)
 
 
-def _committer(root: Path, done: Collector, timeout: float) -> Committer:
+@pytest.fixture(params=["in-thread", "append-process"])
+def appends(request: pytest.FixtureRequest) -> AppendProcess | None:
+    """The committer's two ways to commit: on its thread, or in the append child process."""
+    return AppendProcess() if request.param == "append-process" else None
+
+
+def _committer(root: Path, done: Collector, timeout: float, appends: AppendProcess | None = None) -> Committer:
     delta.create_topic(str(root), "t")
-    c = Committer(str(root), cache=PayloadCache(1 << 20), on_done=done, fsync=True, full_disk_timeout=timeout)
+    c = Committer(
+        str(root), cache=PayloadCache(1 << 20), on_done=done, fsync=True, full_disk_timeout=timeout, appends=appends
+    )
     c.start()
     return c
 
 
-def test_publishes_are_held_while_the_disk_is_full_and_stored_once_when_space_returns(disk: Tmpfs) -> None:
+def test_publishes_are_held_while_the_disk_is_full_and_stored_once_when_space_returns(
+    disk: Tmpfs, appends: AppendProcess | None
+) -> None:
     done = Collector()
-    c = _committer(disk.path / "data", done, timeout=3600)
+    c = _committer(disk.path / "data", done, timeout=3600, appends=appends)
     try:
         disk.fill()
         for i in range(300):
@@ -143,10 +154,12 @@ def test_publishes_are_held_while_the_disk_is_full_and_stored_once_when_space_re
     assert c.fault is None and c.storage_status() == {"writable": True, "parked": 0}
 
 
-def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_returns(disk: Tmpfs) -> None:
+def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_returns(
+    disk: Tmpfs, appends: AppendProcess | None
+) -> None:
     done = Collector()
     root = disk.path / "data"
-    c = _committer(root, done, timeout=0.5)
+    c = _committer(root, done, timeout=0.5, appends=appends)
     try:
         c.submit(_publish(0))
         done.wait(1)

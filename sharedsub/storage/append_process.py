@@ -1,0 +1,259 @@
+"""Delta appends in a child process, so that a commit does not wait for the service's GIL.
+
+Why: the front end's reactor thread runs Python all the time under load, and a delta-rs append
+needs the GIL many times while it writes (Arrow conversion, its Python wrapper, the commit's
+properties). Inside the service a commit of a few hundred messages took about three times as long
+as alone (bench/RESULTS.md, "GIL contention"). In a child process the commit has an interpreter
+to itself; the committer thread only writes the rows to a pipe as an Arrow IPC stream and waits
+for the answer, with the GIL released.
+
+    appends = AppendProcess()
+    appender = appends.appender(path, schema, fsync=True)   # like delta.TableAppender
+    version = appender.append(table, commit_id=commit_id)
+    appends.stop()
+
+The contract of :meth:`RemoteAppender.append` is :meth:`delta.TableAppender.append`'s: the same
+commit id on a retry finds a commit that landed although the try failed. If the child dies
+during an append it is started again and the append retried once, told to look for its commit
+after the last version this process saw, so rows are never written twice.
+
+Wire (the child's stdin and stdout; little-endian lengths): a request is a u32 header length, a
+JSON header, a u64 body length and the body (Arrow IPC stream; empty for ``forget``); a reply is
+a u32 length and JSON ``{"version": N}`` or ``{"error": {"message", "errno", "not_synced"}}``.
+
+The child exits when its stdin closes and dies with its parent (PR_SET_PDEATHSIG on Linux): a
+write of a service that was killed cannot land after another service started on the data dir.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import signal
+import struct
+import subprocess
+import sys
+import threading
+from typing import Any, BinaryIO
+
+import pyarrow as pa
+
+from sharedsub.storage import delta
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct("<I")
+_BODY = struct.Struct("<Q")
+_PR_SET_PDEATHSIG = 1
+
+
+class AppendProcessDied(Exception):
+    """The append child process exited during an append (after its one retry)."""
+
+
+class RemoteAppenderError(Exception):
+    """An append failed in the child; the message is the child's (delta-rs's ``os error N``
+    included, so sharedsub.core.write_faults still recognises a storage fault)."""
+
+
+class AppendProcess:
+    """The child process and the pipe to it; one request at a time (the committer is one thread,
+    a lock makes other callers wait)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._lock = threading.Lock()
+        self._last_version: dict[str, int] = {}  # by table: newest version an append returned
+
+    def appender(self, path: str, schema: pa.Schema, *, fsync: bool = False) -> RemoteAppender:
+        """An appender of the table at ``path`` whose commits run in the child."""
+        return RemoteAppender(self, path, schema, fsync)
+
+    def start(self) -> None:
+        """Start the child now (otherwise the first append does)."""
+        with self._lock:
+            self._ensure()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Close the pipe and wait for the child to exit (killed after ``timeout``)."""
+        with self._lock:
+            proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        assert proc.stdin is not None
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+    @property
+    def pid(self) -> int | None:
+        """The child's pid while it runs."""
+        proc = self._proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def _ensure(self) -> subprocess.Popen[bytes]:
+        if self._proc is None or self._proc.poll() is not None:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "sharedsub.storage.append_process"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                close_fds=True,
+            )
+        return self._proc
+
+    def request(self, header: dict[str, Any], body: bytes) -> dict[str, Any]:
+        """Send one request and return the child's reply; a child that dies is started again and
+        the request sent once more (``tried_after`` set, so an append that landed is found)."""
+        with self._lock:
+            for attempt in range(2):
+                proc = self._ensure()
+                try:
+                    return self._exchange(proc, header, body)
+                except (BrokenPipeError, ConnectionResetError, EOFError) as exc:
+                    code = proc.wait()
+                    self._proc = None
+                    log.error("the append process (pid %d) exited with %s during an append", proc.pid, code)
+                    if attempt == 1 or header.get("op") != "append":
+                        raise AppendProcessDied(f"the append process exited with {code}") from exc
+                    header = dict(header, tried_after=self._last_version.get(header["path"], -1))
+            raise AssertionError("unreachable")
+
+    @staticmethod
+    def _exchange(proc: subprocess.Popen[bytes], header: dict[str, Any], body: bytes) -> dict[str, Any]:
+        assert proc.stdin is not None and proc.stdout is not None
+        head = json.dumps(header).encode()
+        proc.stdin.write(_HEADER.pack(len(head)) + head + _BODY.pack(len(body)))
+        proc.stdin.write(body)
+        proc.stdin.flush()
+        raw = _read_exact(proc.stdout, _HEADER.size)
+        reply: dict[str, Any] = json.loads(_read_exact(proc.stdout, _HEADER.unpack(raw)[0]))
+        return reply
+
+    def saw(self, path: str, version: int) -> None:
+        """Record the newest version of ``path`` an append returned."""
+        self._last_version[path] = max(version, self._last_version.get(path, -1))
+
+    def forget(self, path: str) -> None:
+        """The child drops its appender of ``path`` (the table was removed or failed)."""
+        self._last_version.pop(path, None)
+        if self._proc is not None:
+            with contextlib.suppress(AppendProcessDied):
+                self.request({"op": "forget", "path": path}, b"")
+
+
+class RemoteAppender:
+    """:class:`delta.TableAppender`'s ``append`` for one table, done by the child process."""
+
+    def __init__(self, process: AppendProcess, path: str, schema: pa.Schema, fsync: bool) -> None:
+        self.path = path
+        self.schema = schema
+        self._process = process
+        self._fsync = fsync
+
+    def append(self, data: pa.Table, *, commit_id: str) -> int:
+        """Commit ``data`` as one Delta commit in the child; the new version.
+
+        Raises:
+            delta.CommitNotSynced: the commit landed, its fsync failed (retry with the same id).
+            RemoteAppenderError: the append failed in the child (the child's message).
+            AppendProcessDied: the child died twice during this append.
+        """
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, data.schema) as writer:
+            writer.write_table(data)
+        header = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
+        reply = self._process.request(header, sink.getvalue().to_pybytes())
+        error = reply.get("error")
+        if error is None:
+            version = int(reply["version"])
+            self._process.saw(self.path, version)
+            return version
+        cause: BaseException = RemoteAppenderError(error["message"])
+        if error.get("errno") is not None:
+            cause = OSError(int(error["errno"]), error["message"])
+        if error.get("not_synced") is not None:
+            raise delta.CommitNotSynced(self.path, int(error["not_synced"]), cause) from cause
+        raise cause
+
+    def close(self) -> None:
+        """Forget this table in the child (after a failure, or when the table is removed)."""
+        self._process.forget(self.path)
+
+
+def _read_exact(stream: BinaryIO, n: int) -> bytes:
+    data = stream.read(n)
+    if data is None or len(data) < n:
+        raise EOFError("the pipe closed")
+    return data
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the parent dies (a crashed service leaves no writer behind)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def _error_reply(exc: BaseException) -> dict[str, Any]:
+    cause = exc.__cause__ if isinstance(exc, delta.CommitNotSynced) and exc.__cause__ is not None else exc
+    return {
+        "error": {
+            "message": f"{type(exc).__name__}: {exc}",
+            "errno": cause.errno if isinstance(cause, OSError) else None,
+            "not_synced": exc.version if isinstance(exc, delta.CommitNotSynced) else None,
+        }
+    }
+
+
+def serve(requests: BinaryIO, replies: BinaryIO) -> None:
+    """The child's loop: answer requests until ``requests`` closes."""
+    appenders: dict[str, delta.TableAppender] = {}
+    while True:
+        raw = requests.read(_HEADER.size)
+        if not raw or len(raw) < _HEADER.size:
+            return
+        header = json.loads(_read_exact(requests, _HEADER.unpack(raw)[0]))
+        body = _read_exact(requests, _BODY.unpack(_read_exact(requests, _BODY.size))[0])
+        path = header["path"]
+        reply: dict[str, Any]
+        if header["op"] == "forget":
+            appenders.pop(path, None)
+            reply = {"version": -1}
+        else:
+            try:
+                data = pa.ipc.open_stream(body).read_all()
+                appender = appenders.get(path)
+                if appender is None:
+                    appender = appenders[path] = delta.TableAppender(path, data.schema, fsync=bool(header["fsync"]))
+                version = appender.append(data, commit_id=header["commit_id"], tried_after=header.get("tried_after"))
+                reply = {"version": version}
+            except Exception as exc:  # reported to the parent, which decides (retry, fail, park)
+                reply = _error_reply(exc)
+        out = json.dumps(reply).encode()
+        replies.write(_HEADER.pack(len(out)) + out)
+        replies.flush()
+
+
+def main() -> None:
+    """``python -m sharedsub.storage.append_process``: the child (started by AppendProcess)."""
+    _die_with_parent()
+    # Ctrl-C and a service's SIGTERM reach the whole process group: the child must outlive them
+    # until the parent has drained its commits and closes the pipe.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    serve(sys.stdin.buffer, sys.stdout.buffer)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,133 @@
+"""The append child process (sharedsub.storage.append_process) on real Delta tables.
+
+Appends land in order with increasing versions; a child that dies between appends is started
+again; an append retried with its commit id after the process that tried it died finds the commit
+instead of writing the rows twice; an error in the child comes back with its message; the child
+dies with its parent. The committer's storage-fault behaviour through the child is covered in
+tests/storage/test_disk_faults.py.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from sharedsub.core import layout
+from sharedsub.runtime.committer import Committer
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage import delta, schemas
+from sharedsub.storage.append_process import AppendProcess, RemoteAppenderError
+from tests.amqp_peer import wait_for
+from tests.storage.test_committer import Collector
+from tests.storage.test_disk_faults import _publish, _rows, _seqs
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def appends() -> Iterator[AppendProcess]:
+    proc = AppendProcess()
+    yield proc
+    proc.stop()
+
+
+def _topic(root: Path) -> str:
+    delta.create_topic(str(root), "t")
+    return layout.topic_table(str(root), "t")
+
+
+def test_appends_land_in_order(tmp_path: Path, appends: AppendProcess) -> None:
+    table = _topic(tmp_path)
+    appender = appends.appender(table, schemas.TOPIC, fsync=True)
+    versions = [appender.append(_rows(5 * i), commit_id=f"c{i}") for i in range(4)]
+    assert versions == sorted(versions) and len(set(versions)) == 4
+    assert _seqs(table) == list(range(20))
+
+
+def test_a_child_that_died_between_appends_is_started_again(tmp_path: Path, appends: AppendProcess) -> None:
+    table = _topic(tmp_path)
+    appender = appends.appender(table, schemas.TOPIC)
+    appender.append(_rows(0), commit_id="a")
+    first = appends.pid
+    assert first is not None
+    os.kill(first, signal.SIGKILL)
+    wait_for(lambda: appends.pid is None, 10, "the child to be gone")
+    appender.append(_rows(5), commit_id="b")
+    assert appends.pid not in (None, first)
+    assert _seqs(table) == list(range(10))
+
+
+def test_a_retry_after_the_trying_process_died_finds_its_commit(tmp_path: Path) -> None:
+    """The child's half of the restart: a fresh appender told where to look finds the commit."""
+    table = _topic(tmp_path)
+    before = delta.TableAppender(table, schemas.TOPIC).append(_rows(0), commit_id="first")
+    landed = delta.TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply")
+    again = delta.TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply", tried_after=before)
+    assert again == landed
+    assert _seqs(table) == list(range(10))  # the rows once
+
+
+def test_an_error_in_the_child_comes_back_with_its_message(tmp_path: Path, appends: AppendProcess) -> None:
+    table = _topic(tmp_path)
+    wrong = pa.table({"seq": pa.array([1], pa.int64())})  # not the topic schema
+    bad = appends.appender(table, wrong.schema)
+    with pytest.raises(RemoteAppenderError, match="[Ss]chema"):
+        bad.append(wrong, commit_id="x")
+    bad.close()  # what the committer does with an appender that failed
+    assert appends.appender(table, schemas.TOPIC).append(_rows(0), commit_id="y") >= 1  # and it goes on
+
+
+def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:
+    parent = textwrap.dedent(
+        """
+        import os, sys, time
+        from sharedsub.storage.append_process import AppendProcess
+        p = AppendProcess()
+        p.start()
+        print(p.pid, flush=True)
+        time.sleep(60)
+        """
+    )
+    proc = subprocess.Popen([sys.executable, "-c", parent], stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stdout is not None
+    child = int(proc.stdout.readline())
+    os.kill(child, 0)  # running
+    proc.kill()
+    proc.wait(10)
+
+    def gone() -> bool:
+        try:
+            os.kill(child, 0)
+        except ProcessLookupError:
+            return True
+        # a zombie until reaped by init: its state in /proc says so
+        with open(f"/proc/{child}/stat") as stat:
+            return stat.read().split(") ")[1].startswith("Z")
+
+    wait_for(gone, 10, "the append child to die with its parent")
+
+
+def test_the_committer_commits_through_the_child(tmp_path: Path) -> None:
+    delta.create_topic(str(tmp_path), "t")
+    done = Collector()
+    appends = AppendProcess()
+    c = Committer(str(tmp_path), cache=PayloadCache(1 << 20), on_done=done, fsync=True, appends=appends)
+    c.start()
+    try:
+        child = appends.pid
+        for i in range(50):
+            c.submit(_publish(i))
+        results = done.wait(50)
+    finally:
+        c.stop()
+    assert child is not None and appends.pid is None  # started with the committer, stopped with it
+    assert sorted(r.value for r in results) == list(range(50))
+    assert _seqs(layout.topic_table(str(tmp_path), "t")) == list(range(50))
