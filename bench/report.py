@@ -16,6 +16,13 @@ from typing import Any
 
 SHAREDSUB, RABBITMQ, ARTEMIS = "sharedsub", "rabbitmq", "artemis"
 NOFSYNC = "sharedsub-nofsync"  # sharedsub with [storage] fsync off (bench/run.py --brokers)
+INTHREAD = "sharedsub-inthread"  # sharedsub with [storage] append_process off
+# sharedsub variants: (column heading, ratio heading, what it is in the run's description)
+VARIANTS = {
+    NOFSYNC: ("sharedsub, fsync off", "fsync on ÷ off", "the same sharedsub with `[storage] fsync = false`"),
+    INTHREAD: ("sharedsub, appends in-thread", "child process ÷ in-thread",
+               "the same sharedsub with `[storage] append_process = false`"),
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,10 +181,10 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
     """Return the markdown table: medians (min–max over runs), and the ratio of the medians.
 
     When the run measured Artemis, two columns show it and the ratio sharedsub ÷ Artemis. When
-    it measured sharedsub with fsync off too, two more columns show it and the ratio fsync on ÷
-    off (the cost of syncing every commit to disk).
+    it measured a variant of sharedsub too (:data:`VARIANTS`: fsync off, appends in-thread), two
+    more columns per variant show it and the ratio of the default to it.
     """
-    nofsync = any(ln.get("broker") == NOFSYNC for ln in lines)
+    variants = [v for v in VARIANTS if any(ln.get("broker") == v for ln in lines)]
     artemis = any(ln.get("broker") == ARTEMIS for ln in lines)
     head = "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) | ratio sharedsub ÷ RabbitMQ |"
     rule = "| --- | --- | --- | --- |"
@@ -186,8 +193,8 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         rule += " --- | --- |"
     head += " better |"
     rule += " --- |"
-    if nofsync:
-        head += " sharedsub, fsync off | fsync on ÷ off |"
+    for variant in variants:
+        head += f" {VARIANTS[variant][0]} | {VARIANTS[variant][1]} |"
         rule += " --- | --- |"
     out = [head, rule]
     for row in _rows(lines):
@@ -200,8 +207,8 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
             peer_cell = _cell(peer, peer_failed, row.unit) if row.bench in PEER_BENCHES[broker] else "n/a"
             line += f" {peer_cell} | {_ratio(ours, peer)} |"
         line += f" {row.better} |"
-        if nofsync:
-            off, off_failed = _values(lines, row, NOFSYNC)
+        for variant in variants:
+            off, off_failed = _values(lines, row, variant)
             line += f" {_cell(off, off_failed, row.unit)} | {_ratio(ours, off)} |"
         out.append(line)
     return "\n".join(out)
@@ -289,7 +296,7 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"RabbitMQ {versions.get(RABBITMQ) or '(not started)'} with rabbitmq_amqp1_0, classic durable queue"
         + (f"; Artemis {versions[ARTEMIS]}, multicast address with a JMS global shared durable subscription "
            "(bench/artemis_peer.py)" if versions.get(ARTEMIS) else "")
-        + ("; sharedsub-nofsync: the same sharedsub with `[storage] fsync = false`" if NOFSYNC in versions else ""),
+        + "".join(f"; {v}: {VARIANTS[v][2]}" for v in VARIANTS if v in versions),
         f"- settings: {meta['settings']}",
         f"- before each measurement: load average (1 min) {_range(loads, '.2f')}, "
         f"cores kept busy by other processes {_range(others, '.2f')}",

@@ -2,7 +2,7 @@
 run, reported as ratios.
 
     .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
-                                  [--brokers rabbitmq[,artemis],sharedsub[,sharedsub-nofsync]] [--runs N]
+                                  [--brokers rabbitmq[,artemis],sharedsub[,sharedsub-nofsync][,sharedsub-inthread]] [--runs N]
                                   [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
@@ -78,10 +78,15 @@ from sharedsub_service import SharedSubService
 
 BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
-BROKERS = ("rabbitmq", "artemis", "sharedsub", "sharedsub-nofsync")
+# Variants of sharedsub, each measured as its own column beside the default one (report.VARIANTS):
+# fsync off (what the fsync of every commit costs), appends on the committer thread instead of the
+# append child process (what the GIL costs the commits; sharedsub.storage.append_process).
+VARIANT_ENV = {
+    "sharedsub-nofsync": {"SHAREDSUB_STORAGE_FSYNC": "false"},
+    "sharedsub-inthread": {"SHAREDSUB_STORAGE_APPEND_PROCESS": "false"},
+}
+BROKERS = ("rabbitmq", "artemis", "sharedsub", *VARIANT_ENV)
 DEFAULT_BROKERS = ("rabbitmq", "sharedsub")
-# sharedsub with `[storage] fsync = false`: what the fsync of every commit costs (issue 11).
-NOFSYNC_ENV = {"SHAREDSUB_STORAGE_FSYNC": "false"}
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -141,7 +146,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--brokers", type=_csv(BROKERS), default=DEFAULT_BROKERS,
                    help="brokers to measure (default: rabbitmq,sharedsub; artemis is Apache ActiveMQ Artemis, "
                         "downloaded with mvn on first use; sharedsub-nofsync is sharedsub "
-                        "with [storage] fsync off, reported in its own column with the cost of fsync)")
+                        "with [storage] fsync off, sharedsub-inthread with [storage] append_process off, "
+                        "each reported in its own column with the ratio to the default)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
     p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
     p.add_argument("--warmup", type=int, help="warm-up messages per publish run (default 2000, --quick 500)")
@@ -673,10 +679,11 @@ def main(argv: list[str] | None = None) -> int:
                 if has_plan:
                     svc = SharedSubService(log=log, log_path=rec.side_file("serve.log"), keep_data=args.keep_state)
                     run_broker(svc, args.only, s, rec, _sharedsub_version)
-            if "sharedsub-nofsync" in args.brokers and has_plan:
-                svc = SharedSubService(log=log, log_path=rec.side_file("serve-nofsync.log"),
-                                       keep_data=args.keep_state, name="sharedsub-nofsync", env=NOFSYNC_ENV)
-                run_broker(svc, args.only, s, rec, _sharedsub_version)
+            for variant, env in VARIANT_ENV.items():
+                if variant in args.brokers and has_plan:
+                    svc = SharedSubService(log=log, log_path=rec.side_file(f"serve-{variant}.log"),
+                                           keep_data=args.keep_state, name=variant, env=env)
+                    run_broker(svc, args.only, s, rec, _sharedsub_version)
             if "sharedsub" in args.brokers:
                 if "fanout" in args.only:
                     log(RABBITMQ_NO_SELECTORS)
