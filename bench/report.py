@@ -305,10 +305,32 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         summary_table(lines),
         "",
     ]
+    parts += stage_tables(lines)
     n = notes(lines)
     if n:
         parts += ["Notes:", "", *[f"- {x}" for x in n], ""]
     return "\n".join(parts)
+
+
+def stage_tables(lines: list[dict[str, Any]]) -> list[str]:
+    """Where sharedsub's time went, per measurement and sharedsub broker: the ``stages`` lines
+    (bench/run.py, from sharedsub_stage_seconds on /metrics over each step, warm-up included),
+    the median over the runs of each stage's count, mean, p50 and p99."""
+    out: list[str] = []
+    groups: dict[tuple[str, str], list[list[dict[str, Any]]]] = {}
+    for ln in lines:
+        if ln.get("bench") == "stages" and ln.get("stages"):
+            groups.setdefault((ln["broker"], ln["step"]), []).append(ln["stages"])
+    for (broker, step), runs in groups.items():
+        out += [f"Where {broker}'s time went in `{step}` (median of {len(runs)} runs, warm-up included):", "",
+                "| stage | count | mean ms | p50 ms | p99 ms |", "| --- | ---: | ---: | ---: | ---: |"]
+        order = list(dict.fromkeys(r["stage"] for run in runs for r in run))
+        for stage in order:
+            rows = [r for run in runs for r in run if r["stage"] == stage]
+            med = {k: statistics.median(r[k] for r in rows) for k in ("count", "mean_ms", "p50_ms", "p99_ms")}
+            out.append(f"| {stage} | {med['count']:,.0f} | {med['mean_ms']:.2f} | {med['p50_ms']:.2f} | {med['p99_ms']:.2f} |")
+        out.append("")
+    return out
 
 
 RESULTS_HEADER = """# Benchmark results

@@ -71,6 +71,7 @@ from typing import Any
 import fanout_bench
 import procstat
 import report
+import stages
 import workloads
 from artemis_peer import ArtemisPeer
 from rabbitmq_peer import RabbitMQPeer, Route
@@ -462,6 +463,32 @@ def step_base(t: Target, step: Step) -> dict[str, Any]:
     return {"bench": b, "broker": t.name, "run": r, **({"subscribers": n} if n is not None else {})}
 
 
+def _stages(t: Target) -> dict[str, Any] | None:
+    """sharedsub's per-stage histograms now (None for other brokers, or when /metrics fails)."""
+    if not isinstance(t, SharedSubService):
+        return None
+    try:
+        return stages.scrape(stages.metrics_url(t.data_dir))
+    except (OSError, SystemExit) as exc:
+        log(f"{t.name}: no stage timings ({exc})")
+        return None
+
+
+def _stage_report(t: Target, step: Step, before: dict[str, Any] | None, rec: Recorder) -> None:
+    """Where sharedsub's time went during ``step`` (warm-up included): a table in the log and a
+    ``stages`` line in the results (bench/stages.py)."""
+    after = _stages(t) if before is not None else None
+    if before is None or after is None:
+        return
+    try:
+        rows = stages.report(before, after)
+    except Exception as exc:  # noqa: BLE001 - a report we cannot make must not end the run
+        log(f"{t.name}: stage report failed: {type(exc).__name__}: {exc}")
+        return
+    rec.emit({**step_base(t, step), "bench": "stages", "step": step[0], "stages": rows})
+    log(f"{t.name} {step_label(*step)}: where the time went (whole step, warm-up included)\n{stages.table(rows)}")
+
+
 def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, version: Callable[[], str]) -> None:
     """Start ``t``, prime it, run the publish/latency/consume measurements, stop it (always)."""
     plan = planned(benches, s)
@@ -486,7 +513,9 @@ def run_broker(t: Target, benches: tuple[str, ...], s: Settings, rec: Recorder, 
                   "version": version(), "broker_rss_bytes": t.rss_bytes()})
         guarded(rec, {"bench": "prime", "broker": t.name}, lambda: prime(t, rec))
         for step in plan:
+            before = _stages(t)
             guarded(rec, step_base(t, step), lambda step=step: run_step(t, step, s, rec))
+            _stage_report(t, step, before, rec)
         t0 = time.perf_counter()
         t.stop()
         rec.emit({"bench": "broker_stop", "broker": t.name, "stop_s": round(time.perf_counter() - t0, 2)})
