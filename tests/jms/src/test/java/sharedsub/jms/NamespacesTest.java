@@ -19,8 +19,9 @@ import jakarta.jms.Topic;
 import org.junit.jupiter.api.Test;
 
 /**
- * The seed's subscription table as the client can produce it (docs/wire.md §5, scenarios 4–25 and
- * 33–38): namespaces, sharing, durable backlog, non-durable loss, session close.
+ * The seed's subscription table (docs/seeds.md, seed 000) as the client can produce it
+ * (docs/wire.md §5, scenarios 4–25 and 33–38): namespaces, sharing, durable backlog, non-durable
+ * loss, session close.
  */
 class NamespacesTest extends JmsTierSupport {
 
