@@ -31,8 +31,9 @@ from sharedsub.core.errors import TopicExists, TopicNotFound
 from sharedsub.storage import schemas
 from sharedsub.storage.private import ensure_data_dir
 
-# commitInfo key marking the commits sharedsub's maintenance makes (value: what it did).
-MAINTENANCE_MARK = "sharedsub.runtime.maintenance"
+# commitInfo key marking the commits sharedsub's maintenance makes (value: what it did). It is in
+# the logs of every table written so far: never change it (tests/storage/test_log_marks.py).
+MAINTENANCE_MARK = "sharedsub.maintenance"
 
 # commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
 # the append raised).
