@@ -3,7 +3,6 @@ python-qpid-proton consumers, and the ``sharedsub replay`` command line calling 
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 import subprocess
@@ -16,10 +15,10 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.core.config import defaults
 from sharedsub.runtime import inspection, maintenance
 from sharedsub.storage import delta
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, uid, wait_for
+from tests.builders import maintenance_policy
 from tests.e2e.test_outcomes import ack_log, record
 from tests.service import ROOT, ServeProcess
 
@@ -179,9 +178,7 @@ def test_replay_restores_deleted_rows_and_refuses_history_beyond_retention(tmp_p
             # History older than the retention goes: with 0 hours, vacuum and log cleanup leave
             # only the newest versions, and the replay names what is left and the setting.
             wait_for(lambda: delta.read_seqs(table).to_pylist() == [], 120, "re-acknowledged rows deleted")
-            policy = dataclasses.replace(
-                defaults().maintenance, interval=1.0, history_retention_hours=0, compact_min_files=1000, min_acked_rows=1
-            )
+            policy = maintenance_policy(interval=1.0, history_retention_hours=0, compact_min_files=1000, min_acked_rows=1)
             maintenance.run_once(str(tmp_path), policy)
             code, reply, err = replay_cli(tmp_path, name, "--version", str(start))
             assert code == 3, err

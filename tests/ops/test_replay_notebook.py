@@ -17,7 +17,6 @@ opened again in the ack log) and not 6, which is still outstanding.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -28,10 +27,10 @@ from nbclient import NotebookClient
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.core.config import defaults
 from sharedsub.runtime import inspection, maintenance
 from sharedsub.storage import delta
 from tests.amqp_peer import Received, Subscriber, jms_durable, publish, wait_for
+from tests.builders import maintenance_policy
 from tests.ops.test_backlog_notebook import _outputs
 from tests.service import ServeProcess
 
@@ -72,9 +71,7 @@ def test_replay_notebook_runs_top_to_bottom_and_the_consumer_gets_the_messages_a
             earlier = delta.history(table)[-1].version
 
             # 2. maintenance drops the acknowledged rows from the current table.
-            policy = dataclasses.replace(
-                defaults().maintenance, interval=0, history_retention_hours=168, compact_min_files=1000, min_acked_rows=1
-            )
+            policy = maintenance_policy(interval=0, history_retention_hours=168, compact_min_files=1000, min_acked_rows=1)
             report = maintenance.run_once(str(data), policy)
             assert report.acked_rows_deleted == 4 and report.errors == 0
             assert sorted(delta.read_seqs(table).to_pylist()) == []

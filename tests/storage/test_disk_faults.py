@@ -9,7 +9,6 @@ are parked, then written once the data dir takes writes again.
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
@@ -194,15 +193,15 @@ def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_retu
 
 
 def test_maintenance_on_a_read_only_data_dir_logs_one_line_for_the_run(disk: Tmpfs, caplog: pytest.LogCaptureFixture) -> None:
-    from sharedsub.core.config import defaults
     from sharedsub.runtime.maintenance import run_once
+    from tests.builders import maintenance_policy
 
     root = disk.path / "data"
     table = delta.create_topic(str(root), "t")
     appender = delta.TableAppender(table, schemas.TOPIC)
     for i in range(4):
         appender.append(_rows(5 * i, size=100))
-    policy = dataclasses.replace(defaults().maintenance, compact_min_files=2, history_retention_hours=0, topic_retention_hours=0)
+    policy = maintenance_policy(compact_min_files=2, history_retention_hours=0, topic_retention_hours=0)
     disk.read_only()
     with caplog.at_level("WARNING", logger="sharedsub.runtime.maintenance"):
         report = run_once(str(root), policy)
