@@ -16,7 +16,8 @@ seconds) keeps them bounded:
    unchanged by it.
 2. **Compaction** of subscription tables, ack logs, dead-letter tables, the catalog and its link
    events with at least ``compact_min_files`` data files (``dataChange`` false: no reader sees
-   new rows); of topic tables too, but only of the files the fan-out has routed (step 6).
+   new rows); of topic tables too, but only of the files the fan-out has routed, and after
+   their rows below the cut went (step 6).
 3. **Vacuum** of every table: files that no version inside ``history_retention_hours`` needs are
    deleted; then a checkpoint, and log files older than the table's log retention are dropped.
    Time travel and replay (docs/design.md §6) work for any version inside the retention.
@@ -306,16 +307,17 @@ def _retain_topic(
     *,
     trim: bool = True,
 ) -> None:
-    """Compact the topic's routed files, remove its rows below the cut (unless not ``trim``),
-    vacuum, checkpoint."""
+    """Remove the topic's rows below the cut (unless not ``trim``), compact its routed files,
+    vacuum, checkpoint.
+
+    The cut comes first: rows that may go are removed as the files they are in, not rewritten
+    into a compacted file first; a compaction that binned them with the newest rows would keep
+    them until a newer file arrives (the newest file always stays).
+    """
     table = layout.topic_table(root, topic)
     if not delta.table_exists(table):
         return
     report.tables_checked += 1
-    if delta.data_file_count(table) >= policy.compact_min_files:
-        report.files_compacted += _step(
-            report, "compaction", table, lambda: stored.compact_routed(table, progress, topic, policy.compact_min_files)
-        )
     before_ms = int((now - dt.timedelta(hours=policy.topic_retention)).timestamp() * 1000)
     cut = None
     try:
@@ -329,6 +331,10 @@ def _retain_topic(
         report.topic_rows_deleted += deleted
         if deleted:
             log.info("maintenance: removed %d rows up to seq %d of topic %s", deleted, cut, topic)
+    if delta.data_file_count(table) >= policy.compact_min_files:
+        report.files_compacted += _step(
+            report, "compaction", table, lambda: stored.compact_routed(table, progress, topic, policy.compact_min_files)
+        )
     report.files_vacuumed += _step(report, "vacuum", table, lambda: delta.vacuum(table, policy.history_retention_hours))
     # The fan-out reads each commit after its offset: those commit files stay, however old.
     kept_from = stored.log_kept_from(table, progress, topic)

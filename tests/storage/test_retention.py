@@ -181,7 +181,9 @@ def test_rows_the_fanout_parked_hold_the_topic(tmp_path: Path) -> None:
 
 def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: Path) -> None:
     root = str(tmp_path)
+    (rec,) = b.register(root, b.subscription("t", name="volatile", durable=False))
     commits = publish_commits(root, "t", 20, per_commit=5)  # versions 1..20
+    route(root, rec, [s for c in commits for s in c])  # nothing settled: every row is held, none cut
     table = layout.topic_table(root, "t")
     checkpoint(root, 0, {"t": 15})
     index = delta.TopicIndex(table)
@@ -205,6 +207,24 @@ def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: 
     # The index loaded before names files vacuum deleted: it reloads and finds every payload.
     assert not any(os.path.exists(p) for p in index.files_for(range(75)))
     assert delta.read_messages(index, range(100)) == {s: f"m{s}".encode() for s in range(100)}
+
+
+def test_rows_below_the_cut_go_before_compaction_could_bin_them_with_the_newest(tmp_path: Path) -> None:
+    """Compaction would merge every routed file, the newest included, into one file holding the
+    topic's highest seq, which always stays: the rows the rules let go must be cut first (the CI
+    failure of tests/e2e/test_maintenance.py's topic trim, where a compaction ran first)."""
+    root = str(tmp_path)
+    (rec,) = b.register(root, b.subscription("t", name="volatile", durable=False))
+    seqs = [s for c in publish_commits(root, "t", 4) for s in c]  # versions 1..4, rows 0..39
+    route(root, rec, seqs)
+    ack(root, rec, list(range(30)))  # 30..39 still open: the subscription holds from 30
+    checkpoint(root, 0, {"t": 4})
+    policy = maintenance_policy(history_retention_hours=168, compact_min_files=3, min_acked_rows=1000, topic_retention_hours=0)
+
+    report = maintenance.run_once(root, policy, now=NOW)
+
+    assert report.errors == 0, report
+    assert report.topic_rows_deleted == 30 and topic_seqs(root, "t") == list(range(30, 40))
 
 
 def test_superseded_catalog_revisions_go_and_numbering_continues(tmp_path: Path) -> None:
