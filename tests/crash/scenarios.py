@@ -34,6 +34,7 @@ import json
 import os
 import random
 import re
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -296,6 +297,8 @@ answer, so it is cut short); a random moment after the request; a random moment 
 (its messages on their way); never. A run has one ``marks`` round, one ``during`` or ``after``
 round and one ``none`` round, in a seeded order."""
 MARKS_TRIES = 3  # replays asked for until one is killed before its answer (each miss is answered)
+STEP_RUN = 0.002  # seconds serve runs between two looks at the ack log while a replay is awaited
+STEP_SETTLE = 0.05  # seconds an answer sent just before a stop gets to reach the caller
 
 
 class _ReplayCall(threading.Thread):
@@ -348,23 +351,46 @@ def _ack_table(root: str, subscription: str) -> str:
     return layout.join(root, layout.ack_table_rel(rec.key, rec.generation))
 
 
-def _await_marks(acks: str, since: int, call: _ReplayCall, timeout: float, what: str) -> bool:
-    """Poll (every 2 ms: the answer follows the marks closely) until a commit after version
-    ``since`` of the ack log holds ``replayed`` rows (True) or ``call`` was answered (False)."""
+def _marks_in(acks: str, since: int) -> tuple[bool, int]:
+    """Whether a commit after version ``since`` of the ack log holds ``replayed`` rows, and the
+    latest version looked at."""
+    latest = delta.latest_version(acks, since) if since >= 0 else delta.latest_version(acks)
+    for v in range(since + 1, latest + 1):
+        commit = delta.read_commit(acks, v)
+        data = delta.read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
+        if data is not None and "replayed" in data.column("outcome").to_pylist():
+            return True, latest
+    return False, max(since, latest)
+
+
+def _await_marks(pid: int, acks: str, since: int, call: _ReplayCall, timeout: float, what: str) -> bool:
+    """Step ``serve`` (pid ``pid``) until a commit after version ``since`` of the ack log holds
+    ``replayed`` rows while ``call`` has no answer: return True with the process *stopped*
+    (SIGSTOP), so the kill that follows lands before the answer whatever the machine's load.
+    Return False, the process running, when ``call`` was answered first.
+
+    Why stepping: the answer follows the marks by a few milliseconds of the front end's time, less
+    than one poll of the log on a loaded machine, so a poller running beside the process missed
+    that window three times in a row (CI, seed 3013503376). Frozen, the process cannot move from
+    its marks to its answer while the log is read; it runs for :data:`STEP_RUN` between looks.
+    """
     deadline = time.monotonic() + timeout
     version = since
-    while not call.done.is_set():
-        latest = delta.latest_version(acks, version) if version >= 0 else delta.latest_version(acks)
-        for v in range(version + 1, latest + 1):
-            commit = delta.read_commit(acks, v)
-            data = delta.read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
-            if data is not None and "replayed" in data.column("outcome").to_pylist():
+    while True:
+        os.kill(pid, signal.SIGSTOP)
+        seen, version = _marks_in(acks, version)
+        if seen:
+            # An answer sent just before the stop may still be on its way to the caller.
+            call.done.wait(STEP_SETTLE)
+            if not call.done.is_set():
                 return True
-        version = max(version, latest)
+        if call.done.is_set():
+            os.kill(pid, signal.SIGCONT)
+            return False
+        os.kill(pid, signal.SIGCONT)
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for the marks of {what}")
-        time.sleep(0.002)
-    return False
+        time.sleep(STEP_RUN)
 
 
 def replay_run(
@@ -418,8 +444,9 @@ def replay_run(
             if mode == "marks":
                 acks = _ack_table(root, subscription)
                 for attempt in range(MARKS_TRIES):
+                    since = delta.latest_version(acks)
                     call = ask(subscription, version)
-                    if _await_marks(acks, delta.latest_version(acks), call, 150, what) or attempt + 1 == MARKS_TRIES:
+                    if _await_marks(run.serve.pid, acks, since, call, 150, what) or attempt + 1 == MARKS_TRIES:
                         break
                     answered(call, f"{what}: answered before its marks were seen")
             else:
