@@ -164,6 +164,19 @@ class ServeProcess:
         """Everything the process wrote to stderr so far."""
         return "\n".join(self.stderr_lines)
 
+    def wait_log(self, text: str, timeout: float = 10.0) -> str:
+        """Wait until ``text`` is in what the process wrote to stderr; return the log so far.
+
+        stderr is read on its own thread: a line written before the ready line on stdout may
+        still be on its way when :meth:`wait_ready` returns.
+        """
+        deadline = time.monotonic() + timeout
+        while text not in self.log():
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{text!r} not in the log after {timeout:.0f} s:\n" + "\n".join(self.stderr_lines[-40:]))
+            time.sleep(0.02)
+        return self.log()
+
 
 def _alive(pid: int) -> bool:
     """True while process ``pid`` exists and is not a zombie."""

@@ -293,7 +293,8 @@ def test_anonymous_true_accepts_the_risk_and_warns(tmp_path: Path) -> None:
     svc = _frontend_on_all_addresses(tmp_path / "data", SHAREDSUB_SECURITY_ANONYMOUS="true").start()
     try:
         assert svc.ready and svc.url.startswith("amqp://0.0.0.0:")
-        assert "WARNING" in svc.log() and "anonymous clients may connect from the network on amqp://0.0.0.0:" in svc.log()
+        log = svc.wait_log("anonymous clients may connect from the network on amqp://0.0.0.0:")
+        assert "WARNING" in log
         port = int(svc.url.rsplit(":", 1)[1])
         connection = BlockingConnection(f"amqp://127.0.0.1:{port}", timeout=10)
         connection.close()
@@ -309,7 +310,7 @@ def test_with_a_user_a_network_address_is_fine(tmp_path: Path) -> None:
     svc = _frontend_on_all_addresses(data).start()
     try:
         assert svc.ready
-        assert "anonymous clients refused" in svc.log()
-        assert "may connect from the network" not in svc.log()
+        log = svc.wait_log("anonymous clients refused")
+        assert "may connect from the network" not in log
     finally:
         assert svc.stop() == 0
