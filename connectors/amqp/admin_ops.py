@@ -18,7 +18,7 @@ from connectors.amqp.handler import FrontEnd
 from sharedsub.core import admin_rules
 from sharedsub.core.errors import SharedSubError, SubscriptionInUse, TopicInUse
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.runtime.committer import DropTopic, Result
+from sharedsub.runtime.committer import Result
 from sharedsub.runtime.inspection import display_name, find_subscription
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,7 @@ def drop_topic(topic: str, *, force: bool) -> Op:
             raise TopicInUse(topic, "a change to subscription(s) " + ", ".join(busy) + " is in progress")
         decision = admin_rules.decide_drop_topic(
             topic,
-            exists=topic not in front.dropping and front.topic_exists(topic),
+            exists=front.topics.exists(topic),
             subscriptions=records,
             consumers={r.key: subs.dispatcher.consumers(r.key) for r in records},
             publishers=front.publishers(topic),
@@ -79,14 +79,11 @@ def drop_topic(topic: str, *, force: bool) -> Op:
         )
         # From here on the topic is absent for attaches and publishes (no new subscription or
         # message can land on a table about to go).
-        front.dropping.add(topic)
-        front.forget_topic(topic)
+        front.topics.close(topic)
         for rec in decision.subscriptions:
             subs.unsubscribe(rec)
 
         def dropped(result: Result) -> None:
-            front.dropping.discard(topic)
-            front.tailer.forget_topic(topic)
             if _fail_on_error(future, result, "removing the topic table"):
                 return
             log.info("admin: topic %s dropped", topic, extra={"topic": topic})
@@ -96,6 +93,6 @@ def drop_topic(topic: str, *, force: bool) -> Op:
                 )
 
         # Queued after the DELETED revisions: the committer commits them first (DropTopic contract).
-        front.committer.submit(DropTopic(topic, front.tokens.put(dropped)))
+        front.topics.drop(topic, dropped)
 
     return op

@@ -40,7 +40,7 @@ from sharedsub.core.attach import (
 )
 from sharedsub.core.conditions import AmqpCondition
 from sharedsub.core.config import Settings
-from sharedsub.core.errors import SharedSubError
+from sharedsub.core.errors import ReplayInProgress, SharedSubError
 from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.core.outcomes import DeadLetter, Limits
 from sharedsub.core.permissions import Permission
@@ -138,7 +138,7 @@ class Subscriptions:
         # Subscriptions without consumers whose lifetime ends with a session or connection.
         self._scoped: dict[str, tuple[str, Any]] = {}
         self._validate_selector = _selector_validator()
-        self.replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
+        self._replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
 
     def load(self) -> None:
         """Read the catalog (start-up). Non-durable subscriptions do not survive a restart."""
@@ -407,6 +407,20 @@ class Subscriptions:
         self.dispatcher.drop(rec.key)
 
     # ------------------------------------------------------------------ replay (connectors/amqp/replays.py)
+
+    def begin_replay(self, rec: SubscriptionRecord, shown: str) -> None:
+        """Mark a replay of ``rec`` as under way until :meth:`end_replay`.
+
+        Raises:
+            ReplayInProgress: one is under way already (``shown`` names the subscription).
+        """
+        if rec.key in self._replaying:
+            raise ReplayInProgress(shown)
+        self._replaying.add(rec.key)
+
+    def end_replay(self, rec: SubscriptionRecord) -> None:
+        """The replay of ``rec`` is over (answered or failed)."""
+        self._replaying.discard(rec.key)
 
     def acked_seqs(self, rec: SubscriptionRecord) -> AckedSeqs:
         """A copy of the seqs of ``rec``'s generation this service holds as acknowledged (ack

@@ -24,13 +24,14 @@ from proton.reactor import ApplicationEvent
 from connectors.amqp.consumers import Subscriptions, refuse
 from connectors.amqp.endpoint_state import PublisherLink
 from connectors.amqp.parts import FrontEndParts
+from connectors.amqp.topic_gate import TopicGate
 from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
 from sharedsub.core import addressing, amqp_message, metrics
 from sharedsub.core import transactions as txn_rules
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
-from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
+from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError
 from sharedsub.core.permissions import Permission
-from sharedsub.runtime.committer import CreateTopic, Publish, Result
+from sharedsub.runtime.committer import Publish
 from sharedsub.storage import delta
 
 log = logging.getLogger(__name__)
@@ -133,11 +134,18 @@ class FrontEnd(Handler):
         self.permissions = parts.permissions
         self.endpoints = parts.endpoints
         self.tokens = Tokens()
+        self.topics = TopicGate(
+            auto_create=settings.server.auto_create_topics,
+            submit=self.committer.submit,
+            token=self.tokens.put,
+            in_storage=functools.partial(delta.topic_exists, self.root),
+            on_dropped=self.tailer.forget_topic,
+        )
         self.subscriptions = Subscriptions(
             settings,
             self.committer,
             self.tailer,
-            self._with_topic,
+            self.topics.when_present,
             self.tokens,
             counters=self.counters,
             user_of=self.user_of,
@@ -154,10 +162,6 @@ class FrontEnd(Handler):
             hold_settlement=self.subscriptions.dispatcher.settle_transactional,
             end_settlements=self.subscriptions.dispatcher.discharge,
         )
-        self._known_topics: set[str] = set()
-        # Topics being dropped (admin ``topics drop``): treated as absent until the drop is done.
-        self.dropping: set[str] = set()
-        self._pending_topic: dict[str, list[Callable[[BaseException | None], None]]] = {}
         self.connections: set[proton.Connection] = set()
 
     def user_of(self, conn: proton.Connection) -> str | None:
@@ -328,48 +332,9 @@ class FrontEnd(Handler):
 
     # ------------------------------------------------------------------ topics
 
-    def _topic_exists(self, topic: str) -> bool:
-        """True when ``topic`` exists (topics created while running are found on the first miss)."""
-        if topic in self.dropping:
-            return False
-        if topic in self._known_topics:
-            return True
-        if delta.topic_exists(self.root, topic):
-            self._known_topics.add(topic)
-            return True
-        return False
-
-    def topic_exists(self, topic: str) -> bool:
-        """True when ``topic`` exists and is not being dropped (reactor thread)."""
-        return self._topic_exists(topic)
-
-    def forget_topic(self, topic: str) -> None:
-        """``topic`` is being dropped: look it up in the tables again next time."""
-        self._known_topics.discard(topic)
-
     def publishers(self, topic: str) -> int:
         """Publisher links attached with ``topic`` as their target (anonymous relays not counted)."""
         return sum(1 for s in self.endpoints.publishers() if s.address is not None and s.address.topic == topic)
-
-    def _with_topic(self, topic: str, then: Callable[[BaseException | None], None]) -> None:
-        """Run ``then(None)`` once ``topic`` exists (creating it when allowed), else ``then(error)``."""
-        if self._topic_exists(topic):
-            then(None)
-            return
-        if not self.settings.server.auto_create_topics:
-            then(TopicNotFound(topic))
-            return
-        waiting = self._pending_topic.setdefault(topic, [])
-        waiting.append(then)
-        if len(waiting) == 1:
-
-            def created(result: Result) -> None:
-                if result.error is None:
-                    self._known_topics.add(topic)
-                for cont in self._pending_topic.pop(topic, []):
-                    cont(result.error)
-
-            self.committer.submit(CreateTopic(topic, self.tokens.put(created)))
 
     # ------------------------------------------------------------------ publishers
 
@@ -399,7 +364,7 @@ class FrontEnd(Handler):
         if address is None:
             ready(None)  # anonymous relay: each message names its topic
         else:
-            self._with_topic(address.topic, ready)
+            self.topics.when_present(address.topic, ready)
 
     def _on_published(self, dlv: Delivery) -> None:
         received = time.perf_counter()
@@ -430,14 +395,7 @@ class FrontEnd(Handler):
                 policy.check(state.user, Permission.PUBLISH, topic)  # Unauthorized rejects it
                 if state.address is not None:
                     state.authorized_under = policy
-            if not self._topic_exists(topic):
-                if self.settings.server.auto_create_topics:
-                    # Queued ahead of the publish: the committer creates topics before appending.
-                    self.committer.submit(
-                        CreateTopic(topic, self.tokens.put(lambda _r: self._known_topics.add(topic)))
-                    )
-                else:
-                    raise TopicNotFound(topic)
+            self.topics.ensure(topic)  # a creation is queued ahead of the publish
             columns["routing_key"] = addressing.routing_key(address, decoded.routing_properties, decoded.subject)
             columns["publisher"] = state.container
             columns["partition"] = 0

@@ -29,7 +29,7 @@ from typing import Any
 
 from connectors.amqp.admin_ops import Op
 from connectors.amqp.handler import FrontEnd
-from sharedsub.core.errors import ReplayInProgress, ReplayNotDurable
+from sharedsub.core.errors import ReplayNotDurable
 from sharedsub.core.replay import ReplayReport
 from sharedsub.runtime.inspection import display_name, find_subscription
 from sharedsub.storage.replay_tables import ReplayDone, replay_tables
@@ -45,14 +45,12 @@ def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = 
         shown = display_name(rec)
         if not rec.identity.durable:
             raise ReplayNotDurable(shown)
-        if rec.key in subs.replaying:
-            raise ReplayInProgress(shown)
-        subs.replaying.add(rec.key)
+        subs.begin_replay(rec, shown)
         acked_here = subs.acked_seqs(rec)
         retention = front.settings.maintenance.history_retention_hours
 
         def finish(done: ReplayDone | None, error: BaseException | None) -> None:  # reactor thread
-            subs.replaying.discard(rec.key)
+            subs.end_replay(rec)
             if error is not None:
                 if not future.done():
                     future.set_exception(error)
