@@ -1,0 +1,137 @@
+"""Our code uses python-qpid-proton through its public API only.
+
+No import from a private proton module (``proton._handlers``, ``from proton import _io``, ...), and
+no attribute with a name proton keeps private state under that connectors/amqp/secure_listener.py
+once reached into (``_selectable``, ``_acceptor``, ``_transport``, ``_delegate``, ``_setupsocket``),
+on any object: the scan is syntactic, so our own classes do not use these names either. Such
+reaching in breaks silently when proton changes its internals (the secure listener keeps its own
+tables instead; see its module docstring).
+
+Run it on other sources with ``python tests/unit/test_no_proton_internals.py FILE_OR_DIR...``.
+"""
+
+from __future__ import annotations
+
+import ast
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SCANNED = ("connectors", "sharedsub")
+PRIVATE_NAMES = frozenset({"_selectable", "_acceptor", "_transport", "_delegate", "_setupsocket"})
+_ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+
+
+def _is_private_proton_module(name: str | None) -> bool:
+    parts = (name or "").split(".")
+    return parts[0] == "proton" and any(p.startswith("_") for p in parts[1:])
+
+
+def findings_in_source(source: str, filename: str = "<source>") -> list[str]:
+    """``file:line: what`` for each use of a proton internal in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename)):
+        line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if _is_private_proton_module(alias.name):
+                    found.append(f"{filename}:{line}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
+            if _is_private_proton_module(node.module):
+                found.append(f"{filename}:{line}: from {node.module} import ...")
+            elif node.module == "proton":
+                for alias in node.names:
+                    if alias.name.startswith("_"):
+                        found.append(f"{filename}:{line}: from proton import {alias.name}")
+        elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_NAMES:
+            found.append(f"{filename}:{line}: attribute {node.attr}")
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id in _ATTR_FUNCTIONS
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and node.args[1].value in PRIVATE_NAMES
+        ):
+            found.append(f"{filename}:{line}: {node.func.id}(..., {node.args[1].value!r})")
+    return sorted(found, key=lambda f: int(f.rsplit(":", 2)[-2]))
+
+
+def _python_files(paths: Iterable[Path]) -> Iterator[Path]:
+    for path in paths:
+        if path.is_dir():
+            yield from sorted(p for p in path.rglob("*.py") if "__pycache__" not in p.parts)
+        else:
+            yield path
+
+
+def findings(paths: Iterable[Path]) -> list[str]:
+    """The findings over every ``.py`` file in ``paths`` (files or directories)."""
+    found = []
+    for path in _python_files(paths):
+        found += findings_in_source(path.read_text(encoding="utf-8"), str(path))
+    return found
+
+
+def test_connectors_and_sharedsub_use_no_proton_internals() -> None:
+    files = list(_python_files(ROOT / d for d in SCANNED))
+    assert any(f.name == "secure_listener.py" for f in files)  # the scan sees the file it is about
+    found = findings(files)
+    assert not found, "proton internals used:\n" + "\n".join(found)
+
+
+def test_the_scan_finds_each_kind_of_use(tmp_path: Path) -> None:
+    """What the secure listener did before it used the public API only is all reported."""
+    bad = tmp_path / "old_listener.py"
+    bad.write_text(
+        "import proton._io\n"
+        "from proton._exceptions import ProtonException\n"
+        "from proton._handlers import IOHandler\n"
+        "from proton import _selectable, Transport\n"
+        "from proton._selectable import Selectable\n"
+        "def f(conn, t, s, acceptor, sock):\n"
+        "    conn._acceptor = acceptor\n"
+        "    t._selectable = s\n"
+        "    s._transport = None\n"
+        "    lsock = acceptor._selectable._delegate\n"
+        "    proton._io.IO._setupsocket(sock)\n"
+        "    return getattr(s, '_transport', None)\n"
+    )
+    found = findings([tmp_path])
+    text = "\n".join(found)
+    for expected in (
+        ":1: import proton._io",
+        ":2: from proton._exceptions import",
+        ":3: from proton._handlers import",
+        ":4: from proton import _selectable",
+        ":5: from proton._selectable import",
+        ":7: attribute _acceptor",
+        ":8: attribute _selectable",
+        ":9: attribute _transport",
+        ":10: attribute _delegate",
+        ":11: attribute _setupsocket",
+        ":12: getattr(..., '_transport')",
+    ):
+        assert expected in text, text
+    assert not any(":4: from proton import Transport" in f for f in found)
+
+
+def test_public_use_is_not_reported() -> None:
+    good = (
+        "from proton import Handler, ProtonException, Transport\n"
+        "from proton.handlers import IOHandler\n"
+        "from proton.reactor import Container\n"
+        "def f(container, s, t):\n"
+        "    s.reading = True\n"
+        "    t.push(b'')\n"
+        "    self_transport = t\n"
+        "    return container.selectable(handler=None, delegate=None), self_transport\n"
+    )
+    assert findings_in_source(good) == []
+
+
+if __name__ == "__main__":
+    result = findings(Path(a) for a in sys.argv[1:])
+    print("\n".join(result) or "no proton internals")
+    sys.exit(1 if result else 0)
