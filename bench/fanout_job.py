@@ -36,10 +36,10 @@ class TimedSink(FanoutSink):
         self.batches: list[dict[str, Any]] = []
         self._routed_rows = self._routes = 0
 
-    def route_batch(self, df: Any, batch_id: int) -> dict[str, int]:
+    def route(self, read: Any, batch_id: int) -> dict[str, int]:
         self._routed_rows = self._routes = 0
         start = time.time()
-        written = super().route_batch(df, batch_id)
+        written = super().route(read, batch_id)
         end = time.time()
         self.batches.append({
             "batch_id": batch_id, "start": start, "end": end, "routes": self._routes,

@@ -55,7 +55,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -81,7 +81,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from jobs.delta_source import DeltaTopicQueries, checkpoint_base
-from jobs.deltars_source import ARROW_SCHEMA, SOURCE_NAME, offset_versions
+from jobs.deltars_source import ARROW_SCHEMA, SOURCE_NAME, DriverBatchReader, offset_versions
 from jobs.session import build_session, delta_enabled
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, load_settings
@@ -283,10 +283,15 @@ class FanoutSink:
         """Route one micro-batch of source rows; return rows committed per subscription table.
 
         Reads the source DataFrame once (it is not cached: every action would read the topic
-        files again) and does not read it when no subscription is active. The routed rows of the
-        batch are collected on the driver (``toArrow``), so ``max_commits_per_batch`` is what
-        bounds the driver's memory (docs/feasibility.md gotcha 6).
+        files again) and does not read it when no subscription is active. The rows of the batch
+        are collected on the driver (``toArrow``), so ``max_commits_per_batch`` is what bounds
+        the driver's memory (docs/feasibility.md gotcha 6).
         """
+        return self.route(lambda topics: df.where(F.col("topic").isin(sorted(topics))).toArrow(), batch_id)
+
+    def route(self, read: Callable[[Collection[str]], pa.Table], batch_id: int) -> dict[str, int]:
+        """Route micro-batch ``batch_id``, whose rows of the given topics ``read`` returns (called
+        once, and only when a subscription is active); see :meth:`route_batch`."""
         with self._lock:
             started = time.monotonic()
             started_wall = time.time()
@@ -298,14 +303,14 @@ class FanoutSink:
                 if self.stats.failing != reported:
                     self.stats.write()
                 return {}
-            source = df.where(F.col("topic").isin(sorted(plan.topics))).toArrow()
-            read = time.monotonic()
+            source = read(plan.topics)
+            fetched = time.monotonic()
             routed = _route(plan, source)
             evaluated = time.monotonic()
             written = self.write_routed(routed, plan, batch_id)
             stages = self.stats.stages
-            stages.observe("fanout_source_read", read - started)
-            stages.observe("fanout_route", evaluated - read)
+            stages.observe("fanout_source_read", fetched - started)
+            stages.observe("fanout_route", evaluated - fetched)
             stages.observe("fanout_commit", time.monotonic() - evaluated)
             stages.observe("fanout_batch", time.monotonic() - started)
             oldest = _oldest_published(source)
@@ -625,23 +630,34 @@ def build_fanout_query(
             available_now=available_now,
             trigger_interval=settings.fanout.trigger_interval,
         ).start()
-    source = (
-        spark.readStream.format(SOURCE_NAME)
-        .option("data_dir", root)
-        .option("max_commits_per_batch", str(settings.fanout.max_commits_per_batch))
-        .load()
-    )
-    writer = (
-        source.writeStream.foreachBatch(
-            sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)
-        )
-        .option("checkpointLocation", checkpoint or layout.fanout_checkpoint(root))
-    )
+    options = {"data_dir": root, "max_commits_per_batch": str(settings.fanout.max_commits_per_batch)}
+    source = spark.readStream.format(SOURCE_NAME).options(**options).load()
+    location = checkpoint or layout.fanout_checkpoint(root)
+    routing = sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)
+    local = layout.local_path(location)
+    batches: Any = routing
+    if settings.fanout.driver_reads and local is not None:
+        batches = ReadOnDriver(routing, DriverBatchReader(local, options))
+    writer = source.writeStream.foreachBatch(batches).option("checkpointLocation", location)
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{settings.fanout.trigger_interval} seconds")
     return writer.start()
+
+
+class ReadOnDriver:
+    """A ``foreachBatch`` callback that routes each micro-batch with ``sink``, its rows read on
+    the driver by ``reader`` (``[fanout] driver_reads``): the DataFrame Spark passes is never
+    run, so the source's tasks never start."""
+
+    def __init__(self, sink: FanoutSink, reader: DriverBatchReader) -> None:
+        self.sink = sink
+        self.reader = reader
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Route micro-batch ``batch_id`` (``df`` unused)."""
+        self.sink.route(lambda topics: self.reader.read(batch_id, topics), batch_id)
 
 
 def wait_first_trigger(query: StreamingQuery, stop: threading.Event, timeout: float) -> bool:

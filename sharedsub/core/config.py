@@ -94,6 +94,8 @@ class FanoutSettings:
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
     source: str
+    # With "deltars": read each micro-batch on the driver (jobs/deltars_source.py DriverBatchReader).
+    driver_reads: bool
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -50,6 +50,15 @@ def join(root: str, *parts: str) -> str:
     return "/".join([root.rstrip("/"), *parts])
 
 
+def local_path(location: str) -> str | None:
+    """The file-system path of a table or directory location: ``file://`` stripped, a plain
+    path as it is; None for any other URI (``s3://``, ``abfss://``, ...), which only delta-rs
+    and Spark can reach."""
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    return None if "://" in location else location
+
+
 def topic_table(root: str, topic: str) -> str:
     """Location of the Delta table holding topic ``topic``."""
     return join(root, TOPICS_DIR, topic)

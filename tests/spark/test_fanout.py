@@ -198,8 +198,8 @@ class RecordingSink(FanoutSink):
         super().__init__(root)
         self.batches: list[tuple[int, dict[str, int]]] = []
 
-    def route_batch(self, df: Any, batch_id: int) -> dict[str, int]:
-        written = super().route_batch(df, batch_id)
+    def route(self, read: Any, batch_id: int) -> dict[str, int]:
+        written = super().route(read, batch_id)
         self.batches.append((batch_id, written))
         return written
 
