@@ -91,7 +91,8 @@ from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.routing import ROUTE_COLUMN, RoutingPlan, plan_for
 from sharedsub.runtime.logformat import configure_logging
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.fanout_stats import StatsRecorder
 
@@ -244,7 +245,7 @@ class FanoutSink:
         self.root = root
         self.retry_interval = retry_interval
         self.catalog = CatalogReader(root)
-        self._appenders: dict[str, delta.TableAppender] = {}
+        self._appenders: dict[str, TableAppender] = {}
         self._pool = ThreadPoolExecutor(max_workers=commit_threads, thread_name_prefix="fanout-commit")
         self._warned: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -524,7 +525,7 @@ class FanoutSink:
     def _commit(self, table: str, rows: pa.Table) -> int:
         appender = self._appenders.get(table)
         if appender is None:
-            appender = self._appenders[table] = delta.TableAppender(table, schemas.SUBSCRIPTION)
+            appender = self._appenders[table] = TableAppender(table, schemas.SUBSCRIPTION)
         done = appender.transaction_version(schemas.SPARK_APP_ID)
         if done is not None:
             rows = rows.filter(pc.greater(rows.column("seq"), done))

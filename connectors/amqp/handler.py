@@ -31,7 +31,7 @@ from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capabil
 from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError, TopicNotFound
 from sharedsub.core.permissions import Permission
 from sharedsub.runtime.committer import CreateTopic, Publish, Result
-from sharedsub.storage import delta
+from sharedsub.storage import topics
 
 log = logging.getLogger(__name__)
 
@@ -334,7 +334,7 @@ class FrontEnd(Handler):
             return False
         if topic in self._known_topics:
             return True
-        if delta.topic_exists(self.root, topic):
+        if topics.topic_exists(self.root, topic):
             self._known_topics.add(topic)
             return True
         return False

@@ -50,7 +50,7 @@ from sharedsub.core import layout
 from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.stage_timing import StageTimes
-from sharedsub.storage import delta
+from sharedsub.storage.tables import log_file
 
 log = logging.getLogger(__name__)
 
@@ -213,7 +213,7 @@ def topic_lag(root: str, topic: str, routed_version: int, now: float) -> float:
     if "://" in root and not root.startswith("file://"):
         return 0.0
     try:
-        made = os.stat(delta.log_file(layout.topic_table(root, topic), routed_version + 1)).st_mtime
+        made = os.stat(log_file(layout.topic_table(root, topic), routed_version + 1)).st_mtime
     except OSError:
         return 0.0
     return max(0.0, now - made)

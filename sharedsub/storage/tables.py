@@ -1,0 +1,39 @@
+"""Where a table is and whether it is there: local paths, log file names, existence, removal.
+
+Nothing here imports deltalake.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+# History kept for time travel and replay; the log is cleaned at checkpoints after this.
+DEFAULT_TABLE_CONFIG = {
+    "delta.logRetentionDuration": "interval 7 days",
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+}
+
+
+def os_path(path: str) -> str:
+    """``path`` as the ``os`` functions take it: ``file://`` stripped, any other URI unchanged
+    (where they find nothing: no table exists there for :func:`table_exists`)."""
+    return path[len("file://") :] if path.startswith("file://") else path
+
+
+def log_file(table: str, version: int) -> str:
+    """Path of the commit file of ``version`` in ``table``."""
+    return os.path.join(os_path(table), "_delta_log", f"{version:020d}.json")
+
+
+def table_exists(table: str) -> bool:
+    """True when ``table`` has a Delta log with at least version 0 (or a checkpoint)."""
+    log = os.path.join(os_path(table), "_delta_log")
+    if not os.path.isdir(log):
+        return False
+    return any(n.endswith(".json") or n.endswith(".parquet") for n in os.listdir(log))
+
+
+def remove_table(table: str) -> None:
+    """Delete a local table directory and everything in it (no-op when absent)."""
+    shutil.rmtree(os_path(table), ignore_errors=True)
