@@ -95,6 +95,7 @@ from sharedsub.storage import schemas
 from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.fanout_stats import StatsRecorder
+from sharedsub.storage.tables import local_path
 
 READY_LINE = "sharedsub fanout running"
 # Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
@@ -123,10 +124,7 @@ class ParkedRows:
     """
 
     def __init__(self, root: str) -> None:
-        pending = layout.fanout_pending(root)
-        if pending.startswith("file://"):
-            pending = pending[len("file://") :]
-        self.base: str | None = None if "://" in pending else pending
+        self.base: str | None = local_path(layout.fanout_pending(root))
 
     def _dir(self, rel: str) -> str:
         if self.base is None:

@@ -11,7 +11,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from sharedsub.storage.commit_log import latest_version, read_log_entry
-from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
+from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, local_path, log_file, table_exists
 
 # commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
 # the append raised).
@@ -48,7 +48,7 @@ def sync_commit(table: str, version: int) -> None:
     does not fsync it, so a power loss could take back a commit a publisher was told about. A
     caller that settles publishers after this has them on disk. Other storage: nothing to do.
     """
-    if "://" in table and not table.startswith("file://"):
+    if local_path(table) is None:
         return
     entry = read_log_entry(table, version)
     if entry is None:

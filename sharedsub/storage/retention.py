@@ -18,7 +18,7 @@ from sharedsub.core.retention import FanoutProgress, Revision, TopicFile
 from sharedsub.storage.commit_log import file_changes, latest_version, read_commit, table_id
 from sharedsub.storage.table_maintenance import compact, delete_rows, version_readable
 from sharedsub.storage.table_reads import read_table, snapshot_files
-from sharedsub.storage.tables import log_file
+from sharedsub.storage.tables import local_path, log_file
 from sharedsub.storage.topics import topic_files
 
 log = logging.getLogger(__name__)
@@ -30,12 +30,6 @@ TOPIC_ROW_GROUP_ROWS = 1024
 
 # Catalog revisions removed per delete commit (the predicate lists them).
 _CATALOG_DELETE_CHUNK = 1000
-
-
-def _local(path: str) -> str | None:
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
 
 
 def _batch_ids(directory: str) -> list[int]:
@@ -51,7 +45,7 @@ def read_fanout_progress(root: str) -> FanoutProgress:
     Spark writes ``offsets/<batch>`` when it plans a micro-batch and ``commits/<batch>`` once the
     batch's ``foreachBatch`` (the routing) returned; both by an atomic rename.
     """
-    checkpoint = _local(layout.fanout_checkpoint(root))
+    checkpoint = local_path(layout.fanout_checkpoint(root))
     if checkpoint is None or not os.path.isdir(checkpoint):
         return FanoutProgress()
     offsets_dir = os.path.join(checkpoint, "offsets")
@@ -108,7 +102,7 @@ def _file_min_seq(path: str) -> int | None:
 def lowest_retained_seq(table: str) -> int | None:
     """Lowest ``seq`` in any data file under ``table`` (None: none): every file a version inside
     the history retention reads is there until vacuum, so no replay reaches below it."""
-    base = _local(table)
+    base = local_path(table)
     if base is None or not os.path.isdir(base):
         return None
     lowest: int | None = None
@@ -130,7 +124,7 @@ def lowest_parked_seq(root: str, table_rel: str) -> int | None:
     """Lowest seq of the rows the fan-out parked for subscription table ``table_rel`` because
     its commit failed (jobs/fanout.py ParkedRows: ``<first seq>-<batch>.parquet`` files, in
     their micro-batch's committed range but not in the table yet); None when none."""
-    base = _local(layout.fanout_pending(root))
+    base = local_path(layout.fanout_pending(root))
     if base is None:
         return None
     try:

@@ -1,6 +1,7 @@
 """Where a table is and whether it is there: local paths, log file names, existence, removal.
 
-Nothing here imports deltalake.
+:func:`local_path` is the one answer to "is this a local path or a URI" for data dirs and tables
+(a path or ``file://`` is local). Nothing here imports deltalake.
 """
 
 from __future__ import annotations
@@ -15,10 +16,18 @@ DEFAULT_TABLE_CONFIG = {
 }
 
 
+def local_path(path: str) -> str | None:
+    """The local path of a data dir or table (a path or ``file://``), or None for other storage."""
+    if path.startswith("file://"):
+        return path[len("file://") :]
+    return None if "://" in path else path
+
+
 def os_path(path: str) -> str:
-    """``path`` as the ``os`` functions take it: ``file://`` stripped, any other URI unchanged
-    (where they find nothing: no table exists there for :func:`table_exists`)."""
-    return path[len("file://") :] if path.startswith("file://") else path
+    """``path`` as the ``os`` functions take it: its :func:`local_path`, or the URI unchanged for
+    other storage (where they find nothing: no table exists there for :func:`table_exists`)."""
+    local = local_path(path)
+    return path if local is None else local
 
 
 def log_file(table: str, version: int) -> str:
