@@ -1,7 +1,9 @@
 """Maintenance writes: deletes, compaction, vacuum, checkpoints and log cleanup.
 
-Used by sharedsub.runtime.maintenance only. Every commit made here carries MAINTENANCE_MARK, so that
-read_commit knows its added files hold no new rows.
+Used by maintenance (sharedsub.runtime.maintenance, and sharedsub.storage.retention for the
+topic and catalog trims it runs; table_history's restore commit is marked the same way). Every
+commit made here carries MAINTENANCE_MARK, so that read_commit knows its added files hold no new
+rows.
 """
 
 from __future__ import annotations
