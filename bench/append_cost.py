@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/append_cost.py [--appends 400] [--rounds 3] [--reopen 200,100,50] [--rows 100]
 
-The front end's committer appends each group commit with a long-lived ``delta.TableAppender``,
+The front end's committer appends each group commit with a long-lived ``appender.TableAppender``,
 which re-opens its ``DeltaTable`` every ``reopen_every`` commits. For each setting, in
 interleaved rounds (so a busy machine slows every setting alike), a fresh topic table gets
 ``--appends`` commits of ``--rows`` 1 KB messages with fsync on, as the committer makes them; the
@@ -27,14 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout
-from sharedsub.storage import delta, schemas  # noqa: E402
+from sharedsub.storage import schemas  # noqa: E402
+from sharedsub.storage.appender import TableAppender  # noqa: E402
 
 
 def run(reopen: int, appends: int, rows: int) -> list[float]:
     """Seconds per append of ``appends`` commits to a fresh topic table."""
     root = tempfile.mkdtemp(prefix="append-cost-")
     try:
-        appender = delta.TableAppender(layout.topic_table(root, "t"), schemas.TOPIC, fsync=True, reopen_every=reopen)
+        appender = TableAppender(layout.topic_table(root, "t"), schemas.TOPIC, fsync=True, reopen_every=reopen)
         now = dt.datetime.now(dt.UTC)
         out = []
         for i in range(appends):

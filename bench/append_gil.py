@@ -30,8 +30,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout  # noqa: E402
-from sharedsub.storage import delta, schemas  # noqa: E402
+from sharedsub.storage import schemas  # noqa: E402
 from sharedsub.storage.append_process import AppendProcess  # noqa: E402
+from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.topics import create_topic  # noqa: E402
 
 SETTINGS = ("thread/alone", "thread/busy", "process/alone", "process/busy")
 
@@ -61,10 +63,10 @@ def run(setting: str, appends: int, rows: int) -> list[float]:
     stop = threading.Event()
     spinner = threading.Thread(target=_spin, args=(stop,), daemon=True)
     try:
-        delta.create_topic(root, "t")
+        create_topic(root, "t")
         path = layout.topic_table(root, "t")
         appender = (process.appender(path, schemas.TOPIC, fsync=True) if process is not None
-                    else delta.TableAppender(path, schemas.TOPIC, fsync=True))
+                    else TableAppender(path, schemas.TOPIC, fsync=True))
         if process is not None:
             process.start()
         if load == "busy":

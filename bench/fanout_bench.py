@@ -48,7 +48,9 @@ if ROOT not in sys.path:
 
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState  # noqa: E402
-from sharedsub.storage import catalog, delta, schemas  # noqa: E402
+from sharedsub.storage import catalog, schemas  # noqa: E402
+from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.topics import create_topic  # noqa: E402
 
 TOPIC = "bench-fanout"
 REGIONS = 8
@@ -92,9 +94,9 @@ def _prop(value: int | str) -> dict[str, Any]:
 def preload(root: str, m: int, size: int, per_commit: int) -> int:
     """Create the topic and append messages 0..m-1 (random ``size``-byte bodies) in commits of
     ``per_commit``; return the number of topic commits."""
-    delta.create_topic(root, TOPIC)
+    create_topic(root, TOPIC)
     path = layout.topic_table(root, TOPIC)
-    appender = delta.TableAppender(path, schemas.TOPIC)
+    appender = TableAppender(path, schemas.TOPIC)
     t0 = dt.datetime.now(dt.UTC)
     commits = 0
     for first in range(0, m, per_commit):

@@ -31,7 +31,9 @@ import report
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
-from sharedsub.storage import delta, schemas  # noqa: E402  (the project under test)
+from sharedsub.storage import schemas  # noqa: E402  (the project under test)
+from sharedsub.storage.appender import TableAppender  # noqa: E402  (the project under test)
+from sharedsub.storage.topics import create_topic  # noqa: E402  (the project under test)
 
 
 def group(first_seq: int, batch: int, size: int) -> pa.Table:
@@ -61,10 +63,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dir", help="where the two tables go (default: a fresh temporary dir)")
     args = p.parse_args(argv)
     base = tempfile.mkdtemp(prefix="sharedsub-fsync-", dir=args.dir)
-    tables = {name: delta.create_topic(base, f"fsync-{name}") for name in ("on", "off")}
+    tables = {name: create_topic(base, f"fsync-{name}") for name in ("on", "off")}
     appenders = {
-        "on": delta.TableAppender(tables["on"], schemas.TOPIC, fsync=True),
-        "off": delta.TableAppender(tables["off"], schemas.TOPIC, fsync=False),
+        "on": TableAppender(tables["on"], schemas.TOPIC, fsync=True),
+        "off": TableAppender(tables["off"], schemas.TOPIC, fsync=False),
     }
     times: dict[str, list[float]] = {"on": [], "off": []}
     seq = 0

@@ -36,7 +36,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from sharedsub.core import layout
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import commit_log, schemas, table_reads
+from sharedsub.storage.topics import list_topics
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -135,8 +136,8 @@ class DeltaTopicQueries:
     def _sync_topics(self) -> None:
         """Start queries for new topics (and topics created again); stop those of dropped ones."""
         present: dict[str, str] = {}
-        for topic in delta.list_topics(self.root):
-            table_id = delta.table_id(layout.topic_table(self.root, topic))
+        for topic in list_topics(self.root):
+            table_id = commit_log.table_id(layout.topic_table(self.root, topic))
             if table_id is not None:
                 present[topic] = table_id
         with self._lock:
@@ -171,7 +172,7 @@ class DeltaTopicQueries:
         def count(version: int) -> int:
             key = (table_id, version)
             if key not in self._snapshot_sizes:
-                self._snapshot_sizes[key] = len(delta.snapshot_files(layout.topic_table(self.root, topic), version))
+                self._snapshot_sizes[key] = len(table_reads.snapshot_files(layout.topic_table(self.root, topic), version))
             return self._snapshot_sizes[key]
 
         return count

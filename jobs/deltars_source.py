@@ -63,7 +63,10 @@ from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
 from sharedsub.core.retention import parse_offset_file
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import commit_log, schemas
+from sharedsub.storage.table_reads import read_files, snapshot_files
+from sharedsub.storage.tables import log_file, table_exists
+from sharedsub.storage.topics import list_topics
 
 SOURCE_NAME = "sharedsub_topics"
 
@@ -170,7 +173,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[str, tuple[str | None, int]] | None = None  # AvailableNow: (id, version)
         # Newest version probed per topic, and the id of the table it belongs to (a cache).
         self._latest_seen: dict[str, tuple[str | None, int]] = {}
-        self._ids = delta.TableIds()  # one stat per topic and probe; a table read when one changes
+        self._ids = commit_log.TableIds()  # one stat per topic and probe; a table read when one changes
         self._topics: list[str] = []
         self._listed_at = float("-inf")
 
@@ -284,10 +287,10 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if first < 0 and not self._has_log(topic, 0):
             # The table's early commits were cleaned from the log: everything up to ``last`` is
             # exactly the snapshot at ``last`` (topics are append-only).
-            return delta.snapshot_files(table, last)
+            return snapshot_files(table, last)
         files: list[str] = []
         for version in range(first + 1, last + 1):
-            commit = delta.read_commit(table, version)
+            commit = commit_log.read_commit(table, version)
             if commit is None:
                 raise RuntimeError(
                     f"topic {topic!r}: commit {version} is no longer in the Delta log of {table}; the "
@@ -307,9 +310,9 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         assert isinstance(partition, TopicFiles)
         for path in partition.files:
             try:
-                data = delta.read_files([path], schemas.ROUTING_COLUMNS)
+                data = read_files([path], schemas.ROUTING_COLUMNS)
             except FileNotFoundError:
-                if partition.table_id is None or delta.table_id(partition.table) == partition.table_id:
+                if partition.table_id is None or commit_log.table_id(partition.table) == partition.table_id:
                     raise  # the table is still there: a file it needs is missing
                 return  # the topic was dropped while this batch ran: nothing of it is left
             if data is None or data.num_rows == 0:
@@ -323,7 +326,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _list_topics(self, *, force: bool = False) -> list[str]:
         now = time.monotonic()
         if force or now - self._listed_at >= self.topic_list_interval:
-            self._topics = delta.list_topics(self.root)
+            self._topics = list_topics(self.root)
             self._listed_at = now
         return self._topics
 
@@ -335,7 +338,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         was seen before of that same table)."""
         seen_id, seen = self._latest_seen.get(topic, (None, -1))
         start = max(known, seen) if seen_id == ident else known
-        latest = delta.latest_version(self._table(topic), start)
+        latest = commit_log.latest_version(self._table(topic), start)
         self._latest_seen[topic] = (ident, latest)
         return latest
 
@@ -347,11 +350,11 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """
         if version < 0 or self._has_log(topic, version) or self._has_log(topic, version + 1):
             return False
-        return delta.table_exists(self._table(topic)) and delta.latest_version(self._table(topic)) < version
+        return table_exists(self._table(topic)) and commit_log.latest_version(self._table(topic)) < version
 
     def _has_log(self, topic: str, version: int) -> bool:
         # A stat, not a parse: the commit file exists until log cleanup removes it.
-        return os.path.exists(delta.log_file(layout.topic_table(self.root, topic), version))
+        return os.path.exists(log_file(layout.topic_table(self.root, topic), version))
 
 
 class DriverBatchReader:

@@ -91,9 +91,11 @@ from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.routing import ROUTE_COLUMN, RoutingPlan, plan_for
 from sharedsub.runtime.logformat import configure_logging
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.fanout_stats import StatsRecorder
+from sharedsub.storage.tables import local_path
 
 READY_LINE = "sharedsub fanout running"
 # Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
@@ -122,10 +124,7 @@ class ParkedRows:
     """
 
     def __init__(self, root: str) -> None:
-        pending = layout.fanout_pending(root)
-        if pending.startswith("file://"):
-            pending = pending[len("file://") :]
-        self.base: str | None = None if "://" in pending else pending
+        self.base: str | None = local_path(layout.fanout_pending(root))
 
     def _dir(self, rel: str) -> str:
         if self.base is None:
@@ -244,7 +243,7 @@ class FanoutSink:
         self.root = root
         self.retry_interval = retry_interval
         self.catalog = CatalogReader(root)
-        self._appenders: dict[str, delta.TableAppender] = {}
+        self._appenders: dict[str, TableAppender] = {}
         self._pool = ThreadPoolExecutor(max_workers=commit_threads, thread_name_prefix="fanout-commit")
         self._warned: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
@@ -529,7 +528,7 @@ class FanoutSink:
     def _commit(self, table: str, rows: pa.Table) -> int:
         appender = self._appenders.get(table)
         if appender is None:
-            appender = self._appenders[table] = delta.TableAppender(table, schemas.SUBSCRIPTION)
+            appender = self._appenders[table] = TableAppender(table, schemas.SUBSCRIPTION)
         done = appender.transaction_version(schemas.SPARK_APP_ID)
         if done is not None:
             rows = rows.filter(pc.greater(rows.column("seq"), done))

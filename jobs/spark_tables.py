@@ -29,8 +29,9 @@ from jobs.session import delta_enabled
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.outcomes import AckOutcome
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.tables import table_exists
+from sharedsub.storage.topics import list_topics
 
 
 class DeltaUnavailable(RuntimeError):
@@ -78,7 +79,7 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
     """
     require_delta(spark)
     wanted: list[tuple[str, str]] = []
-    for topic in delta.list_topics(root):
+    for topic in list_topics(root):
         wanted.append((view_name("topic_", topic), layout.topic_table(root, topic)))
     for record in sorted(load_catalog(root).values(), key=lambda r: r.key):
         if not record.active:
@@ -89,7 +90,7 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
     wanted.append(("sharedsub_catalog", layout.catalog_table(root)))
     views: dict[str, str] = {}
     for name, path in wanted:
-        if not delta.table_exists(path):
+        if not table_exists(path):
             continue
         unique, n = name, 1
         while unique.lower() in {v.lower() for v in views}:
@@ -113,7 +114,7 @@ def backlog_sql(root: str, record: SubscriptionRecord) -> str:
     """
     routed = table_ref(layout.join(root, record.table))
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
-    if not delta.table_exists(acks):
+    if not table_exists(acks):
         return f"SELECT * FROM {routed} ORDER BY seq"
     not_final = f"'{AckOutcome.FAILED.value}', '{AckOutcome.REPLAYED.value}'"
     return (

@@ -17,7 +17,11 @@ import pyarrow as pa
 from sharedsub.core import layout
 from sharedsub.core.config import MaintenanceSettings, defaults
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.storage import catalog, delta, schemas
+from sharedsub.storage import catalog, schemas
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.table_reads import iter_rows, read_files
+from sharedsub.storage.topics import create_topic, last_seq, topic_exists
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 _names = itertools.count()
@@ -25,8 +29,8 @@ _names = itertools.count()
 
 def topic(root: str, name: str) -> str:
     """Create topic ``name`` under ``root`` (if missing); return its table path."""
-    if not delta.topic_exists(root, name):
-        delta.create_topic(root, name)
+    if not topic_exists(root, name):
+        create_topic(root, name)
     return layout.topic_table(root, name)
 
 
@@ -44,7 +48,7 @@ def publish(
     ``b"m<seq>"``. ``properties`` maps names to ints or strings (typed application properties).
     """
     path = topic(root, name)
-    first = delta.last_seq(path) + 1
+    first = last_seq(path) + 1
     props = [
         (k, {"type": "long", "long": v} if isinstance(v, int) else {"type": "string", "string": str(v)})
         for k, v in (properties or {}).items()
@@ -67,7 +71,7 @@ def publish(
         }
         for i, key in enumerate(keys)
     ]
-    delta.TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
+    TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
     return [first + i for i in range(len(keys))]
 
 
@@ -119,12 +123,12 @@ def delete(root: str, record: SubscriptionRecord) -> SubscriptionRecord:
 def routed(root: str, record: SubscriptionRecord) -> list[dict[str, Any]]:
     """Rows of ``record``'s subscription table in append order (commit by commit); [] if none."""
     path = layout.join(root, record.table)
-    latest = delta.latest_version(path)
+    latest = latest_version(path)
     rows: list[dict[str, Any]] = []
     for version in range(latest + 1):
-        commit = delta.read_commit(path, version)
+        commit = read_commit(path, version)
         if commit is not None and commit.added:
-            rows.extend(delta.iter_rows(delta.read_files(commit.added)))
+            rows.extend(iter_rows(read_files(commit.added)))
     return rows
 
 

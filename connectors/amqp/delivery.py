@@ -53,7 +53,11 @@ from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import delta
+from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.payload_index import TopicIndex, read_messages
+from sharedsub.storage.table_reads import read_files, read_table
+from sharedsub.storage.tables import table_exists
+from sharedsub.storage.topics import SeqFile, topic_files
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +115,7 @@ class _Feed:
     # The backlog snapshot still to read (see :meth:`Tailer._read_backlog`): its files not read
     # yet, by first seq; rows read from files but above the last slice's bound; and what the
     # ack log said when the snapshot was taken.
-    backlog_files: list[delta.SeqFile] = dataclasses.field(default_factory=list)
+    backlog_files: list[SeqFile] = dataclasses.field(default_factory=list)
     backlog_carry: Any = None  # pa.Table | None
     backlog_settled: Container[int] = ()
     backlog_failures: dict[int, int] = dataclasses.field(default_factory=dict)
@@ -159,7 +163,7 @@ class Tailer:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._indexes: dict[str, delta.TopicIndex] = {}
+        self._indexes: dict[str, TopicIndex] = {}
         self._thread = threading.Thread(target=self._run, name="sharedsub-tailer", daemon=True)
 
     def start(self) -> None:
@@ -254,10 +258,10 @@ class Tailer:
         if feed.backlog_files or feed.backlog_carry is not None:
             return self._read_backlog(feed)
         t0 = time.perf_counter()
-        commit = delta.read_commit(feed.table, feed.next_version)
+        commit = read_commit(feed.table, feed.next_version)
         if commit is None:
             return False
-        data = delta.read_files(commit.added, _NEW_ROW_COLUMNS)
+        data = read_files(commit.added, _NEW_ROW_COLUMNS)
         feed.next_version = commit.version + 1
         self._stages.observe("tail_read", time.perf_counter() - t0)
         if data is not None and data.num_rows:
@@ -272,14 +276,14 @@ class Tailer:
         range from the log's statistics) and the ack log's state; the rows are read slice by
         slice (:meth:`_read_backlog`), so a large backlog is never in memory whole."""
         feed.clear_backlog()
-        if feed.ack_table is not None and delta.table_exists(feed.ack_table):
-            state = ack_state_of(delta.read_table(feed.ack_table, ["seq", "outcome"]))
+        if feed.ack_table is not None and table_exists(feed.ack_table):
+            state = ack_state_of(read_table(feed.ack_table, ["seq", "outcome"]))
             feed.backlog_settled = state.settled  # filtered here only: the reactor alone changes feed.acked
             feed.backlog_failures = state.delivery_counts
-        if delta.latest_version(feed.table) < 0:
+        if latest_version(feed.table) < 0:
             feed.next_version = 0
             return
-        version, files = delta.topic_files(feed.table)  # any table with seq statistics
+        version, files = topic_files(feed.table)  # any table with seq statistics
         feed.next_version = version + 1
         # Files without statistics sort first: their rows are read with the first slice.
         feed.backlog_files = sorted(files, key=lambda f: -1 if f.first_seq is None else f.first_seq)
@@ -300,7 +304,7 @@ class Tailer:
             take += 1  # files without statistics sort first and all go with the first slice
         files, feed.backlog_files = feed.backlog_files[:take], feed.backlog_files[take:]
         try:
-            read = delta.read_files([f.path for f in files], _ROW_COLUMNS)
+            read = read_files([f.path for f in files], _ROW_COLUMNS)
         except FileNotFoundError:
             # Maintenance rewrote and vacuumed files of the snapshot meanwhile: take the table's
             # snapshot again. Rows queued already are not queued twice (Dispatcher.offer).
@@ -396,8 +400,8 @@ class Tailer:
         if missing:
             index = self._indexes.get(topic)
             if index is None:
-                index = self._indexes[topic] = delta.TopicIndex(layout.topic_table(self.root, topic))
-            found.update(delta.read_messages(index, missing))
+                index = self._indexes[topic] = TopicIndex(layout.topic_table(self.root, topic))
+            found.update(read_messages(index, missing))
             lost = [s for s in missing if s not in found]
             if lost:
                 log.error("topic %s has no message for seq %s; skipping", topic, lost[:10])

@@ -32,7 +32,7 @@ from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capabil
 from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError
 from sharedsub.core.permissions import Permission
 from sharedsub.runtime.committer import Publish
-from sharedsub.storage import delta
+from sharedsub.storage import topics
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ class FrontEnd(Handler):
             auto_create=settings.server.auto_create_topics,
             submit=self.committer.submit,
             token=self.tokens.put,
-            in_storage=functools.partial(delta.topic_exists, self.root),
+            in_storage=functools.partial(topics.topic_exists, self.root),
             on_dropped=self.tailer.forget_topic,
         )
         self.subscriptions = Subscriptions(

@@ -155,7 +155,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def cmd_topics(args: argparse.Namespace) -> int:
     """``topics create|list``."""
-    from sharedsub.storage import delta
+    from sharedsub.storage.topics import create_topic, list_topics
 
     settings = _settings(args)
     if args.action == "drop":
@@ -174,10 +174,10 @@ def cmd_topics(args: argparse.Namespace) -> int:
         if not is_valid_topic_name(args.name):
             print(f"error: invalid topic name {args.name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*", file=sys.stderr)
             return EXIT_USAGE
-        path = delta.create_topic(settings.data_dir, args.name)
+        path = create_topic(settings.data_dir, args.name)
         print(f"created topic {args.name} at {path}")
         return EXIT_OK
-    names = delta.list_topics(settings.data_dir)
+    names = list_topics(settings.data_dir)
     if args.json:
         print(json.dumps([{"name": n} for n in names]))
     else:

@@ -23,7 +23,7 @@ redelivered. The running service carries it out on its reactor thread
 
 2. **What to re-deliver** (:func:`plan_replay`): the seqs of the table *as of* ``V`` (time
    travel: rows maintenance deleted since are still there) plus the seqs appended after ``V``
-   (maintenance's rewrites add no new rows, sharedsub.storage.delta.read_commit).
+   (maintenance's rewrites add no new rows, sharedsub.storage.commit_log.read_commit).
 
    * ``mark`` — those settled for good now (per the ack log, or acknowledged by this service
      and still in the table: their ack row is being committed) get one ``replayed`` ack-log row

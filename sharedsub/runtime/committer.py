@@ -37,8 +37,11 @@ from sharedsub.core.errors import StorageUnavailable, TopicExists
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import catalog, delta, diskspace, schemas
+from sharedsub.storage import catalog, diskspace, schemas
 from sharedsub.storage.append_process import AppendProcess, RemoteAppender
+from sharedsub.storage.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.tables import remove_table
+from sharedsub.storage.topics import create_topic, last_seq
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +179,7 @@ class Committer:
         stages: StageTimes | None = None,
         appends: AppendProcess | None = None,
     ) -> None:
-        """``fsync``: force every commit to disk before its results are reported (delta.sync_commit).
+        """``fsync``: force every commit to disk before its results are reported (appender.sync_commit).
         ``full_disk_timeout``: seconds a write the data dir cannot take is held before it is given
         up on (sharedsub.core.write_faults). ``stages``: where the ``group_commit`` and ``ack_commit``
         times go (sharedsub.core.stage_timing; this thread is their only writer). ``appends``: the
@@ -192,7 +195,7 @@ class Committer:
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appends = appends
-        self._appenders: dict[str, delta.TableAppender | RemoteAppender] = {}  # by table path
+        self._appenders: dict[str, TableAppender | RemoteAppender] = {}  # by table path
         self._next_seq: dict[str, int] = {}
         self._catalog = catalog.catalog_appender(root, fsync=fsync)
         self._revision = 0
@@ -257,7 +260,7 @@ class Committer:
     def next_seq(self, topic: str) -> int:
         """Next seq of ``topic`` (committer thread only)."""
         if topic not in self._next_seq:
-            self._next_seq[topic] = delta.last_seq(layout.topic_table(self.root, topic)) + 1
+            self._next_seq[topic] = last_seq(layout.topic_table(self.root, topic)) + 1
         return self._next_seq[topic]
 
     # ------------------------------------------------------------------ thread
@@ -330,7 +333,7 @@ class Committer:
                 if code is None:
                     raise
                 tries += 1
-                delay = self._failed(code, path, tries, landed=isinstance(exc, delta.CommitNotSynced))
+                delay = self._failed(code, path, tries, landed=isinstance(exc, CommitNotSynced))
                 if delay is None:
                     now = time.monotonic()
                     raise StorageUnavailable(
@@ -455,7 +458,7 @@ class Committer:
     def _drop_topic(self, req: DropTopic) -> Result:
         path = layout.topic_table(self.root, req.topic)
         try:
-            delta.remove_table(path)
+            remove_table(path)
         except Exception as exc:
             log.exception("removing topic %s failed", req.topic)
             return Result(req, error=exc)
@@ -471,7 +474,7 @@ class Committer:
         dir cannot take it (:meth:`_write`).
 
         Every try carries the same commit id, so a try whose commit landed although delta-rs
-        raised is found and not made again (delta.TableAppender). On failure the appender is
+        raised is found and not made again (appender.TableAppender). On failure the appender is
         dropped (the next attempt reloads the table) and the error is raised to the caller,
         which fails (or parks) the group's requests for that table.
         """
@@ -480,7 +483,7 @@ class Committer:
             appender = self._appenders[path] = (
                 self._appends.appender(path, data.schema, fsync=self._fsync)
                 if self._appends is not None
-                else delta.TableAppender(path, data.schema, fsync=self._fsync)
+                else TableAppender(path, data.schema, fsync=self._fsync)
             )
         commit_id = uuid.uuid4().hex
         try:
@@ -555,7 +558,7 @@ class Committer:
 
         def create() -> None:
             try:
-                delta.create_topic(self.root, req.topic)
+                create_topic(self.root, req.topic)
             except TopicExists:  # created already (a try that raised after its commit, too)
                 pass
 

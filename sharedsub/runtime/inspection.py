@@ -30,9 +30,11 @@ from sharedsub.core import layout
 from sharedsub.core.acklog import AckCounter, ack_state_of
 from sharedsub.core.errors import AmbiguousSubscription, SubscriptionNotFound
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas, table_history
 from sharedsub.storage.backlog import PartitionBacklog, subscription_backlog
 from sharedsub.storage.catalog import attached_links, load_catalog
+from sharedsub.storage.payload_index import TopicIndex
+from sharedsub.storage.table_reads import read_files, read_table
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -247,14 +249,14 @@ def backlog_history(root: str, record: SubscriptionRecord) -> list[BacklogPoint]
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
     events: list[tuple[int, int, int]] = []  # (timestamp_ms, routed added, settled added)
-    for entry in delta.history(table):
+    for entry in table_history.history(table):
         # Only appends bring new rows; a maintenance delete or compaction re-adds kept rows.
-        data = delta.read_files(entry.added, ["seq"]) if entry.is_append else None
+        data = read_files(entry.added, ["seq"]) if entry.is_append else None
         events.append((entry.timestamp_ms, 0 if data is None else data.num_rows, 0))
     counter = AckCounter()  # the ack log so far; sharedsub.core.acklog decides what it settles
-    for entry in delta.history(acks):
+    for entry in table_history.history(acks):
         # Appends only: a maintenance delete re-adds the rows it keeps, already counted.
-        data = delta.read_files(entry.added, ["seq", "outcome"]) if entry.is_append else None
+        data = read_files(entry.added, ["seq", "outcome"]) if entry.is_append else None
         before = counter.settled_count
         for seq, outcome in zip(*(data.column(c).to_pylist() for c in ("seq", "outcome")), strict=True) if data else ():
             counter.add(seq, outcome)
@@ -311,12 +313,12 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     ``application_properties`` (map of typed values, :data:`schemas.PROPERTY_VALUE`;
     :func:`plain_properties` turns one into a dict).
     """
-    routed = delta.read_table(layout.join(root, record.table))
+    routed = read_table(layout.join(root, record.table))
     if routed is None:
         routed = schemas.SUBSCRIPTION.empty_table()
     # Files rewritten by a maintenance delete may use other physical types (string_view).
     routed = routed.select(schemas.SUBSCRIPTION.names).cast(schemas.SUBSCRIPTION)
-    acks = delta.read_table(layout.join(root, layout.ack_table_rel(record.key, record.generation)), ["seq", "outcome"])
+    acks = read_table(layout.join(root, layout.ack_table_rel(record.key, record.generation)), ["seq", "outcome"])
     state = ack_state_of(acks)
     final, failures = state.settled, state.delivery_counts
     keep = pc.invert(pc.is_in(routed.column("seq"), value_set=pa.array(sorted(final), pa.int64())))
@@ -325,9 +327,9 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
         pending = pending.slice(0, limit)
     seqs = pending.column("seq").to_pylist()
     pending = pending.append_column("delivery_failures", pa.array([failures.get(s, 0) for s in seqs], pa.int64()))
-    index = delta.TopicIndex(layout.topic_table(root, record.topic))
+    index = TopicIndex(layout.topic_table(root, record.topic))
     files = list(index.files_for(seqs)) if seqs else []
-    details = delta.read_files(files, _MESSAGE_COLUMNS)
+    details = read_files(files, _MESSAGE_COLUMNS)
     extra = [c for c in _MESSAGE_COLUMNS if c != "seq"]
     by_seq: dict[int, dict[str, Any]] = {}
     if details is not None:

@@ -11,7 +11,7 @@ seconds) keeps them bounded:
    rejected, expired, dead-lettered, and not opened again by a replay: sharedsub.core.acklog; shared
    consumers ack out of order, so rows above the first unsettled one stay). When at least
    ``min_acked_rows`` rows are below it, those rows are deleted from the subscription table and
-   from its ack log. The delete commits carry :data:`delta.MAINTENANCE_MARK`, so tailers do not
+   from its ack log. The delete commits carry :data:`commit_log.MAINTENANCE_MARK`, so tailers do not
    take the rows a delete rewrites for new ones; the backlog (routed minus acknowledged) is
    unchanged by it.
 2. **Compaction** of subscription tables, ack logs, dead-letter tables, the catalog and its link
@@ -52,7 +52,7 @@ seconds) keeps them bounded:
    finds), so the delete removes files and adds none; it is marked as well. The fan-out's source
    reads the rows each topic commit *adds*, without the marked ones and without
    ``dataChange``-false adds, so neither the delete nor a compaction is routed again. The front
-   end's payload index (delta.TopicIndex) re-reads the table when a file it names is gone, and
+   end's payload index (payload_index.TopicIndex) re-reads the table when a file it names is gone, and
    takes overlapping seq ranges (compaction may bin files that were not neighbours). Topic files
    are compacted only from the snapshot the fan-out has routed (a file it still has to read is
    never rewritten, so vacuum never deletes one), into files of at most 32 MiB with small row
@@ -87,9 +87,12 @@ from sharedsub.core.config import MaintenanceSettings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.retention import FanoutProgress
 from sharedsub.core.write_faults import errno_name, fault_errno
-from sharedsub.storage import delta
 from sharedsub.storage import retention as stored
 from sharedsub.storage.catalog import CatalogReader
+from sharedsub.storage.table_maintenance import checkpoint_and_clean_log, compact, data_file_count, delete_rows, vacuum
+from sharedsub.storage.table_reads import read_seqs, read_table
+from sharedsub.storage.tables import remove_table, table_exists
+from sharedsub.storage.topics import list_topics
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +178,7 @@ def removable_generations(
 
 
 def _settled_seqs(ack_table: str) -> np.ndarray:
-    data = delta.read_table(ack_table, ["seq", "outcome"]) if delta.table_exists(ack_table) else None
+    data = read_table(ack_table, ["seq", "outcome"]) if table_exists(ack_table) else None
     return np.array(sorted(ack_state_of(data).settled), np.int64)
 
 
@@ -203,7 +206,7 @@ def _drop_acknowledged(
     """
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
-    routed = delta.read_seqs(table).to_numpy()
+    routed = read_seqs(table).to_numpy()
     settled = _settled_seqs(acks)
     if settled_below is not None:
         settled = np.union1d(settled, routed[routed < settled_below])
@@ -213,22 +216,22 @@ def _drop_acknowledged(
         return first_open
     predicate = f"seq <= {watermark}"
     # Subscription rows first: if the second delete fails, acks of rows that are gone are harmless.
-    deleted = _step(report, "delete acknowledged rows", table, lambda: delta.delete_rows(table, predicate, "acknowledged"))
+    deleted = _step(report, "delete acknowledged rows", table, lambda: delete_rows(table, predicate, "acknowledged"))
     if deleted:
         report.acked_rows_deleted += deleted
-        if delta.table_exists(acks):
-            _step(report, "delete acknowledgements", acks, lambda: delta.delete_rows(acks, predicate, "acknowledged"))
+        if table_exists(acks):
+            _step(report, "delete acknowledgements", acks, lambda: delete_rows(acks, predicate, "acknowledged"))
     return first_open
 
 
 def _tidy(table: str, policy: Policy, report: Report) -> None:
-    if not delta.table_exists(table):
+    if not table_exists(table):
         return
     report.tables_checked += 1
-    if delta.data_file_count(table) >= policy.compact_min_files:
-        report.files_compacted += _step(report, "compaction", table, lambda: delta.compact(table))
-    report.files_vacuumed += _step(report, "vacuum", table, lambda: delta.vacuum(table, policy.history_retention_hours))
-    _step(report, "checkpoint", table, lambda: delta.checkpoint_and_clean_log(table, policy.history_retention_hours))
+    if data_file_count(table) >= policy.compact_min_files:
+        report.files_compacted += _step(report, "compaction", table, lambda: compact(table))
+    report.files_vacuumed += _step(report, "vacuum", table, lambda: vacuum(table, policy.history_retention_hours))
+    _step(report, "checkpoint", table, lambda: checkpoint_and_clean_log(table, policy.history_retention_hours))
 
 
 def _subscription_dirs(root: str) -> Mapping[str, list[str]]:
@@ -256,7 +259,7 @@ def _subscription_tables(
             for name in names:
                 table = layout.join(root, layout.SUBSCRIPTIONS_DIR, key, name)
                 if generation in gone:
-                    delta.remove_table(table)
+                    remove_table(table)
                 else:
                     _tidy(table, policy, report)
             if generation in gone:
@@ -315,7 +318,7 @@ def _retain_topic(
     them until a newer file arrives (the newest file always stays).
     """
     table = layout.topic_table(root, topic)
-    if not delta.table_exists(table):
+    if not table_exists(table):
         return
     report.tables_checked += 1
     before_ms = int((now - dt.timedelta(hours=policy.topic_retention)).timestamp() * 1000)
@@ -331,11 +334,11 @@ def _retain_topic(
         report.topic_rows_deleted += deleted
         if deleted:
             log.info("maintenance: removed %d rows up to seq %d of topic %s", deleted, cut, topic)
-    if delta.data_file_count(table) >= policy.compact_min_files:
+    if data_file_count(table) >= policy.compact_min_files:
         report.files_compacted += _step(
             report, "compaction", table, lambda: stored.compact_routed(table, progress, topic, policy.compact_min_files)
         )
-    report.files_vacuumed += _step(report, "vacuum", table, lambda: delta.vacuum(table, policy.history_retention_hours))
+    report.files_vacuumed += _step(report, "vacuum", table, lambda: vacuum(table, policy.history_retention_hours))
     # The fan-out reads each commit after its offset: those commit files stay, however old.
     kept_from = stored.log_kept_from(table, progress, topic)
     if kept_from is None or kept_from >= 0:
@@ -343,7 +346,7 @@ def _retain_topic(
             report,
             "checkpoint",
             table,
-            lambda: delta.checkpoint_and_clean_log(table, policy.history_retention_hours, version=kept_from),
+            lambda: checkpoint_and_clean_log(table, policy.history_retention_hours, version=kept_from),
         )
 
 
@@ -378,7 +381,7 @@ def run_once(
     }
     with_tables = _subscription_tables(root, records, policy, report, now, caught_up)
     catalog = layout.catalog_table(root)
-    if delta.table_exists(catalog):
+    if table_exists(catalog):
         period = dt.timedelta(hours=policy.history_retention_hours)
         report.catalog_revisions_deleted += _step(
             report,
@@ -390,7 +393,7 @@ def run_once(
     _tidy(layout.join(root, layout.LINKS_TABLE), policy, report)
     holds = _holds(root, records.values(), first_open)
     topics_with_records = {r.topic for r in records.values() if r.active}
-    for topic in delta.list_topics(root):
+    for topic in list_topics(root):
         # A topic whose holds could not all be read keeps its rows this run.
         trim = topic in holds or topic not in topics_with_records
         _retain_topic(root, topic, holds.get(topic), routed, policy, report, now, trim=trim)

@@ -19,7 +19,9 @@ from typing import Any
 from sharedsub.core import admin_rules, layout
 from sharedsub.core.model import SubscriptionRecord, SubscriptionState
 from sharedsub.runtime.inspection import display_name, find_subscription
-from sharedsub.storage import catalog, delta
+from sharedsub.storage import catalog
+from sharedsub.storage.tables import remove_table
+from sharedsub.storage.topics import topic_exists
 
 
 def _describe(rec: SubscriptionRecord) -> dict[str, Any]:
@@ -70,12 +72,12 @@ def drop_topic(
     records = catalog.load_catalog(root)
     decision = admin_rules.decide_drop_topic(
         topic,
-        exists=delta.topic_exists(root, topic),
+        exists=topic_exists(root, topic),
         subscriptions=list(records.values()),
         consumers={},
         publishers=0,
         force=force,
     )
     _delete_records(root, decision.subscriptions, max((r.revision for r in records.values()), default=0), progress)
-    delta.remove_table(layout.topic_table(root, topic))
+    remove_table(layout.topic_table(root, topic))
     return {"ok": True, "topic": topic, "deleted_subscriptions": [_describe(r) for r in decision.subscriptions]}

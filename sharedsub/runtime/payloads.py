@@ -1,7 +1,7 @@
 """A bounded, thread-safe cache of encoded messages the front end just committed.
 
 Delivery looks here first so that recent messages are served without reading the topic table
-back; misses fall back to the topic table (storage.delta.read_messages).
+back; misses fall back to the topic table (storage.payload_index.read_messages).
 
 The bound counts what an entry costs in memory, not only its payload: the ``bytes`` object
 with its header (``sys.getsizeof``) plus :data:`ENTRY_OVERHEAD` for the ``(topic, seq)`` key

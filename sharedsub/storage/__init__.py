@@ -1,4 +1,31 @@
-"""Storage boundary: table layout and schemas. ``sharedsub.storage.delta`` is the only Delta I/O.
+"""Storage boundary: Delta tables on disk through delta-rs, their layout and schemas.
 
-Importing this package does not import deltalake; import ``sharedsub.storage.delta`` for I/O.
+Only this package imports ``deltalake``; importing the package itself does not. One module per
+concern. The table modules, lowest first (each imports only table modules listed above it):
+
+- ``tables``: where a table is and whether it is there: ``local_path`` (local path or URI),
+  log file names, ``table_exists``, ``remove_table``, the table properties new tables get.
+- ``commit_log``: reading the Delta log: ``read_commit``, ``file_changes``, ``latest_version``,
+  ``MAINTENANCE_MARK``, table identity (``table_id``, ``TableIds``).
+- ``table_reads``: table contents as Arrow: ``read_files``, ``snapshot_files``, ``read_table``,
+  ``read_seqs``.
+- ``topics``: topic tables: ``create_topic``, ``list_topics``, ``topic_exists``, ``last_seq``,
+  their files' seq ranges (``topic_files``).
+- ``appender``: writes: ``TableAppender``, commit ids (``COMMIT_MARK``), ``sync_commit``.
+- ``payload_index``: payload lookup: ``TopicIndex``, ``read_messages``.
+- ``table_maintenance``: maintenance writes (marked ``MAINTENANCE_MARK``): ``delete_rows``,
+  ``compact``, ``vacuum``, ``checkpoint_and_clean_log``.
+- ``table_history``: a table's retained history: ``history``, ``read_since``, ``append_restored``.
+
+Built on them, or beside them:
+
+- ``schemas``: the Arrow schemas of every table.
+- ``private``: owner-only files: the data dir's mode, the process umask.
+- ``diskspace``: whether a local data dir takes writes, and its free space.
+- ``catalog``: the subscription catalog table: appending records, reading them.
+- ``backlog``: a subscription generation's backlog (routed minus settled).
+- ``replay_tables``: a replay's reads and writes of a subscription table and its ack log.
+- ``retention``: the fan-out's progress and topic/catalog retention on the tables.
+- ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
+- ``append_process``: appends done by a child process (``RemoteAppender``).
 """

@@ -8,11 +8,11 @@ to itself; the committer thread only writes the rows to a pipe as an Arrow IPC s
 for the answer, with the GIL released.
 
     appends = AppendProcess()
-    appender = appends.appender(path, schema, fsync=True)   # like delta.TableAppender
+    appender = appends.appender(path, schema, fsync=True)   # like appender.TableAppender
     version = appender.append(table, commit_id=commit_id)
     appends.stop()
 
-The contract of :meth:`RemoteAppender.append` is :meth:`delta.TableAppender.append`'s: the same
+The contract of :meth:`RemoteAppender.append` is :meth:`appender.TableAppender.append`'s: the same
 commit id on a retry finds a commit that landed although the try failed. If the child dies
 during an append it is started again and the append retried once, told to look for its commit
 after the last version this process saw, so rows are never written twice.
@@ -41,7 +41,7 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
-from sharedsub.storage import delta
+from sharedsub.storage.appender import CommitNotSynced, TableAppender
 
 log = logging.getLogger(__name__)
 
@@ -149,7 +149,7 @@ class AppendProcess:
 
 
 class RemoteAppender:
-    """:class:`delta.TableAppender`'s ``append`` for one table, done by the child process."""
+    """:class:`appender.TableAppender`'s ``append`` for one table, done by the child process."""
 
     def __init__(self, process: AppendProcess, path: str, schema: pa.Schema, fsync: bool) -> None:
         self.path = path
@@ -161,7 +161,7 @@ class RemoteAppender:
         """Commit ``data`` as one Delta commit in the child; the new version.
 
         Raises:
-            delta.CommitNotSynced: the commit landed, its fsync failed (retry with the same id).
+            CommitNotSynced: the commit landed, its fsync failed (retry with the same id).
             RemoteAppenderError: the append failed in the child (the child's message).
             AppendProcessDied: the child died twice during this append.
         """
@@ -179,7 +179,7 @@ class RemoteAppender:
         if error.get("errno") is not None:
             cause = OSError(int(error["errno"]), error["message"])
         if error.get("not_synced") is not None:
-            raise delta.CommitNotSynced(self.path, int(error["not_synced"]), cause) from cause
+            raise CommitNotSynced(self.path, int(error["not_synced"]), cause) from cause
         raise cause
 
     def close(self) -> None:
@@ -206,19 +206,19 @@ def _die_with_parent() -> None:
 
 
 def _error_reply(exc: BaseException) -> dict[str, Any]:
-    cause = exc.__cause__ if isinstance(exc, delta.CommitNotSynced) and exc.__cause__ is not None else exc
+    cause = exc.__cause__ if isinstance(exc, CommitNotSynced) and exc.__cause__ is not None else exc
     return {
         "error": {
             "message": f"{type(exc).__name__}: {exc}",
             "errno": cause.errno if isinstance(cause, OSError) else None,
-            "not_synced": exc.version if isinstance(exc, delta.CommitNotSynced) else None,
+            "not_synced": exc.version if isinstance(exc, CommitNotSynced) else None,
         }
     }
 
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """The child's loop: answer requests until ``requests`` closes."""
-    appenders: dict[str, delta.TableAppender] = {}
+    appenders: dict[str, TableAppender] = {}
     while True:
         raw = requests.read(_HEADER.size)
         if not raw or len(raw) < _HEADER.size:
@@ -235,7 +235,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 data = pa.ipc.open_stream(body).read_all()
                 appender = appenders.get(path)
                 if appender is None:
-                    appender = appenders[path] = delta.TableAppender(path, data.schema, fsync=bool(header["fsync"]))
+                    appender = appenders[path] = TableAppender(path, data.schema, fsync=bool(header["fsync"]))
                 version = appender.append(data, commit_id=header["commit_id"], tried_after=header.get("tried_after"))
                 reply = {"version": version}
             except Exception as exc:  # reported to the parent, which decides (retry, fail, park)

@@ -1,7 +1,7 @@
 """Backlog of a subscription generation: routed minus settled-for-good, per partition.
 
 Reads the generation table (``subscriptions/<key>/g<gen>``) and its ack log
-(``subscriptions/<key>/acks-g<gen>``) through :mod:`sharedsub.storage.delta` (delta-rs, no
+(``subscriptions/<key>/acks-g<gen>``) through :mod:`sharedsub.storage.table_reads` (delta-rs, no
 Spark), and counts the rows whose seq is not settled for good by the ack log's rule
 (:mod:`sharedsub.core.acklog`: ``accepted``, ``dead-lettered``, ``expired`` settle; ``failed`` rows are
 delivery attempts; a ``replayed`` row opens a settled message again until its next
@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 
 from sharedsub.core import layout
 from sharedsub.core.acklog import ack_state_of
-from sharedsub.storage import delta
+from sharedsub.storage.table_reads import read_table
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,8 +70,8 @@ def subscription_backlog(root: str, key: str, generation: int) -> list[Partition
 
     A generation whose table the fan-out has not created yet has no backlog (empty list).
     """
-    routed = delta.read_table(
+    routed = read_table(
         layout.join(root, layout.generation_table_rel(key, generation)), ["seq", "partition", "size", "published_at"]
     )
-    acks = delta.read_table(layout.join(root, layout.ack_table_rel(key, generation)), ["seq", "outcome"])
+    acks = read_table(layout.join(root, layout.ack_table_rel(key, generation)), ["seq", "outcome"])
     return compute_backlog(routed, acks)

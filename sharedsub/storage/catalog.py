@@ -14,23 +14,26 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.table_reads import iter_rows, read_files, read_table
 
 
 def append_records(
-    appender: delta.TableAppender, records: Iterable[SubscriptionRecord], *, commit_id: str | None = None
+    appender: TableAppender, records: Iterable[SubscriptionRecord], *, commit_id: str | None = None
 ) -> int:
     """Commit ``records`` to the catalog in one commit; return the catalog version.
 
-    ``commit_id``: the same for every try of the same records (delta.TableAppender.append)."""
+    ``commit_id``: the same for every try of the same records (appender.TableAppender.append)."""
     rows = [r.to_row() for r in records]
     return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG), commit_id=commit_id)
 
 
-def catalog_appender(root: str, *, fsync: bool = False) -> delta.TableAppender:
-    """Appender for the catalog table under ``root`` (``fsync``: see delta.sync_commit)."""
+def catalog_appender(root: str, *, fsync: bool = False) -> TableAppender:
+    """Appender for the catalog table under ``root`` (``fsync``: see appender.sync_commit)."""
     # evolve: catalogs made before the ``owner`` column existed get it with their next commit.
-    return delta.TableAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True)
+    return TableAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True)
 
 
 class CatalogReader:
@@ -49,22 +52,22 @@ class CatalogReader:
     def refresh(self) -> dict[str, SubscriptionRecord]:
         """Apply commits made since the last refresh; return every record by key."""
         if self._version < 0:
-            latest = delta.latest_version(self.path)
+            latest = latest_version(self.path)
             if latest < 0:
                 return self._records
-            self._apply(delta.read_table(self.path, version=latest))
+            self._apply(read_table(self.path, version=latest))
             self._version = latest
             return self._records
         while True:
-            commit = delta.read_commit(self.path, self._version + 1)
+            commit = read_commit(self.path, self._version + 1)
             if commit is None:
                 break
-            self._apply(delta.read_files(commit.added))
+            self._apply(read_files(commit.added))
             self._version = commit.version
         return self._records
 
     def _apply(self, data: pa.Table | None) -> None:
-        for row in delta.iter_rows(data):
+        for row in iter_rows(data):
             rec = SubscriptionRecord.from_row(row)
             cur = self._records.get(rec.key)
             if cur is None or rec.revision >= cur.revision:
@@ -82,9 +85,9 @@ def load_catalog(root: str) -> dict[str, SubscriptionRecord]:
 
 def attached_links(root: str) -> dict[tuple[str, str, str, str], dict[str, Any]]:
     """Consumer links whose last event is ``attached``, by (key, link, container, connection)."""
-    data = delta.read_table(layout.join(root, layout.LINKS_TABLE))
+    data = read_table(layout.join(root, layout.LINKS_TABLE))
     last: dict[tuple[str, str, str, str], dict[str, Any]] = {}
-    for row in delta.iter_rows(data):
+    for row in iter_rows(data):
         ident = (row["key"], row["link"], row["container"], row["connection"])
         cur = last.get(ident)
         if cur is None or row["at"] >= cur["at"]:

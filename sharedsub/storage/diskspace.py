@@ -5,18 +5,14 @@ from __future__ import annotations
 
 import os
 
+from sharedsub.storage.tables import local_path
+
 PROBE_BYTES = 4096  # one page: a full file system has not even that
-
-
-def _local(root: str) -> str | None:
-    if root.startswith("file://"):
-        return root[len("file://") :]
-    return None if "://" in root else root
 
 
 def free_bytes(root: str) -> int | None:
     """Bytes an unprivileged writer may still use under ``root`` (None: not local, or unknown)."""
-    path = _local(root)
+    path = local_path(root)
     if path is None:
         return None
     try:
@@ -32,7 +28,7 @@ def probe_write(root: str) -> None:
     Raises:
         OSError: the data dir does not take writes (ENOSPC, EDQUOT, EROFS, permissions, ...).
     """
-    path = _local(root)
+    path = local_path(root)
     if path is None:
         return
     probe = os.path.join(path, f".sharedsub-write-probe-{os.getpid()}")

@@ -50,16 +50,13 @@ from sharedsub.core import layout
 from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.stage_timing import StageTimes
-from sharedsub.storage import delta
+from sharedsub.storage.tables import local_path, log_file
 
 log = logging.getLogger(__name__)
 
 
 def _local_file(root: str) -> str | None:
-    path = layout.fanout_stats_file(root)
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
+    return local_path(layout.fanout_stats_file(root))
 
 
 def _newest_published(source: pa.Table) -> dict[str, float]:
@@ -210,10 +207,10 @@ def topic_lag(root: str, topic: str, routed_version: int, now: float) -> float:
     commit ``routed_version + 1`` of the topic table (its log entry's modification time), or 0
     when there is no such commit (everything committed is routed). Local data dirs only (0
     elsewhere)."""
-    if "://" in root and not root.startswith("file://"):
+    if local_path(root) is None:
         return 0.0
     try:
-        made = os.stat(delta.log_file(layout.topic_table(root, topic), routed_version + 1)).st_mtime
+        made = os.stat(log_file(layout.topic_table(root, topic), routed_version + 1)).st_mtime
     except OSError:
         return 0.0
     return max(0.0, now - made)

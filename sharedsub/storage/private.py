@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import stat
 
+from sharedsub.storage.tables import local_path
+
 OWNER_ONLY = 0o077  # bits every umask of the sharedsub command includes
 DIR_MODE = 0o700
 
@@ -26,13 +28,6 @@ def owner_only_umask() -> int:
     previous = os.umask(OWNER_ONLY)
     os.umask(previous | OWNER_ONLY)
     return previous
-
-
-def local_path(root: str) -> str | None:
-    """The local path of a data dir (a path or ``file://``), or None for other storage."""
-    if root.startswith("file://"):
-        return root[len("file://") :]
-    return None if "://" in root else root
 
 
 def ensure_data_dir(root: str) -> bool:

@@ -7,7 +7,7 @@ on the reactor. What it writes, in this order:
 1. one ``replayed`` row per message to open again (``ReplayPlan.mark``) in the ack log, with
    ``consumer`` = ``replay@v<start version>``;
 2. the rows to restore (``ReplayPlan.restore``: replayed, no longer in the current table) to the
-   current table, in one commit marked as not new (sharedsub.storage.delta.append_restored). A
+   current table, in one commit marked as not new (sharedsub.storage.table_history.append_restored). A
    maintenance run that deleted more replayed rows between the plan and the marks (it read the
    ack log before them) is caught by checking again, at most three times.
 
@@ -31,7 +31,9 @@ from sharedsub.core.errors import HistoryUnavailable
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.outcomes import AckOutcome
 from sharedsub.core.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas, table_history
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.table_reads import read_seqs, read_table
 
 _RESTORE_ROUNDS = 3
 
@@ -94,20 +96,20 @@ def replay_tables(
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
     now_ms = int(time.time() * 1000)
-    history = [Commit(e.version, e.timestamp_ms) for e in delta.history(table)]
+    history = [Commit(e.version, e.timestamp_ms) for e in table_history.history(table)]
     start = start_version(
         history, name=name, version=version, timestamp_ms=timestamp_ms, now_ms=now_ms, retention_hours=retention_hours
     )
     try:
-        at, after, latest = delta.read_since(table, start)
-    except delta.HistoryMissing as exc:
+        at, after, latest = table_history.read_since(table, start)
+    except table_history.HistoryMissing as exc:
         avail = oldest_available(history, now_ms=now_ms, retention_hours=retention_hours)
         wanted = f"version {start}" if version is not None or start < 0 else f"{iso(timestamp_ms or 0)} (version {start})"
         raise HistoryUnavailable(
             name, wanted, avail.version if avail else None, iso(avail.timestamp_ms) if avail else None, retention_hours
         ) from exc
-    settled = ack_state_of(delta.read_table(acks, ["seq", "outcome"])).settled
-    current = delta.read_seqs(table).to_pylist()
+    settled = ack_state_of(read_table(acks, ["seq", "outcome"])).settled
+    current = read_seqs(table).to_pylist()
     plan = plan_replay(_seqs(at), _seqs(after), current, settled, acked_here)
     if plan.mark:
         stamp = dt.datetime.now(dt.UTC)
@@ -120,16 +122,16 @@ def replay_tables(
             },
             schema=schemas.ACK,
         )
-        delta.TableAppender(acks, schemas.ACK).append(marks)
+        TableAppender(acks, schemas.ACK).append(marks)
     restored: set[int] = set()
     missing: Collection[int] = plan.restore
     for _ in range(_RESTORE_ROUNDS):
         if not missing:
             break
-        delta.append_restored(table, _rows((at, after), missing), f"replay-restore from version {start}")
+        table_history.append_restored(table, _rows((at, after), missing), f"replay-restore from version {start}")
         restored.update(missing)
-        now = set(delta.read_seqs(table).to_pylist())
-        settled = ack_state_of(delta.read_table(acks, ["seq", "outcome"])).settled
+        now = set(read_seqs(table).to_pylist())
+        settled = ack_state_of(read_table(acks, ["seq", "outcome"])).settled
         missing = [s for s in plan.seqs if s not in now and s not in settled]
     version_at = next((iso(c.timestamp_ms) for c in history if c.version == start), None)
     return ReplayDone(start, version_at, latest, plan, tuple(sorted(restored)))

@@ -15,23 +15,21 @@ import pyarrow.parquet as pq
 
 from sharedsub.core import layout, retention
 from sharedsub.core.retention import FanoutProgress, Revision, TopicFile
-from sharedsub.storage import delta
+from sharedsub.storage.commit_log import file_changes, latest_version, read_commit, table_id
+from sharedsub.storage.table_maintenance import compact, delete_rows, version_readable
+from sharedsub.storage.table_reads import read_table, snapshot_files
+from sharedsub.storage.tables import local_path, log_file
+from sharedsub.storage.topics import topic_files
 
 log = logging.getLogger(__name__)
 
-# Topic files compaction writes: payload lookups (delta.read_messages) read the row groups that
+# Topic files compaction writes: payload lookups (payload_index.read_messages) read the row groups that
 # hold the seqs they want, so a compacted file is kept moderate and its row groups small.
 TOPIC_COMPACT_TARGET_BYTES = 32 * 1024 * 1024
 TOPIC_ROW_GROUP_ROWS = 1024
 
 # Catalog revisions removed per delete commit (the predicate lists them).
 _CATALOG_DELETE_CHUNK = 1000
-
-
-def _local(path: str) -> str | None:
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
 
 
 def _batch_ids(directory: str) -> list[int]:
@@ -47,7 +45,7 @@ def read_fanout_progress(root: str) -> FanoutProgress:
     Spark writes ``offsets/<batch>`` when it plans a micro-batch and ``commits/<batch>`` once the
     batch's ``foreachBatch`` (the routing) returned; both by an atomic rename.
     """
-    checkpoint = _local(layout.fanout_checkpoint(root))
+    checkpoint = local_path(layout.fanout_checkpoint(root))
     if checkpoint is None or not os.path.isdir(checkpoint):
         return FanoutProgress()
     offsets_dir = os.path.join(checkpoint, "offsets")
@@ -77,7 +75,7 @@ def read_fanout_progress(root: str) -> FanoutProgress:
 def commit_time_ms(table: str, version: int) -> int | None:
     """When commit ``version`` of ``table`` was written (its log file's mtime), None when gone."""
     try:
-        return int(os.stat(delta.log_file(table, version)).st_mtime * 1000)
+        return int(os.stat(log_file(table, version)).st_mtime * 1000)
     except FileNotFoundError:
         return None
 
@@ -104,7 +102,7 @@ def _file_min_seq(path: str) -> int | None:
 def lowest_retained_seq(table: str) -> int | None:
     """Lowest ``seq`` in any data file under ``table`` (None: none): every file a version inside
     the history retention reads is there until vacuum, so no replay reaches below it."""
-    base = _local(table)
+    base = local_path(table)
     if base is None or not os.path.isdir(base):
         return None
     lowest: int | None = None
@@ -126,7 +124,7 @@ def lowest_parked_seq(root: str, table_rel: str) -> int | None:
     """Lowest seq of the rows the fan-out parked for subscription table ``table_rel`` because
     its commit failed (jobs/fanout.py ParkedRows: ``<first seq>-<batch>.parquet`` files, in
     their micro-batch's committed range but not in the table yet); None when none."""
-    base = _local(layout.fanout_pending(root))
+    base = local_path(layout.fanout_pending(root))
     if base is None:
         return None
     try:
@@ -147,7 +145,7 @@ def _routed_through(table: str, routed_version: int, latest: int) -> int | None:
     is gone (the files cannot be told apart then)."""
     version = routed_version
     while version < latest:
-        commit = delta.read_commit(table, version + 1)
+        commit = read_commit(table, version + 1)
         if commit is None:
             return None
         if commit.added:
@@ -162,16 +160,16 @@ def topic_cut(
     """The seq at and below which ``topic``'s rows may go (sharedsub.core.retention.topic_cut), a file
     counting as routed unless a commit after the routed snapshot (_routed_through) added it.
     None: nothing may go."""
-    routed_version = progress.routed_version(topic, delta.table_id(table))
+    routed_version = progress.routed_version(topic, table_id(table))
     if routed_version < 0:
         return None
-    latest, files = delta.topic_files(table)
+    latest, files = topic_files(table)
     through = _routed_through(table, routed_version, latest)
     if through is None:
         return None
     unrouted: set[str] = set()
     for version in range(through + 1, latest + 1):
-        changes = delta.file_changes(table, version)
+        changes = file_changes(table, version)
         if changes is None:
             return None
         unrouted.update(changes.added)
@@ -188,13 +186,13 @@ def log_kept_from(table: str, progress: FanoutProgress, topic: str) -> int | Non
     whole log), None when there is no checkpoint (nothing to keep for)."""
     if not progress.found:
         return None
-    return progress.routed_version(topic, delta.table_id(table))
+    return progress.routed_version(topic, table_id(table))
 
 
 def remove_topic_rows(table: str, cut: int) -> int:
     """Remove the rows ``seq <= cut`` of a topic table (whole files, see topic_cut); return how
-    many. The commit is marked (delta.MAINTENANCE_MARK): readers never take it for new rows."""
-    return delta.delete_rows(table, f"seq <= {int(cut)}", "topic retention")
+    many. The commit is marked (commit_log.MAINTENANCE_MARK): readers never take it for new rows."""
+    return delete_rows(table, f"seq <= {int(cut)}", "topic retention")
 
 
 def compact_routed(table: str, progress: FanoutProgress, topic: str, min_files: int) -> int:
@@ -207,20 +205,20 @@ def compact_routed(table: str, progress: FanoutProgress, topic: str, min_files: 
     fewer than ``min_files`` files. The new files are added without ``dataChange`` in a marked
     commit: the source reads no rows from it.
     """
-    routed_version = progress.routed_version(topic, delta.table_id(table))
+    routed_version = progress.routed_version(topic, table_id(table))
     if routed_version < 0:
         return 0
-    latest = delta.latest_version(table)
+    latest = latest_version(table)
     through = _routed_through(table, routed_version, latest)
     if through is None:
         return 0
     for version in range(through + 1, latest + 1):
-        changes = delta.file_changes(table, version)
+        changes = file_changes(table, version)
         if changes is None or changes.removes:
             return 0
-    if not delta.version_readable(table, through) or len(delta.snapshot_files(table, through)) < min_files:
+    if not version_readable(table, through) or len(snapshot_files(table, through)) < min_files:
         return 0
-    return delta.compact(
+    return compact(
         table, version=through, target_size=TOPIC_COMPACT_TARGET_BYTES, row_group_rows=TOPIC_ROW_GROUP_ROWS
     )
 
@@ -233,7 +231,7 @@ def trim_catalog(root: str, *, keys_with_tables: set[str], now: dt.datetime, ret
     how many went. The delete commits are marked: catalog readers tailing the log keep what they
     hold (the rows that stay are the ones they hold)."""
     table = layout.catalog_table(root)
-    data = delta.read_table(table, ["key", "revision", "state", "shared", "durable", "updated_at"])
+    data = read_table(table, ["key", "revision", "state", "shared", "durable", "updated_at"])
     if data is None:
         return 0
     rows = [
@@ -244,5 +242,5 @@ def trim_catalog(root: str, *, keys_with_tables: set[str], now: dt.datetime, ret
     removed = 0
     for i in range(0, len(drop), _CATALOG_DELETE_CHUNK):
         chunk = ", ".join(str(r) for r in drop[i : i + _CATALOG_DELETE_CHUNK])
-        removed += delta.delete_rows(table, f"revision IN ({chunk})", "catalog retention")
+        removed += delete_rows(table, f"revision IN ({chunk})", "catalog retention")
     return removed

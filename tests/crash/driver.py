@@ -36,7 +36,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from sharedsub.core.model import SubscriptionKey
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.crash import invariants
 from tests.crash.invariants import Violation
 from tests.crash.load import Consumer, Publisher, Recorder
@@ -180,7 +180,7 @@ class LoadedService:
     def start(self) -> None:
         """Topic, first ``serve``, consumers and publisher; returns once a message was delivered."""
         self.started = time.monotonic()
-        delta.create_topic(self.root, TOPIC)
+        create_topic(self.root, TOPIC)
         self.recorder.new_incarnation()
         self.serves.append(ServeProcess(self.data_dir, env=self.env).start())
         self.url = self.serve.url

@@ -44,8 +44,11 @@ from typing import Any
 from sharedsub.cli.replay_client import request_replay
 from sharedsub.core import layout
 from sharedsub.core.config import defaults
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.commit_log import MAINTENANCE_MARK, latest_version, read_commit
+from sharedsub.storage.table_history import history
+from sharedsub.storage.table_reads import read_files, read_table
+from sharedsub.storage.tables import log_file, table_exists
 from tests.crash.driver import (
     DURABLE,
     FRONTEND,
@@ -93,7 +96,7 @@ class MaintenanceEvent:
 
 
 class MaintenanceWatch:
-    """Sees maintenance steps as they land: new commits carrying :data:`delta.MAINTENANCE_MARK`
+    """Sees maintenance steps as they land: new commits carrying :data:`commit_log.MAINTENANCE_MARK`
     and new checkpoints in the logs of the topic and subscription tables of a data dir.
 
     :meth:`reset` forgets what is there; :meth:`poll` returns what appeared since. A replay's
@@ -140,7 +143,7 @@ class MaintenanceWatch:
                 if name.endswith(".checkpoint.parquet"):
                     events.append(MaintenanceEvent("checkpoint", table, time.monotonic()))
                 elif name.endswith(".json") and name[:-5].isdigit():
-                    mark = _commit_mark(delta.log_file(table, int(name[:-5])))
+                    mark = _commit_mark(log_file(table, int(name[:-5])))
                     if mark is not None:
                         events.append(MaintenanceEvent(mark, table, time.monotonic()))
             self._seen[table] = names
@@ -166,7 +169,7 @@ def _commit_mark(path: str) -> str | None:
             for line in fh:
                 info = json.loads(line).get("commitInfo") if line.strip() else None
                 if info is not None:
-                    return info.get(delta.MAINTENANCE_MARK)
+                    return info.get(MAINTENANCE_MARK)
     except (OSError, ValueError):
         return None
     return None
@@ -195,11 +198,11 @@ def _unreadable_tables(root: str) -> list[Violation]:
     """``tables-readable``: every Delta table of the data dir reads at its latest version."""
     out = []
     tables = [layout.catalog_table(root)] + [
-        t for t in MaintenanceWatch(root)._tables() if delta.table_exists(t)
+        t for t in MaintenanceWatch(root)._tables() if table_exists(t)
     ]
     for table in tables:
         try:
-            delta.read_table(table)
+            read_table(table)
         except Exception as exc:  # any failure is the finding
             out.append(Violation("tables-readable", f"{table} cannot be read after the run: {exc!r}"))
     return out
@@ -343,7 +346,7 @@ def _first_version(root: str, subscription: str) -> int:
     """The oldest version of the subscription's table: no maintenance delete precedes it, so the
     table as of it holds every row routed up to it (what replay-covers assumes)."""
     rec = load_catalog(root)[IDENTITIES[subscription].key]
-    return delta.history(layout.join(root, rec.table))[0].version
+    return history(layout.join(root, rec.table))[0].version
 
 
 def _ack_table(root: str, subscription: str) -> str:
@@ -354,10 +357,10 @@ def _ack_table(root: str, subscription: str) -> str:
 def _marks_in(acks: str, since: int) -> tuple[bool, int]:
     """Whether a commit after version ``since`` of the ack log holds ``replayed`` rows, and the
     latest version looked at."""
-    latest = delta.latest_version(acks, since) if since >= 0 else delta.latest_version(acks)
+    latest = latest_version(acks, since) if since >= 0 else latest_version(acks)
     for v in range(since + 1, latest + 1):
-        commit = delta.read_commit(acks, v)
-        data = delta.read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
+        commit = read_commit(acks, v)
+        data = read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
         if data is not None and "replayed" in data.column("outcome").to_pylist():
             return True, latest
     return False, max(since, latest)
@@ -444,7 +447,7 @@ def replay_run(
             if mode == "marks":
                 acks = _ack_table(root, subscription)
                 for attempt in range(MARKS_TRIES):
-                    since = delta.latest_version(acks)
+                    since = latest_version(acks)
                     call = ask(subscription, version)
                     if _await_marks(run.serve.pid, acks, since, call, 150, what) or attempt + 1 == MARKS_TRIES:
                         break

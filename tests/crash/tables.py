@@ -13,14 +13,17 @@ import pyarrow as pa
 from sharedsub.core import layout, outcomes
 from sharedsub.core.acklog import ack_state_of
 from sharedsub.core.model import SubscriptionKey
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.table_history import history
+from sharedsub.storage.table_reads import read_files, read_seqs, read_table
+from sharedsub.storage.tables import table_exists
 from tests.crash.invariants import Stored, StoredSubscription
 
 
 def read_topic(root: str, topic: str) -> list[tuple[int, str | None]]:
     """``(seq, message_id)`` of every row of a topic table (empty when it has none)."""
-    data = delta.read_table(layout.topic_table(root, topic), ["seq", "message_id"])
+    data = read_table(layout.topic_table(root, topic), ["seq", "message_id"])
     if data is None:
         return []
     return list(zip(data.column("seq").to_pylist(), data.column("message_id").to_pylist(), strict=True))
@@ -30,14 +33,14 @@ def appended_rows(table: str, columns: Sequence[str]) -> pa.Table | None:
     """Every row ever appended to ``table`` (``columns`` only), read commit by commit.
 
     Not the latest snapshot: maintenance deletes acknowledged rows from subscription tables and
-    ack logs (re-adding the rest in commits :func:`delta.read_commit` leaves out) and compacts
+    ack logs (re-adding the rest in commits :func:`commit_log.read_commit` leaves out) and compacts
     them (adds that change no data), so a snapshot no longer shows what was routed or acked,
     while the log's data-changing adds do.
     """
     parts = []
-    for version in range(delta.latest_version(table) + 1):
-        commit = delta.read_commit(table, version)
-        data = delta.read_files(commit.added, columns) if commit is not None else None
+    for version in range(latest_version(table) + 1):
+        commit = read_commit(table, version)
+        data = read_files(commit.added, columns) if commit is not None else None
         if data is not None:
             parts.append(data)
     return pa.concat_tables(parts) if parts else None
@@ -49,23 +52,23 @@ def routed_rows(table: str) -> tuple[list[int], dict[int, int], list[tuple[int, 
     ``(seq, commit time)`` of every row a replay appended back (maintenance had deleted it).
 
     A replay's restore commit carries the maintenance mark like maintenance's own rewrites
-    (:func:`delta.read_commit` calls none of their rows new); unlike them it only adds rows.
+    (:func:`commit_log.read_commit` calls none of their rows new); unlike them it only adds rows.
     """
     seqs: list[int] = []
     first: dict[int, int] = {}
     restored: list[tuple[int, float]] = []
-    for entry in delta.history(table):
+    for entry in history(table):
         if not entry.added:
             continue
-        commit = delta.read_commit(table, entry.version)
+        commit = read_commit(table, entry.version)
         if commit is not None and commit.added:
-            data = delta.read_files(commit.added, ["seq"])
+            data = read_files(commit.added, ["seq"])
             got = data.column("seq").to_pylist() if data is not None else []
             seqs.extend(got)
             for seq in got:
                 first.setdefault(seq, entry.version)
         elif entry.is_append:  # marked and adding rows only: a replay's restore
-            data = delta.read_files(entry.added, ["seq"])
+            data = read_files(entry.added, ["seq"])
             restored.extend((seq, entry.timestamp_ms / 1000) for seq in (data.column("seq").to_pylist() if data else []))
     return seqs, first, restored
 
@@ -107,8 +110,8 @@ def current_state(table: str, acks: str) -> tuple[list[int], frozenset[int]]:
     The ack log is read first: maintenance deletes a table's rows before their acks, so a delete
     between the two reads cannot make an acknowledged row look open.
     """
-    settled = ack_state_of(delta.read_table(acks, ["seq", "outcome"]) if delta.table_exists(acks) else None).settled
-    live = delta.read_seqs(table).to_pylist()
+    settled = ack_state_of(read_table(acks, ["seq", "outcome"]) if table_exists(acks) else None).settled
+    live = read_seqs(table).to_pylist()
     return live, frozenset(seq for seq in live if seq not in settled)
 
 

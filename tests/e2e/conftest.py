@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.service import ServeProcess
 
 
@@ -28,7 +28,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
 def topic(service: ServeProcess) -> str:
     """A fresh topic created while the service runs (it must pick it up without a restart)."""
     name = f"t-{uuid.uuid4().hex[:10]}"
-    delta.create_topic(str(service.data_dir), name)
+    create_topic(str(service.data_dir), name)
     return name
 
 

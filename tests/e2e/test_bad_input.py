@@ -13,7 +13,8 @@ import pytest
 from proton import Data, Described, Message, timestamp, ulong
 
 from sharedsub.core.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
-from sharedsub.storage import delta
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish, uid
 from tests.service import ServeProcess
 
@@ -72,7 +73,7 @@ def test_a_pattern_that_would_backtrack_routes_at_once_and_stalls_no_other_topic
     """One subscriber bound to '#.a.#.a…b' and a 60-word key: with the regex matcher this pair
     held routing for every topic for about 40 s; matched word by word it is immediate."""
     other = uid("other")
-    delta.create_topic(str(service.data_dir), other)
+    create_topic(str(service.data_dir), other)
     pattern = ".".join(["#", "a"] * 7) + ".b"
     key = ".".join(["a"] * 60)
     with Subscriber(service.url, f"{topic}/{pattern}") as greedy, Subscriber(service.url, other) as bystander:
@@ -121,7 +122,7 @@ def test_publishers_held_back_by_the_uncommitted_bound_all_get_through(
     import threading
 
     data = tmp_path_factory.mktemp("window")
-    delta.create_topic(str(data), "windowed")
+    create_topic(str(data), "windowed")
     proc = ServeProcess(
         data, command="frontend",
         env={"SHAREDSUB_PUBLISH_MAX_UNCOMMITTED_BYTES": "1", "SHAREDSUB_PUBLISH_CREDIT": "5"},
@@ -140,7 +141,7 @@ def test_publishers_held_back_by_the_uncommitted_bound_all_get_through(
         assert sorted(results) == [0, 1, 2] and all(r == ["accepted"] * 150 for r in results.values())
     finally:
         assert proc.stop() == 0
-    stored = delta.read_table(str(data / "topics" / "windowed"), ["seq"])
+    stored = read_table(str(data / "topics" / "windowed"), ["seq"])
     assert stored is not None and sorted(stored.column("seq").to_pylist()) == list(range(450))
 
 

@@ -11,7 +11,7 @@ from proton import Endpoint
 from proton.handlers import MessagingHandler
 from proton.reactor import Container
 
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber
 from tests.service import ServeProcess
 
@@ -89,7 +89,7 @@ def _open(url: str, sessions: int, links: int) -> tuple[_Opener, threading.Threa
 
 def test_connections_sessions_and_links_past_their_caps_are_refused(tmp_path_factory: pytest.TempPathFactory) -> None:
     data = tmp_path_factory.mktemp("caps")
-    delta.create_topic(str(data), "capped")
+    create_topic(str(data), "capped")
     env = {
         "SHAREDSUB_SERVER_MAX_CONNECTIONS": "2",
         "SHAREDSUB_SERVER_MAX_SESSIONS_PER_CONNECTION": "2",

@@ -23,8 +23,9 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.table_reads import iter_rows, read_table
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
 from tests.http_probe import health, scrape
 from tests.prometheus_text import value
@@ -90,14 +91,14 @@ def subscription(root: Path, topic: str) -> SubscriptionRecord:
 
 def routed(root: Path, rec: SubscriptionRecord) -> int:
     """Rows the fan-out routed to ``rec``'s table so far."""
-    data = delta.read_table(layout.join(str(root), rec.table), ["seq"])
+    data = read_table(layout.join(str(root), rec.table), ["seq"])
     return 0 if data is None else data.num_rows
 
 
 def acked(root: Path, rec: SubscriptionRecord) -> list[int]:
     """Seqs ``rec``'s ack log has as accepted."""
-    data = delta.read_table(layout.join(str(root), layout.ack_table_rel(rec.key, rec.generation)), ["seq", "outcome"])
-    return sorted(r["seq"] for r in delta.iter_rows(data) if r["outcome"] == "accepted")
+    data = read_table(layout.join(str(root), layout.ack_table_rel(rec.key, rec.generation)), ["seq", "outcome"])
+    return sorted(r["seq"] for r in iter_rows(data) if r["outcome"] == "accepted")
 
 
 def deliver_all_once(svc: ServeProcess, sub: Subscriber, topic: str, expected: list[str]) -> None:
@@ -113,7 +114,7 @@ def test_a_full_disk_holds_publishers_until_space_returns_then_each_message_arri
 ) -> None:
     svc, disk = holding
     topic = uid("full")
-    delta.create_topic(str(svc.data_dir), topic)
+    create_topic(str(svc.data_dir), topic)
     with Subscriber(svc.url, topic, container_id=uid("c"), credit=1000, **jms_shared_durable(uid("s"))) as sub:
         sub.wait_attached()
         assert {o.state for o in publish(svc.url, topic, messages("w", 5), timeout=WAIT)} == {"accepted"}
@@ -150,7 +151,7 @@ def test_acknowledgements_given_while_the_disk_is_full_are_written_when_space_re
 ) -> None:
     svc, disk = holding
     topic = uid("acks")
-    delta.create_topic(str(svc.data_dir), topic)
+    create_topic(str(svc.data_dir), topic)
     with Subscriber(svc.url, topic, container_id=uid("c"), credit=0, **jms_shared_durable(uid("s"))) as sub:
         sub.wait_attached()
         assert {o.state for o in publish(svc.url, topic, messages("a", 20), timeout=WAIT)} == {"accepted"}
@@ -172,7 +173,7 @@ def test_acknowledgements_given_while_the_disk_is_full_are_written_when_space_re
 def test_a_read_only_remount_holds_publishers_until_it_is_read_write_again(holding: tuple[ServeProcess, Tmpfs]) -> None:
     svc, disk = holding
     topic = uid("ro")
-    delta.create_topic(str(svc.data_dir), topic)
+    create_topic(str(svc.data_dir), topic)
     with Subscriber(svc.url, topic, container_id=uid("c"), credit=1000, **jms_shared_durable(uid("s"))) as sub:
         sub.wait_attached()
         assert {o.state for o in publish(svc.url, topic, messages("w", 3), timeout=WAIT)} == {"accepted"}
@@ -198,7 +199,7 @@ def test_past_full_disk_timeout_publishes_are_rejected_never_delivered_and_acks_
     svc, disk = refusing
     root = svc.data_dir
     topic = uid("refuse")
-    delta.create_topic(str(root), topic)
+    create_topic(str(root), topic)
     with Subscriber(svc.url, topic, container_id=uid("c"), credit=0, **jms_shared_durable(uid("s"))) as sub:
         sub.wait_attached()
         assert {o.state for o in publish(svc.url, topic, messages("w", 10), timeout=WAIT)} == {"accepted"}
@@ -222,7 +223,7 @@ def test_past_full_disk_timeout_publishes_are_rejected_never_delivered_and_acks_
         assert {o.state for o in publish(svc.url, topic, messages("y", 10), timeout=WAIT)} == {"accepted"}
         deliver_all_once(svc, sub, topic, [f"w{i}" for i in range(10)] + [f"y{i}" for i in range(10)])
         wait_for(lambda: set(range(10)) <= set(acked(root, rec)), WAIT, "the parked acknowledgements written")
-    data = delta.read_table(layout.topic_table(str(root), topic), ["seq"])
+    data = read_table(layout.topic_table(str(root), topic), ["seq"])
     assert data is not None and sorted(data.column("seq").to_pylist()) == list(range(21))  # w, y, end: no x
     wait_for(lambda: storage(svc) | {"free_bytes": 0} == {"writable": True, "parked": 0, "data_dir": str(root), "free_bytes": 0},
              WAIT, "nothing parked any more")

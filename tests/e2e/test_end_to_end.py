@@ -10,7 +10,7 @@ from proton import Data, Described, Message, symbol, ubyte, ulong
 from proton.utils import BlockingConnection
 
 from sharedsub.core import layout
-from sharedsub.storage import delta
+from sharedsub.storage.table_reads import read_table
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.service import ServeProcess
 
@@ -46,7 +46,7 @@ def test_message_stored_before_accept(service: ServeProcess, topic: str) -> None
     # accepted means committed: the topic table holds the message once accept arrived.
     outcomes = publish(service.url, topic, [Message(body="durable-1", properties={"k": 7})])
     assert outcomes[0].state == "accepted"
-    data = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "size"])
+    data = read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "size"])
     assert data is not None and data.num_rows == 1
     assert data.column("seq").to_pylist() == [0]
 

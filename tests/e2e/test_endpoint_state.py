@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.http_probe import scrape
 from tests.service import ServeProcess
@@ -55,7 +55,7 @@ def entries(proc: ServeProcess) -> dict[str, float]:
 
 
 def test_link_and_connection_state_goes_with_them(tmp_path: Path) -> None:
-    delta.create_topic(str(tmp_path), "t")
+    create_topic(str(tmp_path), "t")
     proc = ServeProcess(tmp_path, command="frontend").start()
     killed = subprocess.Popen([sys.executable, "-c", CLIENT, proc.url, "t"], stdout=subprocess.PIPE, text=True, cwd=ROOT)
     try:

@@ -17,7 +17,9 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage import delta
+from sharedsub.storage.commit_log import latest_version
+from sharedsub.storage.tables import log_file
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, publish, uid, wait_for
 from tests.e2e.test_outcomes import record
 from tests.http_probe import health, scrape
@@ -40,7 +42,7 @@ def break_table(data_dir: Path, rec: SubscriptionRecord) -> str:
     """Make every commit to ``rec``'s table fail: its next log entry's path is a directory (reading
     the table fails too). Return that path; removing it repairs the table."""
     table = layout.join(str(data_dir), rec.table)
-    blocker = delta.log_file(table, delta.latest_version(table) + 1)
+    blocker = log_file(table, latest_version(table) + 1)
     os.mkdir(blocker)
     return blocker
 
@@ -61,8 +63,8 @@ def messages(prefix: str, n: int) -> list[Message]:
 
 def test_a_table_that_cannot_be_written_stops_nobody_else_and_catches_up_once_repaired(tmp_path: Path) -> None:
     a, b = uid("fa"), uid("fb")
-    delta.create_topic(str(tmp_path), a)
-    delta.create_topic(str(tmp_path), b)
+    create_topic(str(tmp_path), a)
+    create_topic(str(tmp_path), b)
     svc = ServeProcess(tmp_path, env=ENV).start()
     try:
         healthy = Subscriber(svc.url, a, container_id="ff-healthy", **jms_durable("healthy"))
@@ -125,7 +127,7 @@ def test_a_table_that_cannot_be_written_stops_nobody_else_and_catches_up_once_re
 
 def test_rows_parked_before_a_restart_are_delivered_after_it(tmp_path: Path) -> None:
     topic = uid("fr")
-    delta.create_topic(str(tmp_path), topic)
+    create_topic(str(tmp_path), topic)
     svc = ServeProcess(tmp_path, env=ENV).start()
     try:
         with Subscriber(svc.url, topic, container_id="fr-client", **jms_durable("restarted")) as sub:
@@ -160,7 +162,7 @@ def test_rows_parked_before_a_restart_are_delivered_after_it(tmp_path: Path) -> 
 
 def test_a_fanout_job_that_makes_no_progress_shows_its_topics_as_stalled(tmp_path: Path) -> None:
     topic = uid("fs")
-    delta.create_topic(str(tmp_path), topic)
+    create_topic(str(tmp_path), topic)
     svc = ServeProcess(tmp_path, env=ENV).start()
     job: int | None = None
     try:

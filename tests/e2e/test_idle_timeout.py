@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, uid, wait_for
 from tests.service import ROOT, ServeProcess
 
@@ -56,7 +56,7 @@ def test_a_silent_connection_is_dropped_and_its_durable_subscription_is_free_aga
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     data = tmp_path_factory.mktemp("idle")
-    delta.create_topic(str(data), "idle-topic")
+    create_topic(str(data), "idle-topic")
     server = ServeProcess(data, command="frontend", env={"SHAREDSUB_SERVER_IDLE_TIMEOUT": "2"}).start()
     container_id, name = uid("silent"), uid("dur")
     client = subprocess.Popen(

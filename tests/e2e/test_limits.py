@@ -13,7 +13,7 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.storage import delta
+from sharedsub.storage.table_reads import iter_rows, read_table
 from tests.amqp_peer import Received, Subscriber, jms_durable, jms_shared_durable, publish, uid, unsubscribe, wait_for
 from tests.e2e.test_outcomes import ack_log, assert_only_new_messages_then_unsubscribe, bodies, dead_letters, record
 from tests.service import ServeProcess
@@ -70,8 +70,8 @@ def test_lost_links_count_towards_max_delivery_count(service: ServeProcess, topi
 
 
 def _published_at_ms(service: ServeProcess, topic: str) -> dict[str, int]:
-    data = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["message_id", "published_at"])
-    return {r["message_id"]: int(r["published_at"].timestamp() * 1000) for r in delta.iter_rows(data)}
+    data = read_table(layout.topic_table(str(service.data_dir), topic), ["message_id", "published_at"])
+    return {r["message_id"]: int(r["published_at"].timestamp() * 1000) for r in iter_rows(data)}
 
 
 def test_expired_messages_are_not_delivered_and_are_counted(service: ServeProcess, topic: str) -> None:
@@ -97,8 +97,8 @@ def test_expired_messages_are_not_delivered_and_are_counted(service: ServeProces
         s.wait_count(3)
         assert bodies(s) == ["both-future", "plain", "END"]
         s.detach()
-    topic_rows = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "message_id"])
-    seqs = {r["message_id"]: r["seq"] for r in delta.iter_rows(topic_rows)}
+    topic_rows = read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "message_id"])
+    seqs = {r["message_id"]: r["seq"] for r in iter_rows(topic_rows)}
     wait_for(lambda: sum(o == "expired" for _, o in ack_log(service.data_dir, name)) == 3, 60, "three expired rows")
     expired = {s for s, o in ack_log(service.data_dir, name) if o == "expired"}
     assert expired == {seqs["ttl"], seqs["absolute"], seqs["short"]}
@@ -124,7 +124,7 @@ def test_oversized_message_is_refused_with_message_size_exceeded(service: ServeP
         assert str(MAX_MESSAGE_SIZE) in (outcomes[1].description or "")
         s.wait_count(3)
         assert [r.message.body for r in s.received] == ["before", at_limit_body, "after"]
-    sizes = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["size"])
+    sizes = read_table(layout.topic_table(str(service.data_dir), topic), ["size"])
     assert max(sizes.column("size").to_pylist()) <= MAX_MESSAGE_SIZE  # nothing oversized was stored
 
 

@@ -10,7 +10,10 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.storage import delta
+from sharedsub.storage.commit_log import file_changes
+from sharedsub.storage.table_history import history
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_volatile, publish, wait_for
 from tests.e2e.test_outcomes import record
 from tests.service import ServeProcess
@@ -26,12 +29,12 @@ FAST_MAINTENANCE = {
 
 def _rows(data_dir: Path, name: str) -> list[int]:
     rec = record(data_dir, name)
-    data = delta.read_table(layout.join(str(data_dir), rec.table), ["seq"])
+    data = read_table(layout.join(str(data_dir), rec.table), ["seq"])
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
 def test_acknowledged_rows_are_deleted_and_nothing_is_delivered_twice(tmp_path: Path) -> None:
-    delta.create_topic(str(tmp_path), "maint")
+    create_topic(str(tmp_path), "maint")
     service = ServeProcess(tmp_path, env=FAST_MAINTENANCE).start()
     try:
         with Subscriber(service.url, "maint", container_id="maint-client", **jms_durable("keeper")) as sub:
@@ -59,7 +62,7 @@ def test_rows_a_delete_rewrites_are_not_delivered_again(tmp_path: Path) -> None:
     """One commit of ten messages is one file; with 5 held unsettled, the delete of 0..4 rewrites
     that file with 5..9 re-added. Those are not new rows: 6..9 were delivered and accepted
     already, 5 is still outstanding."""
-    delta.create_topic(str(tmp_path), "maint2")
+    create_topic(str(tmp_path), "maint2")
     env = dict(FAST_MAINTENANCE, SHAREDSUB_MAINTENANCE_MIN_ACKED_ROWS="3")
     service = ServeProcess(tmp_path, env=env).start()
     try:
@@ -80,7 +83,7 @@ def test_rows_a_delete_rewrites_are_not_delivered_again(tmp_path: Path) -> None:
 
 
 def _topic_seqs(data_dir: Path, topic: str) -> list[int]:
-    data = delta.read_table(layout.topic_table(str(data_dir), topic), ["seq"])
+    data = read_table(layout.topic_table(str(data_dir), topic), ["seq"])
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
@@ -88,8 +91,8 @@ def _trims(table: str) -> list[int]:
     """Versions of the topic-retention deletes (marked commits that removed files)."""
     return [
         e.version
-        for e in delta.history(table)
-        if e.operation == "DELETE" and (c := delta.file_changes(table, e.version)) is not None and c.removes
+        for e in history(table)
+        if e.operation == "DELETE" and (c := file_changes(table, e.version)) is not None and c.removes
     ]
 
 
@@ -100,8 +103,8 @@ def test_topics_the_catalog_and_ended_non_durable_subscriptions_are_trimmed(tmp_
     from tests.e2e.test_replay import replay_cli, table_versions
 
     root = str(tmp_path)
-    delta.create_topic(root, "trim")
-    delta.create_topic(root, "kept")
+    create_topic(root, "trim")
+    create_topic(root, "kept")
     env = dict(FAST_MAINTENANCE, SHAREDSUB_MAINTENANCE_MIN_ACKED_ROWS="1", SHAREDSUB_MAINTENANCE_TOPIC_RETENTION_HOURS="0")
     service = ServeProcess(tmp_path, env=env).start()
     try:
@@ -142,12 +145,12 @@ def test_topics_the_catalog_and_ended_non_durable_subscriptions_are_trimmed(tmp_
                 except AssertionError as exc:
                     raise AssertionError(f"{exc}; log:\n{service.log()[-4000:]}") from None
                 assert _topic_seqs(tmp_path, "trim")[-1] == 59
-                assert _trims(trim_table) and all(delta.file_changes(trim_table, v).added == () for v in _trims(trim_table))
+                assert _trims(trim_table) and all(file_changes(trim_table, v).added == () for v in _trims(trim_table))
                 # The durable subscription's retained history holds every row of "kept".
                 assert _topic_seqs(tmp_path, "kept")[0] == 0
                 # The catalog's revisions (created, ended, created) are compacted like any table.
                 catalog = layout.catalog_table(root)
-                wait_for(lambda: any(e.operation == "OPTIMIZE" for e in delta.history(catalog)), 120, "catalog compacted")
+                wait_for(lambda: any(e.operation == "OPTIMIZE" for e in history(catalog)), 120, "catalog compacted")
 
                 # New messages after the trims: each delivered once, nothing of the old ones again.
                 publish(service.url, "trim", [Message(body="marker")])
@@ -175,7 +178,7 @@ def test_a_long_lived_non_durable_subscription_lets_its_topic_and_table_shrink(t
     acknowledged messages, sharedsub.core.acked_seqs), so its acknowledged rows leave its table and
     the topic rows below them go while it lives; every message is delivered once."""
     root = str(tmp_path)
-    delta.create_topic(root, "live")
+    create_topic(root, "live")
     # No compaction: it could merge the topic's files across the cut (the cut removes whole files).
     env = dict(
         FAST_MAINTENANCE,

@@ -12,8 +12,8 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.table_reads import iter_rows, read_table
 from tests.amqp_peer import Received, Subscriber, jms_shared_durable, presettled, publish, uid, unsubscribe, wait_for
 from tests.service import ServeProcess
 
@@ -31,15 +31,15 @@ def record(data_dir: Path, name: str) -> SubscriptionRecord:
 def dead_letters(data_dir: Path, name: str) -> list[dict[str, Any]]:
     """Rows of the subscription's dead-letter table, by seq."""
     rec = record(data_dir, name)
-    data = delta.read_table(layout.join(str(data_dir), layout.dead_letter_table_rel(rec.key, rec.generation)))
-    return sorted(delta.iter_rows(data), key=lambda r: r["seq"])
+    data = read_table(layout.join(str(data_dir), layout.dead_letter_table_rel(rec.key, rec.generation)))
+    return sorted(iter_rows(data), key=lambda r: r["seq"])
 
 
 def ack_log(data_dir: Path, name: str) -> list[tuple[int, str]]:
     """(seq, outcome) rows of the subscription's ack log, sorted."""
     rec = record(data_dir, name)
-    data = delta.read_table(layout.join(str(data_dir), layout.ack_table_rel(rec.key, rec.generation)), ["seq", "outcome"])
-    return sorted((r["seq"], r["outcome"]) for r in delta.iter_rows(data))
+    data = read_table(layout.join(str(data_dir), layout.ack_table_rel(rec.key, rec.generation)), ["seq", "outcome"])
+    return sorted((r["seq"], r["outcome"]) for r in iter_rows(data))
 
 
 def bodies(sub: Subscriber) -> list[Any]:
@@ -167,8 +167,8 @@ def test_rejected_is_dead_lettered_with_its_error(service: ServeProcess, topic: 
     assert row["consumer"] == cid
     assert row["message_id"] == "id-bad"
     assert row["dead_lettered_at"] is not None
-    topic_rows = delta.read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "message_id"])
-    assert {r["seq"]: r["message_id"] for r in delta.iter_rows(topic_rows)}[row["seq"]] == "id-bad"
+    topic_rows = read_table(layout.topic_table(str(service.data_dir), topic), ["seq", "message_id"])
+    assert {r["seq"]: r["message_id"] for r in iter_rows(topic_rows)}[row["seq"]] == "id-bad"
     wait_for(lambda: len(ack_log(service.data_dir, name)) == 3, 60, "three ack-log rows")
     assert sorted(o for _, o in ack_log(service.data_dir, name)) == ["accepted", "accepted", "dead-lettered"]
     # Never redelivered: a new consumer gets only what comes next.

@@ -7,8 +7,9 @@ import threading
 import pytest
 from proton import Message
 
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.topics import topic_exists
 from tests.amqp_peer import (
     Subscriber,
     jms_durable,
@@ -103,7 +104,7 @@ def test_ARTEMIS_1034_volatile_subscription_removed_on_link_close(service: Serve
 def test_ARTEMIS_4125_last_subscriber_leaving_keeps_the_topic(service: ServeProcess, topic: str) -> None:
     with Subscriber(service.url, topic) as s:
         s.wait_attached()
-    assert delta.topic_exists(str(service.data_dir), topic)
+    assert topic_exists(str(service.data_dir), topic)
     assert publish(service.url, topic, [Message(body="still here")])[0].state == "accepted"
 
 
@@ -154,7 +155,7 @@ def test_wso2_cbm_467_offline_durable_with_selector_keeps_only_matching(service:
     recs = [r for r in load_catalog(str(service.data_dir)).values() if r.identity.name == name]
     from sharedsub.core import layout
 
-    rows = delta.read_table(layout.join(str(service.data_dir), recs[0].table), ["seq"])
+    rows = read_table(layout.join(str(service.data_dir), recs[0].table), ["seq"])
     assert rows is not None and rows.num_rows == 6  # only matching messages were routed to it
     assert unsubscribe(service.url, name, container_id=cid) == (None, None)
 

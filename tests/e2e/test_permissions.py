@@ -18,8 +18,8 @@ import pytest
 from proton import Message
 
 from sharedsub.runtime import users as uf
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish, uid, wait_for
 from tests.service import ROOT, ServeProcess
 
@@ -53,7 +53,7 @@ def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ServePro
     tmp = tmp_path_factory.mktemp("authz")
     data = tmp / "data"
     for topic in ("orders", "prices", "secret"):
-        delta.create_topic(str(data), topic)
+        create_topic(str(data), topic)
     table: uf.UsersTable = {}
     for name, password in PASSWORDS.items():
         table = uf.add_user(table, name, password, iterations=4096)

@@ -16,7 +16,9 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.runtime import inspection, maintenance
-from sharedsub.storage import delta
+from sharedsub.storage.table_history import HistoryEntry, history
+from sharedsub.storage.table_reads import read_seqs
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, uid, wait_for
 from tests.builders import maintenance_policy
 from tests.e2e.test_outcomes import ack_log, record
@@ -47,8 +49,8 @@ def replay_cli(data_dir: Path, *args: str) -> tuple[int, dict[str, Any], str]:
     return done.returncode, document, done.stderr
 
 
-def table_versions(data_dir: Path, name: str) -> list[delta.HistoryEntry]:
-    return delta.history(layout.join(str(data_dir), record(data_dir, name).table))
+def table_versions(data_dir: Path, name: str) -> list[HistoryEntry]:
+    return history(layout.join(str(data_dir), record(data_dir, name).table))
 
 
 def backlog(data_dir: Path, name: str) -> int:
@@ -57,7 +59,7 @@ def backlog(data_dir: Path, name: str) -> int:
 
 def test_replay_redelivers_acknowledged_messages_to_attached_consumers(served: ServeProcess) -> None:
     data, topic = served.data_dir, uid("rt")
-    delta.create_topic(str(data), topic)
+    create_topic(str(data), topic)
     name, other, app = uid("replayed"), uid("untouched"), uid("app")
     with (  # two links of one shared subscription (same ClientID), and another subscription
         Subscriber(served.url, topic, container_id=app, **jms_shared_durable(name)) as first,
@@ -98,7 +100,7 @@ def test_replay_redelivers_acknowledged_messages_to_attached_consumers(served: S
 
 def test_replay_by_timestamp_keeps_what_was_open_and_redelivers_what_came_after(served: ServeProcess) -> None:
     data, topic, name = served.data_dir, uid("rt"), uid("stamp")
-    delta.create_topic(str(data), topic)
+    create_topic(str(data), topic)
     # Messages 0..3 stay unsettled on the link; 4..7 are accepted.
     settle = {"settle": lambda got: "none" if got.message.body < 4 else "accept"}
     with Subscriber(served.url, topic, container_id=uid("c"), **settle, **jms_durable(name)) as sub:
@@ -126,7 +128,7 @@ def test_replay_by_timestamp_keeps_what_was_open_and_redelivers_what_came_after(
 
 def test_replay_refusals(served: ServeProcess) -> None:
     data, topic = served.data_dir, uid("rt")
-    delta.create_topic(str(data), topic)
+    create_topic(str(data), topic)
     durable, volatile = uid("dur"), uid("vol")
     with (
         Subscriber(served.url, topic, container_id=uid("c"), **jms_durable(durable)) as sub,
@@ -159,13 +161,13 @@ def test_replay_restores_deleted_rows_and_refuses_history_beyond_retention(tmp_p
     service = ServeProcess(tmp_path, env=fast).start()
     name = "kept"
     try:
-        delta.create_topic(str(tmp_path), "restore")
+        create_topic(str(tmp_path), "restore")
         with Subscriber(service.url, "restore", container_id="restore-client", **jms_durable(name)) as sub:
             sub.wait_attached()
             publish(service.url, "restore", [Message(body=i) for i in range(5)])
             sub.wait_count(5)
             table = layout.join(str(tmp_path), record(tmp_path, name).table)
-            wait_for(lambda: delta.read_seqs(table).to_pylist() == [], 120, "acknowledged rows deleted by maintenance")
+            wait_for(lambda: read_seqs(table).to_pylist() == [], 120, "acknowledged rows deleted by maintenance")
             start = table_versions(tmp_path, name)[0].version
 
             code, reply, err = replay_cli(tmp_path, name, "--version", str(start))
@@ -177,7 +179,7 @@ def test_replay_restores_deleted_rows_and_refuses_history_beyond_retention(tmp_p
 
             # History older than the retention goes: with 0 hours, vacuum and log cleanup leave
             # only the newest versions, and the replay names what is left and the setting.
-            wait_for(lambda: delta.read_seqs(table).to_pylist() == [], 120, "re-acknowledged rows deleted")
+            wait_for(lambda: read_seqs(table).to_pylist() == [], 120, "re-acknowledged rows deleted")
             policy = maintenance_policy(interval=1.0, history_retention_hours=0, compact_min_files=1000, min_acked_rows=1)
             maintenance.run_once(str(tmp_path), policy)
             code, reply, err = replay_cli(tmp_path, name, "--version", str(start))
@@ -193,7 +195,7 @@ def test_replay_restores_deleted_rows_and_refuses_history_beyond_retention(tmp_p
 def test_replay_without_a_running_service_is_refused(tmp_path: Path) -> None:
     service = ServeProcess(tmp_path, env=NO_MAINTENANCE).start()
     try:
-        delta.create_topic(str(tmp_path), "quiet")
+        create_topic(str(tmp_path), "quiet")
         with Subscriber(service.url, "quiet", container_id="quiet-client", **jms_durable("q")) as sub:
             sub.wait_attached()
     finally:

@@ -8,7 +8,8 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.storage import delta
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish
 from tests.service import ServeProcess
 
@@ -16,7 +17,7 @@ pytestmark = pytest.mark.e2e
 
 
 def test_restart_on_same_data_dir(tmp_path: Path) -> None:
-    delta.create_topic(str(tmp_path), "orders")
+    create_topic(str(tmp_path), "orders")
     first = ServeProcess(tmp_path).start()
     try:
         with Subscriber(first.url, "orders") as sub:
@@ -36,7 +37,7 @@ def test_restart_on_same_data_dir(tmp_path: Path) -> None:
             assert [r.message.body for r in got] == [f"b{i}" for i in range(20)]
     finally:
         assert second.stop() == 0, second.log()[-3000:]
-    data = delta.read_table(layout.topic_table(str(tmp_path), "orders"), ["seq"])
+    data = read_table(layout.topic_table(str(tmp_path), "orders"), ["seq"])
     assert data is not None
     # Every accepted message is in the topic exactly once, positions gap-free across the restart.
     assert sorted(data.column("seq").to_pylist()) == list(range(40))
@@ -50,7 +51,7 @@ def test_ack_state_and_delivery_counts_survive_a_restart(tmp_path: Path) -> None
     from tests.e2e.test_outcomes import ack_log, dead_letters
 
     root = str(tmp_path)
-    delta.create_topic(root, "acks")
+    create_topic(root, "acks")
     name, cid = "keeper", "client-restart"
     arrivals: dict[int, int] = {}
 
@@ -106,7 +107,7 @@ def test_after_a_sigkill_the_unsettled_come_back_marked_redelivered(tmp_path: Pa
     from tests.e2e.test_outcomes import ack_log
 
     root = str(tmp_path)
-    delta.create_topic(root, "killed")
+    create_topic(root, "killed")
     name, cid = "survivor", "client-kill"
 
     def policy(got: Received) -> str:

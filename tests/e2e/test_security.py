@@ -26,7 +26,7 @@ from proton.utils import BlockingConnection
 from sharedsub.core import sasl_frames as sf
 from sharedsub.runtime import users as uf
 from sharedsub.runtime.discovery import read_service_file
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
 from tests.service import ROOT, ServeProcess
 from tests.tls_certs import Certs, make_certs
@@ -39,7 +39,7 @@ PASSWORD = "alice-pw"
 
 def _start(tmp: Path, certs: Certs, *, server: dict[str, str] | None = None, **security: str) -> ServeProcess:
     data = tmp / "data"
-    delta.create_topic(str(data), TOPIC)
+    create_topic(str(data), TOPIC)
     uf.save_users(uf.users_path(str(data), ""), uf.add_user({}, "alice", PASSWORD))
     env = {
         "SHAREDSUB_SECURITY_TLS_PORT": "0",

@@ -19,7 +19,7 @@ from proton.utils import BlockingConnection
 
 from sharedsub.runtime import users as uf
 from sharedsub.runtime.discovery import read_service_file
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.service import ROOT, ServeProcess
 from tests.tls_certs import Certs, make_certs
 
@@ -38,7 +38,7 @@ def certs(tmp_path_factory: pytest.TempPathFactory) -> Certs:
 def tls_serve(tmp_path_factory: pytest.TempPathFactory, certs: Certs) -> Iterator[ServeProcess]:
     """``serve`` (with its fan-out job) with one user and an amqps listener on a free port."""
     data = tmp_path_factory.mktemp("tls-serve") / "data"
-    delta.create_topic(str(data), TOPIC)
+    create_topic(str(data), TOPIC)
     uf.save_users(uf.users_path(str(data), ""), uf.add_user({}, USER, PASSWORD))
     env = {
         "SHAREDSUB_SECURITY_TLS_PORT": "0",

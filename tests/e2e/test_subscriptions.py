@@ -99,9 +99,9 @@ def test_s15_exclusivity_mismatch_is_resource_locked(service: ServeProcess, topi
 
 def test_s16_s17_join_active_shared_with_other_selector_or_topic_refused(service: ServeProcess, topic: str) -> None:
     other = uid("t2")
-    from sharedsub.storage import delta
+    from sharedsub.storage.topics import create_topic
 
-    delta.create_topic(str(service.data_dir), other)
+    create_topic(str(service.data_dir), other)
     name, cid = uid("chg"), uid("client")
     with Subscriber(service.url, topic, container_id=cid, **jms_shared_durable(name)) as a:
         a.wait_attached()
@@ -258,9 +258,9 @@ def test_s2_second_connection_with_same_container_id_refused_when_sole_connectio
 def test_a2_35_out_of_order_acks_survive_restart(tmp_path) -> None:  # noqa: ANN001
     """Shared consumers ack out of order; after a restart only the unacknowledged come back
     (ActiveMQ Classic commit 3a58ab7389: a single last-ack marker moved backwards)."""
-    from sharedsub.storage import delta
+    from sharedsub.storage.topics import create_topic
 
-    delta.create_topic(str(tmp_path), "t")
+    create_topic(str(tmp_path), "t")
     name, cid = "acks", "client-acks"
     first = ServeProcess(tmp_path).start()
     try:
@@ -292,9 +292,9 @@ def test_a2_35_out_of_order_acks_survive_restart(tmp_path) -> None:  # noqa: ANN
 
 
 def test_shared_consumer_limit_is_resource_limit_exceeded(tmp_path) -> None:  # noqa: ANN001
-    from sharedsub.storage import delta
+    from sharedsub.storage.topics import create_topic
 
-    delta.create_topic(str(tmp_path), "t")
+    create_topic(str(tmp_path), "t")
     fe = ServeProcess(tmp_path, command="frontend", env={"SHAREDSUB_SERVER_SHARED_CONSUMER_LIMIT": "2"}).start()
     try:
         subs = [Subscriber(fe.url, "t", container_id="c", **jms_shared_durable("lim", ordinal=i)) for i in (1, 2, 3)]
@@ -311,9 +311,9 @@ def test_shared_consumer_limit_is_resource_limit_exceeded(tmp_path) -> None:  # 
 
 def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> None:  # noqa: ANN001
     """Scenarios 23, 24, 45; docs/peers.md A2.16, A4.52."""
-    from sharedsub.storage import delta
+    from sharedsub.storage.topics import create_topic
 
-    delta.create_topic(str(tmp_path), "t")
+    create_topic(str(tmp_path), "t")
     first = ServeProcess(tmp_path).start()
     try:
         with Subscriber(first.url, "t/x.*", container_id="rc", **jms_durable("dur")) as d:

@@ -190,9 +190,9 @@ class _Intruder(MessagingHandler):
 
 def test_a_transaction_past_its_limit_can_only_roll_back(tmp_path_factory: pytest.TempPathFactory) -> None:
     data = tmp_path_factory.mktemp("txn-limit")
-    from sharedsub.storage import delta
+    from sharedsub.storage.topics import create_topic
 
-    delta.create_topic(str(data), "limited")
+    create_topic(str(data), "limited")
     proc = ServeProcess(data, env={"SHAREDSUB_SERVER_MAX_TRANSACTION_MESSAGES": "2"}).start()
     try:
         with Subscriber(proc.url, "limited") as sub:

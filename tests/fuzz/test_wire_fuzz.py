@@ -22,7 +22,7 @@ import proton
 import pytest
 from proton import Connection, Message, Transport
 
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, publish, uid, wait_for
 from tests.fuzz.messages import ingest
 from tests.fuzz.seed import REPLAY, SEED
@@ -190,7 +190,7 @@ def test_no_client_stops_the_service_and_nothing_accepted_is_lost(tmp_path: Path
         assert port
         topic, raw_topic = uid("fz"), uid("rawfz")
         for name in (topic, raw_topic):
-            delta.create_topic(str(service.data_dir), name)
+            create_topic(str(service.data_dir), name)
         cid = uid("fzc")
         accepted: collections.Counter[bytes] = collections.Counter()
         states: collections.Counter[str] = collections.Counter()

@@ -26,7 +26,7 @@ import pytest
 from proton import Message
 
 from sharedsub.runtime import inspection
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, wait_for
 from tests.service import ServeProcess
 
@@ -57,7 +57,7 @@ def order(i: int) -> Message:
 @pytest.fixture(scope="session")
 def ops(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OpsDataDir]:
     data = tmp_path_factory.mktemp("ops-data")
-    delta.create_topic(str(data), TOPIC)
+    create_topic(str(data), TOPIC)
     service = ServeProcess(data).start()
     url = service.url
     subscribers: list[Subscriber] = []

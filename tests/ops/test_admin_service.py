@@ -20,7 +20,7 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.runtime.discovery import ServiceInfo, read_service_file
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic, topic_exists
 from tests.amqp_peer import Received, Subscriber, jms_shared_durable, publish, uid, wait_for
 from tests.http_probe import health, scrape
 from tests.prometheus_text import value
@@ -101,7 +101,7 @@ def test_health_and_metrics_report_a_failed_fanout_job_until_it_runs_again(
 
 def test_metrics_count_what_clients_did(svc: ServeProcess) -> None:
     topic = uid("m")
-    delta.create_topic(str(svc.data_dir), topic)
+    create_topic(str(svc.data_dir), topic)
     released: set[str] = set()
 
     def release_m0_once(got: Received) -> str:
@@ -156,7 +156,7 @@ def test_metrics_count_what_clients_did(svc: ServeProcess) -> None:
 
 def test_unsubscribe_refused_while_consumers_are_attached(svc: ServeProcess) -> None:
     topic = uid("u")
-    delta.create_topic(str(svc.data_dir), topic)
+    create_topic(str(svc.data_dir), topic)
     data = str(svc.data_dir)
     with Subscriber(svc.url, topic, container_id="app-u", **jms_shared_durable("u")) as s:
         s.wait_attached()
@@ -245,6 +245,6 @@ def test_offline_unsubscribe_and_drop(svc: ServeProcess) -> None:
     assert r.returncode == 0, r.stderr
     done = json.loads(r.stdout)
     assert (done["mode"], [d["name"] for d in done["deleted_subscriptions"]]) == ("offline", ["app-rej:rej"])
-    assert not delta.topic_exists(data, topic)
+    assert not topic_exists(data, topic)
     assert show(svc, key("app-rej", "rej"))["state"] == "deleted"
     assert run("unsubscribe", "app-rej:rej", "--data-dir", data).returncode == 3

@@ -28,7 +28,9 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.runtime import inspection, maintenance
-from sharedsub.storage import delta
+from sharedsub.storage import table_history
+from sharedsub.storage.table_reads import read_seqs
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Received, Subscriber, jms_durable, publish, wait_for
 from tests.builders import maintenance_policy
 from tests.ops.test_backlog_notebook import _outputs
@@ -55,7 +57,7 @@ def test_replay_notebook_runs_top_to_bottom_and_the_consumer_gets_the_messages_a
 ) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    delta.create_topic(str(data), TOPIC)
+    create_topic(str(data), TOPIC)
     service = ServeProcess(data, env={"SHAREDSUB_MAINTENANCE_INTERVAL": "0"}).start()
     try:
         with Subscriber(service.url, TOPIC, container_id=CLIENT, settle=settle, **jms_durable(NAME)) as sub:
@@ -67,19 +69,19 @@ def test_replay_notebook_runs_top_to_bottom_and_the_consumer_gets_the_messages_a
             publish(service.url, TOPIC, [payment(i) for i in range(4)], container_id="payer")
             sub.wait_count(4, timeout=180)
             wait_for(lambda: status().messages == 0, 180, "0..3 acknowledged")
-            assert sorted(delta.read_seqs(table).to_pylist()) == [0, 1, 2, 3]
-            earlier = delta.history(table)[-1].version
+            assert sorted(read_seqs(table).to_pylist()) == [0, 1, 2, 3]
+            earlier = table_history.history(table)[-1].version
 
             # 2. maintenance drops the acknowledged rows from the current table.
             policy = maintenance_policy(interval=0, history_retention_hours=168, compact_min_files=1000, min_acked_rows=1)
             report = maintenance.run_once(str(data), policy)
             assert report.acked_rows_deleted == 4 and report.errors == 0
-            assert sorted(delta.read_seqs(table).to_pylist()) == []
+            assert sorted(read_seqs(table).to_pylist()) == []
 
             # 3. 4..6: 4 and 5 accepted, 6 outstanding.
             publish(service.url, TOPIC, [payment(i) for i in range(4, 7)], container_id="payer")
             sub.wait_count(7, timeout=180)
-            wait_for(lambda: status().messages == 1 and sorted(delta.read_seqs(table).to_pylist()) == [4, 5, 6], 180,
+            wait_for(lambda: status().messages == 1 and sorted(read_seqs(table).to_pylist()) == [4, 5, 6], 180,
                      "4 and 5 acknowledged, 6 outstanding")
             assert all(r.delivery_count == 0 for r in sub.received)
 

@@ -21,7 +21,7 @@ import pytest
 from proton import Message
 
 from jobs.fanout import READY_LINE
-from sharedsub.storage import delta
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, wait_for
 from tests.service import ServeProcess
 
@@ -111,7 +111,7 @@ class SparkSubmit:
 
 def test_frontend_and_spark_submit_fanout_deliver_end_to_end(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    delta.create_topic(str(data), "orders")
+    create_topic(str(data), "orders")
     frontend = ServeProcess(data, command="frontend").start()
     job = SparkSubmit(data.as_uri())
     try:

@@ -30,8 +30,10 @@ from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
 from sharedsub.runtime.committer import Ack, Committer, Publish, Result, SaveSubscription
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import delta
 from sharedsub.storage import retention as stored
+from sharedsub.storage.commit_log import latest_version
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.topics import create_topic
 from tests import builders as b
 from tests.builders import maintenance_policy
 from tests.spark.conftest import make_settings, run_available_now, wait_until
@@ -84,7 +86,7 @@ def _subscribe(root: str, record: SubscriptionRecord) -> SubscriptionRecord:
 
 
 def _versions(table: str) -> range:
-    return range(delta.latest_version(table) + 1)
+    return range(latest_version(table) + 1)
 
 
 def _spark_seqs(spark: SparkSession, table: str, version: int | None = None) -> list[int]:
@@ -95,7 +97,7 @@ def _spark_seqs(spark: SparkSession, table: str, version: int | None = None) -> 
 
 
 def _deltars_seqs(table: str, version: int | None = None) -> list[int]:
-    data = delta.read_table(table, ["seq"], version=version)
+    data = read_table(table, ["seq"], version=version)
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
@@ -123,7 +125,7 @@ def test_spark_reads_topic_and_subscription_tables_at_every_version_as_delta_rs_
     dspark: SparkSession, root: str
 ) -> None:
     spark = dspark
-    delta.create_topic(root, "orders")
+    create_topic(root, "orders")
     billing = _subscribe(root, b.subscription("orders", name="billing", start_seq=0))
     for batch in range(3):  # three group commits of four messages
         _commit(root, *_publish("orders", 4, batch * 4))
@@ -132,14 +134,14 @@ def test_spark_reads_topic_and_subscription_tables_at_every_version_as_delta_rs_
     _commit(root, Ack(acks, list(range(6)), "accepted", "c1"), Ack(acks, [7], "failed", "c1"))
     topic = layout.topic_table(root, "orders")
     sub = layout.join(root, billing.table)
-    before_maintenance = delta.latest_version(sub)
+    before_maintenance = latest_version(sub)
     report = maintenance.run_once(
         root, maintenance_policy(history_retention_hours=168, compact_min_files=2, min_acked_rows=1, topic_retention_hours=0)
     )
     assert report.errors == 0, report
     assert report.acked_rows_deleted == 6 and report.files_compacted > 0, report
     for table in (topic, sub):
-        assert delta.latest_version(table) > 3
+        assert latest_version(table) > 3
         # maintenance wrote a checkpoint: the connector reads it instead of the whole log
         assert any(n.endswith(".checkpoint.parquet") for n in os.listdir(f"{table}/_delta_log"))
 
@@ -147,7 +149,7 @@ def test_spark_reads_topic_and_subscription_tables_at_every_version_as_delta_rs_
     for table in (topic, sub):
         for version in _versions(table):
             assert _spark_seqs(spark, table, version) == _deltars_seqs(table, version), (table, version)
-    for table, version in ((topic, 1), (sub, before_maintenance), (sub, delta.latest_version(sub))):
+    for table, version in ((topic, 1), (sub, before_maintenance), (sub, latest_version(sub))):
         sql = spark.sql(f"SELECT seq FROM {table_ref(table)} VERSION AS OF {version} ORDER BY seq")
         assert [r.seq for r in sql.collect()] == _deltars_seqs(table, version), (table, version)
     assert _spark_seqs(spark, sub) == list(range(6, 12)) == _deltars_seqs(sub)
@@ -162,7 +164,7 @@ def test_spark_reads_topic_and_subscription_tables_at_every_version_as_delta_rs_
     assert sorted(r.seq for r in at_reader.select("seq").collect()) == _deltars_seqs(sub, before_maintenance)
 
     # Whole rows: the topic's typed columns, property map and exact message bytes agree.
-    expected_rows = {r["seq"]: r for r in delta.read_table(topic).to_pylist()}
+    expected_rows = {r["seq"]: r for r in read_table(topic).to_pylist()}
     for row in spark.read.format("delta").load(topic).collect():
         want = expected_rows[row.seq]
         assert bytes(row.message) == want["message"] and row.message_id == want["message_id"]

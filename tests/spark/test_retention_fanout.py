@@ -11,7 +11,9 @@ from pyspark.sql import SparkSession
 
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.table_reads import read_seqs, read_table
 from tests import builders as b
 from tests.builders import maintenance_policy
 from tests.spark.conftest import make_settings, run_available_now
@@ -23,17 +25,17 @@ def _ack_all(root: str, record: object, seqs: list[int]) -> None:
     n = len(seqs)
     data = {"seq": seqs, "outcome": ["accepted"] * n, "acked_at": [b.T0] * n, "consumer": ["c"] * n}
     table = layout.join(root, layout.ack_table_rel(record.key, record.generation))  # type: ignore[attr-defined]
-    delta.TableAppender(table, schemas.ACK).append(pa.table(data, schema=schemas.ACK))
+    TableAppender(table, schemas.ACK).append(pa.table(data, schema=schemas.ACK))
 
 
 def _held(root: str, record: object) -> list[int]:
     """Every row of the subscription table's snapshot (its log was cleaned: not commit by commit);
     a row routed twice shows twice."""
-    return sorted(delta.read_seqs(layout.join(root, record.table)).to_pylist())  # type: ignore[attr-defined]
+    return sorted(read_seqs(layout.join(root, record.table)).to_pylist())  # type: ignore[attr-defined]
 
 
 def _topic_seqs(root: str) -> list[int]:
-    data = delta.read_table(layout.topic_table(root, "t"), ["seq"])
+    data = read_table(layout.topic_table(root, "t"), ["seq"])
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 

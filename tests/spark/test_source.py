@@ -108,11 +108,11 @@ def test_partitions_fail_clearly_when_the_log_was_cleaned(root: str) -> None:
     import os
 
     from sharedsub.core import layout
-    from sharedsub.storage import delta
+    from sharedsub.storage.tables import log_file
 
     b.publish(root, "t", ["k"])
     b.publish(root, "t", ["k"])
-    os.remove(delta.log_file(layout.topic_table(root, "t"), 1))
+    os.remove(log_file(layout.topic_table(root, "t"), 1))
     with pytest.raises(RuntimeError, match="log retention"):
         reader(root).partitions(make_offset({"t": 0}), make_offset({"t": 2}))
 
@@ -123,14 +123,14 @@ def test_a_topic_whose_early_log_was_cleaned_is_read_from_its_snapshot(root: str
     from deltalake import DeltaTable
 
     from sharedsub.core import layout
-    from sharedsub.storage import delta
+    from sharedsub.storage.tables import log_file
 
     for _ in range(3):
         b.publish(root, "t", ["k", "k"])  # versions 1..3
     path = layout.topic_table(root, "t")
     DeltaTable(path).create_checkpoint()  # at version 3: log cleanup may then drop 0..2.json
     for version in range(3):
-        os.remove(delta.log_file(path, version))
+        os.remove(log_file(path, version))
     b.publish(root, "t", ["k"])  # version 4
     r = reader(root, max_commits_per_batch="1")
     start = r.initialOffset()
@@ -165,7 +165,7 @@ def drain(r: TopicsStreamReader, offset: dict) -> tuple[dict, dict[str, list[int
 def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str) -> None:
     from sharedsub.core import layout
     from sharedsub.runtime.offline_admin import drop_topic
-    from sharedsub.storage import delta
+    from sharedsub.storage.commit_log import table_id
 
     for _ in range(4):
         b.publish(root, "t", ["k", "k"])  # versions 1..4, seqs 0..7
@@ -174,7 +174,7 @@ def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str)
     routed, seen = drain(r, r.initialOffset())
     assert seen == {"t": list(range(8)), "other": [0]}
     old_id = offset_ids(routed)["t"]
-    assert old_id == delta.table_id(layout.topic_table(root, "t"))
+    assert old_id == table_id(layout.topic_table(root, "t"))
 
     # Dropped, not created again: the source does not fail and keeps the entry as it was.
     drop_topic(root, "t", force=True)
@@ -187,7 +187,7 @@ def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str)
     after, seen = drain(r, routed)
     assert seen == {"t": [0, 1, 2]}
     assert offset_versions(after) == {"t": 2, "other": 1}
-    assert offset_ids(after)["t"] == delta.table_id(layout.topic_table(root, "t")) != old_id
+    assert offset_ids(after)["t"] == table_id(layout.topic_table(root, "t")) != old_id
 
     # A restarted reader (the same checkpoint, a fresh process) continues the new table.
     b.publish(root, "t", ["d"])
@@ -197,7 +197,7 @@ def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str)
 
 def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root: str) -> None:
     from sharedsub.core import layout
-    from sharedsub.storage import delta
+    from sharedsub.storage.tables import remove_table
 
     for _ in range(3):
         b.publish(root, "t", ["k"])  # versions 1..3
@@ -205,7 +205,7 @@ def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root:
     # Written before ids existed: versions only. Same table: continue after version 2.
     assert drain(r, {"topics": {"t": 2}})[1] == {"t": [2]}
     # A table created again with fewer versions than such an offset: read from its beginning.
-    delta.remove_table(layout.topic_table(root, "t"))
+    remove_table(layout.topic_table(root, "t"))
     b.publish(root, "t", ["x", "y"])  # versions 0, 1
     end, seen = drain(reader(root, first_batch_max_commits="100"), {"topics": {"t": 3}})
     assert seen == {"t": [0, 1]} and offset_versions(end) == {"t": 1}
@@ -213,19 +213,20 @@ def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root:
 
 def test_partitions_read_a_different_table_from_its_beginning_and_skip_a_dropped_one(root: str) -> None:
     from sharedsub.core import layout
-    from sharedsub.storage import delta
+    from sharedsub.storage.commit_log import table_id
+    from sharedsub.storage.tables import remove_table
 
     path = layout.topic_table(root, "t")
     b.publish(root, "t", ["k"] * 3)
-    old_id = delta.table_id(path)
+    old_id = table_id(path)
     assert old_id is not None
     r = reader(root)
     # A batch planned on the old table, whose table is dropped before it is read: nothing.
-    delta.remove_table(path)
+    remove_table(path)
     assert r.partitions(make_offset({"t": -1}), make_offset({"t": 1}, {"t": old_id})) == []
     b.publish(root, "t", ["a", "b"])
     b.publish(root, "t", ["c"])
-    new_id = delta.table_id(path)
+    new_id = table_id(path)
     # ``end`` names the new table, ``start`` the old one at a higher version: read from -1.
     start, end = make_offset({"t": 5}, {"t": old_id}), make_offset({"t": 2}, {"t": new_id})
     assert read_seqs(r, start, end) == {"t": [0, 1, 2]}

@@ -23,8 +23,10 @@ import pytest
 from sharedsub.core import layout
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
 from sharedsub.storage.append_process import AppendProcess, RemoteAppenderError
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
 from tests.storage.test_disk_faults import _publish, _rows, _seqs
@@ -40,7 +42,7 @@ def appends() -> Iterator[AppendProcess]:
 
 
 def _topic(root: Path) -> str:
-    delta.create_topic(str(root), "t")
+    create_topic(str(root), "t")
     return layout.topic_table(str(root), "t")
 
 
@@ -68,9 +70,9 @@ def test_a_child_that_died_between_appends_is_started_again(tmp_path: Path, appe
 def test_a_retry_after_the_trying_process_died_finds_its_commit(tmp_path: Path) -> None:
     """The child's half of the restart: a fresh appender told where to look finds the commit."""
     table = _topic(tmp_path)
-    before = delta.TableAppender(table, schemas.TOPIC).append(_rows(0), commit_id="first")
-    landed = delta.TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply")
-    again = delta.TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply", tried_after=before)
+    before = TableAppender(table, schemas.TOPIC).append(_rows(0), commit_id="first")
+    landed = TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply")
+    again = TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply", tried_after=before)
     assert again == landed
     assert _seqs(table) == list(range(10))  # the rows once
 
@@ -116,7 +118,7 @@ def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:
 
 
 def test_the_committer_commits_through_the_child(tmp_path: Path) -> None:
-    delta.create_topic(str(tmp_path), "t")
+    create_topic(str(tmp_path), "t")
     done = Collector()
     appends = AppendProcess()
     c = Committer(str(tmp_path), cache=PayloadCache(1 << 20), on_done=done, fsync=True, appends=appends)

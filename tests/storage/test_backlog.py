@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 
 from sharedsub.core import layout
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.backlog import PartitionBacklog, subscription_backlog
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -28,7 +29,7 @@ def _routed(root: str, generation: int, rows: list[tuple[int, int, int]]) -> Non
         table["size"][-1] = size
         table["published_at"][-1] = T0 + dt.timedelta(seconds=seq)
     path = layout.join(root, layout.generation_table_rel(KEY, generation))
-    delta.TableAppender(path, schemas.SUBSCRIPTION).append(pa.Table.from_pydict(table, schema=schemas.SUBSCRIPTION))
+    TableAppender(path, schemas.SUBSCRIPTION).append(pa.Table.from_pydict(table, schema=schemas.SUBSCRIPTION))
 
 
 def _acks(root: str, generation: int, rows: list[tuple[int, str]]) -> None:
@@ -39,7 +40,7 @@ def _acks(root: str, generation: int, rows: list[tuple[int, str]]) -> None:
         "acked_at": [T0] * len(rows),
         "consumer": ["c"] * len(rows),
     }
-    delta.TableAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
+    TableAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
 
 
 def test_backlog_is_routed_minus_final_acks_per_partition(tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 import pyarrow as pa
 
 from sharedsub.core import layout
-from sharedsub.storage import catalog, delta, schemas
+from sharedsub.storage import catalog, schemas
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.table_reads import read_table
 from tests.builders import register, subscription
 
 OLD_CATALOG = pa.schema([f for f in schemas.CATALOG if f.name != "owner"])
@@ -19,8 +21,8 @@ def test_an_older_catalog_gains_the_owner_column(tmp_path: Path) -> None:
     root = str(tmp_path)
     old = dataclasses.replace(subscription("t", name="old"), revision=1)
     row = {k: v for k, v in old.to_row().items() if k != "owner"}
-    delta.TableAppender(layout.catalog_table(root), OLD_CATALOG).append(pa.Table.from_pylist([row], schema=OLD_CATALOG))
-    assert "owner" not in delta.read_table(layout.catalog_table(root)).schema.names
+    TableAppender(layout.catalog_table(root), OLD_CATALOG).append(pa.Table.from_pylist([row], schema=OLD_CATALOG))
+    assert "owner" not in read_table(layout.catalog_table(root)).schema.names
     reader = catalog.CatalogReader(root)
     assert reader.refresh()[old.key].owner is None
 
@@ -29,6 +31,6 @@ def test_an_older_catalog_gains_the_owner_column(tmp_path: Path) -> None:
     records = {r.identity.name: r for r in catalog.load_catalog(root).values()}
     assert records["old"].owner is None
     assert records["new"].owner == "alice"
-    assert "owner" in delta.read_table(layout.catalog_table(root)).schema.names
+    assert "owner" in read_table(layout.catalog_table(root)).schema.names
     # A reader that had read the old version applies the commit that added the column.
     assert reader.refresh()[records["new"].key].owner == "alice"

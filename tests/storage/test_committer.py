@@ -15,8 +15,11 @@ from sharedsub.core import layout
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result, SaveSubscription
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import delta
 from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.tables import log_file
+from sharedsub.storage.topics import create_topic
 
 
 class Collector:
@@ -63,7 +66,7 @@ def _record(topic: str) -> SubscriptionRecord:
 
 @pytest.fixture
 def root(tmp_path: Path) -> str:
-    delta.create_topic(str(tmp_path), "t")
+    create_topic(str(tmp_path), "t")
     return str(tmp_path)
 
 
@@ -79,7 +82,7 @@ def test_group_commit_assigns_gap_free_seqs_and_caches(root: str) -> None:
     assert [r.value for r in results] == list(range(500))
     assert all(r.error is None for r in results)
     assert c.commits < 500  # grouped
-    data = delta.read_table(layout.topic_table(root, "t"))
+    data = read_table(layout.topic_table(root, "t"))
     assert data is not None
     assert sorted(data.column("seq").to_pylist()) == list(range(500))
     assert cache.get("t", 499) is not None
@@ -123,7 +126,7 @@ def test_typed_columns_are_stored(root: str) -> None:
     c.submit(_publish("t", "x", 0, color="red", n=proton.int32(5), big=2**40, f=1.5, ok=True))
     c.stop()
     done.wait(1)
-    data = delta.read_table(layout.topic_table(root, "t"))
+    data = read_table(layout.topic_table(root, "t"))
     assert data is not None
     row = data.to_pylist()[0]
     props = dict(row["application_properties"])
@@ -159,8 +162,8 @@ def test_property_value_types(value: object, type_: str, field: str, expected: o
 
 
 def test_a_transaction_is_stored_in_one_commit_per_topic_with_one_result(root: str) -> None:
-    delta.create_topic(root, "tx-a")
-    delta.create_topic(root, "tx-b")
+    create_topic(root, "tx-a")
+    create_topic(root, "tx-b")
     done = Collector()
     committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done, max_batch_messages=2)
     committer.start()
@@ -176,8 +179,8 @@ def test_a_transaction_is_stored_in_one_commit_per_topic_with_one_result(root: s
     assert results[0].error is None and results[0].value == [0, 1, 2, 3, 4, 0]
     # Five messages with max_batch_messages=2: still one commit (version 1 after the create).
     table = layout.topic_table(root, "tx-a")
-    assert delta.latest_version(table) == 1
-    assert sorted(delta.read_table(table).column("seq").to_pylist()) == [0, 1, 2, 3, 4]
+    assert latest_version(table) == 1
+    assert sorted(read_table(table).column("seq").to_pylist()) == [0, 1, 2, 3, 4]
 
 
 def test_a_transaction_whose_commit_fails_reports_the_error(root: str) -> None:
@@ -218,8 +221,8 @@ def test_with_fsync_each_commit_forces_its_files_log_entry_and_directories(
         c.stop()
     assert result.error is None
     table = layout.topic_table(root, "t")
-    version = delta.latest_version(table)
-    commit = delta.read_commit(table, version)
+    version = latest_version(table)
+    commit = read_commit(table, version)
     assert commit is not None and commit.added
-    for path in (*commit.added, delta.log_file(table, version), os.path.dirname(delta.log_file(table, version)), table):
+    for path in (*commit.added, log_file(table, version), os.path.dirname(log_file(table, version)), table):
         assert os.path.realpath(path) in forced, (path, forced)

@@ -22,8 +22,12 @@ from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
 from sharedsub.runtime.committer import Ack, Barrier, Committer, Publish
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
 from sharedsub.storage.append_process import AppendProcess
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.commit_log import latest_version
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.topics import create_topic, last_seq
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
 from tests.tmpfs import Tmpfs
@@ -53,7 +57,7 @@ def _rows(first: int, n: int = 5, size: int = 20000) -> pa.Table:
 
 
 def _seqs(table: str) -> list[int]:
-    data = delta.read_table(table, ["seq"])
+    data = read_table(table, ["seq"])
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
@@ -66,8 +70,8 @@ def test_a_commit_whose_log_entry_did_not_fit_is_no_version_and_its_retry_stores
     # file is written and the log entry is not (the partial commit); with enough, it commits.
     outcomes = []
     for pages in range(8):
-        table = delta.create_topic(str(disk.path / f"d{pages}"), "t")
-        appender = delta.TableAppender(table, schemas.TOPIC, fsync=True)
+        table = create_topic(str(disk.path / f"d{pages}"), "t")
+        appender = TableAppender(table, schemas.TOPIC, fsync=True)
         appender.append(_rows(0))
         disk.fill(leave=pages * PAGE)
         try:
@@ -76,8 +80,8 @@ def test_a_commit_whose_log_entry_did_not_fit_is_no_version_and_its_retry_stores
         except Exception:
             partial = _data_files(table) == 2  # the new data file is there, its commit is not
             outcomes.append("partial" if partial else "nothing written")
-            assert delta.latest_version(table) == 1, "a failed commit must not be a version"
-            assert delta.last_seq(table) == 4, "the next seq comes from committed versions only"
+            assert latest_version(table) == 1, "a failed commit must not be a version"
+            assert last_seq(table) == 4, "the next seq comes from committed versions only"
             disk.release()
             assert appender.append(_rows(5), commit_id="c1") == 2
         disk.release()
@@ -90,8 +94,8 @@ def test_a_commit_that_landed_although_delta_rs_raised_is_not_made_again(disk: T
     """delta-rs (1.6.6) checkpoints after every 100th commit, after the log entry is in place;
     with no space for the checkpoint the append raises for a commit that is visible. Blindly
     retried, its rows would be stored twice; the commit id finds it instead."""
-    table = delta.create_topic(str(disk.path / "d"), "t")
-    appender = delta.TableAppender(table, schemas.TOPIC, fsync=True)
+    table = create_topic(str(disk.path / "d"), "t")
+    appender = TableAppender(table, schemas.TOPIC, fsync=True)
     for i in range(98):
         before = disk.free_bytes()
         appender.append(_rows(5 * i, size=100))
@@ -121,7 +125,7 @@ def appends(request: pytest.FixtureRequest) -> AppendProcess | None:
 
 
 def _committer(root: Path, done: Collector, timeout: float, appends: AppendProcess | None = None) -> Committer:
-    delta.create_topic(str(root), "t")
+    create_topic(str(root), "t")
     c = Committer(
         str(root), cache=PayloadCache(1 << 20), on_done=done, fsync=True, full_disk_timeout=timeout, appends=appends
     )
@@ -184,7 +188,7 @@ def test_past_the_timeout_publishes_are_refused_and_acks_parked_until_space_retu
     assert all(r.error is None for r in results[2:]), results
     by_token = {r.request.token: r for r in results}
     assert by_token[2].value == 1  # seq 1 was never used by the refused publish
-    acks = delta.read_table(layout.join(str(root), ACKS), ["seq", "outcome"])
+    acks = read_table(layout.join(str(root), ACKS), ["seq", "outcome"])
     assert acks is not None and acks.to_pylist() == [{"seq": 0, "outcome": "accepted"}]
     assert c.fault is None
 
@@ -197,8 +201,8 @@ def test_maintenance_on_a_read_only_data_dir_logs_one_line_for_the_run(disk: Tmp
     from tests.builders import maintenance_policy
 
     root = disk.path / "data"
-    table = delta.create_topic(str(root), "t")
-    appender = delta.TableAppender(table, schemas.TOPIC)
+    table = create_topic(str(root), "t")
+    appender = TableAppender(table, schemas.TOPIC)
     for i in range(4):
         appender.append(_rows(5 * i, size=100))
     policy = maintenance_policy(compact_min_files=2, history_retention_hours=0, topic_retention_hours=0)

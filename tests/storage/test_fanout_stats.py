@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sharedsub.core import layout
-from sharedsub.storage import delta
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
+from sharedsub.storage.tables import log_file
 from tests import builders as b
 
 
@@ -43,7 +43,7 @@ def test_topic_lag_is_the_age_of_the_first_commit_not_routed(tmp_path: Path) -> 
     b.publish(root, "t", ["k"])  # versions 0 (creation) and 1
     b.publish(root, "t", ["k"])  # version 2
     table = layout.topic_table(root, "t")
-    made = os.stat(delta.log_file(table, 2)).st_mtime
+    made = os.stat(log_file(table, 2)).st_mtime
     assert topic_lag(root, "t", 2, time.time()) == 0.0  # everything routed
     assert topic_lag(root, "t", 1, made + 30.0) == pytest.approx(30.0)  # version 2 waits
     assert topic_lag(root, "t", 1, made - 1.0) == 0.0  # never negative (clock steps)

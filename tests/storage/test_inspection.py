@@ -1,4 +1,4 @@
-"""sharedsub.runtime.inspection and delta.history on real Delta tables in a tmp dir (no service)."""
+"""sharedsub.runtime.inspection and table_history.history on real Delta tables in a tmp dir (no service)."""
 
 from __future__ import annotations
 
@@ -15,18 +15,20 @@ from sharedsub.core import layout
 from sharedsub.core.errors import AmbiguousSubscription, SubscriptionNotFound
 from sharedsub.core.model import SubscriptionRecord, SubscriptionState
 from sharedsub.runtime import inspection
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas, table_history
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.table_reads import read_table
 from tests import builders as b
 
 
 def _route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
     """Append the topic rows ``seqs`` to ``record``'s generation table, as the fan-out does."""
-    topic = delta.read_table(layout.topic_table(root, record.topic))
+    topic = read_table(layout.topic_table(root, record.topic))
     assert topic is not None
     rows = [r for r in topic.to_pylist() if r["seq"] in set(seqs)]
     out = [{**{c: r[c] for c in schemas.SUBSCRIPTION_FROM_TOPIC}, "topic": record.topic, "routed_at": b.T0} for r in rows]
     data = pa.Table.from_pylist(out, schema=schemas.SUBSCRIPTION)
-    delta.TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(data)
+    TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(data)
 
 
 def _ack(root: str, record: SubscriptionRecord, rows: list[tuple[int, str]]) -> None:
@@ -37,7 +39,7 @@ def _ack(root: str, record: SubscriptionRecord, rows: list[tuple[int, str]]) -> 
         "acked_at": [b.T0] * len(rows),
         "consumer": ["c"] * len(rows),
     }
-    delta.TableAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
+    TableAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
 
 
 def test_find_subscription_by_key_qualified_or_bare_name() -> None:
@@ -86,7 +88,7 @@ def test_history_backlog_and_pending_messages(tmp_path: Path) -> None:
     # A maintenance delete of settled rows rewrites the table: not an append, no new rows.
     table = layout.join(root, sub.table)
     DeltaTable(table).delete("seq IN (0, 3)")
-    entries = delta.history(table)
+    entries = table_history.history(table)
     assert [e.is_append for e in entries] == [True, True, False]
     assert inspection.backlog_history(root, sub)[-1].routed == 5
 
@@ -103,7 +105,7 @@ def test_history_backlog_and_pending_messages(tmp_path: Path) -> None:
 
 
 def test_history_of_a_missing_table_is_empty(tmp_path: Path) -> None:
-    assert delta.history(str(tmp_path / "nothing")) == []
+    assert table_history.history(str(tmp_path / "nothing")) == []
     sub = b.subscription("t")
     assert inspection.backlog_history(str(tmp_path), sub) == []
 

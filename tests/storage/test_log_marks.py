@@ -8,7 +8,9 @@ from pathlib import Path
 
 from deltalake import CommitProperties, write_deltalake
 
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender, find_commit
+from sharedsub.storage.commit_log import read_commit
 from tests.storage.test_disk_faults import _rows
 
 # As written into the logs of existing tables; these strings are data, not names of modules.
@@ -18,12 +20,12 @@ PERSISTED_COMMIT_KEY = "sharedsub.commit"
 
 def test_a_maintenance_commit_of_an_older_release_adds_no_rows(tmp_path: Path) -> None:
     table = str(tmp_path / "t")
-    delta.TableAppender(table, schemas.TOPIC).append(_rows(0))
+    TableAppender(table, schemas.TOPIC).append(_rows(0))
     # a rewrite as an earlier release's maintenance marked it (the rows it re-adds are not new)
     write_deltalake(table, _rows(0), mode="append",
                     commit_properties=CommitProperties(custom_metadata={PERSISTED_MAINTENANCE_KEY: "delete"}))
-    plain = delta.read_commit(table, 0)
-    marked = delta.read_commit(table, 1)
+    plain = read_commit(table, 0)
+    marked = read_commit(table, 1)
     assert plain is not None and len(plain.added) == 1
     assert marked is not None and marked.added == ()
 
@@ -32,4 +34,4 @@ def test_a_commit_id_of_an_older_release_is_found(tmp_path: Path) -> None:
     table = str(tmp_path / "t")
     write_deltalake(table, _rows(0).cast(schemas.TOPIC), mode="append",
                     commit_properties=CommitProperties(custom_metadata={PERSISTED_COMMIT_KEY: "abc"}))
-    assert delta.find_commit(table, "abc", after=-1) == 0
+    assert find_commit(table, "abc", after=-1) == 0

@@ -10,8 +10,12 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.backlog import subscription_backlog
+from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.table_maintenance import data_file_count
+from sharedsub.storage.table_reads import read_table, snapshot_files
 from tests.builders import maintenance_policy, register, subscription
 
 T0 = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)
@@ -44,20 +48,20 @@ def _acks(seqs: list[int], outcome: str) -> pa.Table:
 
 
 def _seqs(table: str, version: int | None = None) -> list[int]:
-    data = delta.read_table(table, ["seq"], version=version)
+    data = read_table(table, ["seq"], version=version)
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
-def _setup(root: str, *, commits: int = 20, per_commit: int = 100) -> tuple[str, str, delta.TableAppender]:
+def _setup(root: str, *, commits: int = 20, per_commit: int = 100) -> tuple[str, str, TableAppender]:
     """One active subscription with ``commits`` small routed commits; acks for 0..1499 but 700
     (plus a failed delivery of 700 and of 1600, which settle nothing)."""
     (record,) = register(root, subscription("t", name="m"))
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
-    appender = delta.TableAppender(table, schemas.SUBSCRIPTION)
+    appender = TableAppender(table, schemas.SUBSCRIPTION)
     for c in range(commits):
         appender.append(_routed_rows("t", range(c * per_commit, (c + 1) * per_commit)))
-    ack_appender = delta.TableAppender(acks, schemas.ACK)
+    ack_appender = TableAppender(acks, schemas.ACK)
     ack_appender.append(_acks([s for s in range(1500) if s != 700], "accepted"))
     ack_appender.append(_acks([700, 1600], "failed"))
     return table, acks, appender
@@ -66,10 +70,10 @@ def _setup(root: str, *, commits: int = 20, per_commit: int = 100) -> tuple[str,
 def test_acknowledged_rows_below_the_watermark_go_and_the_backlog_stays(tmp_path: str) -> None:
     root = str(tmp_path)
     table, acks, appender = _setup(root)
-    before_version = delta.latest_version(table)
+    before_version = latest_version(table)
     key = os.listdir(os.path.join(root, "subscriptions"))[0]
     backlog_before = subscription_backlog(root, key, 1)
-    files_before = delta.data_file_count(table)
+    files_before = data_file_count(table)
 
     report = maintenance.run_once(root, maintenance_policy(history_retention_hours=168, compact_min_files=5, min_acked_rows=100))
 
@@ -81,10 +85,10 @@ def test_acknowledged_rows_below_the_watermark_go_and_the_backlog_stays(tmp_path
     assert [dataclasses.replace(b, routed=0) for b in subscription_backlog(root, key, 1)] == [
         dataclasses.replace(b, routed=0) for b in backlog_before
     ]
-    assert delta.data_file_count(table) < files_before and report.files_compacted > 0
+    assert data_file_count(table) < files_before and report.files_compacted > 0
     # The delete commit re-added rows 700..799 (rewritten file): a tailer must not see them as new.
     assert all(
-        c.added == () for v in range(before_version + 1, delta.latest_version(table) + 1) if (c := delta.read_commit(table, v))
+        c.added == () for v in range(before_version + 1, latest_version(table) + 1) if (c := read_commit(table, v))
     )
     # Inside the history retention, the old version is still readable (replay, time travel).
     assert _seqs(table, version=before_version) == list(range(2000))
@@ -100,7 +104,7 @@ def test_zero_retention_vacuums_the_rewritten_files(tmp_path: str) -> None:
     assert report.errors == 0, report
     assert report.files_vacuumed > 0
     on_disk = {os.path.join(table, f) for f in os.listdir(table) if f.endswith(".parquet")}
-    assert on_disk == set(delta.snapshot_files(table))
+    assert on_disk == set(snapshot_files(table))
     assert _seqs(table) == list(range(700, 2000))
 
 
@@ -116,10 +120,10 @@ def test_old_generations_go_after_the_retention_and_the_current_one_stays(tmp_pa
     root = str(tmp_path)
     old = subscription("t", name="g", generation=1)
     (first,) = register(root, dataclasses.replace(old, created_at=T0))
-    delta.TableAppender(layout.join(root, first.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5)))
-    delta.TableAppender(layout.join(root, layout.ack_table_rel(first.key, 1)), schemas.ACK).append(_acks([0], "accepted"))
+    TableAppender(layout.join(root, first.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5)))
+    TableAppender(layout.join(root, layout.ack_table_rel(first.key, 1)), schemas.ACK).append(_acks([0], "accepted"))
     (second,) = register(root, dataclasses.replace(first, generation=2, created_at=T0 + dt.timedelta(hours=1)))
-    delta.TableAppender(layout.join(root, second.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5, 8)))
+    TableAppender(layout.join(root, second.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5, 8)))
     base = os.path.join(root, "subscriptions", first.key)
 
     soon = maintenance.run_once(root, maintenance_policy(history_retention_hours=24), now=T0 + dt.timedelta(hours=2))

@@ -14,8 +14,8 @@ import pytest
 from sharedsub import cli
 from sharedsub.runtime import users as uf
 from sharedsub.runtime.discovery import ServiceInfo, own_data_dir, read_service_file, write_service_file
-from sharedsub.storage import delta
 from sharedsub.storage.private import ensure_data_dir, open_to_others, owner_only_umask
+from sharedsub.storage.topics import create_topic
 
 
 def _mode(path: Path) -> int:
@@ -62,7 +62,7 @@ def test_owner_only_umask_adds_group_and_other_bits() -> None:
 
 def test_creating_a_topic_creates_the_data_dir_0700(tmp_path: Path) -> None:
     root = tmp_path / "fresh"
-    delta.create_topic(str(root), "orders")
+    create_topic(str(root), "orders")
     assert _mode(root) == 0o700
 
 

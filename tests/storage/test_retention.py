@@ -18,8 +18,13 @@ from sharedsub.core import layout
 from sharedsub.core.config import MaintenanceSettings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader, load_catalog
+from sharedsub.storage.commit_log import file_changes, latest_version, read_commit, table_id
+from sharedsub.storage.payload_index import TopicIndex, read_messages
+from sharedsub.storage.table_reads import read_table, snapshot_files
+from sharedsub.storage.topics import last_seq
 from tests import builders as b
 from tests.builders import maintenance_policy
 
@@ -32,7 +37,7 @@ def checkpoint(root: str, batch: int, topics: dict[str, int], *, committed: bool
     base = layout.fanout_checkpoint(root)
     os.makedirs(os.path.join(base, "offsets"), exist_ok=True)
     os.makedirs(os.path.join(base, "commits"), exist_ok=True)
-    ids = {t: delta.table_id(layout.topic_table(root, t)) for t in topics}
+    ids = {t: table_id(layout.topic_table(root, t)) for t in topics}
     offsets = os.path.join(base, "offsets", str(batch))
     with open(offsets, "w") as fh:
         fh.write("v1\n" + json.dumps({"batchWatermarkMs": 0, "batchTimestampMs": 0, "conf": {}}) + "\n")
@@ -53,7 +58,7 @@ def route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
         "topic": [record.topic] * n, "seq": seqs, "partition": [0] * n, "published_at": [b.T0] * n, "routed_at": [b.T0] * n,
         "size": [8] * n,
     }
-    delta.TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(
+    TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(
         pa.table({f.name: pa.array(rows.get(f.name, [None] * n), f.type) for f in schemas.SUBSCRIPTION})
     )
 
@@ -61,13 +66,13 @@ def route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
 def ack(root: str, record: SubscriptionRecord, seqs: list[int], outcome: str = "accepted") -> None:
     n = len(seqs)
     data = {"seq": seqs, "outcome": [outcome] * n, "acked_at": [b.T0] * n, "consumer": ["c"] * n}
-    delta.TableAppender(layout.join(root, layout.ack_table_rel(record.key, record.generation)), schemas.ACK).append(
+    TableAppender(layout.join(root, layout.ack_table_rel(record.key, record.generation)), schemas.ACK).append(
         pa.table(data, schema=schemas.ACK)
     )
 
 
 def topic_seqs(root: str, topic: str) -> list[int]:
-    data = delta.read_table(layout.topic_table(root, topic), ["seq"])
+    data = read_table(layout.topic_table(root, topic), ["seq"])
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
@@ -89,9 +94,9 @@ def test_topic_rows_go_by_whole_files_once_routed_and_settled(tmp_path: Path) ->
     ack(root, rec, [30, 31], "failed")  # a failed delivery settles nothing
     checkpoint(root, 0, {"t": 4})  # the fan-out routed versions up to 4 (rows 0..39)
     table = layout.topic_table(root, "t")
-    index = delta.TopicIndex(table)
+    index = TopicIndex(table)
     index.refresh()
-    before = delta.latest_version(table)
+    before = latest_version(table)
 
     report = maintenance.run_once(root, no_compaction(), now=NOW)
 
@@ -99,12 +104,12 @@ def test_topic_rows_go_by_whole_files_once_routed_and_settled(tmp_path: Path) ->
     assert report.errors == 0, report
     assert report.topic_rows_deleted == 20 and topic_seqs(root, "t") == list(range(20, 50))
     # The delete removed two files and added none, and it is marked: nothing reads it as new rows.
-    deletes = [v for v in range(before + 1, delta.latest_version(table) + 1) if (c := delta.file_changes(table, v)) and c.removes]
+    deletes = [v for v in range(before + 1, latest_version(table) + 1) if (c := file_changes(table, v)) and c.removes]
     assert len(deletes) == 1
-    assert delta.file_changes(table, deletes[0]).added == () and delta.read_commit(table, deletes[0]).added == ()
+    assert file_changes(table, deletes[0]).added == () and read_commit(table, deletes[0]).added == ()
     # The payload index loaded before still finds what stays (the files of 0..19 are only unlinked
     # from the table; vacuum keeps them for the history retention).
-    assert delta.read_messages(index, range(20, 50)) == {s: f"m{s}".encode() for s in range(20, 50)}
+    assert read_messages(index, range(20, 50)) == {s: f"m{s}".encode() for s in range(20, 50)}
 
     # Everything settled, everything routed: all but the newest file go.
     ack(root, rec, list(range(25, 50)))
@@ -112,7 +117,7 @@ def test_topic_rows_go_by_whole_files_once_routed_and_settled(tmp_path: Path) ->
     report = maintenance.run_once(root, no_compaction(), now=NOW)
     assert report.topic_rows_deleted == 20 and topic_seqs(root, "t") == list(range(40, 50))
     # The front end numbers the next message after the highest seq it finds.
-    assert delta.last_seq(table) == 49
+    assert last_seq(table) == 49
 
 
 def test_nothing_goes_unless_a_committed_batch_routed_it_from_this_table(tmp_path: Path) -> None:
@@ -125,7 +130,7 @@ def test_nothing_goes_unless_a_committed_batch_routed_it_from_this_table(tmp_pat
     # A committed batch of another table under the same name (dropped and created again).
     base = layout.fanout_checkpoint(root)
     offsets = os.path.join(base, "offsets", "0")
-    text = open(offsets).read().replace(delta.table_id(layout.topic_table(root, "t")) or "", "an-older-table")
+    text = open(offsets).read().replace(table_id(layout.topic_table(root, "t")) or "", "an-older-table")
     with open(offsets, "w") as fh:
         fh.write(text)
     with open(os.path.join(base, "commits", "0"), "w") as fh:
@@ -186,10 +191,10 @@ def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: 
     route(root, rec, [s for c in commits for s in c])  # nothing settled: every row is held, none cut
     table = layout.topic_table(root, "t")
     checkpoint(root, 0, {"t": 15})
-    index = delta.TopicIndex(table)
+    index = TopicIndex(table)
     index.refresh()
-    unrouted = {p for v in range(16, 21) for p in delta.read_commit(table, v).added}
-    before = delta.latest_version(table)
+    unrouted = {p for v in range(16, 21) for p in read_commit(table, v).added}
+    before = latest_version(table)
 
     # No history kept: vacuum deletes the compacted originals at once.
     policy = maintenance_policy(history_retention_hours=0, compact_min_files=5, min_acked_rows=1000, topic_retention_hours=168)
@@ -197,16 +202,16 @@ def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: 
 
     assert report.errors == 0, report
     assert report.files_compacted == 15 and report.topic_rows_deleted == 0
-    files = set(delta.snapshot_files(table))
+    files = set(snapshot_files(table))
     assert unrouted <= files and len(files) < 20  # the files of versions 16..20 are untouched
     # What the fan-out's source reads of the commits after its offset: only the unrouted appends.
-    added = [p for v in range(16, delta.latest_version(table) + 1) for p in delta.read_commit(table, v).added]
+    added = [p for v in range(16, latest_version(table) + 1) for p in read_commit(table, v).added]
     assert set(added) == unrouted
-    assert all(delta.read_commit(table, v).added == () for v in range(before + 1, delta.latest_version(table) + 1))
+    assert all(read_commit(table, v).added == () for v in range(before + 1, latest_version(table) + 1))
     assert topic_seqs(root, "t") == [s for c in commits for s in c]
     # The index loaded before names files vacuum deleted: it reloads and finds every payload.
     assert not any(os.path.exists(p) for p in index.files_for(range(75)))
-    assert delta.read_messages(index, range(100)) == {s: f"m{s}".encode() for s in range(100)}
+    assert read_messages(index, range(100)) == {s: f"m{s}".encode() for s in range(100)}
 
 
 def test_rows_below_the_cut_go_before_compaction_could_bin_them_with_the_newest(tmp_path: Path) -> None:

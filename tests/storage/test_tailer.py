@@ -12,7 +12,10 @@ from connectors.amqp.delivery import Row, Tailer
 from sharedsub.core import layout
 from sharedsub.core.acked_seqs import AckedSeqs
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.table_maintenance import compact
+from sharedsub.storage.table_reads import snapshot_files
 from tests.amqp_peer import wait_for
 from tests.builders import T0, publish, register, subscription
 
@@ -22,7 +25,7 @@ def _route(root: str, table: str, seqs: list[int]) -> None:
     rows = {
         "topic": ["t"] * n, "seq": seqs, "partition": [0] * n, "published_at": [T0] * n, "routed_at": [T0] * n, "size": [8] * n,
     }
-    delta.TableAppender(layout.join(root, table), schemas.SUBSCRIPTION).append(
+    TableAppender(layout.join(root, table), schemas.SUBSCRIPTION).append(
         pa.table({f.name: pa.array(rows.get(f.name, [None] * n), f.type) for f in schemas.SUBSCRIPTION})
     )
 
@@ -73,10 +76,10 @@ def test_a_large_backlog_is_read_a_slice_of_files_at_a_time_in_seq_order(tmp_pat
     table = layout.join(root, rec.table)
     for i in range(0, 3000, 50):
         _route(root, rec.table, seqs[i : i + 50])
-    delta.compact(table, target_size=12_000)
+    compact(table, target_size=12_000)
     for i in range(3000, 6000, 50):
         _route(root, rec.table, seqs[i : i + 50])
-    files = len(delta.snapshot_files(table))
+    files = len(snapshot_files(table))
     assert files > 40
     posted: list[Row] = []
     waiting: list[int] = []

@@ -8,13 +8,17 @@ from pathlib import Path
 import pyarrow as pa
 
 from sharedsub.core import layout
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import payload_index, schemas
+from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.commit_log import read_commit
+from sharedsub.storage.table_maintenance import compact, vacuum
+from sharedsub.storage.table_reads import read_files
 from tests import builders as b
 
 
 def _append(path: str, seqs: list[int]) -> None:
     rows = [{"seq": s, "published_at": b.T0, "message": f"m{s}".encode()} for s in seqs]
-    delta.TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
+    TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
 
 
 def test_a_seq_in_overlapping_ranges_is_read_from_the_file_that_holds_it(tmp_path: Path) -> None:
@@ -23,11 +27,11 @@ def test_a_seq_in_overlapping_ranges_is_read_from_the_file_that_holds_it(tmp_pat
     _append(path, [0, 1, 2, 3, 4, 10, 11, 12, 13, 14])  # range 0..14
     _append(path, [5, 6, 7, 8, 9])  # range 5..9, inside it
     _append(path, [15, 16])
-    index = delta.TopicIndex(path)
+    index = payload_index.TopicIndex(path)
     candidates = index.files_for(range(17))
     assert sorted(len(seqs) for seqs in candidates.values()) == [2, 5, 15]  # 5..9 may be in either file
-    assert delta.read_messages(index, range(17)) == {s: f"m{s}".encode() for s in range(17)}
-    assert delta.read_messages(index, [99]) == {}
+    assert payload_index.read_messages(index, range(17)) == {s: f"m{s}".encode() for s in range(17)}
+    assert payload_index.read_messages(index, [99]) == {}
 
 
 def test_files_that_vanished_since_the_index_loaded_are_looked_up_again(tmp_path: Path) -> None:
@@ -35,11 +39,11 @@ def test_files_that_vanished_since_the_index_loaded_are_looked_up_again(tmp_path
     for _ in range(4):
         b.publish(root, "t", ["k"] * 5)
     path = layout.topic_table(root, "t")
-    index = delta.TopicIndex(path)
+    index = payload_index.TopicIndex(path)
     index.refresh()
-    assert delta.compact(path) == 4
-    delta.vacuum(path, 0)  # the four files the index names are deleted
-    assert delta.read_messages(index, range(20)) == {s: f"m{s}".encode() for s in range(20)}
+    assert compact(path) == 4
+    vacuum(path, 0)  # the four files the index names are deleted
+    assert payload_index.read_messages(index, range(20)) == {s: f"m{s}".encode() for s in range(20)}
 
 
 def test_only_the_row_groups_that_may_hold_a_wanted_seq_are_read(tmp_path: Path) -> None:
@@ -55,10 +59,10 @@ def test_only_the_row_groups_that_may_hold_a_wanted_seq_are_read(tmp_path: Path)
     ]
     pq.write_table(pa.Table.from_pylist(rows, schema=schemas.TOPIC), path, row_group_size=10)
     assert pq.ParquetFile(path).metadata.num_row_groups == 10
-    got = delta._read_seqs(str(path), [3, 42, 43, 99])
+    got = payload_index._read_seqs(str(path), [3, 42, 43, 99])
     assert dict(zip(got.column("seq").to_pylist(), got.column("message").to_pylist(), strict=True)) == {
         3: b"m3", 42: b"m42", 43: b"m43", 99: b"m99"}
-    assert delta._read_seqs(str(path), [100, 101]).num_rows == 0
+    assert payload_index._read_seqs(str(path), [100, 101]).num_rows == 0
 
 
 def test_a_table_of_several_chunks_is_stored_in_its_row_order(tmp_path: Path) -> None:
@@ -68,10 +72,10 @@ def test_a_table_of_several_chunks_is_stored_in_its_row_order(tmp_path: Path) ->
     first = pa.Table.from_pylist([{"seq": s} for s in range(3)], schema=schema)
     later = pa.Table.from_pylist([{"seq": s} for s in range(3, 5)], schema=schema)
     path = str(tmp_path / "t")
-    appender = delta.TableAppender(path, schema)
+    appender = TableAppender(path, schema)
     for _ in range(10):
         appender.append(pa.concat_tables([first, later]))
     for version in range(10):
-        commit = delta.read_commit(path, version)
+        commit = read_commit(path, version)
         assert commit is not None
-        assert delta.read_files(list(commit.added)).column("seq").to_pylist() == [0, 1, 2, 3, 4]
+        assert read_files(list(commit.added)).column("seq").to_pylist() == [0, 1, 2, 3, 4]

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 from sharedsub.core import layout
-from sharedsub.storage import delta, schemas
+from sharedsub.storage import schemas
+from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.tables import table_exists
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -25,9 +27,9 @@ def test_create_and_list(tmp_path: Path) -> None:
     r = run("topics", "list", "--data-dir", str(tmp_path), "--json")
     assert json.loads(r.stdout) == [{"name": "news.eu"}, {"name": "orders"}]
     # A topic is a Delta table with the documented schema.
-    table = delta.read_table(layout.topic_table(str(tmp_path), "orders"))
+    table = read_table(layout.topic_table(str(tmp_path), "orders"))
     assert table is None or table.num_rows == 0
-    assert delta.table_exists(layout.topic_table(str(tmp_path), "orders"))
+    assert table_exists(layout.topic_table(str(tmp_path), "orders"))
     from deltalake import DeltaTable
 
     names = [f.name for f in DeltaTable(layout.topic_table(str(tmp_path), "orders")).schema().fields]

@@ -1,0 +1,198 @@
+"""Appending to a table: :class:`TableAppender`, commit ids, and forcing commits to disk."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from typing import Any
+
+import pyarrow as pa
+from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
+from deltalake.exceptions import CommitFailedError
+
+from sharedsub.storage.commit_log import latest_version, read_log_entry
+from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, local_path, log_file, table_exists
+
+# commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
+# the append raised).
+COMMIT_MARK = "sharedsub.commit"
+
+# Tries of an append refused for a commit made since its table was loaded (CommitFailedError).
+APPEND_ATTEMPTS = 5
+
+
+def _fsync_path(path: str, *, directory: bool = False) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def find_commit(table: str, commit_id: str, *, after: int) -> int | None:
+    """The version after ``after`` whose commit carries ``commit_id`` (:data:`COMMIT_MARK`), or
+    None. Reads the log entries from ``after + 1`` to the latest (local tables)."""
+    latest = latest_version(table, after) if after >= 0 else latest_version(table)
+    for version in range(max(after + 1, 0), latest + 1):
+        entry = read_log_entry(table, version)
+        if entry is not None and entry.info.get(COMMIT_MARK) == commit_id:
+            return version
+    return None
+
+
+def sync_commit(table: str, version: int) -> None:
+    """Force commit ``version`` of a local ``table`` to disk: the data files it added, its log
+    entry, and the directories that name them.
+
+    delta-rs makes a commit atomic and visible (the log entry appears whole or not at all) but
+    does not fsync it, so a power loss could take back a commit a publisher was told about. A
+    caller that settles publishers after this has them on disk. Other storage: nothing to do.
+    """
+    if local_path(table) is None:
+        return
+    entry = read_log_entry(table, version)
+    if entry is None:
+        return
+    dirs = {os.path.dirname(log_file(table, version))}
+    for path in entry.added:
+        _fsync_path(path)
+        dirs.add(os.path.dirname(path))
+    _fsync_path(log_file(table, version))
+    for directory in dirs:
+        _fsync_path(directory, directory=True)
+
+
+class CommitNotSynced(Exception):
+    """An append's commit landed (its rows are visible) but forcing it to disk failed. Retry the
+    append with the same commit id: it syncs again and does not write the rows twice."""
+
+    def __init__(self, table: str, version: int, cause: BaseException) -> None:
+        super().__init__(f"version {version} of {table} is committed but not forced to disk: {cause}")
+        self.table = table
+        self.version = version
+
+
+class TableAppender:
+    """Appends Arrow tables to one Delta table, reusing the loaded ``DeltaTable``.
+
+    The table object is re-opened every ``reopen_every`` commits because a long-lived one gets
+    slower as the log grows: measured by bench/append_cost.py (bench/RESULTS.md), an appender
+    that kept its object past delta-rs's checkpoint (every 100 commits) appended about 40%
+    slower until it re-opened; every 100 commits (the default) or 50 keeps it flat. With ``fsync``, each commit is forced to disk
+    before :meth:`append` returns (:func:`sync_commit`).
+
+    Each commit carries a commit id (:data:`COMMIT_MARK` in its commitInfo), so that an append
+    that raised can tell whether its commit landed anyway: delta-rs can fail *after* the log
+    entry is in place (seen: the post-commit checkpoint on a full disk raised ENOSPC for a commit
+    that was visible). Retrying such an append blindly would store its rows twice.
+    """
+
+    def __init__(
+        self, path: str, schema: pa.Schema, *, reopen_every: int = 100, fsync: bool = False, evolve: bool = False
+    ) -> None:
+        self.path = path
+        self.schema = schema
+        self._fsync = fsync
+        # Merge columns ``schema`` has and the table lacks into the table's schema (a table made
+        # by an older release); a column the table has and ``schema`` lacks is still refused.
+        self._evolve = evolve
+        self._reopen_every = reopen_every
+        self._commits = 0
+        self._table: DeltaTable | None = None
+        # (commit id, version known before its first try) of the last append that raised: a
+        # retry with that id looks for its commit after that version before writing again.
+        self._tried: tuple[str, int] | None = None
+
+    def _open(self) -> DeltaTable | None:
+        if self._table is None or self._commits >= self._reopen_every:
+            self._commits = 0
+            self._table = DeltaTable(self.path) if table_exists(self.path) else None
+        return self._table
+
+    def append(
+        self,
+        data: pa.Table,
+        *,
+        app_transaction: tuple[str, int] | None = None,
+        commit_id: str | None = None,
+        tried_after: int | None = None,
+    ) -> int:
+        """Commit ``data`` as one Delta commit; return the new table version.
+
+        ``app_transaction`` records ``(app_id, version)`` in the same commit (Delta ``txn``).
+        ``commit_id`` names this data: a caller retrying an append that raised passes the same id
+        again, and gets the version of the earlier try's commit when that one landed (the rows
+        are not written twice; only the fsync is done again). Without it a fresh id is used. An
+        append that raises has not committed, or committed and was not synced (retry it with its
+        id). ``tried_after``: ``commit_id`` may have been tried by another appender (a process that
+        died) when the table was at this version or later; its commit is looked for from there.
+        """
+        marker = commit_id or uuid.uuid4().hex
+        if tried_after is not None and (self._tried is None or self._tried[0] != marker):
+            self._tried = (marker, tried_after)
+        version = self._landed(marker)
+        if version is None:
+            version = self._commit(data, marker, app_transaction)
+        if self._fsync:
+            try:
+                sync_commit(self.path, version)
+            except Exception as exc:  # _tried is kept: a retry with the id syncs again
+                raise CommitNotSynced(self.path, version, exc) from exc
+        self._tried = None
+        return version
+
+    def _landed(self, marker: str) -> int | None:
+        """Version of the commit an earlier, failed try of ``marker`` made; None when it made none."""
+        if self._tried is None or self._tried[0] != marker:
+            return None
+        return find_commit(self.path, marker, after=self._tried[1])
+
+    def _commit(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
+        props = CommitProperties(
+            custom_metadata={COMMIT_MARK: marker},
+            app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,
+        )
+        table = self._open()
+        target: Any = table if table is not None else self.path
+        if self._tried is None or self._tried[0] != marker:
+            self._tried = (marker, table.version() if table is not None else -1)
+        try:
+            for attempt in range(APPEND_ATTEMPTS):
+                try:
+                    write_deltalake(
+                        target,
+                        # One chunk: delta-rs may write the record batches of a many-chunk table
+                        # into the file out of order (seen: a parked part of seqs 0-2 and a later
+                        # one of 3-4 stored as 3, 4, 0, 1, 2), and rows must stay in seq order.
+                        data.cast(self.schema).combine_chunks(),
+                        mode="append",
+                        commit_properties=props,
+                        configuration=DEFAULT_TABLE_CONFIG if table is None else None,
+                        schema_mode="merge" if self._evolve and table is not None else None,
+                    )
+                    break
+                except CommitFailedError:
+                    # A maintenance commit (delete of acknowledged rows, compaction) landed since this
+                    # table object was loaded; delta-rs refuses the append against the old snapshot.
+                    # An append does not depend on what it read: reload and commit again.
+                    if table is None or attempt + 1 == APPEND_ATTEMPTS:
+                        raise
+                    table.update_incremental()
+        except Exception:
+            self._table = None  # its state after a failed write is not trusted: reload next time
+            landed = find_commit(self.path, marker, after=self._tried[1])
+            if landed is None:
+                raise
+            return landed
+        self._commits += 1
+        if table is None:
+            self._table = table = DeltaTable(self.path)
+        return table.version()
+
+    def transaction_version(self, app_id: str) -> int | None:
+        """Last version recorded for ``app_id`` in this table, or None."""
+        table = self._open()
+        if table is None:
+            return None
+        table.update_incremental()
+        return table.transaction_version(app_id)

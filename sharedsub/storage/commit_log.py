@@ -1,0 +1,185 @@
+"""Reading the Delta log of a table: commits, their marks, versions, table identity.
+
+Local data dirs are read by tailing ``_delta_log/<version>.json`` directly, which costs one
+``stat`` per probe and no table reload (docs/feasibility.md §2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import urllib.parse
+from typing import Any
+
+from deltalake import DeltaTable
+from deltalake.exceptions import TableNotFoundError
+
+from sharedsub.storage.tables import log_file, os_path, table_exists
+
+# commitInfo key marking the commits sharedsub's maintenance makes (value: what it did). It is in
+# the logs of every table written so far: never change it (tests/storage/test_log_marks.py).
+MAINTENANCE_MARK = "sharedsub.maintenance"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Commit:
+    """The data-changing files one commit added, and its app transactions."""
+
+    version: int
+    added: tuple[str, ...]  # absolute file paths
+    transactions: dict[str, int]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class LogEntry:
+    """What one ``_delta_log/<version>.json`` says, as far as sharedsub's readers care."""
+
+    info: dict[str, Any]  # commitInfo ({} when absent)
+    added: tuple[str, ...]  # absolute paths of the data files added with dataChange
+    removed: int  # data files removed with dataChange
+    transactions: dict[str, int]  # app id -> version
+    mtime_ms: int
+    rewritten: tuple[str, ...] = ()  # absolute paths of the data files added without dataChange
+    removed_quietly: int = 0  # data files removed without dataChange (compaction)
+
+
+def read_log_entry(table: str, version: int) -> LogEntry | None:
+    """Parse one commit file; None when that version is not (or no longer) in the log."""
+    path = log_file(table, version)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.read().splitlines()
+        mtime_ms = int(os.stat(path).st_mtime * 1000)
+    except FileNotFoundError:
+        return None
+    base = os_path(table)
+    info: dict[str, Any] = {}
+    added: list[str] = []
+    rewritten: list[str] = []
+    removed = quiet = 0
+    txns: dict[str, int] = {}
+    for line in lines:
+        if not line:
+            continue
+        action = json.loads(line)
+        if "add" in action:
+            path = os.path.join(base, urllib.parse.unquote(action["add"]["path"]))
+            (added if action["add"].get("dataChange", True) else rewritten).append(path)
+        elif "remove" in action:
+            if action["remove"].get("dataChange", True):
+                removed += 1
+            else:
+                quiet += 1
+        elif "txn" in action:
+            txns[action["txn"]["appId"]] = int(action["txn"]["version"])
+        elif "commitInfo" in action:
+            info = action["commitInfo"]
+    return LogEntry(info, tuple(added), removed, txns, mtime_ms, tuple(rewritten), quiet)
+
+
+def read_commit(table: str, version: int) -> Commit | None:
+    """The rows-adding files and app transactions of ``version``; None when not (yet) committed.
+
+    A maintenance delete re-adds the rows it keeps (with dataChange, as Delta requires): they
+    are not new rows, so a commit marked :data:`MAINTENANCE_MARK` adds nothing here.
+    """
+    entry = read_log_entry(table, version)
+    if entry is None:
+        return None
+    added = () if MAINTENANCE_MARK in entry.info else entry.added
+    return Commit(version, added, entry.transactions)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FileChanges:
+    """Every data file one commit added, and whether it removed any, whatever the actions'
+    ``dataChange`` flags or the commit's mark (maintenance reasons about files, not rows)."""
+
+    version: int
+    added: tuple[str, ...]  # absolute paths, with and without dataChange
+    removes: bool
+
+
+def file_changes(table: str, version: int) -> FileChanges | None:
+    """The files commit ``version`` added and whether it removed files; None when that version
+    is not (or no longer) in the log."""
+    entry = read_log_entry(table, version)
+    if entry is None:
+        return None
+    return FileChanges(version, entry.added + entry.rewritten, bool(entry.removed or entry.removed_quietly))
+
+
+def latest_version(table: str, known: int = -1) -> int:
+    """Highest committed version of ``table`` at or after ``known`` (-1 when none).
+
+    Probes successive log files from ``known + 1``: O(new commits), no table load.
+    """
+    if known < 0:
+        if not table_exists(table):
+            return -1
+        try:
+            return DeltaTable(table).version()
+        except TableNotFoundError:
+            return -1
+    version = known
+    while os.path.exists(log_file(table, version + 1)):
+        version += 1
+    return version
+
+
+# --------------------------------------------------------------------------- table identity
+# A table dropped and created again under the same path restarts at version 0; its Delta
+# ``metaData.id`` (a UUID chosen at creation) tells the two apart.
+
+
+def table_id(table: str) -> str | None:
+    """The Delta ``metaData.id`` of ``table``; None when there is no table there.
+
+    Read from the version-0 commit file when it is still in the log (one small file parse),
+    else through delta-rs (the checkpoint holds the metadata once log cleanup removed it).
+    """
+    try:
+        with open(log_file(table, 0), encoding="utf-8") as fh:
+            for line in fh:
+                if '"metaData"' in line:
+                    return str(json.loads(line)["metaData"]["id"])
+    except FileNotFoundError:
+        pass
+    if not table_exists(table):
+        return None
+    try:
+        return str(DeltaTable(table).metadata().id)
+    except TableNotFoundError:  # dropped while we looked
+        return None
+
+
+def _first_commit_stamp(table: str) -> tuple[int, int] | None:
+    """``(inode, mtime ns)`` of ``table``'s version-0 commit file; None when it is absent."""
+    try:
+        st = os.stat(log_file(table, 0))
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns)
+
+
+class TableIds:
+    """Cached :func:`table_id` of tables that are polled often (one ``stat`` per lookup).
+
+    An id is re-read when the table's version-0 commit file changes (a table created again has
+    a new one) or when the caller says so (``reload``: e.g. the table's version went backwards,
+    which is how a new table shows when neither has its version-0 file any more).
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[str, tuple[tuple[int, int] | None, str | None]] = {}
+
+    def get(self, table: str, *, reload: bool = False) -> str | None:
+        """The id of ``table`` (None when there is no table), from the cache when still valid."""
+        stamp = _first_commit_stamp(table)
+        cached = self._ids.get(table)
+        if not reload and cached is not None and cached[0] == stamp and (stamp is not None or cached[1] is not None):
+            return cached[1]
+        found = table_id(table)
+        self._ids[table] = (stamp, found)
+        return found

@@ -1,0 +1,117 @@
+"""A table's retained history: each commit's files and time, reads since a version, restores.
+
+For inspection (sharedsub.runtime.inspection, the CLI, notebooks): what each retained commit added and
+when; and for replay (sharedsub.core.replay): a subscription table's past, and appending back the
+rows a replay restores. The restore commit carries MAINTENANCE_MARK too: its rows were routed
+before, they are not new.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Sequence
+
+import pyarrow as pa
+from deltalake import write_deltalake
+from deltalake.exceptions import CommitFailedError, DeltaError
+
+from sharedsub.storage.appender import APPEND_ATTEMPTS
+from sharedsub.storage.commit_log import latest_version, read_commit, read_log_entry
+from sharedsub.storage.table_maintenance import marked_commit
+from sharedsub.storage.table_reads import read_files, snapshot_files
+from sharedsub.storage.tables import os_path
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One retained commit of a table: its version, commit time and the data files it added."""
+
+    version: int
+    timestamp_ms: int  # commitInfo.timestamp (ms since the epoch); the log file's mtime if absent
+    operation: str
+    added: tuple[str, ...]  # absolute paths of the data files the commit added (dataChange)
+    removed: int  # data files it removed (dataChange): a delete or rewrite, not a plain append
+
+    @property
+    def is_append(self) -> bool:
+        """True when the commit only added rows: its ``added`` files hold new rows only (a
+        delete or compaction re-adds the rows it keeps, which are not new)."""
+        return self.removed == 0
+
+
+def _retained_versions(table: str) -> list[int]:
+    log = os.path.join(os_path(table), "_delta_log")
+    if not os.path.isdir(log):
+        return []
+    out = []
+    for name in os.listdir(log):
+        stem, _, ext = name.partition(".")
+        if ext == "json" and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
+def history(table: str) -> list[HistoryEntry]:
+    """Every commit of ``table`` still in its log, oldest first (empty when there is no table).
+
+    Local tables only (it reads ``_delta_log/*.json``, like :func:`read_commit`). When log
+    cleanup removed the first commits, the oldest retained entry stands for everything before
+    it too: its ``added`` is the whole snapshot at that version (and it counts as an append).
+    """
+    entries: list[HistoryEntry] = []
+    for version in _retained_versions(table):
+        entry = read_log_entry(table, version)
+        if entry is None:  # cleaned up between listing and reading
+            continue
+        added, removed = entry.added, entry.removed
+        if not entries and version > 0:
+            added, removed = tuple(snapshot_files(table, version)), 0
+        timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
+        entries.append(HistoryEntry(version, timestamp, str(entry.info.get("operation", "")), added, removed))
+    return entries
+
+
+class HistoryMissing(Exception):
+    """A version's log entry or one of the data files it needs is gone (log cleanup, vacuum)."""
+
+
+def read_since(table: str, version: int, columns: Sequence[str] | None = None) -> tuple[pa.Table | None, pa.Table | None, int]:
+    """``(rows as of version, rows the commits after it appended, latest version)`` of ``table``.
+
+    ``version`` -1 means before the first commit (no rows as of it). The appended rows are those
+    :func:`read_commit` calls new (a maintenance rewrite adds none). Either table is None when
+    empty.
+
+    Raises:
+        HistoryMissing: the log entry of a version from ``version`` on, or a data file one of
+            them needs, no longer exists.
+    """
+    latest = latest_version(table)
+    try:
+        at = None
+        if version >= 0:
+            at = read_files(snapshot_files(table, version), columns)
+        files: list[str] = []
+        for v in range(version + 1, latest + 1):
+            commit = read_commit(table, v)
+            if commit is None:
+                raise HistoryMissing(f"{table}: the log entry of version {v} is gone")
+            files.extend(commit.added)
+        after = read_files(files, columns)
+    except HistoryMissing:
+        raise
+    except (OSError, DeltaError) as exc:  # a vacuumed file, or a version delta-rs cannot load
+        raise HistoryMissing(f"{table}: version {version} cannot be read: {exc}") from exc
+    return at, after, latest
+
+
+def append_restored(table: str, data: pa.Table, what: str) -> None:
+    """Append rows a replay restores (marked: readers tailing the log take them for old rows)."""
+    for attempt in range(APPEND_ATTEMPTS):
+        try:
+            write_deltalake(table, data, mode="append", commit_properties=marked_commit(what))
+            return
+        except CommitFailedError:  # a concurrent maintenance commit: an append may simply retry
+            if attempt + 1 == APPEND_ATTEMPTS:
+                raise

@@ -1,0 +1,76 @@
+"""Reading table contents as Arrow: data files, whole snapshots, the ``seq`` column.
+
+Reads avoid ``DeltaTable.to_pyarrow_table()`` (it can abort the interpreter at exit, delta-rs
+#2184); they read the Parquet files the log names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from sharedsub.storage.tables import os_path, table_exists
+
+
+def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table | None:
+    """Concatenate the given Parquet files (None when there are none)."""
+    tables = [_plain_types(pq.read_table(p, columns=list(columns) if columns else None)) for p in paths]
+    if not tables:
+        return None
+    return pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+
+
+def _plain(kind: pa.DataType) -> pa.DataType:
+    if kind == pa.string_view():
+        return pa.string()
+    if kind == pa.binary_view():
+        return pa.binary()
+    if pa.types.is_struct(kind):
+        return pa.struct([f.with_type(_plain(f.type)) for f in kind])
+    if pa.types.is_map(kind):
+        return pa.map_(_plain(kind.key_type), kind.item_field.with_type(_plain(kind.item_type)))
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind):
+        return pa.list_(kind.value_field.with_type(_plain(kind.value_type)))
+    return kind
+
+
+def _plain_types(data: pa.Table) -> pa.Table:
+    """``data`` with string/binary *view* columns as plain string/binary.
+
+    Files rewritten by delta-rs' own engine (delete, compaction) record view types in their
+    Arrow schema; files sharedsub appends do not. Mixed, they would not concatenate.
+    """
+    schema = pa.schema([f.with_type(_plain(f.type)) for f in data.schema], metadata=data.schema.metadata)
+    return data if schema.equals(data.schema) else data.cast(schema)
+
+
+def snapshot_files(table: str, version: int | None = None) -> list[str]:
+    """Absolute paths of the data files of ``table`` at ``version`` (latest when None)."""
+    dt = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    return [os_path(u) for u in dt.file_uris()]
+
+
+def read_table(table: str, columns: Sequence[str] | None = None, version: int | None = None) -> pa.Table | None:
+    """Whole ``table`` (at ``version``) as Arrow; None when it does not exist."""
+    if not table_exists(table):
+        return None
+    return read_files(snapshot_files(table, version), columns)
+
+
+def iter_rows(data: pa.Table | None) -> Iterator[dict[str, Any]]:
+    """Rows of an Arrow table as dicts (nothing for None)."""
+    if data is None:
+        return iter(())
+    return iter(data.to_pylist())
+
+
+def read_seqs(table: str) -> pa.Array:
+    """The ``seq`` column of ``table``'s current snapshot (int64; empty when there is no table)."""
+    data = read_table(table, ["seq"]) if table_exists(table) else None
+    if data is None:
+        return pa.array([], pa.int64())
+    return data.column("seq").combine_chunks()

@@ -1,0 +1,101 @@
+"""Topic tables: creating and listing them, their highest seq, their files' seq ranges."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import urllib.parse
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from sharedsub.core import layout
+from sharedsub.core.errors import TopicExists, TopicNotFound
+from sharedsub.storage import schemas
+from sharedsub.storage.private import ensure_data_dir
+from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, os_path, table_exists
+
+
+def create_topic(root: str, name: str) -> str:
+    """Create the empty Delta table of topic ``name``; raise TopicExists if it is there."""
+    path = layout.topic_table(root, name)
+    if table_exists(path):
+        raise TopicExists(name)
+    ensure_data_dir(root)  # 0700 when this creates it
+    os.makedirs(os_path(path), exist_ok=True)
+    try:
+        DeltaTable.create(path, schemas.TOPIC, mode="error", name=name, configuration=DEFAULT_TABLE_CONFIG)
+    except Exception as exc:  # delta-rs reports an existing table with a generic error
+        if table_exists(path):
+            raise TopicExists(name) from exc
+        raise
+    return path
+
+
+def list_topics(root: str) -> list[str]:
+    """Names of every topic under ``root``, sorted."""
+    base = os_path(layout.join(root, layout.TOPICS_DIR))
+    if not os.path.isdir(base):
+        return []
+    return sorted(n for n in os.listdir(base) if table_exists(os.path.join(base, n)))
+
+
+def topic_exists(root: str, name: str) -> bool:
+    """True when topic ``name`` exists under ``root``."""
+    return layout.is_valid_topic_name(name) and table_exists(layout.topic_table(root, name))
+
+
+def require_topic(root: str, name: str) -> str:
+    """Path of topic ``name``; raise TopicNotFound when it does not exist."""
+    if not topic_exists(root, name):
+        raise TopicNotFound(name)
+    return layout.topic_table(root, name)
+
+
+def last_seq(path: str) -> int:
+    """Highest ``seq`` stored in a topic table, or -1 when it is empty."""
+    table = DeltaTable(path)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    if actions.num_rows == 0:
+        return -1
+    highest = -1
+    for value in actions.column("max.seq").to_pylist():
+        if value is not None:
+            highest = max(highest, int(value))
+    if highest < 0 and actions.num_rows:
+        # No stats: fall back to reading the seq column.
+        for uri in table.file_uris():
+            col = pq.read_table(uri, columns=["seq"]).column("seq")
+            if len(col):
+                highest = max(highest, int(pa.compute.max(col).as_py()))
+    return highest
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SeqFile:
+    """One data file of a topic table's snapshot, from its add action's statistics."""
+
+    path: str  # absolute
+    first_seq: int | None  # None when the file has no statistics
+    last_seq: int | None
+    newest_published_ms: int | None  # max ``published_at``, ms since the epoch
+
+
+def topic_files(table: str) -> tuple[int, list[SeqFile]]:
+    """``(version, files)`` of ``table``'s latest snapshot, with their seq and publish-time ranges."""
+    dt = DeltaTable(table)
+    actions = pa.table(dt.get_add_actions(flatten=True))
+    base = os_path(table)
+
+    def column(name: str) -> list[Any]:
+        return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
+
+    files = []
+    for path, lo, hi, newest in zip(
+        column("path"), column("min.seq"), column("max.seq"), column("max.published_at"), strict=True
+    ):
+        ms = int(newest.timestamp() * 1000) if newest is not None else None
+        files.append(SeqFile(os.path.join(base, urllib.parse.unquote(path)), lo, hi, ms))
+    return dt.version(), files
