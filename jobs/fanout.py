@@ -87,6 +87,7 @@ from sharedsub.core import layout
 from sharedsub.core.config import Settings, load_settings
 from sharedsub.core.errors import SharedSubError
 from sharedsub.core.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.layout import local_path
 from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.routing import ROUTE_COLUMN, RoutingPlan, plan_for
@@ -95,7 +96,6 @@ from sharedsub.storage import schemas
 from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.fanout_stats import StatsRecorder
-from sharedsub.storage.tables import local_path
 
 READY_LINE = "sharedsub fanout running"
 # Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
@@ -633,7 +633,7 @@ def build_fanout_query(
     source = spark.readStream.format(SOURCE_NAME).options(**options).load()
     location = checkpoint or layout.fanout_checkpoint(root)
     routing = sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)
-    local = layout.local_path(location)
+    local = local_path(location)
     batches: Any = routing
     if settings.fanout.driver_reads and local is not None:
         batches = ReadOnDriver(routing, DriverBatchReader(local, options))

@@ -10,8 +10,9 @@ import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
+from sharedsub.core.layout import local_path
 from sharedsub.storage.commit_log import latest_version, read_log_entry
-from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, local_path, log_file, table_exists
+from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
 
 # commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
 # the append raised).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from sharedsub.storage.tables import local_path
+from sharedsub.core.layout import local_path
 
 PROBE_BYTES = 4096  # one page: a full file system has not even that
 

@@ -47,10 +47,11 @@ from typing import Any
 import pyarrow as pa
 
 from sharedsub.core import layout
+from sharedsub.core.layout import local_path
 from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.stage_timing import StageTimes
-from sharedsub.storage.tables import local_path, log_file
+from sharedsub.storage.tables import log_file
 
 log = logging.getLogger(__name__)
 

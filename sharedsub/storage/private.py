@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import stat
 
-from sharedsub.storage.tables import local_path
+from sharedsub.core.layout import local_path
 
 OWNER_ONLY = 0o077  # bits every umask of the sharedsub command includes
 DIR_MODE = 0o700

@@ -14,11 +14,12 @@ import os
 import pyarrow.parquet as pq
 
 from sharedsub.core import layout, retention
+from sharedsub.core.layout import local_path
 from sharedsub.core.retention import FanoutProgress, Revision, TopicFile
 from sharedsub.storage.commit_log import file_changes, latest_version, read_commit, table_id
 from sharedsub.storage.table_maintenance import compact, delete_rows, version_readable
 from sharedsub.storage.table_reads import read_table, snapshot_files
-from sharedsub.storage.tables import local_path, log_file
+from sharedsub.storage.tables import log_file
 from sharedsub.storage.topics import topic_files
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Where a table is and whether it is there: local paths, log file names, existence, removal.
 
-:func:`local_path` is the one answer to "is this a local path or a URI" for data dirs and tables
-(a path or ``file://`` is local). Nothing here imports deltalake.
+sharedsub.core.layout.local_path is the one answer to "is this a local path or a URI" for data
+dirs and tables (a path or ``file://`` is local). Nothing here imports deltalake.
 """
 
 from __future__ import annotations
@@ -9,18 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 
+from sharedsub.core.layout import local_path
+
 # History kept for time travel and replay; the log is cleaned at checkpoints after this.
 DEFAULT_TABLE_CONFIG = {
     "delta.logRetentionDuration": "interval 7 days",
     "delta.deletedFileRetentionDuration": "interval 7 days",
 }
-
-
-def local_path(path: str) -> str | None:
-    """The local path of a data dir or table (a path or ``file://``), or None for other storage."""
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
 
 
 def os_path(path: str) -> str:
