@@ -25,6 +25,7 @@ from sharedsub.runtime.committer import Committer, Result
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.storage.append_process import AppendProcess
+from sharedsub.storage.commit_store import DeltaStore
 
 COMMITTED = "sharedsub_committed"
 """Event the committer's results reach the reactor as (FrontEnd.on_sharedsub_committed)."""
@@ -67,16 +68,17 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
     cache = PayloadCache(settings.delivery.payload_cache_bytes)
     # Time per stage of the message path, exported on /metrics (sharedsub.core.stage_timing).
     stages = StageTimes()
+    store = DeltaStore(
+        root, fsync=settings.storage.fsync, appends=AppendProcess() if settings.storage.append_process else None
+    )
     committer = Committer(
-        root,
+        store,
         cache=cache,
         on_done=post_results,
         max_batch_messages=settings.publish.max_batch_messages,
         max_batch_bytes=settings.publish.max_batch_bytes,
-        fsync=settings.storage.fsync,
         full_disk_timeout=settings.storage.full_disk_timeout,
         stages=stages,
-        appends=AppendProcess() if settings.storage.append_process else None,
     )
     tailer = Tailer(
         root,

@@ -37,11 +37,8 @@ from sharedsub.core.errors import StorageUnavailable, TopicExists
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import catalog, diskspace, schemas
-from sharedsub.storage.append_process import AppendProcess, RemoteAppender
-from sharedsub.storage.appender import CommitNotSynced, TableAppender
-from sharedsub.storage.tables import remove_table
-from sharedsub.storage.topics import create_topic, last_seq
+from sharedsub.storage import schemas
+from sharedsub.storage.commit_store import Appender, CommitStore
 
 log = logging.getLogger(__name__)
 
@@ -168,36 +165,33 @@ class Committer:
 
     def __init__(
         self,
-        root: str,
+        store: CommitStore,
         *,
         cache: PayloadCache,
         on_done: Callable[[list[Result]], None],
         max_batch_messages: int = 5000,
         max_batch_bytes: int = 16 * 1024 * 1024,
-        fsync: bool = False,
         full_disk_timeout: float = 60.0,
         stages: StageTimes | None = None,
-        appends: AppendProcess | None = None,
     ) -> None:
-        """``fsync``: force every commit to disk before its results are reported (appender.sync_commit).
-        ``full_disk_timeout``: seconds a write the data dir cannot take is held before it is given
-        up on (sharedsub.core.write_faults). ``stages``: where the ``group_commit`` and ``ack_commit``
-        times go (sharedsub.core.stage_timing; this thread is their only writer). ``appends``: the
-        child process that commits the appends (None: this thread commits them; the catalog's are
-        always committed here), started with :meth:`start` and stopped with :meth:`stop`."""
-        self.root = root
+        """``store``: where everything is written (sharedsub.storage.commit_store: the Delta
+        tables of a data dir, with or without fsync and an append child process; or memory, in
+        tests of this thread). ``full_disk_timeout``: seconds a write the data dir cannot take is
+        held before it is given up on (sharedsub.core.write_faults). ``stages``: where the
+        ``group_commit`` and ``ack_commit`` times go (sharedsub.core.stage_timing; this thread is
+        their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`."""
+        self.store = store
+        self.root = store.root
         self._stages = stages if stages is not None else StageTimes()
-        self._fsync = fsync
         self._cache = cache
         self._on_done = on_done
         self._max_msgs = max_batch_messages
         self._max_bytes = max_batch_bytes
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
-        self._appends = appends
-        self._appenders: dict[str, TableAppender | RemoteAppender] = {}  # by table path
+        self._appenders: dict[str, Appender] = {}  # by table path
         self._next_seq: dict[str, int] = {}
-        self._catalog = catalog.catalog_appender(root, fsync=fsync)
+        self._catalog = store.catalog_appender()
         self._revision = 0
         self.commits = 0
         self._faults = write_faults.FaultClock(write_faults.RetryPolicy(full_disk_timeout))
@@ -214,10 +208,8 @@ class Committer:
 
     def start(self) -> None:
         """Load the catalog's last revision and start the thread."""
-        records = catalog.load_catalog(self.root)
-        self._revision = max((r.revision for r in records.values()), default=0)
-        if self._appends is not None:
-            self._appends.start()
+        self._revision = self.store.catalog_revision()
+        self.store.start()
         self._thread.start()
 
     def submit(self, request: Request) -> None:
@@ -231,8 +223,7 @@ class Committer:
         self._stopping.set()
         self._queue.put(None)
         self._thread.join(timeout)
-        if self._appends is not None:
-            self._appends.stop()
+        self.store.stop()
 
     @property
     def fault(self) -> write_faults.Fault | None:
@@ -260,7 +251,7 @@ class Committer:
     def next_seq(self, topic: str) -> int:
         """Next seq of ``topic`` (committer thread only)."""
         if topic not in self._next_seq:
-            self._next_seq[topic] = last_seq(layout.topic_table(self.root, topic)) + 1
+            self._next_seq[topic] = self.store.last_seq(topic) + 1
         return self._next_seq[topic]
 
     # ------------------------------------------------------------------ thread
@@ -333,7 +324,7 @@ class Committer:
                 if code is None:
                     raise
                 tries += 1
-                delay = self._failed(code, path, tries, landed=isinstance(exc, CommitNotSynced))
+                delay = self._failed(code, path, tries, landed=self.store.committed_unsynced(exc))
                 if delay is None:
                     now = time.monotonic()
                     raise StorageUnavailable(
@@ -356,7 +347,7 @@ class Committer:
         now = time.monotonic()
         started = self._faults.failure(code, path, now, time.time())
         if started is not None:
-            free = diskspace.free_bytes(self.root)
+            free = self.store.free_bytes()
             log.error(
                 "data dir %s cannot take writes: %s (%s) writing %s; %s bytes free. Writes are retried; "
                 "publishes are held up to %g s (storage.full_disk_timeout), then refused",
@@ -393,7 +384,7 @@ class Committer:
         if self._faults.fault is None:
             return
         try:
-            diskspace.probe_write(self.root)
+            self.store.probe_write()
         except OSError as exc:
             if write_faults.fault_errno(exc) is None:
                 log.debug("write probe of %s failed: %s", self.root, exc)
@@ -458,7 +449,7 @@ class Committer:
     def _drop_topic(self, req: DropTopic) -> Result:
         path = layout.topic_table(self.root, req.topic)
         try:
-            remove_table(path)
+            self.store.remove_topic(req.topic)
         except Exception as exc:
             log.exception("removing topic %s failed", req.topic)
             return Result(req, error=exc)
@@ -473,18 +464,14 @@ class Committer:
         """Commit ``data`` to the table at ``path`` with its cached appender, held while the data
         dir cannot take it (:meth:`_write`).
 
-        Every try carries the same commit id, so a try whose commit landed although delta-rs
-        raised is found and not made again (appender.TableAppender). On failure the appender is
-        dropped (the next attempt reloads the table) and the error is raised to the caller,
-        which fails (or parks) the group's requests for that table.
+        Every try carries the same commit id, so a try whose commit landed although the store
+        raised is found and not made again (the Appender contract, sharedsub.storage.commit_store).
+        On failure the appender is dropped (the next attempt reloads the table) and the error is
+        raised to the caller, which fails (or parks) the group's requests for that table.
         """
         appender = self._appenders.get(path)
         if appender is None:
-            appender = self._appenders[path] = (
-                self._appends.appender(path, data.schema, fsync=self._fsync)
-                if self._appends is not None
-                else TableAppender(path, data.schema, fsync=self._fsync)
-            )
+            appender = self._appenders[path] = self.store.appender(path, data.schema)
         commit_id = uuid.uuid4().hex
         try:
             self._write(path, lambda: appender.append(data, commit_id=commit_id))
@@ -495,7 +482,7 @@ class Committer:
     def _forget_appender(self, path: str) -> None:
         """Drop the appender of ``path``: the next append opens the table again."""
         appender = self._appenders.pop(path, None)
-        if isinstance(appender, RemoteAppender):
+        if appender is not None:
             appender.close()
 
     def _append_links(self, items: list[LinkEvent], parked: list[Request]) -> list[Result]:
@@ -558,7 +545,7 @@ class Committer:
 
         def create() -> None:
             try:
-                create_topic(self.root, req.topic)
+                self.store.create_topic(req.topic)
             except TopicExists:  # created already (a try that raised after its commit, too)
                 pass
 
@@ -579,7 +566,8 @@ class Committer:
             records.append(dataclasses.replace(s.record, **changes))
         commit_id = uuid.uuid4().hex
         try:
-            self._write(self._catalog.path, lambda: catalog.append_records(self._catalog, records, commit_id=commit_id))
+            rows = pa.Table.from_pylist([r.to_row() for r in records], schema=schemas.CATALOG)
+            self._write(self._catalog.path, lambda: self._catalog.append(rows, commit_id=commit_id))
         except StorageUnavailable as exc:
             return [Result(s, error=exc) for s in saves]
         except Exception as exc:

@@ -32,6 +32,7 @@ from sharedsub.runtime.committer import Ack, Committer, Publish, Result, SaveSub
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import retention as stored
 from sharedsub.storage.commit_log import latest_version
+from sharedsub.storage.commit_store import DeltaStore
 from sharedsub.storage.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests import builders as b
@@ -56,7 +57,7 @@ def _commit(root: str, *requests: Any) -> list[Result]:
     """Run ``requests`` through a real group committer (one group commit per kind) and return
     its results; fails on any error."""
     done = Collector()
-    committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done)
+    committer = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done)
     for request in requests:
         committer.submit(request)
     committer.start()

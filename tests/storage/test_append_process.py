@@ -26,6 +26,7 @@ from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
 from sharedsub.storage.append_process import AppendProcess, RemoteAppenderError
 from sharedsub.storage.appender import TableAppender
+from sharedsub.storage.commit_store import DeltaStore
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
@@ -121,7 +122,7 @@ def test_the_committer_commits_through_the_child(tmp_path: Path) -> None:
     create_topic(str(tmp_path), "t")
     done = Collector()
     appends = AppendProcess()
-    c = Committer(str(tmp_path), cache=PayloadCache(1 << 20), on_done=done, fsync=True, appends=appends)
+    c = Committer(DeltaStore(str(tmp_path), fsync=True, appends=appends), cache=PayloadCache(1 << 20), on_done=done)
     c.start()
     try:
         child = appends.pid

@@ -17,6 +17,7 @@ from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, P
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.catalog import load_catalog
 from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.commit_store import DeltaStore
 from sharedsub.storage.table_reads import read_table
 from sharedsub.storage.tables import log_file
 from sharedsub.storage.topics import create_topic
@@ -73,7 +74,7 @@ def root(tmp_path: Path) -> str:
 def test_group_commit_assigns_gap_free_seqs_and_caches(root: str) -> None:
     done = Collector()
     cache = PayloadCache(1 << 20)
-    c = Committer(root, cache=cache, on_done=done)
+    c = Committer(DeltaStore(root), cache=cache, on_done=done)
     for i in range(500):
         c.submit(_publish("t", f"m{i}", i, n=i))
     c.start()
@@ -90,14 +91,14 @@ def test_group_commit_assigns_gap_free_seqs_and_caches(root: str) -> None:
 
 def test_seq_continues_after_restart_and_subscription_starts_after_existing(root: str) -> None:
     done = Collector()
-    c = Committer(root, cache=PayloadCache(1 << 20), on_done=done)
+    c = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done)
     c.start()
     for i in range(3):
         c.submit(_publish("t", f"m{i}", i))
     c.stop()
     done.wait(3)
     done2 = Collector()
-    c2 = Committer(root, cache=PayloadCache(1 << 20), on_done=done2)
+    c2 = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done2)
     c2.start()
     c2.submit(SaveSubscription(_record("t"), assign_start=True, token=None))
     c2.submit(_publish("t", "m3", 3))
@@ -110,7 +111,7 @@ def test_seq_continues_after_restart_and_subscription_starts_after_existing(root
     assert catalog[saved.key].start_seq == 3
     deleted = dataclasses.replace(saved, state=SubscriptionState.DELETED)
     done3 = Collector()
-    c3 = Committer(root, cache=PayloadCache(1 << 20), on_done=done3)
+    c3 = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done3)
     c3.start()
     c3.submit(SaveSubscription(deleted, assign_start=False, token=None))
     c3.stop()
@@ -121,7 +122,7 @@ def test_seq_continues_after_restart_and_subscription_starts_after_existing(root
 
 def test_typed_columns_are_stored(root: str) -> None:
     done = Collector()
-    c = Committer(root, cache=PayloadCache(1 << 20), on_done=done)
+    c = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done)
     c.start()
     c.submit(_publish("t", "x", 0, color="red", n=proton.int32(5), big=2**40, f=1.5, ok=True))
     c.stop()
@@ -165,7 +166,7 @@ def test_a_transaction_is_stored_in_one_commit_per_topic_with_one_result(root: s
     create_topic(root, "tx-a")
     create_topic(root, "tx-b")
     done = Collector()
-    committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done, max_batch_messages=2)
+    committer = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done, max_batch_messages=2)
     committer.start()
     try:
         items = [_publish("tx-a", f"a{i}", None) for i in range(5)] + [_publish("tx-b", "b0", None)]
@@ -185,7 +186,7 @@ def test_a_transaction_is_stored_in_one_commit_per_topic_with_one_result(root: s
 
 def test_a_transaction_whose_commit_fails_reports_the_error(root: str) -> None:
     done = Collector()
-    committer = Committer(root, cache=PayloadCache(1 << 20), on_done=done)
+    committer = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done)
     committer.start()
     try:
         committer.submit(CommitTransaction([_publish("never-created", "x", None)], token="txn"))
@@ -211,7 +212,7 @@ def test_with_fsync_each_commit_forces_its_files_log_entry_and_directories(
 
     monkeypatch.setattr(os, "fsync", recording_fsync)
     done = Collector()
-    c = Committer(root, cache=PayloadCache(1 << 20), on_done=done, fsync=True)
+    c = Committer(DeltaStore(root, fsync=True), cache=PayloadCache(1 << 20), on_done=done)
     c.start()
     try:
         c.submit(_publish("t", "durable", "tok"))

@@ -26,6 +26,7 @@ from sharedsub.storage import schemas
 from sharedsub.storage.append_process import AppendProcess
 from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.commit_log import latest_version
+from sharedsub.storage.commit_store import DeltaStore
 from sharedsub.storage.table_reads import read_table
 from sharedsub.storage.topics import create_topic, last_seq
 from tests.amqp_peer import wait_for
@@ -127,7 +128,7 @@ def appends(request: pytest.FixtureRequest) -> AppendProcess | None:
 def _committer(root: Path, done: Collector, timeout: float, appends: AppendProcess | None = None) -> Committer:
     create_topic(str(root), "t")
     c = Committer(
-        str(root), cache=PayloadCache(1 << 20), on_done=done, fsync=True, full_disk_timeout=timeout, appends=appends
+        DeltaStore(str(root), fsync=True, appends=appends), cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=timeout
     )
     c.start()
     return c

@@ -1,0 +1,164 @@
+"""What the committer writes through: the :class:`CommitStore` interface and its Delta implementation.
+
+The committer (sharedsub.runtime.committer) is the front end's only writer. Everything it asks of
+storage is here, and nothing else: appenders of tables (topics, ack logs, dead letters, link
+events, the catalog), a topic's last seq, creating and removing topic tables, the catalog's
+highest revision, and the means to tell a storage fault's details (free space, a probe write,
+a commit that landed but was not forced to disk). :class:`DeltaStore` does it on Delta tables
+under a data dir; sharedsub.storage.memory_store does it in memory for tests of the runtime;
+tests/storage/test_commit_store_contract.py holds both to this contract.
+
+Contract of an :class:`Appender`: ``append(data, commit_id=...)`` commits ``data`` as one
+commit and returns the table's new version. An append that raised has not committed, or
+committed and was not forced to disk (``CommitStore.committed_unsynced`` tells), or committed
+although the store reported an error: retried with the same ``commit_id`` by the same appender,
+it returns that commit's version when the commit landed and does not write the rows twice. Every
+append carries a fresh id otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import pyarrow as pa
+
+from sharedsub.core import layout
+from sharedsub.storage import catalog, diskspace
+from sharedsub.storage.append_process import AppendProcess
+from sharedsub.storage.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.tables import remove_table
+from sharedsub.storage.topics import create_topic, last_seq
+
+
+class Appender(Protocol):
+    """Appends to one table (see the module docstring for the retry contract)."""
+
+    path: str
+
+    def append(self, data: pa.Table, *, commit_id: str) -> int:
+        """Commit ``data`` as one commit; return the new version."""
+        ...
+
+    def close(self) -> None:
+        """Release what the appender holds (it is not used again)."""
+        ...
+
+
+class CommitStore(Protocol):
+    """Storage as the committer sees it."""
+
+    root: str
+
+    def start(self) -> None:
+        """Start what runs beside the store (an append child process); before the first append."""
+        ...
+
+    def stop(self) -> None:
+        """Stop it; after the last append."""
+        ...
+
+    def appender(self, path: str, schema: pa.Schema) -> Appender:
+        """An appender of the table at ``path`` (created by its first append) with rows of ``schema``."""
+        ...
+
+    def catalog_appender(self) -> Appender:
+        """The catalog's appender (its commits are made by the calling thread)."""
+        ...
+
+    def catalog_revision(self) -> int:
+        """The highest revision in the catalog (0 when it has none)."""
+        ...
+
+    def last_seq(self, topic: str) -> int:
+        """The highest seq stored in ``topic``'s table, -1 when it has none."""
+        ...
+
+    def create_topic(self, topic: str) -> str:
+        """Create ``topic``'s empty table; return its path. Raises TopicExists when it is there."""
+        ...
+
+    def remove_topic(self, topic: str) -> str:
+        """Remove ``topic``'s table and files (nothing when there is none); return its path."""
+        ...
+
+    def committed_unsynced(self, exc: BaseException) -> bool:
+        """True when ``exc``, raised by an append, says its commit landed but was not forced to disk."""
+        ...
+
+    def free_bytes(self) -> int | None:
+        """Free space under the data dir (None: unknown)."""
+        ...
+
+    def probe_write(self) -> None:
+        """Write and remove a small file: raises the OSError of a data dir that takes no writes."""
+        ...
+
+
+class DeltaStore:
+    """:class:`CommitStore` on the Delta tables under the data dir ``root``.
+
+    ``fsync``: every commit is forced to disk before its append returns
+    (sharedsub.storage.appender.sync_commit). ``appends``: a child process that commits the
+    appends (None: the calling thread does); the catalog's are always made by the calling thread.
+    """
+
+    def __init__(self, root: str, *, fsync: bool = False, appends: AppendProcess | None = None) -> None:
+        self.root = root
+        self.fsync = fsync
+        self.appends = appends
+
+    def start(self) -> None:  # noqa: D102 (CommitStore documents each member)
+        if self.appends is not None:
+            self.appends.start()
+
+    def stop(self) -> None:  # noqa: D102
+        if self.appends is not None:
+            self.appends.stop()
+
+    def appender(self, path: str, schema: pa.Schema) -> Appender:  # noqa: D102
+        if self.appends is not None:
+            return self.appends.appender(path, schema, fsync=self.fsync)
+        return _LocalAppender(TableAppender(path, schema, fsync=self.fsync))
+
+    def catalog_appender(self) -> Appender:  # noqa: D102
+        return _LocalAppender(catalog.catalog_appender(self.root, fsync=self.fsync))
+
+    def catalog_revision(self) -> int:  # noqa: D102
+        records = catalog.load_catalog(self.root)
+        return max((r.revision for r in records.values()), default=0)
+
+    def last_seq(self, topic: str) -> int:  # noqa: D102
+        return last_seq(layout.topic_table(self.root, topic))
+
+    def create_topic(self, topic: str) -> str:  # noqa: D102
+        return create_topic(self.root, topic)
+
+    def remove_topic(self, topic: str) -> str:  # noqa: D102
+        path = layout.topic_table(self.root, topic)
+        remove_table(path)
+        return path
+
+    def committed_unsynced(self, exc: BaseException) -> bool:  # noqa: D102
+        return isinstance(exc, CommitNotSynced)
+
+    def free_bytes(self) -> int | None:  # noqa: D102
+        return diskspace.free_bytes(self.root)
+
+    def probe_write(self) -> None:  # noqa: D102
+        diskspace.probe_write(self.root)
+
+
+class _LocalAppender:
+    """A :class:`TableAppender` as an :class:`Appender` (it holds nothing to close)."""
+
+    def __init__(self, appender: TableAppender) -> None:
+        self.path = appender.path
+        self._appender = appender
+
+    def append(self, data: pa.Table, *, commit_id: str) -> int:  # noqa: D102 (Appender documents it)
+        return self._appender.append(data, commit_id=commit_id)
+
+    def close(self) -> None:
+        pass
+
+

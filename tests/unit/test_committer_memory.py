@@ -1,0 +1,151 @@
+"""The committer thread on the in-memory store (sharedsub.storage.memory_store): group commits,
+numbering, and the storage-fault rules of sharedsub.core.write_faults, with faults set exactly
+where and when a test wants them. The same rules on real Delta tables and a real full disk:
+tests/storage/test_disk_faults.py; the two stores agree: tests/storage/test_commit_store_contract.py.
+"""
+
+from __future__ import annotations
+
+import errno
+import time
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from sharedsub.core import layout
+from sharedsub.core.errors import StorageUnavailable
+from sharedsub.runtime.committer import Ack, Barrier, Committer
+from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage.memory_store import MemoryStore
+from tests.storage.test_committer import Collector, _publish
+
+ACKS = "subscriptions/k/g1-acks"
+
+
+@pytest.fixture
+def store() -> MemoryStore:
+    made = MemoryStore()
+    made.create_topic("t")
+    return made
+
+
+def _start(store: MemoryStore, done: Collector, *, timeout: float = 30.0) -> Committer:
+    committer = Committer(store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=timeout)
+    committer.start()
+    return committer
+
+
+@pytest.fixture
+def running(store: MemoryStore) -> Iterator[Callable[..., tuple[Committer, Collector]]]:
+    started: list[Committer] = []
+
+    def start(**kwargs: float) -> tuple[Committer, Collector]:
+        done = Collector()
+        committer = _start(store, done, **kwargs)
+        started.append(committer)
+        return committer, done
+
+    yield start
+    for committer in started:
+        committer.stop()
+
+
+def _wait(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def topic_seqs(store: MemoryStore) -> list[int]:
+    return store.rows(layout.topic_table(store.root, "t")).column("seq").to_pylist()
+
+
+def test_publishes_are_numbered_after_the_stored_rows_and_the_store_is_started_and_stopped(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    committer, done = running()
+    assert store.started
+    for i in range(5):
+        committer.submit(_publish("t", f"m{i}", i))
+    results = done.wait(5)
+    assert sorted(r.value for r in results) == [0, 1, 2, 3, 4] and all(r.error is None for r in results)
+    assert topic_seqs(store) == [0, 1, 2, 3, 4]
+    committer.stop()
+    assert store.stopped
+
+    again = Collector()
+    second = _start(store, again)  # a restart numbers after what the table holds
+    try:
+        second.submit(_publish("t", "m5", 5))
+        assert [r.value for r in again.wait(1)] == [5]
+    finally:
+        second.stop()
+
+
+def test_a_publish_is_held_during_a_fault_and_written_once_when_it_clears(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    store.fail(errno.ENOSPC)
+    committer, done = running()
+    committer.submit(_publish("t", "held", 1))
+    _wait(lambda: committer.fault is not None, "the fault to be seen")
+    time.sleep(0.3)
+    assert done.results == [] and committer.storage_status()["writable"] is False
+    store.heal()
+    (result,) = done.wait(1)
+    assert result.error is None and topic_seqs(store) == [0]
+    assert committer.fault is None and committer.write_errors["ENOSPC"] >= 1
+
+
+def test_past_the_timeout_publishes_are_refused_and_acks_parked_in_order_until_it_clears(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    store.fail(errno.EROFS)
+    committer, done = running(timeout=0.3)
+    committer.submit(_publish("t", "refused", "p"))
+    (refused,) = done.wait(1)
+    assert isinstance(refused.error, StorageUnavailable)
+    committer.submit(Ack(ACKS, [1], "accepted", "c", token="a1"))
+    committer.submit(Ack(ACKS, [2], "accepted", "c", token="a2"))
+    committer.submit(Barrier(token="b"))
+    time.sleep(0.5)
+    assert [r.request.token for r in done.results] == ["p"]  # acks parked, the barrier waits with them
+    assert committer.storage_status()["parked"] >= 2
+    store.heal()
+    results = done.wait(4)
+    assert [r.request.token for r in results[1:]] == ["a1", "a2", "b"]
+    assert store.rows(layout.join(store.root, ACKS)).column("seq").to_pylist() == [1, 2]
+
+
+def test_a_commit_that_landed_but_was_not_forced_to_disk_is_held_past_the_timeout_and_never_doubled(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    """Its rows are visible (the fan-out may route them): refusing its publisher would have the
+    message sent and stored again. It is held until the sync succeeds, however long that takes."""
+    store.fail(errno.ENOSPC, landed=True)  # the fsync of a commit on a full disk
+    committer, done = running(timeout=0.2)
+    committer.submit(_publish("t", "landed", "p"))
+    time.sleep(0.8)  # well past the timeout
+    assert done.results == [] and topic_seqs(store) == [0]
+    store.heal()
+    (result,) = done.wait(1)
+    assert result.error is None and result.value == 0
+    assert topic_seqs(store) == [0]
+
+
+def test_a_fault_on_one_table_parks_its_acks_while_other_tables_are_written_and_they_land_without_traffic(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    store.fail(errno.ENOSPC, where=lambda path: path.endswith(ACKS))
+    committer, done = running(timeout=0.2)
+    committer.submit(Ack(ACKS, [7], "accepted", "c", token="a"))
+    _wait(lambda: committer.storage_status().get("parked", 0) >= 1, "the ack to be parked")
+    committer.submit(_publish("t", "other table", "p"))  # other tables are written meanwhile
+    (published,) = done.wait(1)
+    assert published.request.token == "p" and published.error is None and topic_seqs(store) == [0]
+    store.heal()  # nothing else is submitted: the parked ack is retried while idle
+    results = done.wait(2)
+    assert results[1].request.token == "a" and results[1].error is None
+    assert store.rows(layout.join(store.root, ACKS)).column("seq").to_pylist() == [7]
+    assert committer.storage_status() == {"writable": True, "parked": 0}
