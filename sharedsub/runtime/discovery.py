@@ -62,10 +62,7 @@ class ServiceInfo:
 
 
 def _local(root: str) -> str | None:
-    path = layout.service_file(root)
-    if path.startswith("file://"):
-        return path[len("file://") :]
-    return None if "://" in path else path
+    return layout.local_path(layout.service_file(root))
 
 
 def write_service_file(root: str, info: ServiceInfo) -> None:

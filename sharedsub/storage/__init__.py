@@ -28,4 +28,9 @@ Built on them, or beside them:
 - ``retention``: the fan-out's progress and topic/catalog retention on the tables.
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
 - ``append_process``: appends done by a child process (``RemoteAppender``).
+- ``commit_store``: the narrow interface the committer writes through (``CommitStore``,
+  ``Appender``) and its Delta implementation (``DeltaStore``).
+- ``memory_store``: ``CommitStore`` in memory, with faults on demand, for tests of the runtime.
+
+Whether a location is a local path or a URI is sharedsub.core.layout.local_path's rule.
 """
