@@ -108,7 +108,7 @@ class AppendProcess:
             )
         return self._proc
 
-    def request(self, header: dict[str, Any], body: bytes) -> dict[str, Any]:
+    def request(self, header: dict[str, Any], body: bytes | pa.Buffer) -> dict[str, Any]:
         """Send one request and return the child's reply; a child that dies is started again and
         the request sent once more (``tried_after`` set, so an append that landed is found)."""
         with self._lock:
@@ -126,7 +126,7 @@ class AppendProcess:
             raise AssertionError("unreachable")
 
     @staticmethod
-    def _exchange(proc: subprocess.Popen[bytes], header: dict[str, Any], body: bytes) -> dict[str, Any]:
+    def _exchange(proc: subprocess.Popen[bytes], header: dict[str, Any], body: bytes | pa.Buffer) -> dict[str, Any]:
         assert proc.stdin is not None and proc.stdout is not None
         head = json.dumps(header).encode()
         proc.stdin.write(_HEADER.pack(len(head)) + head + _BODY.pack(len(body)))
@@ -169,7 +169,8 @@ class RemoteAppender:
         with pa.ipc.new_stream(sink, data.schema) as writer:
             writer.write_table(data)
         header = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
-        reply = self._process.request(header, sink.getvalue().to_pybytes())
+        # The Arrow buffer goes to the pipe as it is (no copy into a bytes object).
+        reply = self._process.request(header, sink.getvalue())
         error = reply.get("error")
         if error is None:
             version = int(reply["version"])
