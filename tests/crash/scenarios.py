@@ -300,7 +300,8 @@ answer, so it is cut short); a random moment after the request; a random moment 
 (its messages on their way); never. A run has one ``marks`` round, one ``during`` or ``after``
 round and one ``none`` round, in a seeded order."""
 MARKS_TRIES = 3  # replays asked for until one is killed before its answer (each miss is answered)
-STEP_RUN = 0.002  # seconds serve runs between two looks at the ack log while a replay is awaited
+STEP_RUN = 0.0005  # seconds serve runs between two looks at the ack log while a replay is awaited
+MARKS_NEW_ACKS = 10  # acknowledgements awaited after a replay answered before its marks were seen
 STEP_SETTLE = 0.05  # seconds an answer sent just before a stop gets to reach the caller
 
 
@@ -364,6 +365,23 @@ def _marks_in(acks: str, since: int) -> tuple[bool, int]:
         if data is not None and "replayed" in data.column("outcome").to_pylist():
             return True, latest
     return False, max(since, latest)
+
+
+def _await_accepted(acks: str, since: int, count: int, timeout: float, what: str) -> None:
+    """Wait until commits after version ``since`` of the ack log hold ``count`` accepted rows."""
+    deadline = time.monotonic() + timeout
+    seen, version = 0, since
+    while seen < count:
+        latest = latest_version(acks, version)
+        for v in range(version + 1, latest + 1):
+            commit = read_commit(acks, v)
+            data = read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
+            if data is not None:
+                seen += data.column("outcome").to_pylist().count("accepted")
+        version = latest
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {count} acknowledgements before {what} again")
+        time.sleep(0.05)
 
 
 def _await_marks(pid: int, acks: str, since: int, call: _ReplayCall, timeout: float, what: str) -> bool:
@@ -452,6 +470,9 @@ def replay_run(
                     if _await_marks(run.serve.pid, acks, since, call, 150, what) or attempt + 1 == MARKS_TRIES:
                         break
                     answered(call, f"{what}: answered before its marks were seen")
+                    # The replay opened every acknowledged message again: the next one has marks
+                    # to write only once consumers acknowledged some of them anew.
+                    _await_accepted(acks, latest_version(acks), MARKS_NEW_ACKS, 120, what)
             else:
                 call = ask(subscription, version)
                 if mode == "during":
