@@ -258,6 +258,7 @@ class FanoutSink:
         self._subscriptions: dict[str, SubscriptionRecord] = {}  # table rel -> record, from the last plan
         self._faults = ThrottledLog(log)
         self._last_progress: int | None = None
+        self._last_end_wall: float | None = None  # when the previous micro-batch's routing ended
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         """The ``foreachBatch`` callback: :meth:`route_batch`."""
@@ -315,6 +316,12 @@ class FanoutSink:
             oldest = _oldest_published(source)
             if oldest is not None:
                 stages.observe("fanout_wait", started_wall - oldest)
+                previous = self._last_end_wall
+                if previous is not None and oldest < previous:
+                    # Its messages were there when the previous batch ended: the whole gap is
+                    # Spark's own work between batches (logs, latestOffset, planning).
+                    stages.observe("fanout_between_batches", started_wall - previous)
+            self._last_end_wall = time.time()
             # One INFO line per batch that routed something; idle batches only at DEBUG.
             log.log(
                 logging.INFO if routed.num_rows else logging.DEBUG,

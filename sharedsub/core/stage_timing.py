@@ -17,7 +17,9 @@ Stages of the front end (``sharedsub serve`` / ``frontend``), each observed wher
 Stages of the fan-out job (recorded by jobs/fanout.py into its stats file, sharedsub.storage.
 fanout_stats, and exposed by the same endpoint): ``fanout_source_read`` (a micro-batch's topic
 rows read), ``fanout_route`` (bindings and selectors evaluated), ``fanout_commit`` (subscription
-tables committed), ``fanout_batch`` (the whole batch) and ``fanout_wait`` (the oldest message of a
+tables committed), ``fanout_batch`` (the whole batch), ``fanout_between_batches`` (the gap before
+a batch whose messages were waiting when the previous one ended: Spark's own work between
+batches) and ``fanout_wait`` (the oldest message of a
 batch: its topic commit → the batch started).
 
 Threading contract: each stage has one writer thread (the table above); :meth:`Histogram.observe`
@@ -57,6 +59,10 @@ STAGE_HELP: dict[str, str] = {
     "fanout_commit": "Fan-out job: a micro-batch's subscription tables committed.",
     "fanout_batch": "Fan-out job: one micro-batch, end to end.",
     "fanout_wait": "Fan-out job: the oldest message of a micro-batch, its topic commit until the batch started.",
+    "fanout_between_batches": (
+        "Fan-out job: from the end of one micro-batch to the start of the next, when the next one's "
+        "messages were already waiting (Spark's own work between batches)."
+    ),
 }
 """Every stage, with its help text (the metric family of each is listed even before it is seen)."""
 

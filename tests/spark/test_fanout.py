@@ -272,3 +272,25 @@ def test_topic_dropped_and_created_again_is_routed_in_full_on_the_same_checkpoin
     assert new.table != old.table
     assert b.routed_seqs(root, new) == [0, 1, 2]
     assert b.routed_seqs(root, old) == list(range(8))
+
+
+def test_the_gap_before_a_batch_whose_messages_waited_is_timed(root: str) -> None:
+    """``fanout_between_batches``: only when the batch's messages were there before the previous
+    batch ended (builders publish at T0, long ago: they always were); never for the first."""
+    b.publish(root, "t", ["k"] * 3)
+    b.register(root, b.subscription("t"))
+    reader = TopicsStreamReader({"data_dir": root, "first_batch_max_commits": "1000000"})
+    start = reader.initialOffset()
+    rows = pa.Table.from_batches(
+        [batch for p in reader.partitions(start, reader.latestOffset(start, ReadAllAvailable())) for batch in reader.read(p)]
+    )
+    sink = FanoutSink(root)
+    try:
+        sink.route(lambda _topics: rows, 0)
+        first = sink.stats.stages.snapshot()
+        sink.route(lambda _topics: rows, 1)
+        second = sink.stats.stages.snapshot()
+    finally:
+        sink.close()
+    assert "fanout_between_batches" not in first or sum(first["fanout_between_batches"].counts) == 0
+    assert sum(second["fanout_between_batches"].counts) == 1
