@@ -355,16 +355,24 @@ def _ack_table(root: str, subscription: str) -> str:
     return layout.join(root, layout.ack_table_rel(rec.key, rec.generation))
 
 
-def _marks_in(acks: str, since: int) -> tuple[bool, int]:
-    """Whether a commit after version ``since`` of the ack log holds ``replayed`` rows, and the
+def _outcomes_after(acks: str, since: int) -> tuple[list[str], int]:
+    """The outcomes of the rows commits after version ``since`` of the ack log added, and the
     latest version looked at."""
     latest = latest_version(acks, since) if since >= 0 else latest_version(acks)
+    outcomes: list[str] = []
     for v in range(since + 1, latest + 1):
         commit = read_commit(acks, v)
         data = read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
-        if data is not None and "replayed" in data.column("outcome").to_pylist():
-            return True, latest
-    return False, max(since, latest)
+        if data is not None:
+            outcomes.extend(data.column("outcome").to_pylist())
+    return outcomes, max(since, latest)
+
+
+def _marks_in(acks: str, since: int) -> tuple[bool, int]:
+    """Whether a commit after version ``since`` of the ack log holds ``replayed`` rows, and the
+    latest version looked at."""
+    outcomes, latest = _outcomes_after(acks, since)
+    return "replayed" in outcomes, latest
 
 
 def _await_accepted(acks: str, since: int, count: int, timeout: float, what: str) -> None:
@@ -372,13 +380,8 @@ def _await_accepted(acks: str, since: int, count: int, timeout: float, what: str
     deadline = time.monotonic() + timeout
     seen, version = 0, since
     while seen < count:
-        latest = latest_version(acks, version)
-        for v in range(version + 1, latest + 1):
-            commit = read_commit(acks, v)
-            data = read_files(commit.added, ["outcome"]) if commit is not None and commit.added else None
-            if data is not None:
-                seen += data.column("outcome").to_pylist().count("accepted")
-        version = latest
+        outcomes, version = _outcomes_after(acks, version)
+        seen += outcomes.count("accepted")
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {count} acknowledgements before {what} again")
         time.sleep(0.05)
