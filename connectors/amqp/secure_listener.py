@@ -71,6 +71,7 @@ import logging
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from typing import Any
 
 from proton import Connection, Handler, ProtonException, Transport, Url
@@ -390,22 +391,27 @@ class SecureSocket:
             return
         t = self._t
         if t is not None:
-            try:
-                self._t_reading = t.capacity() > 0
-            except ProtonException:
-                if t.closed:
-                    sel.terminate()
-                    self._t = None
-            try:
-                self._t_writing = t.pending() > 0
-            except ProtonException:
-                if t.closed:
-                    sel.terminate()
-                    self._t = None
+            reading = self._transport_wants(t, t.capacity)
+            if reading is not None:
+                self._t_reading = reading
+            writing = self._transport_wants(t, t.pending)
+            if writing is not None:
+                self._t_writing = writing
             sel.deadline = t.tick(self._container.now)
         sel.reading = self._wants_read()
         sel.writing = self._wants_write()
         sel.update()
+
+    def _transport_wants(self, t: Transport, measure: Callable[[], int]) -> bool | None:
+        """Whether ``measure()`` (the transport's capacity or pending bytes) is positive; None
+        when the transport refused to say (a closed one then ends the socket)."""
+        try:
+            return measure() > 0
+        except ProtonException:
+            if t.closed:
+                self.selectable.terminate()
+                self._t = None
+            return None
 
     # ------------------------------------------------------------------ selectable events (this is its handler)
 
