@@ -62,8 +62,8 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
-from sharedsub.core.retention import parse_offset_file
 from sharedsub.storage import commit_log, schemas
+from sharedsub.storage.retention import read_batch_offset
 from sharedsub.storage.table_reads import read_files, snapshot_files
 from sharedsub.storage.tables import log_file, table_exists
 from sharedsub.storage.topics import list_topics
@@ -382,12 +382,12 @@ class DriverBatchReader:
         Raises:
             RuntimeError: the batch's offset, or the previous batch's, is not in the checkpoint.
         """
-        end = self._offset(batch_id)
+        end = read_batch_offset(self.offsets_dir, batch_id)
         if end is None:
             raise RuntimeError(f"no offset for micro-batch {batch_id} in {self.offsets_dir}")
         if batch_id == 0:
             return {}, end
-        start = self._offset(batch_id - 1)
+        start = read_batch_offset(self.offsets_dir, batch_id - 1)
         if start is None:
             raise RuntimeError(f"no offset for micro-batch {batch_id - 1} in {self.offsets_dir}")
         return start, end
@@ -402,13 +402,6 @@ class DriverBatchReader:
             for batch in self._reader.read(part)
         ]
         return pa.Table.from_batches(batches, schema=_SPARK_ARROW_SCHEMA)
-
-    def _offset(self, batch_id: int) -> dict[str, Any] | None:
-        try:
-            with open(os.path.join(self.offsets_dir, str(batch_id)), encoding="utf-8") as fh:
-                return parse_offset_file(fh.read())
-        except FileNotFoundError:
-            return None
 
 
 class TopicsDataSource(DataSource):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+from typing import Any
 
 import pyarrow.parquet as pq
 
@@ -40,6 +41,16 @@ def _batch_ids(directory: str) -> list[int]:
         return []
 
 
+def read_batch_offset(offsets_dir: str, batch: int) -> dict[str, Any] | None:
+    """The source offset Spark logged in ``<offsets_dir>/<batch>`` for micro-batch ``batch``
+    (sharedsub.core.retention.parse_offset_file); None when the file is not there or has none."""
+    try:
+        with open(os.path.join(offsets_dir, str(batch)), encoding="utf-8") as fh:
+            return retention.parse_offset_file(fh.read())
+    except FileNotFoundError:
+        return None
+
+
 def read_fanout_progress(root: str) -> FanoutProgress:
     """The fan-out's progress from ``<data>/_checkpoints/fanout`` (see FanoutProgress).
 
@@ -56,11 +67,7 @@ def read_fanout_progress(root: str) -> FanoutProgress:
     versions: dict[str, int] = {}
     ids: dict[str, str] = {}
     if last_committed is not None:
-        try:
-            with open(os.path.join(offsets_dir, str(last_committed)), encoding="utf-8") as fh:
-                offset = retention.parse_offset_file(fh.read())
-        except FileNotFoundError:
-            offset = None
+        offset = read_batch_offset(offsets_dir, last_committed)
         if offset:
             versions = {str(k): int(v) for k, v in offset.get("topics", {}).items()}
             ids = {str(k): str(v) for k, v in (offset.get("ids") or {}).items()}
