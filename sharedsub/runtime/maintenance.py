@@ -87,6 +87,7 @@ from sharedsub.core.config import MaintenanceSettings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.retention import FanoutProgress
 from sharedsub.core.write_faults import errno_name, fault_errno
+from sharedsub.storage import ack_log_lock
 from sharedsub.storage import retention as stored
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.table_maintenance import checkpoint_and_clean_log, compact, data_file_count, delete_rows, vacuum
@@ -206,6 +207,15 @@ def _drop_acknowledged(
     """
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
+    # Reads and deletes under the ack log's lock: a replay must not mark messages in between
+    # (sharedsub.storage.ack_log_lock says why).
+    with ack_log_lock.holding(acks):
+        return _drop_below_watermark(table, acks, policy, report, settled_below)
+
+
+def _drop_below_watermark(
+    table: str, acks: str, policy: Policy, report: Report, settled_below: int | None
+) -> int | None:
     routed = read_seqs(table).to_numpy()
     settled = _settled_seqs(acks)
     if settled_below is not None:

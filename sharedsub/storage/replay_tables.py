@@ -7,9 +7,12 @@ on the reactor. What it writes, in this order:
 1. one ``replayed`` row per message to open again (``ReplayPlan.mark``) in the ack log, with
    ``consumer`` = ``replay@v<start version>``;
 2. the rows to restore (``ReplayPlan.restore``: replayed, no longer in the current table) to the
-   current table, in one commit marked as not new (sharedsub.storage.table_history.append_restored). A
-   maintenance run that deleted more replayed rows between the plan and the marks (it read the
-   ack log before them) is caught by checking again, at most three times.
+   current table, in one commit marked as not new (sharedsub.storage.table_history.append_restored).
+
+The reads of the plan and both writes happen under the ack log's lock
+(sharedsub.storage.ack_log_lock): maintenance deletes no acknowledged rows of this generation
+in between, so the plan's view of what is settled and what is in the table still holds when
+the marks and the restored rows land.
 
 Both are durable before the service re-delivers anything, so a restart in the middle re-delivers
 the replayed messages too (marked redelivered: sharedsub.core.acklog).
@@ -20,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import time
-from collections.abc import Collection, Container, Iterable
+from collections.abc import Collection, Iterable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -31,11 +34,9 @@ from sharedsub.core.errors import HistoryUnavailable
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.outcomes import AckOutcome
 from sharedsub.core.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
-from sharedsub.storage import schemas, table_history
+from sharedsub.storage import ack_log_lock, schemas, table_history
 from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.table_reads import read_seqs, read_table
-
-_RESTORE_ROUNDS = 3
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,7 +47,7 @@ class ReplayDone:
     version_at: str | None  # its commit time (ISO-8601)
     latest_version: int
     plan: ReplayPlan
-    restored: tuple[int, ...]  # seqs appended back (the plan's, plus any a concurrent maintenance deleted)
+    restored: tuple[int, ...]  # seqs appended back (the plan's ``restore``)
 
     @property
     def reopen(self) -> frozenset[int]:
@@ -82,12 +83,11 @@ def replay_tables(
     *,
     version: int | None = None,
     timestamp_ms: int | None = None,
-    acked_here: Container[int] = (),
     retention_hours: int,
 ) -> ReplayDone:
     """Plan and write the table side of replaying ``record``'s current generation (see the
-    module docstring); ``name`` is how errors name it, ``acked_here`` the seqs the service
-    holds as acknowledged.
+    module docstring); ``name`` is how errors name it. Messages count as settled by the ack
+    log alone: the caller has its acknowledgements stored first.
 
     Raises:
         VersionNotFound, HistoryUnavailable: as :func:`sharedsub.core.replay.start_version`, and
@@ -108,30 +108,25 @@ def replay_tables(
         raise HistoryUnavailable(
             name, wanted, avail.version if avail else None, iso(avail.timestamp_ms) if avail else None, retention_hours
         ) from exc
-    settled = ack_state_of(read_table(acks, ["seq", "outcome"])).settled
-    current = read_seqs(table).to_pylist()
-    plan = plan_replay(_seqs(at), _seqs(after), current, settled, acked_here)
-    if plan.mark:
-        stamp = dt.datetime.now(dt.UTC)
-        marks = pa.Table.from_pydict(
-            {
-                "seq": list(plan.mark),
-                "outcome": [AckOutcome.REPLAYED.value] * len(plan.mark),
-                "acked_at": [stamp] * len(plan.mark),
-                "consumer": [f"replay@v{start}"] * len(plan.mark),
-            },
-            schema=schemas.ACK,
-        )
-        TableAppender(acks, schemas.ACK).append(marks)
-    restored: set[int] = set()
-    missing: Collection[int] = plan.restore
-    for _ in range(_RESTORE_ROUNDS):
-        if not missing:
-            break
-        table_history.append_restored(table, _rows((at, after), missing), f"replay-restore from version {start}")
-        restored.update(missing)
-        now = set(read_seqs(table).to_pylist())
+    # The reads, the marks and the restores under the ack log's lock: a maintenance delete in
+    # between would take final rows the marks balance (sharedsub.storage.ack_log_lock).
+    with ack_log_lock.holding(acks):
         settled = ack_state_of(read_table(acks, ["seq", "outcome"])).settled
-        missing = [s for s in plan.seqs if s not in now and s not in settled]
+        current = read_seqs(table).to_pylist()
+        plan = plan_replay(_seqs(at), _seqs(after), current, settled)
+        if plan.mark:
+            stamp = dt.datetime.now(dt.UTC)
+            marks = pa.Table.from_pydict(
+                {
+                    "seq": list(plan.mark),
+                    "outcome": [AckOutcome.REPLAYED.value] * len(plan.mark),
+                    "acked_at": [stamp] * len(plan.mark),
+                    "consumer": [f"replay@v{start}"] * len(plan.mark),
+                },
+                schema=schemas.ACK,
+            )
+            TableAppender(acks, schemas.ACK).append(marks)
+        if plan.restore:
+            table_history.append_restored(table, _rows((at, after), plan.restore), f"replay-restore from version {start}")
     version_at = next((iso(c.timestamp_ms) for c in history if c.version == start), None)
-    return ReplayDone(start, version_at, latest, plan, tuple(sorted(restored)))
+    return ReplayDone(start, version_at, latest, plan, plan.restore)
