@@ -45,7 +45,7 @@ from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, Subscripti
 from sharedsub.core.outcomes import DeadLetter, Limits
 from sharedsub.core.permissions import Permission
 from sharedsub.core.stage_timing import StageTimes
-from sharedsub.runtime.committer import Ack, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
+from sharedsub.runtime.committer import Ack, Barrier, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.storage.catalog import attached_links, load_catalog
 
@@ -422,11 +422,11 @@ class Subscriptions:
         """The replay of ``rec`` is over (answered or failed)."""
         self._replaying.discard(rec.key)
 
-    def acked_seqs(self, rec: SubscriptionRecord) -> AckedSeqs:
-        """A copy of the seqs of ``rec``'s generation this service holds as acknowledged (ack
-        rows may still be on their way to the log)."""
-        acked = self._acked.get(rec.table)
-        return acked.snapshot() if acked is not None else AckedSeqs()
+    def after_acks_stored(self, then: Callable[[], None]) -> None:
+        """Call ``then()`` on the reactor thread once every acknowledgement submitted so far is in
+        its ack log (a committer barrier: it waits for held or parked writes too). A replay plans
+        from the ack log alone (sharedsub.core.replay), so it starts after this."""
+        self._committer.submit(Barrier(self._tokens.put(lambda _result: then())))
 
     def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
         """For a non-durable subscription generation consumed here, the lowest seq that may still

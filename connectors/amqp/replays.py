@@ -5,7 +5,8 @@ runs, ``op(front_end, future)``, in three steps:
 
 1. **Reactor thread**: resolve the subscription among the active ones held in memory; refuse a
    non-durable one (:class:`~sharedsub.core.errors.ReplayNotDurable`) or one already being replayed
-   (:class:`~sharedsub.core.errors.ReplayInProgress`); take the seqs held as acknowledged.
+   (:class:`~sharedsub.core.errors.ReplayInProgress`); wait until every acknowledgement taken so
+   far is in the ack log (a committer barrier), since the plan counts only what the log settles.
 2. **Worker thread** (one per replay; the I/O must not block the reactor):
    :func:`sharedsub.storage.replay_tables.replay_tables` picks the start version, reads the
    table's past and writes the ``replayed`` ack-log rows and the restored rows.
@@ -46,7 +47,6 @@ def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = 
         if not rec.identity.durable:
             raise ReplayNotDurable(shown)
         subs.begin_replay(rec, shown)
-        acked_here = subs.acked_seqs(rec)
         retention = front.settings.maintenance.history_retention_hours
 
         def finish(done: ReplayDone | None, error: BaseException | None) -> None:  # reactor thread
@@ -81,7 +81,6 @@ def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = 
                     shown,
                     version=version,
                     timestamp_ms=timestamp_ms,
-                    acked_here=acked_here,
                     retention_hours=retention,
                 )
             except Exception as exc:  # reported to the caller through the future
@@ -91,6 +90,9 @@ def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = 
                 return
             front.run_on_reactor(lambda: finish(done, None))
 
-        threading.Thread(target=work, name=f"sharedsub-replay-{rec.key[:24]}", daemon=True).start()
+        # The plan counts what the ack log settles: the acknowledgements taken so far go there first.
+        subs.after_acks_stored(
+            lambda: threading.Thread(target=work, name=f"sharedsub-replay-{rec.key[:24]}", daemon=True).start()
+        )
 
     return op

@@ -25,11 +25,14 @@ redelivered. The running service carries it out on its reactor thread
    travel: rows maintenance deleted since are still there) plus the seqs appended after ``V``
    (maintenance's rewrites add no new rows, sharedsub.storage.commit_log.read_commit).
 
-   * ``mark`` — those settled for good now (per the ack log, or acknowledged by this service
-     and still in the table: their ack row is being committed) get one ``replayed`` ack-log row
+   * ``mark`` — those the ack log says are settled for good now get one ``replayed`` ack-log row
      each, which opens them again (sharedsub.core.acklog: settled ⇔ final rows > replayed rows).
-     Rows open now (waiting, outstanding on a link) get nothing: they are delivered once, not
-     twice.
+     Only the log counts: a mark for a message whose ack row is still on its way would stay
+     unbalanced for good if that row never landed (a crash), leaving the message open after
+     its next acknowledgement. The service stores every acknowledgement it took before the
+     request first (connectors/amqp/replays.py); one taken since is not in the log yet, and
+     the message counts as open, like rows waiting or outstanding on a link: they get
+     nothing and are delivered once, not twice.
    * ``restore`` — those no longer in the current table (maintenance deleted them once they were
      acknowledged) are appended to it again, so the backlog, a restart and
      ``sharedsub backlog`` see them like any other open message.
@@ -49,7 +52,7 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import datetime as dt
-from collections.abc import Container, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from sharedsub.core.errors import ConfigError, HistoryUnavailable, VersionNotFound
@@ -169,16 +172,14 @@ def plan_replay(
     appended_after: Iterable[int],
     current: Iterable[int],
     settled_in_log: Iterable[int],
-    acked_here: Container[int],
 ) -> ReplayPlan:
     """The plan from the seqs of the table at the start version, those appended after it, those
-    in the current table, those the ack log says are settled, and those the service holds as
-    acknowledged (its ack rows may still be on their way to the log)."""
+    in the current table and those the ack log says are settled (the service stores the
+    acknowledgements it took before the replay was asked for first: connectors/amqp/replays.py)."""
     replayed = set(at_version) | set(appended_after)
     now = set(current)
     restore = replayed - now
-    settled = set(settled_in_log) | {s for s in now if s in acked_here}
-    mark = replayed & settled
+    mark = replayed & set(settled_in_log)
     return ReplayPlan(
         tuple(sorted(replayed)), tuple(sorted(mark)), tuple(sorted(restore)), tuple(sorted(mark | restore))
     )
