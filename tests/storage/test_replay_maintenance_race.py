@@ -20,9 +20,8 @@ import pyarrow as pa
 from sharedsub.core import layout
 from sharedsub.core.acklog import ack_state_of
 from sharedsub.runtime import maintenance
-from sharedsub.storage import ack_log_lock
+from sharedsub.storage import ack_log_lock, schemas
 from sharedsub.storage import replay_tables as replay_module
-from sharedsub.storage import schemas
 from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.table_reads import read_seqs, read_table
