@@ -116,6 +116,7 @@ class Settings:
     fanout_count: int
     fanout_commit_size: int
     fanout_latency_subs: int
+    fanout_latency_matching: bool
     fanout_timeout_s: float
     fanout_drain_s: float
     consume_consumers: tuple[int, ...]
@@ -169,6 +170,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "commit (default 1000)")
     p.add_argument("--fanout-latency-subs", type=int, default=100, help="fanout: selector subscribers attached "
                    "during the latency measurement (default 100)")
+    p.add_argument("--fanout-latency-selectors", choices=("matching", "idle"), default="matching",
+                   help="fanout latency: 'matching' = the messages carry the properties the selectors test "
+                   "(each selector matches ~5.6%%), 'idle' = they carry none, so every selector is evaluated and "
+                   "none matches (routing load without deliveries to the selector subscribers)")
     p.add_argument("--fanout-drain", type=float, default=120.0, help="fanout latency: wait for stragglers after "
                    "the last send, s (default 120: every micro-batch evaluates all selectors)")
     p.add_argument("--consume-consumers", default="1,2,4", help="consume: consumer counts on one shared "
@@ -212,6 +217,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         fanout_count=pick(args.fanout_count, 20000, 2000),
         fanout_commit_size=args.fanout_commit_size,
         fanout_latency_subs=args.fanout_latency_subs,
+        fanout_latency_matching=args.fanout_latency_selectors == "matching",
         fanout_timeout_s=pick(None, 1200.0, 400.0),
         fanout_drain_s=args.fanout_drain,
         consume_consumers=tuple(int(x) for x in args.consume_consumers.split(",") if x.strip()),
@@ -292,6 +298,7 @@ def measure_latency(t: Target, run: int, s: Settings, rec: Recorder) -> None:
     route = t.route(f"lat-r{run}", subscribe=True)
     pre = before_measurement(t.broker_pid(), s)
     log(f"{t.name} latency run {run}: {s.rate:.0f} msg/s, {s.latency_warmup_s} s + {s.duration_s} s")
+    cpu_before = t.cpu_by_command()
     res = workloads.latency_at_rate(
         t.url, route.publish_address, route.subscribe_address, rate=s.rate, warmup_s=s.latency_warmup_s,
         duration_s=s.duration_s, drain_s=s.drain_s, size=s.size, window=s.window, prefetch=s.prefetch,
@@ -306,6 +313,8 @@ def measure_latency(t: Target, run: int, s: Settings, rec: Recorder) -> None:
         # Over the measured window: publishing, storing and delivering each message.
         "broker_cpu_s_per_1k_msgs": cpu_per_1k(res.get("broker_cpu_s"), res.get("measured_sent")),
         "broker_rss_bytes": t.rss_bytes(),
+        # Which of the broker's processes did the work, over the whole workload (warm-up and drain too).
+        "broker_cpu_s_by_command_whole_workload": procstat.cpu_by_command_delta(cpu_before, t.cpu_by_command()),
     })
 
 
@@ -592,7 +601,7 @@ def fanout_latency_run(t: Target, route: Route, s: Settings, *, shared_durable: 
             warmup_s=s.latency_warmup_s, duration_s=s.duration_s, drain_s=s.fanout_drain_s, size=s.size,
             window=s.window, prefetch=s.prefetch,
             timeout_s=s.latency_warmup_s + s.duration_s + s.fanout_drain_s + 120, cpu_probe=t.cpu_probe(),
-            tick_s=s.tick_ms / 1000, props=fanout_bench.message_properties,
+            tick_s=s.tick_ms / 1000, props=fanout_bench.message_properties if s.fanout_latency_matching else None,
         )
         received = subs.received
     finally:
@@ -601,12 +610,13 @@ def fanout_latency_run(t: Target, route: Route, s: Settings, *, shared_durable: 
         "bench": "fanout_latency", "broker": t.name, "subscribers": n, "rate": s.rate,
         "warmup_s": s.latency_warmup_s, "duration_s": s.duration_s, "size": s.size, "prefetch": s.prefetch,
         "tick_ms": s.tick_ms, "drain_s": s.fanout_drain_s, "selector_subs_attach_s": round(attach_s, 2),
-        "selector_subs_shared_durable": shared_durable, **pre, **res,
+        "selector_subs_shared_durable": shared_durable, "selectors_matching": s.fanout_latency_matching,
+        **pre, **res,
         "broker_cpu_s_per_1k_msgs": cpu_per_1k(res.get("broker_cpu_s"), res.get("measured_sent")),
         # Deliveries to the selector subscribers by the time the latency workload ended, and
         # how many (message, selector) matches the published messages make in all.
         "selector_subs_received": received,
-        "selector_subs_expected": fanout_bench.expected_matches(res["sent"], n),
+        "selector_subs_expected": fanout_bench.expected_matches(res["sent"], n) if s.fanout_latency_matching else 0,
         "selector_subs_errors": subs.errors[:5], "broker_rss_bytes": t.rss_bytes(),
     }
 
