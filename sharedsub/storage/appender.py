@@ -11,6 +11,7 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from sharedsub.core.layout import local_path
+from sharedsub.storage.blind_append import BlindAppender, TableChanged
 from sharedsub.storage.commit_log import latest_version, read_log_entry
 from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
 
@@ -82,6 +83,12 @@ class TableAppender:
     slower until it re-opened; every 100 commits (the default) or 50 keeps it flat. With ``fsync``, each commit is forced to disk
     before :meth:`append` returns (:func:`sync_commit`).
 
+    Appends to an existing local table go through :class:`sharedsub.storage.blind_append.BlindAppender`
+    (``blind``, the default): a Parquet file and a commit file, without loading the table, whose
+    cost does not grow with the log (delta-rs lists the log directory on every write). The first
+    commit, schema evolution, other storage and a table whose metadata changed meanwhile take
+    delta-rs.
+
     Each commit carries a commit id (:data:`COMMIT_MARK` in its commitInfo), so that an append
     that raised can tell whether its commit landed anyway: delta-rs can fail *after* the log
     entry is in place (seen: the post-commit checkpoint on a full disk raised ENOSPC for a commit
@@ -89,7 +96,14 @@ class TableAppender:
     """
 
     def __init__(
-        self, path: str, schema: pa.Schema, *, reopen_every: int = 100, fsync: bool = False, evolve: bool = False
+        self,
+        path: str,
+        schema: pa.Schema,
+        *,
+        reopen_every: int = 100,
+        fsync: bool = False,
+        evolve: bool = False,
+        blind: bool = True,
     ) -> None:
         self.path = path
         self.schema = schema
@@ -103,6 +117,9 @@ class TableAppender:
         # (commit id, version known before its first try) of the last append that raised: a
         # retry with that id looks for its commit after that version before writing again.
         self._tried: tuple[str, int] | None = None
+        self._blind = (
+            BlindAppender(path, schema, commit_mark=COMMIT_MARK) if blind and not evolve and local_path(path) else None
+        )
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -149,6 +166,24 @@ class TableAppender:
         return find_commit(self.path, marker, after=self._tried[1])
 
     def _commit(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
+        if self._blind is not None and table_exists(self.path):
+            if self._tried is None or self._tried[0] != marker:
+                self._tried = (marker, self._blind.known_version())
+            try:
+                return self._blind.append(data.cast(self.schema).combine_chunks(), marker, app_transaction)
+            except TableChanged:
+                self._table = None  # delta-rs commits this one, on the table as it is now
+            except Exception:
+                landed = find_commit(self.path, marker, after=self._tried[1])
+                if landed is None:
+                    raise
+                return landed
+        version = self._commit_delta_rs(data, marker, app_transaction)
+        if self._blind is not None:
+            self._blind.forget()  # its known version is behind this commit
+        return version
+
+    def _commit_delta_rs(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
         props = CommitProperties(
             custom_metadata={COMMIT_MARK: marker},
             app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,

@@ -1,0 +1,203 @@
+"""Blind appends to a local Delta table written without loading the table: a Parquet file and
+one commit file, put in place only if that version is still free.
+
+Why: on a local file system delta-rs lists the whole ``_delta_log`` directory (a ``stat`` per
+entry) several times per write, so the cost of every append grows with the number of log files
+the table keeps — about 1 ms more per 100 log files on these machines, and a topic keeps every
+commit for ``[maintenance] history_retention_hours`` (bench/RESULTS.md, "append cost and the log
+directory"). A blind append needs none of that: it reads nothing, so under Delta's rules it
+conflicts with no concurrent commit but a change of the table's metadata or protocol.
+
+What a commit holds (Delta protocol, writer version 2, no partitions):
+
+* ``commitInfo``: timestamp, ``operation`` WRITE (mode Append), ``isBlindAppend`` and the
+  caller's marker under :data:`sharedsub.storage.appender.COMMIT_MARK` (a retry finds it);
+* ``txn`` when the caller passes an app transaction (the fan-out's batch mark);
+* one ``add`` with the file's size, ``dataChange`` true and statistics (``numRecords`` and
+  min/max/null counts of the integer and UTC timestamp columns, timestamps truncated to
+  milliseconds as delta-rs writes them: the readers here rely on ``seq`` and ``published_at``).
+
+The commit file is written beside the log under a temporary name and hard-linked to
+``<version>.json``: the link fails if the version exists, so two writers never both take it. A
+version taken by another writer is skipped when its commit changes no metadata or protocol
+(maintenance's compactions and deletes); otherwise :class:`TableChanged` is raised and the
+caller commits through delta-rs, which checks the new metadata. A checkpoint is written through
+delta-rs every :data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do.
+
+Only tables this module can write are taken (:func:`supported`): protocol reader 1 / writer
+≤ 2, no partition columns, the same schema as the rows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import os
+import time
+import uuid
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from deltalake import DeltaTable
+
+from sharedsub.storage.commit_log import latest_version
+from sharedsub.storage.tables import log_file, table_exists
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_INTERVAL = 100
+"""Versions between checkpoints (delta-rs's and Delta's default ``delta.checkpointInterval``)."""
+
+_VERSIONS_SKIPPED = 1000  # versions taken by others one append steps over before it gives up
+
+
+class TableChanged(Exception):
+    """The table's metadata or protocol changed (or cannot be written here): commit through delta-rs."""
+
+
+def _iso_ms(value: dt.datetime) -> str:
+    """A timestamp statistic as Delta writers store it: UTC, truncated to milliseconds."""
+    value = value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def _stats(data: pa.Table) -> str:
+    """The ``add`` statistics: row count, and min/max/null count of the integer and timestamp
+    columns (``seq`` for the readers here, ``published_at`` for topic retention)."""
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for field in data.schema:
+        timestamp = pa.types.is_timestamp(field.type) and field.type.tz is not None
+        if not (pa.types.is_integer(field.type) or timestamp):
+            continue
+        column = data.column(field.name)
+        nulls[field.name] = column.null_count
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None:
+            mins[field.name], maxs[field.name] = (_iso_ms(low), _iso_ms(high)) if timestamp else (low, high)
+    return json.dumps(
+        {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}, separators=(",", ":")
+    )
+
+
+def supported(table: DeltaTable, schema: pa.Schema) -> bool:
+    """Whether :class:`BlindAppender` may write ``table`` with rows of ``schema``."""
+    protocol = table.protocol()
+    if protocol.min_reader_version > 1 or protocol.min_writer_version > 2:
+        return False
+    metadata = table.metadata()
+    if metadata.partition_columns or metadata.configuration.get("delta.appendOnly") not in (None, "true", "false"):
+        return False
+    return [f.name for f in table.schema().fields] == schema.names
+
+
+def _changes_table(entry_path: str) -> bool:
+    """Whether the commit file at ``entry_path`` changes metadata or protocol."""
+    with open(entry_path, encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith('{"metaData"') or line.startswith('{"protocol"'):
+                return True
+            if '"metaData"' in line or '"protocol"' in line:
+                action = json.loads(line)
+                if "metaData" in action or "protocol" in action:
+                    return True
+    return False
+
+
+class BlindAppender:
+    """Blind appends to one existing local table (see the module docstring). One thread."""
+
+    def __init__(self, path: str, schema: pa.Schema, *, commit_mark: str) -> None:
+        """``path``: the table's directory. ``commit_mark``: the commitInfo key of the marker."""
+        self.path = path
+        self.schema = schema
+        self._mark = commit_mark
+        self._version = -1  # the latest version known; -1: look it up (and check the table) first
+
+    def known_version(self) -> int:
+        """A version at or below which every commit of this appender's next append lands above."""
+        return self._version if self._version >= 0 else latest_version(self.path)
+
+    def forget(self) -> None:
+        """Another writer of this process committed: look the latest version up again."""
+        self._version = -1
+
+    def append(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None = None) -> int:
+        """Commit ``data`` (already cast to the schema, one chunk) as a new version; return it.
+        ``app_transaction`` = ``(app_id, version)`` is recorded in the same commit (a Delta
+        ``txn`` action, as delta-rs's ``Transaction``): the fan-out's exactly-once mark.
+
+        Raises:
+            TableChanged: the table cannot be written here (the caller uses delta-rs).
+            OSError: writing the file or the commit failed (nothing was committed; a written
+                data file no commit names is left, as delta-rs leaves one).
+        """
+        if self._version < 0:
+            if not table_exists(self.path):
+                raise TableChanged(self.path)
+            table = DeltaTable(self.path)
+            if not supported(table, self.schema):
+                raise TableChanged(self.path)
+            self._version = table.version()
+        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+        file_path = os.path.join(self.path, name)
+        pq.write_table(data, file_path, compression="snappy")
+        now_ms = int(time.time() * 1000)
+        info: dict[str, Any] = {
+            "timestamp": now_ms,
+            "operation": "WRITE",
+            "operationParameters": {"mode": "Append"},
+            "isBlindAppend": True,
+            "clientVersion": "sharedsub-blind-append",
+            self._mark: marker,
+        }
+        add = {
+            "path": name,
+            "partitionValues": {},
+            "size": os.path.getsize(file_path),
+            "modificationTime": now_ms,
+            "dataChange": True,
+            "stats": _stats(data),
+        }
+        body = json.dumps({"commitInfo": info}, separators=(",", ":")) + "\n"
+        body += json.dumps({"add": add}, separators=(",", ":")) + "\n"
+        if app_transaction is not None:
+            txn = {"appId": app_transaction[0], "version": app_transaction[1], "lastUpdated": now_ms}
+            body += json.dumps({"txn": txn}, separators=(",", ":")) + "\n"
+        log_dir = os.path.dirname(log_file(self.path, 0))
+        temp = os.path.join(log_dir, f"_commit_{uuid.uuid4()}.json.tmp")
+        with open(temp, "w", encoding="utf-8") as fh:
+            fh.write(body)
+        try:
+            version = self._link(temp)
+        finally:
+            os.unlink(temp)
+        self._version = version
+        if version % CHECKPOINT_INTERVAL == 0:
+            try:
+                DeltaTable(self.path, version=version).create_checkpoint()
+            except Exception as exc:  # the commit stands; readers replay more log until the next one
+                log.warning("checkpoint of %s at version %d failed: %s", self.path, version, exc)
+        return version
+
+    def _link(self, temp: str) -> int:
+        """Put the commit at the first free version after the known one; return it. Versions
+        other writers took are stepped over when they change no metadata or protocol."""
+        version = self._version + 1
+        for _ in range(_VERSIONS_SKIPPED):
+            target = log_file(self.path, version)
+            try:
+                os.link(temp, target)
+            except FileExistsError:
+                if _changes_table(target):
+                    self._version = -1  # check the table again before the next fast append
+                    raise TableChanged(self.path) from None
+                version += 1
+                continue
+            return version
+        raise TableChanged(self.path)
