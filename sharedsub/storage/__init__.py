@@ -12,6 +12,8 @@ concern. The table modules, lowest first (each imports only table modules listed
 - ``topics``: topic tables: ``create_topic``, ``list_topics``, ``topic_exists``, ``last_seq``,
   their files' seq ranges (``topic_files``).
 - ``appender``: writes: ``TableAppender``, commit ids (``COMMIT_MARK``), ``sync_commit``.
+- ``blind_append``: appends to an existing local table without loading it (``BlindAppender``;
+  ``TableAppender`` uses it).
 - ``payload_index``: payload lookup: ``TopicIndex``, ``read_messages``.
 - ``table_maintenance``: maintenance writes (marked ``MAINTENANCE_MARK``): ``delete_rows``,
   ``compact``, ``vacuum``, ``checkpoint_and_clean_log``.
@@ -28,6 +30,7 @@ Built on them, or beside them:
 - ``retention``: the fan-out's progress and topic/catalog retention on the tables.
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
 - ``append_process``: appends done by a child process (``RemoteAppender``).
+- ``ack_log_lock``: replays and maintenance's acknowledged-row deletes of one generation, one at a time.
 - ``commit_store``: the narrow interface the committer writes through (``CommitStore``,
   ``Appender``) and its Delta implementation (``DeltaStore``).
 - ``memory_store``: ``CommitStore`` in memory, with faults on demand, for tests of the runtime.
