@@ -77,6 +77,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
         on_done=post_results,
         max_batch_messages=settings.publish.max_batch_messages,
         max_batch_bytes=settings.publish.max_batch_bytes,
+        min_commit_interval=settings.publish.min_commit_interval,
         full_disk_timeout=settings.storage.full_disk_timeout,
         stages=stages,
     )

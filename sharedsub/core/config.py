@@ -67,6 +67,7 @@ class PublishSettings:
     max_batch_messages: int
     max_batch_bytes: int
     max_uncommitted_bytes: int  # over all publishers; 0 = unlimited
+    min_commit_interval: float  # seconds from one group commit's start to the next one's; 0 = back to back
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -252,6 +253,8 @@ def _check(settings: Settings) -> None:
     ):
         if value <= 0:
             raise ConfigError(key, f"must be positive, got {value}")
+    if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
+        raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
     if s.server.idle_timeout < 0:
         raise ConfigError("server.idle_timeout", "must be 0 (never) or positive")
     if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too

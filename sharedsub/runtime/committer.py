@@ -171,13 +171,16 @@ class Committer:
         on_done: Callable[[list[Result]], None],
         max_batch_messages: int = 5000,
         max_batch_bytes: int = 16 * 1024 * 1024,
+        min_commit_interval: float = 0.0,
         full_disk_timeout: float = 60.0,
         stages: StageTimes | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
         tests of this thread). ``full_disk_timeout``: seconds a write the data dir cannot take is
-        held before it is given up on (sharedsub.core.write_faults). ``stages``: where the
+        held before it is given up on (sharedsub.core.write_faults). ``min_commit_interval``:
+        seconds from one group's start to the next group's (what arrives meanwhile joins the
+        next group; a stop does not wait for it). ``stages``: where the
         ``group_commit`` and ``ack_commit`` times go (sharedsub.core.stage_timing; this thread is
         their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`."""
         self.store = store
@@ -187,6 +190,7 @@ class Committer:
         self._on_done = on_done
         self._max_msgs = max_batch_messages
         self._max_bytes = max_batch_bytes
+        self._min_interval = min_commit_interval
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, Appender] = {}  # by table path
@@ -287,6 +291,7 @@ class Committer:
                 if first is _IDLE:
                     self._probe()
                 continue
+            started = time.monotonic()
             try:
                 results = self._commit_group(group)
             except BaseException as exc:  # last-resort guard: report, never lose silently
@@ -297,6 +302,9 @@ class Committer:
                     self._on_done(results)
                 except Exception:
                     log.exception("committer callback failed")
+            rest = self._min_interval - (time.monotonic() - started)
+            if rest > 0 and not stopping:
+                self._stopping.wait(rest)  # what arrives meanwhile makes the next group
         if self._parked:
             log.error(
                 "stopping with %d settlement record(s) not written (data dir %s cannot take writes): "

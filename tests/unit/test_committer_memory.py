@@ -29,8 +29,10 @@ def store() -> MemoryStore:
     return made
 
 
-def _start(store: MemoryStore, done: Collector, *, timeout: float = 30.0) -> Committer:
-    committer = Committer(store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=timeout)
+def _start(store: MemoryStore, done: Collector, *, timeout: float = 30.0, min_interval: float = 0.0) -> Committer:
+    committer = Committer(
+        store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=timeout, min_commit_interval=min_interval
+    )
     committer.start()
     return committer
 
@@ -149,3 +151,22 @@ def test_a_fault_on_one_table_parks_its_acks_while_other_tables_are_written_and_
     assert results[1].request.token == "a" and results[1].error is None
     assert store.rows(layout.join(store.root, ACKS)).column("seq").to_pylist() == [7]
     assert committer.storage_status() == {"writable": True, "parked": 0}
+
+
+def test_what_arrives_within_the_minimum_interval_waits_for_one_commit_and_a_stop_still_stores_it(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    committer, done = running(min_interval=1.0)
+    committer.submit(_publish("t", "m0", 0))
+    done.wait(1)
+    assert committer.commits == 1
+    # Within the second after the first commit began: three publishes, none committed alone.
+    for i in (1, 2, 3):
+        committer.submit(_publish("t", f"m{i}", i))
+        time.sleep(0.05)
+    results = done.wait(4)
+    assert committer.commits == 2 and sorted(r.value for r in results) == [0, 1, 2, 3]
+    # A stop during the interval stores what is queued at once.
+    committer.submit(_publish("t", "m4", 4))
+    committer.stop()
+    assert topic_seqs(store) == [0, 1, 2, 3, 4] and committer.commits == 3
