@@ -22,7 +22,8 @@ The commit file is written beside the log under a temporary name and hard-linked
 version taken by another writer is skipped when its commit changes no metadata or protocol
 (maintenance's compactions and deletes); otherwise :class:`TableChanged` is raised and the
 caller commits through delta-rs, which checks the new metadata. A checkpoint is written through
-delta-rs every :data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do.
+delta-rs every :data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do, on a thread of
+its own (one at a time; an interval whose checkpoint would start while one runs gets none).
 
 Only tables this module can write are taken (:func:`supported`): protocol reader 1 / writer
 ≤ 2, no partition columns, the same schema as the rows.
@@ -34,6 +35,7 @@ import datetime as dt
 import json
 import logging
 import os
+import threading
 import time
 import uuid
 from typing import Any
@@ -118,6 +120,7 @@ class BlindAppender:
         self.schema = schema
         self._mark = commit_mark
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
+        self._checkpoint: threading.Thread | None = None
 
     def known_version(self) -> int:
         """A version at or below which every commit of this appender's next append lands above."""
@@ -178,12 +181,24 @@ class BlindAppender:
         finally:
             os.unlink(temp)
         self._version = version
-        if version % CHECKPOINT_INTERVAL == 0:
-            try:
-                DeltaTable(self.path, version=version).create_checkpoint()
-            except Exception as exc:  # the commit stands; readers replay more log until the next one
-                log.warning("checkpoint of %s at version %d failed: %s", self.path, version, exc)
+        if version % CHECKPOINT_INTERVAL == 0 and not self.checkpointing():
+            # On its own thread: loading the table for it takes tens of ms, which the appends
+            # behind this one would otherwise wait for (publish→accepted p99).
+            self._checkpoint = threading.Thread(
+                target=self._write_checkpoint, args=(version,), name="sharedsub-checkpoint", daemon=True
+            )
+            self._checkpoint.start()
         return version
+
+    def checkpointing(self) -> bool:
+        """Whether a checkpoint is being written now."""
+        return self._checkpoint is not None and self._checkpoint.is_alive()
+
+    def _write_checkpoint(self, version: int) -> None:
+        try:
+            DeltaTable(self.path, version=version).create_checkpoint()
+        except Exception as exc:  # the commits stand; readers replay more log until the next one
+            log.warning("checkpoint of %s at version %d failed: %s", self.path, version, exc)
 
     def _link(self, temp: str) -> int:
         """Put the commit at the first free version after the known one; return it. Versions

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -115,6 +116,10 @@ def test_a_checkpoint_every_interval_and_tables_it_cannot_write(tmp_path: Path) 
     appender = BlindAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
     for v in range(1, blind_append.CHECKPOINT_INTERVAL + 1):
         assert appender.append(_acks(range(v, v + 1)), f"m{v}") == v
+    deadline = time.monotonic() + 60
+    while appender.checkpointing():  # written on its own thread
+        assert time.monotonic() < deadline, "the checkpoint did not finish in 60 s"
+        time.sleep(0.01)
     checkpoint = log_file(table, blind_append.CHECKPOINT_INTERVAL).replace(".json", ".checkpoint.parquet")
     assert os.path.exists(checkpoint)
     assert DeltaTable(table).version() == blind_append.CHECKPOINT_INTERVAL
