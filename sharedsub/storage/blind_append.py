@@ -121,9 +121,11 @@ class BlindAppender:
         self._mark = commit_mark
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
         self._checkpoint: threading.Thread | None = None
+        self._unsupported = False  # the table cannot be written here: every append says so at once
 
     def known_version(self) -> int:
-        """A version at or below which every commit of this appender's next append lands above."""
+        """A version the next append's commit will land above (where a search for a commit of a
+        failed append starts)."""
         return self._version if self._version >= 0 else latest_version(self.path)
 
     def forget(self) -> None:
@@ -140,11 +142,14 @@ class BlindAppender:
             OSError: writing the file or the commit failed (nothing was committed; a written
                 data file no commit names is left, as delta-rs leaves one).
         """
+        if self._unsupported:
+            raise TableChanged(self.path)
         if self._version < 0:
             if not table_exists(self.path):
                 raise TableChanged(self.path)
             table = DeltaTable(self.path)
             if not supported(table, self.schema):
+                self._unsupported = True
                 raise TableChanged(self.path)
             self._version = table.version()
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
