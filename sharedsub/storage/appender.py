@@ -166,9 +166,11 @@ class TableAppender:
         return find_commit(self.path, marker, after=self._tried[1])
 
     def _commit(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
-        if self._blind is not None and table_exists(self.path):
+        # Not table_exists here: it lists the log directory, the cost blind appends avoid.
+        known = self._blind.ready() if self._blind is not None else None
+        if self._blind is not None and known is not None:
             if self._tried is None or self._tried[0] != marker:
-                self._tried = (marker, self._blind.known_version())
+                self._tried = (marker, known)
             try:
                 return self._blind.append(data.cast(self.schema).combine_chunks(), marker, app_transaction)
             except TableChanged:

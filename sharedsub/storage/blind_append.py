@@ -45,7 +45,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from sharedsub.storage.commit_log import latest_version
 from sharedsub.storage.tables import log_file, table_exists
 
 log = logging.getLogger(__name__)
@@ -102,9 +101,7 @@ def _changes_table(entry_path: str) -> bool:
     """Whether the commit file at ``entry_path`` changes metadata or protocol."""
     with open(entry_path, encoding="utf-8") as fh:
         for line in fh:
-            if line.startswith('{"metaData"') or line.startswith('{"protocol"'):
-                return True
-            if '"metaData"' in line or '"protocol"' in line:
+            if '"metaData"' in line or '"protocol"' in line:  # only such lines are parsed
                 action = json.loads(line)
                 if "metaData" in action or "protocol" in action:
                     return True
@@ -121,12 +118,24 @@ class BlindAppender:
         self._mark = commit_mark
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
         self._checkpoint: threading.Thread | None = None
-        self._unsupported = False  # the table cannot be written here: every append says so at once
+        self._unsupported = False  # the table cannot be written here: never looked at again
 
-    def known_version(self) -> int:
-        """A version the next append's commit will land above (where a search for a commit of a
-        failed append starts)."""
-        return self._version if self._version >= 0 else latest_version(self.path)
+    def ready(self) -> int | None:
+        """The latest version known, which the next append's commit lands above (where a search
+        for the commit of a failed append starts); the table is loaded and checked the first time
+        and after :meth:`forget`. None when this appender cannot write it: there is no table yet
+        (the first commit creates it through delta-rs), or :func:`supported` refused it."""
+        if self._unsupported:
+            return None
+        if self._version < 0:
+            if not table_exists(self.path):
+                return None
+            table = DeltaTable(self.path)
+            if not supported(table, self.schema):
+                self._unsupported = True
+                return None
+            self._version = table.version()
+        return self._version
 
     def forget(self) -> None:
         """Another writer of this process committed: look the latest version up again."""
@@ -142,16 +151,8 @@ class BlindAppender:
             OSError: writing the file or the commit failed (nothing was committed; a written
                 data file no commit names is left, as delta-rs leaves one).
         """
-        if self._unsupported:
+        if self.ready() is None:
             raise TableChanged(self.path)
-        if self._version < 0:
-            if not table_exists(self.path):
-                raise TableChanged(self.path)
-            table = DeltaTable(self.path)
-            if not supported(table, self.schema):
-                self._unsupported = True
-                raise TableChanged(self.path)
-            self._version = table.version()
         name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
         file_path = os.path.join(self.path, name)
         pq.write_table(data, file_path, compression="snappy")
