@@ -66,7 +66,7 @@ def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = 
                 latest_version=done.latest_version,
                 messages=len(done.plan.seqs),
                 reopened=len(done.reopen),
-                restored=len(done.restored),
+                restored=len(done.plan.restore),
                 consumers=consumers,
             )
             log.info("admin: %s", report.describe(), extra={"subscription": rec.key})

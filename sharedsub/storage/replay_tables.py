@@ -46,13 +46,12 @@ class ReplayDone:
     version: int  # start version (-1: the table's first commit)
     version_at: str | None  # its commit time (ISO-8601)
     latest_version: int
-    plan: ReplayPlan
-    restored: tuple[int, ...]  # seqs appended back (the plan's ``restore``)
+    plan: ReplayPlan  # its ``restore``: the seqs appended back
 
     @property
     def reopen(self) -> frozenset[int]:
         """Seqs the service must no longer hold as acknowledged."""
-        return frozenset(self.plan.mark) | frozenset(self.restored)
+        return frozenset(self.plan.reopen)
 
 
 def _seqs(data: pa.Table | None) -> list[int]:
@@ -129,4 +128,4 @@ def replay_tables(
         if plan.restore:
             table_history.append_restored(table, _rows((at, after), plan.restore), f"replay-restore from version {start}")
     version_at = next((iso(c.timestamp_ms) for c in history if c.version == start), None)
-    return ReplayDone(start, version_at, latest, plan, plan.restore)
+    return ReplayDone(start, version_at, latest, plan)
