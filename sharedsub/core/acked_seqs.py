@@ -94,10 +94,3 @@ class AckedSeqs:
             return
         floor = lowest_open - 1
         self._state = (floor, {s for s in above if s > floor}, holes)
-
-    def snapshot(self) -> AckedSeqs:
-        """An independent copy (for a reader on another thread, such as a replay's worker)."""
-        copy = AckedSeqs()
-        floor, above, holes = self._state
-        copy._state = (floor, set(above), holes)
-        return copy

@@ -68,14 +68,6 @@ def test_acked_seqs_table(case: Case) -> None:
     assert acked.held() == case.held
 
 
-def test_snapshot_is_independent() -> None:
-    acked = AckedSeqs([1])
-    copy = acked.snapshot()
-    acked.add(2)
-    acked.reopen({1})
-    assert 1 in copy and 2 not in copy
-
-
 def test_non_int_is_never_inside() -> None:
     assert "1" not in AckedSeqs([1])
 
