@@ -53,7 +53,7 @@ from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage.commit_log import latest_version, read_commit
+from sharedsub.storage.commit_log import read_commit
 from sharedsub.storage.payload_index import TopicIndex, read_messages
 from sharedsub.storage.table_reads import read_files, read_table
 from sharedsub.storage.tables import table_exists
@@ -120,6 +120,7 @@ class _Feed:
     backlog_settled: Container[int] = ()
     backlog_failures: dict[int, int] = dataclasses.field(default_factory=dict)
     backlog_maybe_delivered: bool = False
+    backlog_first_slice: bool = False  # the next slice is the snapshot's first (read small)
 
     def clear_backlog(self) -> None:
         """Forget what is left of the backlog snapshot (a rewind loads it again)."""
@@ -280,7 +281,7 @@ class Tailer:
             state = ack_state_of(read_table(feed.ack_table, ["seq", "outcome"]))
             feed.backlog_settled = state.settled  # filtered here only: the reactor alone changes feed.acked
             feed.backlog_failures = state.delivery_counts
-        if latest_version(feed.table) < 0:
+        if not table_exists(feed.table):
             feed.next_version = 0
             return
         version, files = topic_files(feed.table)  # any table with seq statistics
@@ -290,6 +291,7 @@ class Tailer:
         first = feed.table not in self._first_loads
         self._first_loads.add(feed.table)
         feed.backlog_maybe_delivered = self._after_unclean_stop and first
+        feed.backlog_first_slice = True
 
     def _read_backlog(self, feed: _Feed) -> bool:
         """Read the next slice of the backlog and queue its rows in seq order.
@@ -299,8 +301,12 @@ class Tailer:
         compacted together may overlap in seq). Every row queued later has a higher seq than
         every row queued now: the dispatch rules rely on rows coming in seq order.
         """
-        take = _BACKLOG_FILES
-        while take - _BACKLOG_FILES < len(feed.backlog_files) and feed.backlog_files[take - _BACKLOG_FILES].first_seq is None:
+        # The first slice is one file: a consumer attaching to a large backlog gets its first
+        # messages after one small read, not sixteen.
+        size = 1 if feed.backlog_first_slice else _BACKLOG_FILES
+        feed.backlog_first_slice = False
+        take = size
+        while take - size < len(feed.backlog_files) and feed.backlog_files[take - size].first_seq is None:
             take += 1  # files without statistics sort first and all go with the first slice
         files, feed.backlog_files = feed.backlog_files[:take], feed.backlog_files[take:]
         try:
@@ -370,17 +376,11 @@ class Tailer:
         while feed.unposted and feed.in_flight < self._max_in_flight and feed.key in self._feeds:
             room = min(self._max_in_flight - feed.in_flight, _POST_CHUNK)
             part = [feed.unposted.popleft() for _ in range(min(room, len(feed.unposted)))]
-            extra = {seq: rest for seq, *rest in part}
+            found = self._resolve(feed.topic, [seq for seq, *_ in part])
             rows = [
-                dataclasses.replace(
-                    r,
-                    expires_at=extra[r.seq][0],
-                    message_id=extra[r.seq][1],
-                    failures=extra[r.seq][3],
-                    maybe_delivered=extra[r.seq][4],
-                    published_ms=extra[r.seq][2],
-                )
-                for r in self._resolve(feed.topic, [seq for seq, *_ in part])
+                Row(feed.topic, seq, message, expires, failures, maybe_delivered, message_id, published_ms)
+                for seq, expires, message_id, published_ms, failures, maybe_delivered in part
+                if (message := found.get(seq)) is not None
             ]
             if rows:
                 feed.in_flight += len(rows)
@@ -388,7 +388,9 @@ class Tailer:
                 posted = True
         return posted
 
-    def _resolve(self, topic: str, seqs: list[int]) -> list[Row]:
+    def _resolve(self, topic: str, seqs: list[int]) -> dict[int, bytes]:
+        """The payloads of ``seqs`` (cache, else the topic table); a seq the topic lacks is
+        logged and left out."""
         found: dict[int, bytes] = {}
         missing = []
         for seq in seqs:
@@ -405,7 +407,7 @@ class Tailer:
             lost = [s for s in missing if s not in found]
             if lost:
                 log.error("topic %s has no message for seq %s; skipping", topic, lost[:10])
-        return [Row(topic, s, found[s]) for s in seqs if s in found]
+        return found
 
 
 AckCallback = Callable[[str, int, str, str], None]
@@ -589,7 +591,8 @@ class Dispatcher:
     def dispatch(self, key: str) -> None:
         """Send pending (and parked) rows of ``key`` round-robin to links with credit."""
         if key in self._subs:
-            self._handle(key, rules.Credit({c: _credit(link) for c, link in self._links.get(key, {}).items()}))
+            # The credit itself is mirrored by _handle, as before every event: read once, not twice.
+            self._handle(key, rules.Credit({}))
 
     # ------------------------------------------------------------------ settlements
 

@@ -109,3 +109,29 @@ def test_a_large_backlog_is_read_a_slice_of_files_at_a_time_in_seq_order(tmp_pat
         assert max(waiting) <= 16 * 100, max(waiting)
     finally:
         tailer.stop()
+
+
+def test_the_first_slice_of_a_backlog_is_one_file(tmp_path: str) -> None:
+    """A consumer attaching to a backlog waits for one file's read before its first rows, not
+    for a whole slice: the first post holds the first file's rows only, the rest follow in order."""
+    root = str(tmp_path)
+    seqs = publish(root, "t", ["k"] * 1000)
+    (rec,) = register(root, subscription("t", name="first"))
+    for i in range(0, 1000, 50):
+        _route(root, rec.table, seqs[i : i + 50])
+    posts: list[list[Row]] = []
+    lock = threading.Lock()
+
+    def post(key: str, rows: list[Row]) -> None:
+        with lock:
+            posts.append(rows)
+
+    tailer = Tailer(root, PayloadCache(1 << 20), post, poll_interval=0.01, max_in_flight=5000)
+    tailer.start()
+    try:
+        tailer.watch(rec.key, rec.table, "t", acked=AckedSeqs(), ack_table_rel=None)
+        wait_for(lambda: sum(len(p) for p in posts) == 1000, 60, "the whole backlog")
+        assert [r.seq for r in posts[0]] == seqs[:50]
+        assert [r.seq for p in posts for r in p] == seqs
+    finally:
+        tailer.stop()
