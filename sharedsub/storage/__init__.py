@@ -5,6 +5,9 @@ concern. The table modules, lowest first (each imports only table modules listed
 
 - ``tables``: where a table is and whether it is there: ``local_path`` (local path or URI),
   log file names, ``table_exists``, ``remove_table``, the table properties new tables get.
+- ``log_snapshot``: local tables' snapshots read from ``_delta_log`` without delta-rs, as
+  delta-rs would give them (``read_snapshot``; ``SnapshotCache`` and ``latest_snapshot`` for the
+  latest, carried forward commit by commit; delta-rs for what it does not handle).
 - ``commit_log``: reading the Delta log: ``read_commit``, ``file_changes``, ``latest_version``,
   ``MAINTENANCE_MARK``, table identity (``table_id``, ``TableIds``).
 - ``table_reads``: table contents as Arrow: ``read_files``, ``snapshot_files``, ``read_table``,

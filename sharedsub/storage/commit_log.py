@@ -15,6 +15,8 @@ from typing import Any
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
+from sharedsub.core.layout import local_path
+from sharedsub.storage.log_snapshot import latest_snapshot
 from sharedsub.storage.tables import log_file, os_path, table_exists
 
 # commitInfo key marking the commits sharedsub's maintenance makes (value: what it did). It is in
@@ -113,13 +115,20 @@ def file_changes(table: str, version: int) -> FileChanges | None:
 def latest_version(table: str, known: int = -1) -> int:
     """Highest committed version of ``table`` at or after ``known`` (-1 when none).
 
-    Probes successive log files from ``known + 1``: O(new commits), no table load.
+    Probes successive log files from ``known + 1``: O(new commits), no table load. Without
+    ``known``, a local table's latest version comes from the process's snapshot cache
+    (sharedsub.storage.log_snapshot: O(new commits) once the table is cached).
     """
     if known < 0:
-        if not table_exists(table):
-            return -1
+        if local_path(table) is None:
+            if not table_exists(table):  # (no table is found on other storage)
+                return -1
+            try:
+                return DeltaTable(table).version()
+            except TableNotFoundError:
+                return -1
         try:
-            return DeltaTable(table).version()
+            return latest_snapshot(table).version
         except TableNotFoundError:
             return -1
     version = known

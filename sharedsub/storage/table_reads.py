@@ -6,6 +6,7 @@ Reads avoid ``DeltaTable.to_pyarrow_table()`` (it can abort the interpreter at e
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -13,6 +14,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from sharedsub.core.layout import local_path
+from sharedsub.storage import log_snapshot
 from sharedsub.storage.tables import os_path, table_exists
 
 
@@ -59,9 +62,24 @@ def _plain_types(data: pa.Table) -> pa.Table:
 
 
 def snapshot_files(table: str, version: int | None = None) -> list[str]:
-    """Absolute paths of the data files of ``table`` at ``version`` (latest when None)."""
-    dt = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
-    return [os_path(u) for u in dt.file_uris()]
+    """Absolute paths of the data files of ``table`` at ``version`` (latest when None), in
+    delta-rs's order (sharedsub.storage.log_snapshot: ``read_table``'s rows follow it).
+
+    A local table's snapshot is read from its log (the latest through the process's snapshot
+    cache), under the table directory's real path as delta-rs gives it; other storage, and what
+    that reader does not handle, through delta-rs.
+    """
+    local = local_path(table)
+    if local is not None:
+        real = os.path.realpath(local)  # delta-rs resolves the table's path: relative, symlinks
+        if version is None:
+            return [f.path for f in log_snapshot.latest_snapshot(real).files]  # (delta-rs when it must)
+        try:
+            return [f.path for f in log_snapshot.read_snapshot(real, version, stats=False).files]
+        except log_snapshot.UnsupportedLog:
+            pass  # delta-rs answers, or raises as it did before
+    loaded = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    return [os_path(u) for u in loaded.file_uris()]
 
 
 def read_table(table: str, columns: Sequence[str] | None = None, version: int | None = None) -> pa.Table | None:

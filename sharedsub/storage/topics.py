@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import urllib.parse
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,7 +11,7 @@ from deltalake import DeltaTable
 
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists, TopicNotFound
-from sharedsub.storage import schemas
+from sharedsub.storage import log_snapshot, schemas
 from sharedsub.storage.private import ensure_data_dir
 from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, os_path, table_exists
 
@@ -84,18 +82,12 @@ class SeqFile:
 
 
 def topic_files(table: str) -> tuple[int, list[SeqFile]]:
-    """``(version, files)`` of ``table``'s latest snapshot, with their seq and publish-time ranges."""
-    dt = DeltaTable(table)
-    actions = pa.table(dt.get_add_actions(flatten=True))
-    base = os_path(table)
+    """``(version, files)`` of ``table``'s latest snapshot, with their seq and publish-time ranges.
 
-    def column(name: str) -> list[Any]:
-        return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
-
-    files = []
-    for path, lo, hi, newest in zip(
-        column("path"), column("min.seq"), column("max.seq"), column("max.published_at"), strict=True
-    ):
-        ms = int(newest.timestamp() * 1000) if newest is not None else None
-        files.append(SeqFile(os.path.join(base, urllib.parse.unquote(path)), lo, hi, ms))
-    return dt.version(), files
+    Files in delta-rs's order (sharedsub.storage.log_snapshot). A local table's snapshot is read
+    from its log through the process's snapshot cache (no table load); other storage, and what
+    that reader does not handle, through delta-rs.
+    """
+    local = layout.local_path(table) is not None
+    snapshot = log_snapshot.latest_snapshot(table) if local else log_snapshot.delta_rs_snapshot(table)
+    return snapshot.version, [SeqFile(f.path, f.first_seq, f.last_seq, f.newest_published_ms) for f in snapshot.files]
