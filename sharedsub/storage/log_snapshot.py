@@ -138,7 +138,9 @@ def _read_commit(log_dir: str, version: int) -> _Commit | None:
     """The actions of commit ``version``; None when its file is not there."""
     try:
         fh = open(_commit_path(log_dir, version), "rb")  # (closed below: its stamp is taken while open)
-    except FileNotFoundError:
+    except (FileNotFoundError, IsADirectoryError):
+        # A directory under a commit's name is no commit: delta-rs lists files only, and a
+        # table whose next entry is blocked that way still reads at its last version.
         return None
     with fh:
         data = fh.read()

@@ -261,6 +261,21 @@ def test_no_table(tmp_path: Path) -> None:
         assert latest_version(table) == -1
 
 
+def test_a_directory_under_the_next_commits_name_is_no_commit(tmp_path: Path) -> None:
+    """As delta-rs (which lists files only) reads it: the table stays at its last version, cold
+    and cached (tests/e2e/test_fanout_faults.py blocks a table's commits this way)."""
+    cache = SnapshotCache()
+    table = str(tmp_path.resolve() / "blocked")
+    write_deltalake(table, _rows(range(0, 3)))
+    _check(table, cache)
+    os.mkdir(log_file(table, 1))
+    assert _check(table, cache)[0] == 0
+    assert _view(SnapshotCache().latest(table)) == _oracle(table)
+    os.rmdir(log_file(table, 1))
+    write_deltalake(table, _rows(range(3, 6)), mode="append")
+    assert _check(table, cache)[0] == 1
+
+
 def test_a_protocol_the_reader_refuses_is_read_by_delta_rs(tmp_path: Path) -> None:
     cache = SnapshotCache()
     table = str(tmp_path.resolve() / "dv")
