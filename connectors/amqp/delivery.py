@@ -277,7 +277,7 @@ class Tailer:
         range from the log's statistics) and the ack log's state; the rows are read slice by
         slice (:meth:`_read_backlog`), so a large backlog is never in memory whole."""
         feed.clear_backlog()
-        if feed.ack_table is not None and table_exists(feed.ack_table):
+        if feed.ack_table is not None:  # (read_table answers None for an ack log not written yet)
             state = ack_state_of(read_table(feed.ack_table, ["seq", "outcome"]))
             feed.backlog_settled = state.settled  # filtered here only: the reactor alone changes feed.acked
             feed.backlog_failures = state.delivery_counts
