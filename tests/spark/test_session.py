@@ -33,3 +33,15 @@ def test_session_has_the_defaults_and_the_source(spark: SparkSession) -> None:
     assert spark.sparkContext.getConf().get("spark.ui.enabled") == "false"
     with pytest.raises(Exception, match="data_dir"):
         spark.readStream.format("sharedsub_topics").load()
+
+
+def test_streaming_checkpoints_are_written_through_the_file_system_api(spark: SparkSession, tmp_path: Path) -> None:
+    # The FileContext manager (Spark's default) runs chmod and readlink processes per checkpoint
+    # file on a local file system (jobs/spark-defaults.conf, bench/checkpoint_files.py). Resolved
+    # as a query does: from the session's Hadoop configuration, which carries its SQL settings.
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
+    manager = jvm.org.apache.spark.sql.execution.streaming.checkpointing.CheckpointFileManager.create(
+        jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri()), conf,
+    )
+    assert manager.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
