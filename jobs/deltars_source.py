@@ -31,6 +31,10 @@ Contracts:
   running quickly; a brand-new query's first batch then covers only the topics' creation commits.
 * ``Trigger.AvailableNow`` is supported: the target is fixed when the query starts, and the query
   stops once it is reached, in as many capped batches as needed (docs/feasibility.md gotcha 3).
+* A topic with no active subscription in the catalog has its offset moved forward at most every
+  ``unsubscribed_topic_interval`` seconds (``0``: with every commit); a commit of such a topic
+  alone starts no micro-batch. Not under ``Trigger.AvailableNow``, whose target is reached in
+  full. The rule and why it loses nothing: :mod:`sharedsub.core.fanout_pacing`.
 * Only data-changing ``add`` actions are read, so OPTIMIZE rewrites are not read twice.
 * Reading a topic again from -1 never duplicates routed rows: the fan-out drops rows at or below
   each subscription table's app-transaction version, and the subscriptions of a dropped topic are
@@ -62,7 +66,9 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
+from sharedsub.core.fanout_pacing import takes_commits
 from sharedsub.storage import commit_log, schemas
+from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.retention import read_batch_offset
 from sharedsub.storage.table_reads import read_files, snapshot_files
 from sharedsub.storage.tables import log_file, table_exists
@@ -83,6 +89,10 @@ DEFAULT_FILES_PER_PARTITION = 16
 # Re-list the topics directory at most this often (seconds): listing stats every topic's log
 # dir, and latestOffset runs every trigger (every ~10 ms with a 0 trigger interval).
 DEFAULT_TOPIC_LIST_INTERVAL = 0.5
+# A topic without subscriptions has its offset moved forward at most this often (seconds; 0 =
+# with every commit): each micro-batch costs Spark work whatever it routes
+# (sharedsub.core.fanout_pacing).
+DEFAULT_UNSUBSCRIBED_TOPIC_INTERVAL = 5.0
 
 log = logging.getLogger("sharedsub.fanout.source")
 
@@ -169,6 +179,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         )
         self.files_per_partition = _int_option(options, "files_per_partition", DEFAULT_FILES_PER_PARTITION)
         self.topic_list_interval = float(options.get("topic_list_interval", DEFAULT_TOPIC_LIST_INTERVAL))
+        self.unsubscribed_topic_interval = float(
+            options.get("unsubscribed_topic_interval", DEFAULT_UNSUBSCRIBED_TOPIC_INTERVAL)
+        )
+        self._catalog = CatalogReader(root)
+        self._catalog_version = -2  # the catalog version ``_subscribed`` was computed from
+        self._subscribed: frozenset[str] = frozenset()
+        self._taken_at: dict[str, float] = {}  # when an unsubscribed topic's offset last moved
         self._planned_once = False
         self._target: dict[str, tuple[str | None, int]] | None = None  # AvailableNow: (id, version)
         # Newest version probed per topic, and the id of the table it belongs to (a cache).
@@ -213,6 +230,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cap = self.first_batch_commits if cap is None else min(cap, self.first_batch_commits)
         topics = set(begin)
         topics.update(self._target if self._target is not None else self._list_topics())
+        subscribed = self._subscribed_topics() if self.unsubscribed_topic_interval > 0 else None
         end: dict[str, int] = {}
         end_ids: dict[str, str | None] = {}
         for topic in sorted(topics):
@@ -234,6 +252,10 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 latest = known + cap
             if self._ids.get(self._table(topic)) != current:
                 # Replaced while probed: the version may belong to either table. Next trigger.
+                end[topic], end_ids[topic] = begin.get(topic, -1), known_id
+                continue
+            if self._target is None and not self._takes(topic, subscribed, new_commits=latest > known):
+                # Nobody subscribes to it: its commits wait for a later batch (fanout_pacing).
                 end[topic], end_ids[topic] = begin.get(topic, -1), known_id
                 continue
             end[topic], end_ids[topic] = max(known, latest), current
@@ -330,6 +352,34 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._listed_at = now
         return self._topics
 
+    def _subscribed_topics(self) -> frozenset[str] | None:
+        """Topics with an active subscription in the catalog now; None when the catalog cannot
+        be read (then every topic counts as subscribed: nothing is held)."""
+        try:
+            records = self._catalog.refresh()
+        except Exception:
+            log.warning("the subscription catalog could not be read; no topic is held back", exc_info=True)
+            return None
+        if self._catalog.version != self._catalog_version:
+            self._subscribed = frozenset(r.topic for r in records.values() if r.active)
+            self._catalog_version = self._catalog.version
+        return self._subscribed
+
+    def _takes(self, topic: str, subscribed: frozenset[str] | None, *, new_commits: bool) -> bool:
+        """Whether this batch takes ``topic``'s new commits (sharedsub.core.fanout_pacing)."""
+        is_subscribed = subscribed is None or topic in subscribed
+        now = time.monotonic()
+        taken_at = self._taken_at.get(topic)
+        since = None if taken_at is None else now - taken_at
+        if not takes_commits(
+            subscribed=is_subscribed, new_commits=new_commits, since_last_taken=since,
+            interval=self.unsubscribed_topic_interval,
+        ):
+            return False
+        if not is_subscribed and new_commits:
+            self._taken_at[topic] = now
+        return True
+
     def _table(self, topic: str) -> str:
         return layout.topic_table(self.root, topic)
 
@@ -406,7 +456,8 @@ class DriverBatchReader:
 
 class TopicsDataSource(DataSource):
     """``format("sharedsub_topics")``: options ``data_dir`` (required), ``max_commits_per_batch``,
-    ``first_batch_max_commits``, ``files_per_partition``, ``topic_list_interval`` (seconds)."""
+    ``first_batch_max_commits``, ``files_per_partition``, ``topic_list_interval`` (seconds),
+    ``unsubscribed_topic_interval`` (seconds)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

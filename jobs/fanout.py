@@ -636,7 +636,11 @@ def build_fanout_query(
             available_now=available_now,
             trigger_interval=settings.fanout.trigger_interval,
         ).start()
-    options = {"data_dir": root, "max_commits_per_batch": str(settings.fanout.max_commits_per_batch)}
+    options = {
+        "data_dir": root,
+        "max_commits_per_batch": str(settings.fanout.max_commits_per_batch),
+        "unsubscribed_topic_interval": str(settings.fanout.unsubscribed_topic_interval),
+    }
     source = spark.readStream.format(SOURCE_NAME).options(**options).load()
     location = checkpoint or layout.fanout_checkpoint(root)
     routing = sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)

@@ -92,6 +92,9 @@ class FanoutSettings:
     table_retry_interval: float
     # /health lists a topic as stalled once a commit of it has waited this long to be routed.
     stalled_after: float
+    # A topic without subscriptions starts a micro-batch at most this often (seconds; 0 = with
+    # every commit): sharedsub.core.fanout_pacing.
+    unsubscribed_topic_interval: float
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
     source: str
@@ -265,6 +268,11 @@ def _check(settings: Settings) -> None:
         raise ConfigError("delivery.poll_interval", "must be positive")
     if s.fanout.trigger_interval < 0:
         raise ConfigError("fanout.trigger_interval", "must not be negative")
+    if not 0 <= s.fanout.unsubscribed_topic_interval < float("inf"):  # NaN fails too
+        raise ConfigError("fanout.unsubscribed_topic_interval", "must be 0 (off) or positive seconds")
+    if s.fanout.unsubscribed_topic_interval >= s.fanout.stalled_after:
+        # A subscription to a held topic would show it as stalled until its first batch.
+        raise ConfigError("fanout.unsubscribed_topic_interval", "must be below fanout.stalled_after")
     for key, seconds in (
         ("fanout.table_retry_interval", s.fanout.table_retry_interval),
         ("fanout.stalled_after", s.fanout.stalled_after),

@@ -6,6 +6,8 @@ streaming path through Spark is covered by test_fanout.py.
 
 from __future__ import annotations
 
+import time
+
 import pyarrow as pa
 import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
@@ -27,7 +29,9 @@ pytestmark = pytest.mark.spark
 
 
 def reader(root: str, **options: str) -> TopicsStreamReader:
-    return TopicsStreamReader({"data_dir": root, **options})
+    # Holding unsubscribed topics back is off unless a test sets it: these topics have no
+    # subscriptions, and most tests here are about offsets and caps.
+    return TopicsStreamReader({"data_dir": root, "unsubscribed_topic_interval": "0", **options})
 
 
 def test_initial_offset_is_every_topic_at_minus_one(root: str) -> None:
@@ -232,3 +236,54 @@ def test_partitions_read_a_different_table_from_its_beginning_and_skip_a_dropped
     assert read_seqs(r, start, end) == {"t": [0, 1, 2]}
     # Same ids: the usual (start, end].
     assert read_seqs(r, make_offset({"t": 1}, {"t": new_id}), end) == {"t": [2]}
+
+
+def test_a_topic_without_subscriptions_is_taken_at_most_every_interval(root: str) -> None:
+    b.publish(root, "quiet", ["k"])  # versions 0, 1
+    b.publish(root, "busy", ["k"])
+    b.register(root, b.subscription("busy", name="s"))
+    r = reader(root, unsubscribed_topic_interval="0.5", first_batch_max_commits="100", topic_list_interval="0")
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    assert offset_versions(first) == {"busy": 1, "quiet": 1}  # never taken before: at once
+    b.publish(root, "quiet", ["k"])  # version 2
+    b.publish(root, "busy", ["k"])
+    second = r.latestOffset(first, r.getDefaultReadLimit())
+    assert offset_versions(second) == {"busy": 2, "quiet": 1}  # quiet is held, busy is not
+    assert r.latestOffset(second, r.getDefaultReadLimit()) == second  # quiet's commit alone: no batch
+    time.sleep(0.6)
+    assert offset_versions(r.latestOffset(second, r.getDefaultReadLimit())) == {"busy": 2, "quiet": 2}
+
+
+def test_a_held_topic_is_taken_as_soon_as_it_gets_a_subscription(root: str) -> None:
+    b.publish(root, "t", ["k"])
+    r = reader(root, unsubscribed_topic_interval="3600", first_batch_max_commits="100")
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    b.publish(root, "t", ["k"])
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # held for an hour
+    b.register(root, b.subscription("t", name="late"))
+    assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 2}
+
+
+def test_a_deleted_subscription_does_not_keep_its_topic_taken(root: str) -> None:
+    b.publish(root, "t", ["k"])
+    (sub,) = b.register(root, b.subscription("t", name="gone"))
+    r = reader(root, unsubscribed_topic_interval="3600", first_batch_max_commits="100")
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    b.publish(root, "t", ["k"])
+    second = r.latestOffset(first, r.getDefaultReadLimit())
+    assert offset_versions(second) == {"t": 2}
+    b.delete(root, sub)
+    b.publish(root, "t", ["k"])
+    third = r.latestOffset(second, r.getDefaultReadLimit())
+    assert offset_versions(third) == {"t": 3}  # first time unsubscribed: taken, then held
+    b.publish(root, "t", ["k"])
+    assert r.latestOffset(third, r.getDefaultReadLimit()) == third
+
+
+def test_available_now_holds_nothing_back(root: str) -> None:
+    b.publish(root, "t", ["k"])
+    r = reader(root, unsubscribed_topic_interval="3600", first_batch_max_commits="100")
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    b.publish(root, "t", ["k"])
+    r.prepareForTriggerAvailableNow()
+    assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 2}
