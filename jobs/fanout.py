@@ -639,7 +639,10 @@ def build_fanout_query(
     options = {
         "data_dir": root,
         "max_commits_per_batch": str(settings.fanout.max_commits_per_batch),
-        "unsubscribed_topic_interval": str(settings.fanout.unsubscribed_topic_interval),
+        # Held commits count towards a topic's lag once it has a subscription: keep below stalled.
+        "unsubscribed_topic_interval": str(
+            min(settings.fanout.unsubscribed_topic_interval, settings.fanout.stalled_after / 2)
+        ),
     }
     source = spark.readStream.format(SOURCE_NAME).options(**options).load()
     location = checkpoint or layout.fanout_checkpoint(root)

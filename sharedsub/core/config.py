@@ -270,9 +270,6 @@ def _check(settings: Settings) -> None:
         raise ConfigError("fanout.trigger_interval", "must not be negative")
     if not 0 <= s.fanout.unsubscribed_topic_interval < float("inf"):  # NaN fails too
         raise ConfigError("fanout.unsubscribed_topic_interval", "must be 0 (off) or positive seconds")
-    if s.fanout.unsubscribed_topic_interval >= s.fanout.stalled_after:
-        # A subscription to a held topic would show it as stalled until its first batch.
-        raise ConfigError("fanout.unsubscribed_topic_interval", "must be below fanout.stalled_after")
     for key, seconds in (
         ("fanout.table_retry_interval", s.fanout.table_retry_interval),
         ("fanout.stalled_after", s.fanout.stalled_after),

@@ -106,7 +106,6 @@ def test_precedence_env_then_flags() -> None:
         ({"fanout": {"source": "kafka"}}, "fanout.source"),
         ({"fanout": {"unsubscribed_topic_interval": -1}}, "fanout.unsubscribed_topic_interval"),
         ({"fanout": {"unsubscribed_topic_interval": "nan"}}, "fanout.unsubscribed_topic_interval"),
-        ({"fanout": {"unsubscribed_topic_interval": 60, "stalled_after": 60}}, "fanout.unsubscribed_topic_interval"),
     ],
 )
 def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
