@@ -13,6 +13,7 @@ from deltalake.exceptions import CommitFailedError
 from sharedsub.core.layout import local_path
 from sharedsub.storage.blind_append import BlindAppender, TableChanged
 from sharedsub.storage.commit_log import LogEntry, latest_version, read_log_entry
+from sharedsub.storage.log_snapshot import file_stamp
 from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
 
 # commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
@@ -29,15 +30,6 @@ def _fsync_path(path: str, *, directory: bool = False) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def _log_stamp(path: str) -> tuple[int, int, int] | None:
-    """(inode, size, mtime) of a log file, or None when it is not there."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
 def _next_entry(table: str, version: int) -> LogEntry | None:
@@ -138,9 +130,8 @@ class TableAppender:
         self._tried: tuple[str, int] | None = None
         # app id -> (version read up to, stamp of that version's log file, its transaction version)
         self._transactions: dict[str, tuple[int, tuple[int, int, int], int | None]] = {}
-        self._blind = (
-            BlindAppender(path, schema, commit_mark=COMMIT_MARK) if blind and not evolve and local_path(path) else None
-        )
+        self._local = local_path(path) is not None
+        self._blind = BlindAppender(path, schema, commit_mark=COMMIT_MARK) if blind and not evolve and self._local else None
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -259,16 +250,16 @@ class TableAppender:
         since it was loaded (blind appends never re-open it): 90 ms after 800 commits.
         """
         known = self._transactions.get(app_id)
-        if known is not None and local_path(self.path) is not None:
+        if known is not None and self._local:
             version, stamp, value = known
-            if _log_stamp(log_file(self.path, version)) == stamp:
+            if file_stamp(log_file(self.path, version)) == stamp:
                 while (entry := _next_entry(self.path, version)) is not None:
                     version += 1
                     value = entry.transactions.get(app_id, value)
                 if version != known[0]:
                     self._remember(app_id, version, value)
                 return value
-        if local_path(self.path) is not None:
+        if self._local:
             self._table = None  # a table loaded before may be one that was dropped since
         table = self._open()
         if table is None:
@@ -279,7 +270,7 @@ class TableAppender:
         return value
 
     def _remember(self, app_id: str, version: int, value: int | None) -> None:
-        stamp = _log_stamp(log_file(self.path, version)) if local_path(self.path) is not None else None
+        stamp = file_stamp(log_file(self.path, version)) if self._local else None
         if stamp is None:
             self._transactions.pop(app_id, None)
         else:

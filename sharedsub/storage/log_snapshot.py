@@ -113,7 +113,9 @@ def _stamp_of(st: os.stat_result) -> _Stamp:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def _file_stamp(path: str) -> _Stamp | None:
+def file_stamp(path: str) -> _Stamp | None:
+    """(inode, size, mtime in ns) of a file, or None when it is not there: whether a log file is
+    still the one read before (a table made again under the same path has new files)."""
     try:
         return _stamp_of(os.stat(path))
     except FileNotFoundError:
@@ -505,10 +507,10 @@ def _load(table: str, version: int | None, *, stats: bool) -> _Loaded:
     files = {path: _active_file(prefix, path, size, text, layout) for path, (size, text) in raw.items()}
     stamp_path = _commit_path(log_dir, at)
     if stamp is None:  # the snapshot is the checkpoint itself
-        stamp = _file_stamp(stamp_path)
+        stamp = file_stamp(stamp_path)
         if stamp is None:
             stamp_path = os.path.join(log_dir, f"{at:020d}.checkpoint.parquet")
-            stamp = _file_stamp(stamp_path)
+            stamp = file_stamp(stamp_path)
     snapshot = _snapshot(at, str(metadata["id"]), reader_writer, files)
     return _Loaded(snapshot, files, layout, _metadata_key(metadata), stamp_path, stamp)
 
@@ -655,7 +657,7 @@ class SnapshotCache:
     def _carried(self, table: str, cached: _Loaded) -> _Loaded | None:
         """``cached`` carried forward over the commits after it; None when the table must be
         read from scratch. ``cached`` is not changed (other threads may hold its snapshot)."""
-        if _file_stamp(cached.stamp_path) != cached.stamp or cached.stamp is None:
+        if file_stamp(cached.stamp_path) != cached.stamp or cached.stamp is None:
             return None
         log_dir = os.path.dirname(cached.stamp_path)
         prefix = _file_prefix(os_path(table))
