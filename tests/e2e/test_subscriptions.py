@@ -330,7 +330,9 @@ def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> N
         assert first.stop() == 0
     second = ServeProcess(tmp_path).start()
     try:
-        with Subscriber(second.url, None, name="dur", container_id="rc") as look:
+        # No credit: the lookup link is a consumer of the subscription, and with credit it could
+        # take (and accept) the backlog before it detaches, leaving nothing for `d` below.
+        with Subscriber(second.url, None, name="dur", container_id="rc", credit=0) as look:
             look.wait_attached()
             assert look.remote_source["address"] == "t/x.*"  # stored source after restart
             look.detach()
