@@ -692,12 +692,17 @@ class Dispatcher:
         if sub is None:
             sub = self._subs[key]
         links = self._links.get(key, {}) if self._subs.get(key) is sub else {}
-        for consumer, link in links.items():
-            sub.set_credit(consumer, _credit(link))
+        for number, link in links.items():
+            sub.set_credit(number, _credit(link))
+        # Sends are applied link by link, each link's in the order decided. Proton queues a
+        # transport event for every send whose connection differs from the last one's, so
+        # round-robin order across consumers on separate connections would cost one transport
+        # event (and its output pass) per message instead of one per connection.
+        sends: dict[int, list[rules.Send]] = {}
         for effect in sub.handle(event, self._clock()):
             match effect:
                 case rules.Send():
-                    self._send(key, links[effect.consumer], effect)
+                    sends.setdefault(effect.consumer, []).append(effect)
                 case rules.Record(row=row, outcome=outcome, consumer=consumer):
                     if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
                         name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
@@ -709,6 +714,10 @@ class Dispatcher:
                     self._on_dead_letter(key, row, decision, effect.error, self._container(consumer, containers))
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
+        for receiver, effects in sends.items():
+            link = links[receiver]
+            for send in effects:
+                self._send(key, link, send)
 
     def _container(self, consumer: int | None, containers: dict[int, str] | None) -> str:
         """The container-id of ``consumer``'s connection ("" for none)."""
