@@ -366,9 +366,9 @@ class FrontEnd(Handler):
         else:
             self.topics.when_present(address.topic, ready)
 
-    def _on_published(self, dlv: Delivery) -> None:
+    def _on_published(self, dlv: Delivery, link: proton.Receiver) -> None:
+        """Decode, check and queue for commit the complete transfer ``dlv`` of ``link``."""
         received = time.perf_counter()
-        link = dlv.link
         state = self.endpoints.publisher(link)
         if state is None:
             # A transfer before the attach was answered (no credit was given): a protocol
@@ -444,7 +444,7 @@ class FrontEnd(Handler):
     def on_delivery(self, event: Any) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""
         dlv = event.delivery
-        link = dlv.link
+        link = event.link  # the delivery's, wrapped once already by the event (dlv.link wraps again)
         if link.is_receiver:
             # Drain every complete delivery at the head of the link, not only this event's:
             # it keeps working however proton groups the delivery events.
@@ -459,7 +459,7 @@ class FrontEnd(Handler):
                 elif self.coordinator.is_coordinator_link(link):
                     self.coordinator.on_transfer(current)
                 else:
-                    self._on_published(current)
+                    self._on_published(current, link)
                 current = link.current
             return
         try:

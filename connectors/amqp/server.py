@@ -25,6 +25,7 @@ from typing import Any
 from proton.reactor import ApplicationEvent, Container
 
 from connectors.amqp.arrow_pool import ArrowPoolRelease
+from connectors.amqp.global_handler import SkipMessageEvents
 from connectors.amqp.handler import CONTAINER_ID, FrontEnd
 from connectors.amqp.parts import FrontEndParts
 from connectors.amqp.secure_listener import SecureAcceptor, tls_context
@@ -116,6 +117,7 @@ class FrontEndServer:
         self.handler.server = self
         self.container = Container(self.handler)
         self.container.container_id = CONTAINER_ID
+        self.container.global_handler = SkipMessageEvents(self.container.global_handler)
         self.container.selectable(self.injector)
         self.acceptor: Any = None
         self.tls_acceptor: SecureAcceptor | None = None
