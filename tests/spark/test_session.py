@@ -45,3 +45,10 @@ def test_streaming_checkpoints_are_written_through_the_file_system_api(spark: Sp
         jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri()), conf,
     )
     assert manager.getClass().getSimpleName() == "FileSystemBasedCheckpointFileManager"
+
+
+def test_an_idle_trigger_waits_the_configured_polling_delay(spark: SparkSession) -> None:
+    # Read back the way a streaming query reads it (SQLConf.streamingPollingDelay): a misspelt
+    # key in jobs/spark-defaults.conf would be ignored silently and leave Spark's 10 ms.
+    sql_conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
+    assert sql_conf.streamingPollingDelay() == 50
