@@ -7,7 +7,11 @@ run, reported as ratios.
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
 
-Measures, with the same python-qpid-proton client code against every broker:
+Measures, with the same client code against every broker: publish and consume with rhea
+(``--client rhea``, the default: bench/rhea_client.js in a Node.js process, an AMQP 1.0 client
+independent of Proton-C and light enough not to be the bound on a 2-core machine) or with
+python-qpid-proton (``--client proton``); latency, amplification and fan-out with
+python-qpid-proton:
 
 1. publish: 1 KB durable messages, unsettled sender, at most 1000 in flight; a message counts
    once the broker's ``accepted`` arrived. Warm-up, then ``--count`` measured (msg/s).
@@ -23,7 +27,7 @@ Measures, with the same python-qpid-proton client code against every broker:
    all of them wait for the consumers (sharedsub: routed into the subscription's table, read from
    the data dir; RabbitMQ: ready in the queue; Artemis: the same JMS shared durable subscription,
    messages in its queue). Then N receivers attach, each on its own
-   connection (one proton Container, one thread, in this process), and only once all have
+   connection (one client process or thread), and only once all have
    attached each gets ``--prefetch`` credit, topped up per message. Every delivery is accepted
    (settled by the consumer: at-least-once, acknowledged). msg/s from the first delivery to
    the M-th distinct message accepted; per-consumer counts, duplicates, credit granted→first
@@ -71,6 +75,7 @@ from typing import Any
 import fanout_bench
 import procstat
 import report
+import rhea_workloads
 import stages
 import workloads
 from artemis_peer import ArtemisPeer
@@ -123,6 +128,7 @@ class Settings:
     consume_count: int
     consume_timeout_s: float
     consume_route_timeout_s: float
+    client: str  # publish and consume workloads: "rhea" (bench/rhea_client.js) or "proton"
 
 
 def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -183,6 +189,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--wait-idle", type=float, help="before each timed measurement wait up to this many s for other "
                    "processes to go quiet (default 30, --quick 10; 0 = don't wait)")
     p.add_argument("--idle-cores", type=float, default=0.25, help="'quiet' = others keep at most this many cores busy")
+    p.add_argument("--client", choices=("rhea", "proton"), default="rhea",
+                   help="client of the publish and consume workloads: rhea (Node.js, independent of Proton-C; "
+                   "default) or python-qpid-proton (the latency, amplification and fan-out workloads always use it)")
     p.add_argument("--write-results", action="store_true", help="append this run's table to bench/RESULTS.md")
     p.add_argument("--keep-state", action="store_true", help="keep broker state and data dirs (paths go to stderr)")
     p.add_argument("--out-dir", default=os.path.join(HERE, "out"), help="where results-<UTC>.jsonl goes")
@@ -224,6 +233,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         consume_count=pick(args.consume_count, 20000, 3000),
         consume_timeout_s=pick(None, 600.0, 300.0),
         consume_route_timeout_s=pick(None, 600.0, 300.0),
+        client=args.client,
     )
 
 
@@ -275,11 +285,16 @@ def before_measurement(broker_pid: int | None, s: Settings, *, wait: bool = True
 Target = RabbitMQPeer | ArtemisPeer | SharedSubService
 
 
+def publish_client(s: Settings) -> Any:
+    """The module whose ``publish_throughput`` the publish and consume workloads use."""
+    return rhea_workloads if s.client == "rhea" else workloads
+
+
 def measure_publish(t: Target, run: int, s: Settings, rec: Recorder) -> None:
     route = t.route(f"pub-r{run}", subscribe=False)
     pre = before_measurement(t.broker_pid(), s)
     log(f"{t.name} publish run {run}: {s.warmup} + {s.count} messages")
-    res = workloads.publish_throughput(
+    res = publish_client(s).publish_throughput(
         t.url, route.publish_address, warmup=s.warmup, count=s.count, window=s.window, size=s.size,
         timeout_s=s.publish_timeout_s, cpu_probe=t.cpu_probe(),
     )
@@ -370,7 +385,7 @@ def measure_consume(t: Target, run: int, n: int, s: Settings, rec: Recorder) -> 
     else:
         link_name, configure, created = "bench-consumer", None, {}
     log(f"{t.name} consume N={n} run {run}: pre-loading {s.consume_count} messages")
-    load = workloads.publish_throughput(
+    load = publish_client(s).publish_throughput(
         t.url, route.publish_address, warmup=0, count=s.consume_count, window=s.window, size=s.size,
         timeout_s=s.publish_timeout_s,
     )
@@ -383,10 +398,17 @@ def measure_consume(t: Target, run: int, n: int, s: Settings, rec: Recorder) -> 
     log(f"{t.name} consume N={n} run {run}: {n} consumer(s), prefetch {s.prefetch}, "
         f"{s.consume_count} messages (backlog ready after {backlog['backlog_wait_s']} s)")
     cpu_before = t.cpu_by_command()
-    res = workloads.consume_backlog(
-        t.url, consume_address, consumers=n, count=s.consume_count, prefetch=s.prefetch,
-        link_name=link_name, configure=configure, timeout_s=s.consume_timeout_s, cpu_probe=t.cpu_probe(),
-    )
+    if s.client == "rhea":
+        res = rhea_workloads.consume_backlog(
+            t.url, consume_address, consumers=n, count=s.consume_count, prefetch=s.prefetch,
+            link_name=link_name, shared_durable=configure is workloads.shared_durable_source,
+            timeout_s=s.consume_timeout_s, cpu_probe=t.cpu_probe(),
+        )
+    else:
+        res = workloads.consume_backlog(
+            t.url, consume_address, consumers=n, count=s.consume_count, prefetch=s.prefetch,
+            link_name=link_name, configure=configure, timeout_s=s.consume_timeout_s, cpu_probe=t.cpu_probe(),
+        )
     rss = t.rss_bytes()
     # Which of the broker's processes did the work (sharedsub: front end vs Spark JVM and workers),
     # over the whole consume workload (attach to close), not just the measured span.
@@ -685,6 +707,11 @@ def sigterm_as_interrupt() -> Iterator[None]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     s = settings_from(args)
+    if s.client == "rhea" and {"publish", "consume"} & set(args.only):
+        why = rhea_workloads.available()
+        if why is not None:
+            print(f"bench: --client rhea: {why}; or use --client proton", file=sys.stderr)
+            return 2
     started = datetime.datetime.now(datetime.UTC)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     rec = Recorder(args.out_dir, stamp)
