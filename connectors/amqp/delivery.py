@@ -591,7 +591,7 @@ class Dispatcher:
     def dispatch(self, key: str) -> None:
         """Send pending (and parked) rows of ``key`` round-robin to links with credit."""
         if key in self._subs:
-            # The credit itself is mirrored by _handle, as before every event: read once, not twice.
+            # The credit itself is read by the pass (_handle's credit_of): read once, not twice.
             self._handle(key, rules.Credit({}))
 
     # ------------------------------------------------------------------ settlements
@@ -688,18 +688,22 @@ class Dispatcher:
         sub: rules.SubscriptionDispatch | None = None,
         containers: dict[int, str] | None = None,
     ) -> None:
-        """Mirror the links' credit into ``key``'s dispatch state, hand it ``event``, apply the effects."""
+        """Hand ``key``'s dispatch state ``event`` (it reads the links' credit if it dispatches),
+        apply the effects."""
         if sub is None:
             sub = self._subs[key]
         links = self._links.get(key, {}) if self._subs.get(key) is sub else {}
-        for number, link in links.items():
-            sub.set_credit(number, _credit(link))
+
+        def credit_of(consumer: int) -> int:
+            link = links.get(consumer)
+            return 0 if link is None else _credit(link)
+
         # Sends are applied link by link, each link's in the order decided. Proton queues a
         # transport event for every send whose connection differs from the last one's, so
         # round-robin order across consumers on separate connections would cost one transport
         # event (and its output pass) per message instead of one per connection.
         sends: dict[int, list[rules.Send]] = {}
-        for effect in sub.handle(event, self._clock()):
+        for effect in sub.handle(event, self._clock(), credit_of):
             match effect:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)

@@ -8,9 +8,11 @@ I/O or reads a clock; rows are whatever the tailer produced (:class:`Offered` sa
 their fields the rules read) and come back untouched inside the effects.
 
 Credit is the adapter's mirror of link credit: :meth:`SubscriptionDispatch.set_credit` sets it
-without effects (the adapter does so for every consumer before each event, so a pass sees the
-credit the links have now), a :class:`Credit` event sets it and dispatches, and every
-:class:`Send` uses one.
+without effects, a :class:`Credit` event sets it and dispatches, and every :class:`Send` uses
+one. An adapter that passes ``credit_of`` to :meth:`SubscriptionDispatch.handle` has every
+consumer's credit read from it when a dispatch pass starts, so a pass sees the credit the links
+have then (read once per event: the adapter applies the event's sends after it), and an event
+that dispatches nothing (an acceptance, the common settlement) reads none.
 
 Events and what they do, first match wins where several could apply:
 
@@ -83,7 +85,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from sharedsub.core import outcomes
@@ -280,6 +282,7 @@ class SubscriptionDispatch:
         self._held: dict[bytes, list[_Held]] = {}  # txn id -> settlements, in arrival order
         self._cursor = 0
         self._stopped = False
+        self._credit_of: Callable[[int], int] | None = None  # during handle() only
 
     # ------------------------------------------------------------------ views
 
@@ -323,8 +326,20 @@ class SubscriptionDispatch:
         if consumer in self._credit:
             self._credit[consumer] = credit
 
-    def handle(self, event: Event, now_ms: int) -> list[Effect]:
-        """Apply ``event`` at ``now_ms`` (ms since the epoch); return the effects, in order."""
+    def handle(self, event: Event, now_ms: int, credit_of: Callable[[int], int] | None = None) -> list[Effect]:
+        """Apply ``event`` at ``now_ms`` (ms since the epoch); return the effects, in order.
+
+        ``credit_of(consumer)``: its link's credit now, read for every consumer when the
+        event's first dispatch pass starts (see the module docstring); None: the credit set
+        before is used.
+        """
+        self._credit_of = credit_of
+        try:
+            return self._handle(event, now_ms)
+        finally:
+            self._credit_of = None
+
+    def _handle(self, event: Event, now_ms: int) -> list[Effect]:
         out: list[Effect] = []
         match event:
             case Offer(rows=rows):
@@ -405,6 +420,12 @@ class SubscriptionDispatch:
         """Round-robin pass: rows to consumers with credit until rows or credit run out."""
         if self._stopped or not (self._pending or self._parked) or not self._consumers:
             return
+        if self._credit_of is not None:
+            # Once per event: the sends of an earlier pass of this event are not on the links
+            # yet (the adapter applies them after), only in this state's own count.
+            for c in self._consumers:
+                self._credit[c] = self._credit_of(c)
+            self._credit_of = None
         sent = 0
         n = len(self._consumers)
         idle = 0

@@ -374,6 +374,36 @@ def test_a_row_is_never_outstanding_on_two_consumers_or_sent_twice_while_open() 
         assert set(places) | done == set(seqs), step
 
 
+def test_credit_of_is_read_when_a_pass_starts_and_only_then() -> None:
+    """``credit_of`` replaces the credit set before, once per event, and an event that
+    dispatches nothing (an acceptance) reads none."""
+    sub = SubscriptionDispatch(AckedSeqs(), {}, TEN)
+    sub.handle(add(1, 0), NOW)
+    sub.handle(add(2, 0), NOW)
+    reads: list[int] = []
+
+    def links(credit: dict[int, int]) -> Any:
+        def credit_of(consumer: int) -> int:
+            reads.append(consumer)
+            return credit[consumer]
+
+        return credit_of
+
+    # Credit set before (0) is replaced by what the links have when the pass starts.
+    assert sub.handle(offer(1, 2, 3), NOW, links({1: 1, 2: 5})) == [send(1, 1), send(2, 2), send(2, 3), CountSent(3)]
+    assert sorted(reads) == [1, 2]  # once per consumer, though the pass went round twice
+    reads.clear()
+    assert sub.handle(settle(1, 1, "accepted"), NOW, links({1: 9, 2: 9})) == [record(1, ACCEPTED, 1)]
+    assert reads == []  # nothing to dispatch: no link read
+    assert sub.credit(2) == 3  # the state's own count after its sends, not the links' 9
+    assert sub.handle(settle(2, 2, "released"), NOW, links({1: 0, 2: 1})) == [send(2, 2, first=False), CountSent(1)]
+    assert sorted(reads) == [1, 2]
+    # Without credit_of the credit the state holds is used: none left after that send, then one.
+    assert sub.handle(settle(2, 3, "released"), NOW) == []
+    sub.set_credit(2, 1)
+    assert sub.handle(Credit({}), NOW) == [send(2, 3, first=False), CountSent(1)]
+
+
 # ------------------------------------------------------------------------ the adapter
 # connectors.amqp.delivery.Dispatcher applies the effects to proton links. Stand-ins with
 # __slots__ stand for the links and deliveries: the adapter may not hang attributes on them.
