@@ -18,21 +18,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+import procstat
 from workloads import CpuProbe
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "bench" / "rhea_client.js"
 NODE_MODULES = ROOT / "tests" / "rhea" / "node_modules"
-
-
-def _cpu_seconds(pid: int) -> float | None:
-    """User + system CPU seconds of process ``pid`` (None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def available() -> str | None:
@@ -63,7 +54,7 @@ def _run(
             item = json.loads(line)
             name = item.get("mark")
             if (name in start_marks and not marks) or (name in end_marks and len(marks) == 1):
-                marks.append((_cpu_seconds(proc.pid), cpu_probe()))
+                marks.append((procstat.process_cpu_seconds(proc.pid), cpu_probe()))
             if "result" in item:
                 result = item["result"]
         proc.wait(timeout=timeout_s + 30)
