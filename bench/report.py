@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 SHAREDSUB, RABBITMQ, ARTEMIS = "sharedsub", "rabbitmq", "artemis"
+FLOOR = "proton-floor"  # bench/proton_floor.py: in-memory broker on the same proton reactor, no work per message
 NOFSYNC = "sharedsub-nofsync"  # sharedsub with [storage] fsync off (bench/run.py --brokers)
 INTHREAD = "sharedsub-inthread"  # sharedsub with [storage] append_process off
 # sharedsub variants: (column heading, ratio heading, what it is in the run's description)
@@ -76,7 +77,13 @@ SHAREDSUB_ONLY = ("amplification", "fanout_throughput", "fanout_latency")
 PEER_BENCHES = {
     RABBITMQ: ("publish", "latency", "consume"),  # no JMS selectors, no Delta data dir
     ARTEMIS: ("publish", "latency", "consume", "fanout_latency"),
+    FLOOR: ("publish", "consume"),
 }
+# Optional peer columns: (broker, column heading, ratio heading), shown when the run measured it.
+OPTIONAL_PEERS = (
+    (ARTEMIS, "Artemis median (min–max)", "ratio sharedsub ÷ Artemis"),
+    (FLOOR, "proton floor median (min–max)", "ratio sharedsub ÷ proton floor"),
+)
 
 
 def _consume_rows(lines: list[dict[str, Any]]) -> list[Row]:
@@ -182,17 +189,19 @@ def _ratio(ours: list[float], other: list[float]) -> str:
 def summary_table(lines: list[dict[str, Any]]) -> str:
     """Return the markdown table: medians (min–max over runs), and the ratio of the medians.
 
-    When the run measured Artemis, two columns show it and the ratio sharedsub ÷ Artemis. When
+    When the run measured Artemis or the proton floor (:data:`OPTIONAL_PEERS`), two columns per
+    peer show it and the ratio sharedsub ÷ it. When
     it measured a variant of sharedsub too (:data:`VARIANTS`: fsync off, appends in-thread), two
     more columns per variant show it and the ratio of the default to it.
     """
     variants = [v for v in VARIANTS if any(ln.get("broker") == v for ln in lines)]
-    artemis = any(ln.get("broker") == ARTEMIS for ln in lines)
+    peers = [RABBITMQ, *(b for b, _, _ in OPTIONAL_PEERS if any(ln.get("broker") == b for ln in lines))]
     head = "| measure | sharedsub median (min–max) | RabbitMQ median (min–max) | ratio sharedsub ÷ RabbitMQ |"
     rule = "| --- | --- | --- | --- |"
-    if artemis:
-        head += " Artemis median (min–max) | ratio sharedsub ÷ Artemis |"
-        rule += " --- | --- |"
+    for broker, column, ratio in OPTIONAL_PEERS:
+        if broker in peers:
+            head += f" {column} | {ratio} |"
+            rule += " --- | --- |"
     head += " better |"
     rule += " --- |"
     for variant in variants:
@@ -204,7 +213,7 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
             continue
         ours, ours_failed = _values(lines, row, SHAREDSUB)
         line = f"| {row.label} | {_cell(ours, ours_failed, row.unit)} |"
-        for broker in (RABBITMQ, ARTEMIS) if artemis else (RABBITMQ,):
+        for broker in peers:
             peer, peer_failed = _values(lines, row, broker)
             peer_cell = _cell(peer, peer_failed, row.unit) if row.bench in PEER_BENCHES[broker] else "n/a"
             line += f" {peer_cell} | {_ratio(ours, peer)} |"
@@ -298,6 +307,8 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         f"RabbitMQ {versions.get(RABBITMQ) or '(not started)'} with rabbitmq_amqp1_0, classic durable queue"
         + (f"; Artemis {versions[ARTEMIS]}, multicast address with a JMS global shared durable subscription "
            "(bench/artemis_peer.py)" if versions.get(ARTEMIS) else "")
+        + (f"; proton floor: {versions[FLOOR]} (bench/proton_floor.py: no decode, no storage)"
+           if versions.get(FLOOR) else "")
         + "".join(f"; {v}: {VARIANTS[v][2]}" for v in VARIANTS if v in versions),
         f"- settings: {meta['settings']}",
         f"- before each measurement: load average (1 min) {_range(loads, '.2f')}, "

@@ -2,7 +2,8 @@
 run, reported as ratios.
 
     .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
-                                  [--brokers rabbitmq[,artemis],sharedsub[,sharedsub-nofsync][,sharedsub-inthread]] [--runs N]
+                                  [--brokers rabbitmq[,artemis][,proton-floor],sharedsub[,sharedsub-nofsync][,sharedsub-inthread]]
+                                  [--runs N]
                                   [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
@@ -49,8 +50,13 @@ Central, cached under ``~/.cache/sharedsub-bench``, a fresh instance per run wit
 synced before each durable send is accepted) publishes to a multicast address holding one
 durable shared subscription per route; see that module for the addresses and settings.
 
-RabbitMQ runs first (started and stopped by this script), then Artemis, then sharedsub; never
-two at once.
+The proton floor (``--brokers ...,proton-floor``; bench/proton_floor.py) is an in-memory queue
+broker on python-qpid-proton's reactor, the engine of sharedsub's front end, that does no work per
+message (no decode, no storage). It takes part in publish and consume only: its figures are the
+most any broker on that reactor reaches here with the same client.
+
+RabbitMQ runs first (started and stopped by this script), then Artemis, then the proton floor,
+then sharedsub; never two at once.
 Each measurement prints one JSON line on stdout and appends it to bench/out/results-<UTC>.jsonl;
 a markdown table follows at the end. Progress goes to stderr. Brokers are always stopped,
 also on Ctrl-C or SIGTERM.
@@ -79,6 +85,7 @@ import rhea_workloads
 import stages
 import workloads
 from artemis_peer import ArtemisPeer
+from proton_floor import ProtonFloorPeer
 from rabbitmq_peer import RabbitMQPeer, Route
 from sharedsub_service import SharedSubService
 
@@ -91,7 +98,7 @@ VARIANT_ENV = {
     "sharedsub-nofsync": {"SHAREDSUB_STORAGE_FSYNC": "false"},
     "sharedsub-inthread": {"SHAREDSUB_STORAGE_APPEND_PROCESS": "false"},
 }
-BROKERS = ("rabbitmq", "artemis", "sharedsub", *VARIANT_ENV)
+BROKERS = ("rabbitmq", "artemis", "proton-floor", "sharedsub", *VARIANT_ENV)
 DEFAULT_BROKERS = ("rabbitmq", "sharedsub")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -153,7 +160,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "on request)")
     p.add_argument("--brokers", type=_csv(BROKERS), default=DEFAULT_BROKERS,
                    help="brokers to measure (default: rabbitmq,sharedsub; artemis is Apache ActiveMQ Artemis, "
-                        "downloaded with mvn on first use; sharedsub-nofsync is sharedsub "
+                        "downloaded with mvn on first use; proton-floor is bench/proton_floor.py, an in-memory "
+                        "broker on python-qpid-proton's reactor doing no work per message (publish and "
+                        "consume only); sharedsub-nofsync is sharedsub "
                         "with [storage] fsync off, sharedsub-inthread with [storage] append_process off, "
                         "each reported in its own column with the ratio to the default)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
@@ -282,7 +291,7 @@ def before_measurement(broker_pid: int | None, s: Settings, *, wait: bool = True
     }
 
 
-Target = RabbitMQPeer | ArtemisPeer | SharedSubService
+Target = RabbitMQPeer | ArtemisPeer | ProtonFloorPeer | SharedSubService
 
 
 def publish_client(s: Settings) -> Any:
@@ -741,6 +750,10 @@ def main(argv: list[str] | None = None) -> int:
                     guarded(rec, {"bench": "fanout_latency", "broker": "artemis",
                                   "subscribers": s.fanout_latency_subs},
                             lambda: measure_fanout_latency_artemis(s, rec, args.keep_state))
+            if "proton-floor" in args.brokers and {"publish", "consume"} & set(args.only):
+                floor = ProtonFloorPeer(log=log, log_path=rec.side_file("proton-floor.log"))
+                run_broker(floor, tuple(b for b in args.only if b in ("publish", "consume")), s, rec,
+                           lambda: floor.version)
             if "sharedsub" in args.brokers:
                 if has_plan:
                     svc = SharedSubService(log=log, log_path=rec.side_file("serve.log"), keep_data=args.keep_state)
