@@ -168,29 +168,38 @@ def _broker_handler(status_path: str) -> Any:
                     link.drained()
 
         def dispatch(self, address: str) -> None:
-            """Send queued messages round-robin over the address's links that have credit."""
+            """Share queued messages round-robin over the address's links that have credit, then
+            send each link's share in one run: proton queues a transport event per switch from
+            one connection to another, so sending in round-robin order would cost one output
+            pass per message with several consumers (connectors/amqp/delivery.py's Dispatcher does the same)."""
             q = self.queues[address]
             links = self.consumers.get(address)
             if not q or not links:
                 return
             n = len(links)
+            credit = [link.credit for link in links]
+            share: list[list[bytes]] = [[] for _ in links]
             idle = 0
             i = self.turn[address]
             while q and idle < n:
-                link = links[i % n]
+                k = i % n
                 i += 1
-                if link.credit <= 0:
+                if credit[k] <= 0:
                     idle += 1
                     continue
                 idle = 0
-                message = q.popleft()
-                self.next_tag += 1
-                tag = str(self.next_tag)  # proton 0.40 hands tags back decoded as UTF-8
-                link.delivery(tag)
-                link.send(message)
-                link.advance()
-                self.unsettled[link][tag] = message
+                credit[k] -= 1
+                share[k].append(q.popleft())
             self.turn[address] = i % n
+            for link, messages in zip(links, share, strict=True):
+                held = self.unsettled[link]
+                for message in messages:
+                    self.next_tag += 1
+                    tag = str(self.next_tag)  # proton 0.40 hands tags back decoded as UTF-8
+                    link.delivery(tag)
+                    link.send(message)
+                    link.advance()
+                    held[tag] = message
 
     return FloorHandler()
 
