@@ -202,7 +202,10 @@ class FrontEnd(Handler):
             req = result.request
             obj = self.tokens.pop(req.token)
             if isinstance(req, Publish):
-                dlv: Delivery = obj
+                # The token holds the link too: dlv.link would wrap it again for every message.
+                dlv: Delivery
+                link: proton.Link
+                dlv, link = obj
                 if result.error is None:
                     dlv.update(Delivery.ACCEPTED)
                     self.counters.inc(metrics.PUBLISHED, req.topic)
@@ -218,7 +221,6 @@ class FrontEnd(Handler):
                         dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
                     dlv.update(Delivery.REJECTED)
                 dlv.settle()
-                link = dlv.link
                 credit[link] = credit.get(link, 0) + 1
                 self.publish_window.committed(len(req.message))
             elif obj is not None:
@@ -413,7 +415,7 @@ class FrontEnd(Handler):
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        self.committer.submit(Publish(topic, columns, data, self.tokens.put(dlv), received))
+        self.committer.submit(Publish(topic, columns, data, self.tokens.put((dlv, link)), received))
         self.stages.observe("decode", time.perf_counter() - received)
 
     def _oversized(self, dlv: Delivery) -> bool:
