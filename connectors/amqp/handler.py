@@ -374,10 +374,16 @@ class FrontEnd(Handler):
         state = self.endpoints.publisher(link)
         if state is None:
             # A transfer before the attach was answered (no credit was given): a protocol
-            # violation, which ends only this connection.
+            # violation, which ends only this connection. The transfer is read and dropped so
+            # the link moves past it: on_delivery loops while the link's current delivery is
+            # readable, and one left in place would keep the reactor in that loop for good.
+            link.recv(dlv.pending)
+            link.advance()
+            dlv.settle()
             conn = link.connection
-            conn.condition = Condition(str(AmqpCondition.NOT_ALLOWED), "transfer on a link that is not attached yet")
-            conn.close()
+            if not conn.state & Endpoint.LOCAL_CLOSED:
+                conn.condition = Condition(str(AmqpCondition.NOT_ALLOWED), "transfer on a link that is not attached yet")
+                conn.close()
             return
         data = link.recv(dlv.pending)
         link.advance()

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import signal
+import socket
 from pathlib import Path
 
 import pytest
-from proton import Message
+from proton import Data, Described, Message, uint, ulong
 
 from sharedsub.core import layout
 from sharedsub.storage.table_reads import read_table
@@ -60,3 +61,56 @@ def test_invalid_address_refused(tmp_path: Path) -> None:
         assert outcomes[0].condition == "amqp:invalid-field"
     finally:
         assert fe.stop() == 0
+
+
+def _frame(channel: int, performative: Described, payload: bytes = b"") -> bytes:
+    """One AMQP frame (type 0) carrying ``performative`` and, for a transfer, ``payload``."""
+    data = Data()
+    data.put_object(performative)
+    body = data.encode() + payload
+    return (8 + len(body)).to_bytes(4, "big") + bytes([2, 0]) + channel.to_bytes(2, "big") + body
+
+
+def test_a_transfer_before_the_attach_is_answered_closes_only_that_connection(tmp_path: Path) -> None:
+    """A raw client sends its attach and, without waiting for the answer (so without credit), a
+    transfer. With topics created on first use the attach is answered only once the topic's
+    creation is committed, so the transfer reaches a link that is not attached yet: that
+    connection is closed with amqp:not-allowed, the message is not stored, and the link's late
+    answer does not touch the closed connection."""
+    cfg = tmp_path / "auto.toml"
+    cfg.write_text("[server]\nauto_create_topics = true\n")
+    data_dir = tmp_path / "data"
+    fe = ServeProcess(data_dir, command="frontend", extra_args=["--config", str(cfg)]).start()
+    try:
+        opening = _frame(0, Described(ulong(0x10), ["early-client"])) + _frame(  # open, begin
+            0, Described(ulong(0x11), [None, uint(0), uint(2048), uint(2048)]))
+        early = b"".join([
+            _frame(0, Described(ulong(0x12), [  # attach: we are the sender, to topic "early"
+                "early-link", uint(0), False, None, None,
+                Described(ulong(0x28), [None]), Described(ulong(0x29), ["early"]),
+            ])),
+            _frame(0, Described(ulong(0x14), [uint(0), uint(0), b"t0", uint(0), False, False]),  # transfer
+                   Message(body="too early").encode()),
+        ])
+        host, port = fe.url.removeprefix("amqp://").rsplit(":", 1)
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"AMQP\x00\x01\x00\x00" + opening)
+            # Wait for the server's begin: before it, proton itself refuses any transfer (the
+            # session's incoming window is still 0) and our handler never sees it.
+            received = b""
+            while b"\x00\x53\x11" not in received and (chunk := sock.recv(65536)):
+                received += chunk
+            sock.sendall(early)
+            while b"not attached yet" not in received and (chunk := sock.recv(65536)):
+                received += chunk
+        assert b"amqp:not-allowed" in received and b"transfer on a link that is not attached yet" in received
+        # Everyone else is served, on the same topic too (created by the early attach or by this one).
+        assert [o.state for o in publish(fe.url, "early", [Message(body="in time")])] == ["accepted"]
+        assert not any("Traceback" in line for line in fe.stderr_lines)
+    finally:
+        assert fe.stop() == 0, fe.log()[-2000:]
+    stored = read_table(layout.topic_table(str(data_dir), "early"), ["seq", "message"])
+    assert stored is not None and stored.num_rows == 1
+    kept = Message()
+    kept.decode(stored.column("message")[0].as_py())
+    assert kept.body == "in time"
