@@ -385,7 +385,7 @@ class FrontEnd(Handler):
                 conn.condition = Condition(str(AmqpCondition.NOT_ALLOWED), "transfer on a link that is not attached yet")
                 conn.close()
             return
-        data = link.recv(dlv.pending)
+        data = link.recv(dlv.pending) or b""  # None: a transfer with no payload (refused by decode)
         link.advance()
         try:
             try:

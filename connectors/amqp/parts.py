@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
+import proton
 from proton.reactor import ApplicationEvent, EventInjector
 
 from connectors.amqp.delivery import Row, Tailer
@@ -47,7 +48,7 @@ class FrontEndParts:
     counters: metrics.Counters
     identities: Identities
     endpoints: EndpointState
-    publish_window: PublishWindow
+    publish_window: PublishWindow[proton.Link]
 
 
 def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permissions: PolicyStore | None = None) -> FrontEndParts:

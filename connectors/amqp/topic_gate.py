@@ -36,7 +36,7 @@ class TopicGate:
         self,
         *,
         auto_create: bool,
-        submit: Callable[[object], None],
+        submit: Callable[[CreateTopic | DropTopic], None],
         token: Callable[[Callable[[Result], None]], int],
         in_storage: Callable[[str], bool],
         on_dropped: Callable[[str], None],

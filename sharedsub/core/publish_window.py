@@ -13,15 +13,20 @@ paid eventually.
 from __future__ import annotations
 
 from collections.abc import Hashable
+from typing import Generic, TypeVar
+
+LinkT = TypeVar("LinkT", bound=Hashable)
 
 
-class PublishWindow:
-    """Uncommitted bytes of all publishers and the credit owed while over ``limit`` (0 = no limit)."""
+class PublishWindow(Generic[LinkT]):
+    """Uncommitted bytes of all publishers and the credit owed while over ``limit`` (0 = no limit).
+
+    ``LinkT`` is whatever identifies a publisher link (the front end's proton links)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.uncommitted = 0
-        self._owed: dict[Hashable, int] = {}
+        self._owed: dict[LinkT, int] = {}
 
     @property
     def full(self) -> bool:
@@ -36,7 +41,7 @@ class PublishWindow:
         """The commit of a message of ``size`` bytes is done (stored or failed)."""
         self.uncommitted = max(0, self.uncommitted - size)
 
-    def grant(self, link: Hashable, credit: int) -> int:
+    def grant(self, link: LinkT, credit: int) -> int:
         """Credit to give ``link`` now: ``credit``, or 0 while full (then it is owed)."""
         if credit <= 0:
             return 0
@@ -45,13 +50,13 @@ class PublishWindow:
             return 0
         return credit
 
-    def release(self) -> list[tuple[Hashable, int]]:
+    def release(self) -> list[tuple[LinkT, int]]:
         """The owed credit to give now (everything, once below the limit; else nothing)."""
         if self.full or not self._owed:
             return []
         owed, self._owed = list(self._owed.items()), {}
         return owed
 
-    def owed(self, link: Hashable) -> int:
+    def owed(self, link: LinkT) -> int:
         """Credit withheld from ``link`` so far."""
         return self._owed.get(link, 0)

@@ -6,13 +6,13 @@ from sharedsub.core.publish_window import PublishWindow
 
 
 def test_below_the_limit_credit_is_granted_at_once() -> None:
-    w = PublishWindow(100)
+    w: PublishWindow[str] = PublishWindow(100)
     w.queued(99)
     assert w.grant("a", 5) == 5 and w.release() == []
 
 
 def test_at_the_limit_credit_is_owed_and_paid_when_commits_bring_it_below() -> None:
-    w = PublishWindow(100)
+    w: PublishWindow[str] = PublishWindow(100)
     w.queued(60)
     w.queued(40)
     assert w.full
@@ -24,7 +24,7 @@ def test_at_the_limit_credit_is_owed_and_paid_when_commits_bring_it_below() -> N
 
 
 def test_nothing_is_released_while_still_full() -> None:
-    w = PublishWindow(10)
+    w: PublishWindow[str] = PublishWindow(10)
     w.queued(30)
     assert w.grant("a", 1) == 0
     w.committed(10)
@@ -34,12 +34,12 @@ def test_nothing_is_released_while_still_full() -> None:
 
 
 def test_zero_means_no_limit() -> None:
-    w = PublishWindow(0)
+    w: PublishWindow[str] = PublishWindow(0)
     w.queued(10**12)
     assert not w.full and w.grant("a", 7) == 7
 
 
 def test_failed_commits_count_as_done_and_the_total_never_goes_negative() -> None:
-    w = PublishWindow(10)
+    w: PublishWindow[str] = PublishWindow(10)
     w.committed(5)
     assert w.uncommitted == 0 and w.grant("a", 0) == 0

@@ -20,7 +20,7 @@ class Harness:
     def __init__(self, *, auto_create: bool = True, stored: set[str] | None = None) -> None:
         self.stored = set(stored or ())
         self.lookups: list[str] = []
-        self.queued: list[object] = []
+        self.queued: list[CreateTopic | DropTopic] = []
         self.callbacks: dict[int, Callable[[Result], None]] = {}
         self.forgotten: list[str] = []
         self.gate = TopicGate(
@@ -41,7 +41,7 @@ class Harness:
 
     def answer(self, index: int, error: BaseException | None = None) -> None:
         request = self.queued[index]
-        self.callbacks.pop(request.token)(Result(request, error))  # type: ignore[attr-defined]
+        self.callbacks.pop(request.token)(Result(request, error))
 
 
 def test_a_stored_topic_is_looked_up_once() -> None:
