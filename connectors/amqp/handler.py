@@ -29,7 +29,7 @@ from connectors.amqp.transactions import Coordinator, is_coordinator, transactio
 from sharedsub.core import addressing, amqp_message, metrics
 from sharedsub.core import transactions as txn_rules
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
-from sharedsub.core.errors import MessageDecodeError, MessageTooLarge, SharedSubError
+from sharedsub.core.errors import InvalidAttach, MessageDecodeError, MessageTooLarge, SharedSubError
 from sharedsub.core.permissions import Permission
 from sharedsub.runtime.committer import Publish
 from sharedsub.storage import topics
@@ -328,6 +328,8 @@ class FrontEnd(Handler):
                 self.subscriptions.open_consumer(link)
         except SharedSubError as exc:
             _refuse_error(link, exc)
+        except UnicodeDecodeError as exc:  # proton decodes terminus strings only when they are read
+            _refuse_error(link, InvalidAttach(f"the attach has a string that is not valid UTF-8 ({exc.reason})"))
         except Exception as exc:  # last-resort guard: refuse, log, keep serving
             log.exception("attach of link %r failed", link.name)
             _refuse_error(link, exc)
@@ -385,9 +387,11 @@ class FrontEnd(Handler):
                 conn.condition = Condition(str(AmqpCondition.NOT_ALLOWED), "transfer on a link that is not attached yet")
                 conn.close()
             return
-        data = link.recv(dlv.pending) or b""  # None: a transfer with no payload (refused by decode)
+        data = link.recv(dlv.pending)  # None: the transfer has no payload at all
         link.advance()
         try:
+            if not data:  # not a message: AMQP 1.0 §3.2 requires a body section
+                raise MessageDecodeError("the transfer carries no message (empty payload)")
             try:
                 # Refuses what check_encoding, proton's decoder and message_columns refused.
                 decoded = amqp_message.decode(data)

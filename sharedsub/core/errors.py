@@ -51,6 +51,12 @@ class InvalidAddress(SharedSubError):
         self.address = address
 
 
+class InvalidAttach(SharedSubError):
+    """An attach whose fields cannot be read (e.g. an address that is not valid UTF-8)."""
+
+    condition = AmqpCondition.INVALID_FIELD
+
+
 class NotSupported(SharedSubError):
     """A feature the peer asked for that sharedsub does not implement."""
 

@@ -7,6 +7,7 @@ class would not produce), so what reaches the server is exactly what a foreign c
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -166,3 +167,49 @@ def test_an_open_whose_container_id_is_not_utf8_closes_only_that_connection(serv
         sub.wait_attached()
         assert [o.state for o in publish(service.url, topic, [Message(body="after")])] == ["accepted"]
         sub.wait_count(1)
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+def test_an_attach_whose_address_is_not_utf8_is_refused_alone(service: ServeProcess, topic: str, role: str) -> None:
+    """A raw attach (no client library would send it) whose target (publisher) or source
+    (consumer) address is str8 ``ab 0xD2 c``: refused with amqp:invalid-field, no Traceback in the
+    log, everyone else served (a wire fuzzer run found it logged as an internal error)."""
+    import socket
+
+    from proton import Data, Described, uint, ulong
+
+    def frame(performative: Described) -> bytes:
+        data = Data()
+        data.put_object(performative)
+        body = data.encode()
+        return (8 + len(body)).to_bytes(4, "big") + bytes([2, 0, 0, 0]) + body
+
+    address = Described(ulong(0x28 if role == "receiver" else 0x29), ["abXc"])
+    other = Described(ulong(0x29 if role == "receiver" else 0x28), [None])
+    source, target = (address, other) if role == "receiver" else (other, address)
+    attach = frame(Described(ulong(0x12), ["bad-address", uint(0), role == "receiver", None, None, source, target]))
+    assert attach.count(b"\xa1\x04abXc") == 1
+    attach = attach.replace(b"\xa1\x04abXc", b"\xa1\x04ab\xd2c")  # same length: the frame size holds
+    stream = (b"AMQP\x00\x01\x00\x00" + frame(Described(ulong(0x10), ["bad-address-client"]))
+              + frame(Described(ulong(0x11), [None, uint(0), uint(2048), uint(2048)])) + attach)
+    host, port = service.url.removeprefix("amqp://").rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(stream)
+        received = b""
+        while b"not valid UTF-8" not in received and (chunk := sock.recv(65536)):
+            received += chunk
+    assert b"amqp:invalid-field" in received and b"the attach has a string that is not valid UTF-8" in received
+    assert not any("Traceback" in line for line in service.stderr_lines)
+    with Subscriber(service.url, topic) as sub:
+        sub.wait_attached()
+        assert [o.state for o in publish(service.url, topic, [Message(body="after")])] == ["accepted"]
+        sub.wait_count(1)
+
+
+def test_a_transfer_with_no_payload_is_rejected_alone(service: ServeProcess, topic: str, data_dir: Path) -> None:
+    """A transfer carrying zero bytes is no message (AMQP 1.0 §3.2 wants a body section): it is
+    rejected with amqp:decode-error and never stored; the message after it is stored."""
+    outcomes = publish(service.url, topic, [b"", _good("after the empty one")])
+    assert [(o.state, o.condition) for o in outcomes] == [("rejected", "amqp:decode-error"), ("accepted", None)]
+    stored = read_table(str(data_dir / "topics" / topic), ["message"])
+    assert stored is not None and stored.column("message").to_pylist() == [_good("after the empty one")]
