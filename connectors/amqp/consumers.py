@@ -57,7 +57,11 @@ TopicGate = Callable[[str, Callable[[BaseException | None], None]], None]
 
 def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
     """Refuse an attach: null source in the reply, then detach closed=true with the condition."""
-    log.info("refusing link %r: %s %s", link.name, condition, description)
+    try:
+        name: str = link.name
+    except UnicodeDecodeError:  # proton decodes the name when it is read; a refusal must not fail on it
+        name = "<name not valid UTF-8>"
+    log.info("refusing link %r: %s %s", name, condition, description)
     if link.state & Endpoint.LOCAL_UNINIT:
         # A fresh proton link's local termini are typed SOURCE/TARGET with no address and would
         # go out as an empty source, which the Qpid JMS client reads as "found"/"opened".

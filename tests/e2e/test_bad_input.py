@@ -17,6 +17,7 @@ from sharedsub.core.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
 from sharedsub.storage.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish, uid
+from tests.raw_amqp import HEADER, frame, read_until
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -151,15 +152,13 @@ def test_an_open_whose_container_id_is_not_utf8_closes_only_that_connection(serv
     import socket
 
     body = bytes([0x00, 0x53, 0x10, 0xC0, 0x04, 0x01, 0xA1, 0x01, 0xB0])  # open(container-id=<0xB0>)
-    frame = (8 + len(body)).to_bytes(4, "big") + bytes([2, 0, 0, 0]) + body
+    open_frame = (8 + len(body)).to_bytes(4, "big") + bytes([2, 0, 0, 0]) + body
     host, port = service.url.removeprefix("amqp://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
-        sock.sendall(b"AMQP\x00\x01\x00\x00" + frame)
-        received = b""
+        sock.sendall(HEADER + open_frame)
         # The server answers with its header, an open and a close carrying the condition (then
         # waits for our close): read until the description has arrived.
-        while b"not valid UTF-8" not in received and (chunk := sock.recv(65536)):
-            received += chunk
+        received = read_until(sock, b"not valid UTF-8")
     assert received.startswith(b"AMQP\x00\x01\x00\x00")
     assert b"amqp:invalid-field" in received and b"container-id is not valid UTF-8" in received
     assert not any("Traceback" in line for line in service.stderr_lines[-50:])
@@ -176,13 +175,7 @@ def test_an_attach_whose_address_is_not_utf8_is_refused_alone(service: ServeProc
     log, everyone else served (a wire fuzzer run found it logged as an internal error)."""
     import socket
 
-    from proton import Data, Described, uint, ulong
-
-    def frame(performative: Described) -> bytes:
-        data = Data()
-        data.put_object(performative)
-        body = data.encode()
-        return (8 + len(body)).to_bytes(4, "big") + bytes([2, 0, 0, 0]) + body
+    from proton import Described, uint, ulong
 
     address = Described(ulong(0x28 if role == "receiver" else 0x29), ["abXc"])
     other = Described(ulong(0x29 if role == "receiver" else 0x28), [None])
@@ -190,14 +183,12 @@ def test_an_attach_whose_address_is_not_utf8_is_refused_alone(service: ServeProc
     attach = frame(Described(ulong(0x12), ["bad-address", uint(0), role == "receiver", None, None, source, target]))
     assert attach.count(b"\xa1\x04abXc") == 1
     attach = attach.replace(b"\xa1\x04abXc", b"\xa1\x04ab\xd2c")  # same length: the frame size holds
-    stream = (b"AMQP\x00\x01\x00\x00" + frame(Described(ulong(0x10), ["bad-address-client"]))
+    stream = (HEADER + frame(Described(ulong(0x10), ["bad-address-client"]))
               + frame(Described(ulong(0x11), [None, uint(0), uint(2048), uint(2048)])) + attach)
     host, port = service.url.removeprefix("amqp://").rsplit(":", 1)
     with socket.create_connection((host, int(port)), timeout=30) as sock:
         sock.sendall(stream)
-        received = b""
-        while b"not valid UTF-8" not in received and (chunk := sock.recv(65536)):
-            received += chunk
+        received = read_until(sock, b"not valid UTF-8")
     assert b"amqp:invalid-field" in received and b"the attach has a string that is not valid UTF-8" in received
     assert not any("Traceback" in line for line in service.stderr_lines)
     with Subscriber(service.url, topic) as sub:

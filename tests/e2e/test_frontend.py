@@ -7,12 +7,13 @@ import socket
 from pathlib import Path
 
 import pytest
-from proton import Data, Described, Message, uint, ulong
+from proton import Described, Message, uint, ulong
 
 from sharedsub.core import layout
 from sharedsub.storage.table_reads import read_table
 from sharedsub.storage.topics import create_topic, topic_exists
 from tests.amqp_peer import Subscriber, publish
+from tests.raw_amqp import BEGIN_CODE, HEADER, frame, read_until
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -63,14 +64,6 @@ def test_invalid_address_refused(tmp_path: Path) -> None:
         assert fe.stop() == 0
 
 
-def _frame(channel: int, performative: Described, payload: bytes = b"") -> bytes:
-    """One AMQP frame (type 0) carrying ``performative`` and, for a transfer, ``payload``."""
-    data = Data()
-    data.put_object(performative)
-    body = data.encode() + payload
-    return (8 + len(body)).to_bytes(4, "big") + bytes([2, 0]) + channel.to_bytes(2, "big") + body
-
-
 def test_a_transfer_before_the_attach_is_answered_closes_only_that_connection(tmp_path: Path) -> None:
     """A raw client sends its attach and, without waiting for the answer (so without credit), a
     transfer. With topics created on first use the attach is answered only once the topic's
@@ -82,27 +75,24 @@ def test_a_transfer_before_the_attach_is_answered_closes_only_that_connection(tm
     data_dir = tmp_path / "data"
     fe = ServeProcess(data_dir, command="frontend", extra_args=["--config", str(cfg)]).start()
     try:
-        opening = _frame(0, Described(ulong(0x10), ["early-client"])) + _frame(  # open, begin
-            0, Described(ulong(0x11), [None, uint(0), uint(2048), uint(2048)]))
+        opening = frame(Described(ulong(0x10), ["early-client"])) + frame(  # open, begin
+            Described(ulong(0x11), [None, uint(0), uint(2048), uint(2048)]))
         early = b"".join([
-            _frame(0, Described(ulong(0x12), [  # attach: we are the sender, to topic "early"
+            frame(Described(ulong(0x12), [  # attach: we are the sender, to topic "early"
                 "early-link", uint(0), False, None, None,
                 Described(ulong(0x28), [None]), Described(ulong(0x29), ["early"]),
             ])),
-            _frame(0, Described(ulong(0x14), [uint(0), uint(0), b"t0", uint(0), False, False]),  # transfer
-                   Message(body="too early").encode()),
+            frame(Described(ulong(0x14), [uint(0), uint(0), b"t0", uint(0), False, False]),  # transfer
+                  Message(body="too early").encode()),
         ])
         host, port = fe.url.removeprefix("amqp://").rsplit(":", 1)
         with socket.create_connection((host, int(port)), timeout=30) as sock:
-            sock.sendall(b"AMQP\x00\x01\x00\x00" + opening)
+            sock.sendall(HEADER + opening)
             # Wait for the server's begin: before it, proton itself refuses any transfer (the
             # session's incoming window is still 0) and our handler never sees it.
-            received = b""
-            while b"\x00\x53\x11" not in received and (chunk := sock.recv(65536)):
-                received += chunk
+            received = read_until(sock, BEGIN_CODE)
             sock.sendall(early)
-            while b"not attached yet" not in received and (chunk := sock.recv(65536)):
-                received += chunk
+            received = read_until(sock, b"not attached yet", received)
         assert b"amqp:not-allowed" in received and b"transfer on a link that is not attached yet" in received
         # Everyone else is served, on the same topic too (created by the early attach or by this one).
         assert [o.state for o in publish(fe.url, "early", [Message(body="in time")])] == ["accepted"]
