@@ -227,6 +227,7 @@ class Subscriber(threading.Thread):
         self.closed = threading.Event()
         self.remote_source: dict[str, Any] = {}
         self.error: tuple[str, str] | None = None
+        self.undecodable: list[str] = []  # deliveries that were not AMQP messages (rejected)
         self._injector = EventInjector()
         self._link: Any = None
         self._conn: Any = None
@@ -267,7 +268,14 @@ class Subscriber(threading.Thread):
                 if handler._detaching:
                     return  # like a closed JMS consumer: not handed to the app, left unsettled
                 msg = Message()
-                msg.decode(raw)
+                try:
+                    if not raw:  # proton's recv gives None for a transfer with no payload
+                        raise ValueError("a delivery with no payload")
+                    msg.decode(raw)
+                except Exception as exc:  # the broker sent what is not a message: a test failure
+                    handler.undecodable.append(f"{exc!r} ({len(raw or b'')} bytes)")
+                    _settle(dlv, "reject")
+                    return
                 handler.received.append(Received(raw, msg, msg.delivery_count, bool(dlv.settled)))
                 if handler.refill:
                     link.flow(1)
@@ -357,7 +365,11 @@ class Subscriber(threading.Thread):
 
     def wait_count(self, n: int, timeout: float = 60.0) -> list[Received]:
         """Wait until at least ``n`` messages arrived."""
-        wait_for(lambda: len(self.received) >= n, timeout, f"{n} messages (have {len(self.received)})")
+        def arrived() -> bool:
+            assert not self.undecodable, f"the broker sent deliveries that are not messages: {self.undecodable[:3]}"
+            return len(self.received) >= n
+
+        wait_for(arrived, timeout, f"{n} messages (have {len(self.received)})")
         return self.received
 
     def detach(self, *, closed: bool = False, timeout: float = 30.0) -> tuple[str | None, str | None]:
