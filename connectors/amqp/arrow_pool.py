@@ -25,12 +25,14 @@ INTERVAL = 30.0
 
 
 class ArrowPoolRelease(Handler):
-    """A proton timer handler: release the default pool's unused memory, then schedule itself
-    again ``interval`` seconds later. Start it with ``container.schedule(interval, it)``."""
+    """A timer task: release the default pool's unused memory, then schedule itself again
+    ``interval`` seconds later on ``loop`` (anything with proton's ``schedule(delay, handler)``:
+    the front end's connectors.amqp.engine_loop.EngineLoop). Start it with
+    ``loop.schedule(interval, it)``."""
 
-    def __init__(self, container: Any, interval: float = INTERVAL) -> None:
+    def __init__(self, loop: Any, interval: float = INTERVAL) -> None:
         super().__init__()
-        self._container = container
+        self._loop = loop
         self.interval = interval
         self.releases = 0
         self.stopped = False
@@ -44,7 +46,7 @@ class ArrowPoolRelease(Handler):
         except Exception:  # never let housekeeping end the reactor
             log.exception("releasing Arrow's unused memory failed")
         self.releases += 1
-        self._container.schedule(self.interval, self)
+        self._loop.schedule(self.interval, self)
 
     def stop(self) -> None:
         """Do not schedule again (the stop sequence: the reactor must be able to end)."""

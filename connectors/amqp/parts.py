@@ -13,10 +13,11 @@ import dataclasses
 import time
 
 import proton
-from proton.reactor import ApplicationEvent, EventInjector
+from proton.reactor import ApplicationEvent
 
 from connectors.amqp.delivery import Row, Tailer
 from connectors.amqp.endpoint_state import EndpointState
+from connectors.amqp.engine_loop import Injector
 from sharedsub.core import metrics
 from sharedsub.core.config import Settings
 from sharedsub.core.identity import Identities
@@ -39,7 +40,7 @@ class FrontEndParts:
     """Everything a front end is built from (see the module docstring)."""
 
     settings: Settings
-    injector: EventInjector  # threads -> reactor; also a selectable of the server's container
+    injector: Injector  # threads -> the engine loop (connectors.amqp.engine_loop)
     cache: PayloadCache
     stages: StageTimes
     committer: Committer
@@ -57,7 +58,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
     ``after_unclean_stop``: the previous front end on the data dir did not stop cleanly (see
     delivery.Tailer); ``permissions``: the policy store (None: no permissions file, the open policy).
     """
-    injector = EventInjector()
+    injector = Injector()
 
     def post_results(results: list[Result]) -> None:
         injector.trigger(ApplicationEvent(COMMITTED, subject=results))

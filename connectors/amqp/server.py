@@ -1,34 +1,34 @@
 """Listener and reactor lifecycle of the front end.
 
-``FrontEndServer.run()`` blocks on the proton reactor (main thread, so signals reach it);
+``FrontEndServer.run()`` blocks on the engine loop (connectors/amqp/engine_loop.py; main thread,
+so signals reach it);
 ``request_stop()`` may be called from a signal handler or any thread and leads to a clean stop:
 stop accepting, commit and settle everything already received, close connections, return.
 ``call(fn)`` runs ``fn`` on the reactor thread from any other thread (the admin endpoint's
 calls) and waits for the result it gives.
 
-Listeners (``[security]``, README "Security"): while the users file holds no user, anonymous
-clients are allowed (``anonymous = "auto"``) and TLS is off, proton's stock listener serves
-``[server] port`` as it always did (any client gets in, with SASL ANONYMOUS or none). Otherwise
-``SecureAcceptor`` (connectors/amqp/secure_listener.py) serves it, and also ``[security]
-tls_port`` (amqps) when that is not -1: they do TLS and SASL before the handler sees a connection,
-and record who authenticated in ``FrontEnd.identities``.
+Listeners (``[security]``, README "Security"; connectors/amqp/listener.py): while the users file
+holds no user, anonymous clients are allowed (``anonymous = "auto"``) and TLS is off, ``[server]
+port`` is served without a SASL layer of ours (proton's own answers: any client gets in, with SASL
+ANONYMOUS or none). Otherwise our SASL layer serves it, and also ``[security] tls_port`` (amqps)
+when that is not -1: TLS and SASL are done before the handler sees a connection, and who
+authenticated is recorded in ``FrontEnd.identities``.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import logging
-import socket
 from collections.abc import Callable
 from typing import Any
 
-from proton.reactor import ApplicationEvent, Container
+from proton.reactor import ApplicationEvent
 
 from connectors.amqp.arrow_pool import ArrowPoolRelease
-from connectors.amqp.global_handler import SkipMessageEvents
-from connectors.amqp.handler import CONTAINER_ID, FrontEnd
+from connectors.amqp.engine_loop import EngineLoop
+from connectors.amqp.handler import FrontEnd
+from connectors.amqp.listener import Listener, tls_context
 from connectors.amqp.parts import FrontEndParts
-from connectors.amqp.secure_listener import SecureAcceptor, tls_context
 from sharedsub.core.errors import ConfigError, ServiceUnavailable
 from sharedsub.core.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
 from sharedsub.runtime.users import UserStore, users_path
@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 
 class _Root(FrontEnd):
-    """FrontEnd plus the stop sequence, which needs the container and acceptor."""
+    """FrontEnd plus the stop sequence, which needs the loop and the listeners."""
 
     server: FrontEndServer
 
@@ -73,8 +73,8 @@ class _Root(FrontEnd):
         for conn in list(self.connections):
             conn.close()
         self.server.injector.close()
-        # Give the closing frames a moment to leave before the reactor ends.
-        self.server.container.schedule(0.2, _StopContainer(self.server.container))
+        # Give the closing frames a moment to leave before the loop ends.
+        self.server.loop.schedule(0.2, self.server.loop.stop)
 
 
 def _offered(policy: SaslPolicy) -> list[str]:
@@ -84,25 +84,6 @@ def _offered(policy: SaslPolicy) -> list[str]:
         *(m for m in PASSWORD_MECHANISMS if m in policy.mechanisms),
         *(["ANONYMOUS"] if policy.anonymous else []),
     ]
-
-
-class _StopContainer:
-    def __init__(self, container: Container) -> None:
-        self._container = container
-
-    def on_timer_task(self, event: Any) -> None:
-        self._container.stop()
-
-
-_FREE_PORT_TRIES = 20
-
-
-def _free_port(host: str) -> int:
-    """A TCP port free on ``host`` right now (the kernel's pick for port 0)."""
-    family, kind, proto, _, address = socket.getaddrinfo(host, 0, type=socket.SOCK_STREAM)[0]
-    with socket.socket(family, kind, proto) as probe:
-        probe.bind(address)
-        return int(probe.getsockname()[1])
 
 
 class FrontEndServer:
@@ -115,12 +96,9 @@ class FrontEndServer:
         self.injector = parts.injector
         self.handler = _Root(parts)
         self.handler.server = self
-        self.container = Container(self.handler)
-        self.container.container_id = CONTAINER_ID
-        self.container.global_handler = SkipMessageEvents(self.container.global_handler)
-        self.container.selectable(self.injector)
-        self.acceptor: Any = None
-        self.tls_acceptor: SecureAcceptor | None = None
+        self.loop = EngineLoop(self.handler, injector=self.injector)
+        self.acceptor: Listener | None = None
+        self.tls_acceptor: Listener | None = None
         self.host = settings.server.host
         self.port = settings.server.port
         self.tls_port: int | None = None  # the amqps port once listening; None: no TLS listener
@@ -131,22 +109,6 @@ class FrontEndServer:
         # State of the embedded fan-out job for /health and /metrics (sharedsub.runtime.fanout_process
         # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
         self.fanout_status: Callable[[], dict[str, Any]] | None = None
-
-    def _listen_plain(self) -> None:
-        """Bind proton's own acceptor on host:port (no SASL layer of ours, no TLS). proton does not
-        expose the acceptor's socket, so for port 0 a free port is found by binding one first,
-        and another is tried if something takes it before proton binds it."""
-        for _ in range(_FREE_PORT_TRIES):
-            port = self.port or _free_port(self.host)
-            try:
-                self.acceptor = self.container.listen(f"{self.host}:{port}")
-            except OSError:
-                if self.port:
-                    raise
-                continue
-            self.port = port
-            return
-        raise OSError(f"no free port found on {self.host} in {_FREE_PORT_TRIES} tries")
 
     def listen(self) -> tuple[str, int]:
         """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a
@@ -162,8 +124,10 @@ class FrontEndServer:
         self.anonymous = anonymous_allowed(sec.anonymous_mode, have_users)
         tls = tls_context(sec) if sec.tls_port >= 0 else None
         self.handler.start()
+        identities = self.handler.identities
         if tls is None and self.anonymous and not have_users:
-            self._listen_plain()
+            self.acceptor = Listener(self.loop, self.host, self.port, identities=identities)
+            self.port = self.acceptor.port
             log.info("listening on %s; anonymous clients allowed (no users in %s)", self.url, self.users.path,
                      extra={"amqp_port": self.port, "anonymous": True})
             return self.host, self.port
@@ -175,13 +139,12 @@ class FrontEndServer:
             external_user=self._external_user,
         )
         limits = {"auth_timeout": sec.auth_timeout, "max_authenticating": sec.max_authenticating}
-        identities = self.handler.identities
-        self.acceptor = SecureAcceptor(self.container, self.host, self.port, policy=policy, identities=identities, **limits)
+        self.acceptor = Listener(self.loop, self.host, self.port, policy=policy, identities=identities, **limits)
         self.port = self.acceptor.port
         if tls is not None:
             try:
-                self.tls_acceptor = SecureAcceptor(
-                    self.container, self.host, sec.tls_port, policy=policy, identities=identities, tls=tls, **limits
+                self.tls_acceptor = Listener(
+                    self.loop, self.host, sec.tls_port, policy=policy, identities=identities, tls=tls, **limits
                 )
             except OSError as exc:
                 self.acceptor.close()
@@ -221,10 +184,10 @@ class FrontEndServer:
             self.listen()
         if on_started is not None:
             on_started()
-        self.pool_release = ArrowPoolRelease(self.container)
-        self.container.schedule(self.pool_release.interval, self.pool_release)
+        self.pool_release = ArrowPoolRelease(self.loop)
+        self.loop.schedule(self.pool_release.interval, self.pool_release)
         try:
-            self.container.run()
+            self.loop.run()
         finally:
             if not self._stopping:
                 self.handler.stop()

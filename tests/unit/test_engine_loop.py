@@ -1,0 +1,130 @@
+"""connectors.amqp.engine_loop: timers, events injected from other threads, stopping. A real loop
+on this thread (a real selector and socket pair); proton events are tested in test_proton_events
+and the sockets in tests/e2e/test_listener_loop.py."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+from proton import Handler
+from proton.reactor import ApplicationEvent
+
+from connectors.amqp.engine_loop import EngineLoop, Injector
+
+
+class _Recorder(Handler):
+    def __init__(self) -> None:
+        self.got: list[Any] = []
+        self.loop: EngineLoop | None = None
+        self.stop_after: int | None = None
+
+    def on_test_item(self, event: Any) -> None:
+        self.got.append(event.subject)
+        if self.stop_after is not None and len(self.got) >= self.stop_after and self.loop is not None:
+            self.loop.stop()
+
+    def on_test_fail(self, event: Any) -> None:
+        raise RuntimeError("handler fault")
+
+
+def _run(loop: EngineLoop, limit: float = 30.0) -> None:
+    """Run ``loop`` on another thread; fail if it has not stopped within ``limit`` seconds (a
+    loop that does not wake or stop would otherwise hang the suite)."""
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    thread.join(limit)
+    assert not thread.is_alive(), "the loop did not stop"
+
+
+def test_timers_run_in_deadline_order_and_a_cancelled_one_does_not() -> None:
+    loop = EngineLoop(_Recorder())
+    ran: list[str] = []
+
+    class Task:
+        def on_timer_task(self, event: Any) -> None:
+            assert event.container is loop
+            ran.append("b")
+
+    loop.schedule(0.06, lambda: ran.append("c"))
+    loop.schedule(0.01, lambda: ran.append("a"))
+    loop.schedule(0.03, lambda: ran.append("cancelled")).cancel()
+    loop.schedule(0.03, Task())
+    loop.schedule(0.1, loop.stop)
+    _run(loop)
+    assert ran == ["a", "b", "c"]
+
+
+def test_a_timer_that_fails_is_logged_and_the_loop_goes_on(caplog: pytest.LogCaptureFixture) -> None:
+    loop = EngineLoop(_Recorder())
+    ran: list[str] = []
+
+    def bad() -> None:
+        raise RuntimeError("timer fault")
+
+    loop.schedule(0.0, bad)
+    loop.schedule(0.01, lambda: ran.append("after"))
+    loop.schedule(0.02, loop.stop)
+    with caplog.at_level(logging.ERROR):
+        _run(loop)
+    assert ran == ["after"]
+    assert "timer fault" in caplog.text
+
+
+def test_events_from_other_threads_arrive_each_thread_in_order() -> None:
+    handler = _Recorder()
+    loop = EngineLoop(handler)
+    handler.loop = loop
+    threads, per_thread = 4, 500
+    handler.stop_after = threads * per_thread
+
+    def produce(k: int) -> None:
+        for i in range(per_thread):
+            loop.injector.trigger(ApplicationEvent("test_item", subject=(k, i)))
+
+    producers = [threading.Thread(target=produce, args=(k,)) for k in range(threads)]
+    for p in producers:
+        p.start()
+    _run(loop)  # nothing scheduled: only the injector's wake-ups can end the loop's waits
+    for p in producers:
+        p.join()
+    assert len(handler.got) == threads * per_thread
+    for k in range(threads):
+        assert [i for kk, i in handler.got if kk == k] == list(range(per_thread))
+
+
+def test_an_event_that_fails_is_logged_and_the_next_one_is_handled(caplog: pytest.LogCaptureFixture) -> None:
+    handler = _Recorder()
+    loop = EngineLoop(handler)
+    handler.loop = loop
+    handler.stop_after = 1
+    loop.injector.trigger(ApplicationEvent("test_fail"))
+    loop.injector.trigger(ApplicationEvent("test_item", subject="next"))
+    with caplog.at_level(logging.ERROR):
+        _run(loop)
+    assert handler.got == ["next"]
+    assert "handler fault" in caplog.text
+
+
+def test_a_waiting_loop_is_woken_by_a_trigger() -> None:
+    handler = _Recorder()
+    loop = EngineLoop(handler)
+    handler.loop = loop
+    handler.stop_after = 1
+    threading.Timer(0.2, lambda: loop.injector.trigger(ApplicationEvent("test_item", subject=1))).start()
+    _run(loop)  # with no timer the loop waits an hour unless the trigger wakes it
+    assert handler.got == [1]
+
+
+def test_a_closed_injector_drops_what_comes_after() -> None:
+    injector = Injector()
+    handler = _Recorder()
+    loop = EngineLoop(handler, injector=injector)
+    injector.trigger(ApplicationEvent("test_item", subject="kept"))
+    injector.close()
+    injector.trigger(ApplicationEvent("test_item", subject="dropped"))
+    loop.schedule(0.05, loop.stop)
+    _run(loop)
+    assert handler.got == ["kept"]

@@ -1,0 +1,95 @@
+"""connectors.amqp.proton_events: what reaches the handler and what the loop's sockets. Events come
+from real proton engines joined in memory (tests/proton_pair.py)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import proton
+import pytest
+from proton import Collector, Transport
+
+from connectors.amqp.proton_events import EventPump
+from tests.proton_pair import LinkedPair, pump
+
+
+class _Handler(proton.Handler):
+    def __init__(self, log: list[str], fail_on: str | None = None) -> None:
+        self.log = log
+        self.fail_on = fail_on
+
+    def on_unhandled(self, method: str, *args: Any) -> None:
+        self.log.append(method)
+        if method == self.fail_on:
+            raise RuntimeError(f"fault in {method}")
+
+
+class _Sockets:
+    def __init__(self, log: list[str]) -> None:
+        self.log = log
+        self.changed: list[Transport] = []
+        self.closed: list[Transport] = []
+
+    def transport_changed(self, transport: Transport) -> None:
+        self.changed.append(transport)
+
+    def transport_closed(self, transport: Transport) -> None:
+        self.log.append("sockets: closed")
+        self.closed.append(transport)
+
+
+def _traffic(collector: Collector) -> LinkedPair:
+    """A pair whose server sent one message the client accepted, then gave more credit."""
+    pair = LinkedPair(collector, "c", credit=2)
+    dlv = pair.sender.delivery("1")
+    pair.sender.send(b"m")
+    pair.sender.advance()
+    pump(pair.client_transport, pair.server_transport)
+    received = pair.receiver.current
+    assert received is not None
+    received.update(proton.Delivery.ACCEPTED)
+    received.settle()
+    pair.receiver.flow(3)
+    pump(pair.client_transport, pair.server_transport)
+    assert dlv.remote_state == proton.Delivery.ACCEPTED
+    return pair
+
+
+def test_transport_events_go_to_the_sockets_and_every_other_to_the_handler() -> None:
+    collector = Collector()
+    pair = _traffic(collector)
+    log: list[str] = []
+    sockets = _Sockets(log)
+    EventPump(collector, _Handler(log), sockets).drain()
+    assert collector.peek() is None
+    assert "on_transport" not in log
+    assert {"on_connection_init", "on_link_remote_open", "on_delivery", "on_link_flow"} <= set(log)
+    assert sockets.changed and all(t == pair.server_transport for t in sockets.changed)
+
+
+def test_transport_closed_reaches_the_handler_then_the_sockets() -> None:
+    collector = Collector()
+    pair = _traffic(collector)
+    pair.server_transport.close_tail()
+    pair.server_transport.close_head()
+    log: list[str] = []
+    sockets = _Sockets(log)
+    EventPump(collector, _Handler(log), sockets).drain()
+    assert log[-2:] == ["on_transport_closed", "sockets: closed"]
+    assert sockets.closed == [pair.server_transport]
+
+
+def test_a_handler_fault_is_logged_and_the_next_events_are_handled(caplog: pytest.LogCaptureFixture) -> None:
+    collector = Collector()
+    pair = _traffic(collector)
+    pair.server_transport.close_tail()
+    pair.server_transport.close_head()
+    log: list[str] = []
+    sockets = _Sockets(log)
+    with caplog.at_level(logging.ERROR):
+        EventPump(collector, _Handler(log, fail_on="on_transport_closed"), sockets).drain()
+    assert "fault in on_transport_closed" in caplog.text
+    assert "on_delivery" in log
+    assert sockets.closed == [pair.server_transport]  # the socket closes even so
+    assert collector.peek() is None
