@@ -1,8 +1,10 @@
 """The floor of a python-qpid-proton broker: an in-memory queue broker with no work per message.
 
-sharedsub's front end is a python-qpid-proton reactor (one Python thread). This broker is the
-least any broker on that reactor can do per message, run the same way (a ``proton.reactor.Container``
-with a plain handler, like connectors/amqp/server.py): a published transfer's bytes are read,
+sharedsub's front end is python-qpid-proton's engine on an event loop of its own (one Python
+thread: connectors/amqp/engine_loop.py). This broker is the least any broker on that loop can do
+per message, run the same way (a plain handler on an ``EngineLoop`` with a ``Listener``, like
+connectors/amqp/server.py; ``--container`` runs it on proton's own ``Container`` reactor
+instead, as sharedsub's front end ran before issue 13): a published transfer's bytes are read,
 queued in memory and accepted at once (no decode, no storage, no fsync); a consumer link is sent
 the queued bytes as its credit allows, round-robin over an address's links, and an accepted
 delivery is dropped. Released, modified and unsettled-at-detach deliveries go back to the queue.
@@ -204,20 +206,44 @@ def _broker_handler(status_path: str) -> Any:
     return FloorHandler()
 
 
-def serve(port: int, status_path: str) -> None:
-    """Listen on 127.0.0.1:``port`` until SIGTERM/SIGINT; print the ready line first."""
-    from proton.reactor import Container
+def serve(port: int, status_path: str, *, container: bool = False) -> None:
+    """Listen on 127.0.0.1:``port`` until SIGTERM/SIGINT; print the ready line first.
+    ``container``: on proton's Container reactor instead of sharedsub's engine loop."""
+    if container:
+        from proton.reactor import Container
 
-    container = Container(_broker_handler(status_path))
-    container.listen(f"127.0.0.1:{port}")
+        reactor = Container(_broker_handler(status_path))
+        reactor.listen(f"127.0.0.1:{port}")
 
-    def stop(signum: int, frame: object) -> None:
-        container.stop()
+        def stop(signum: int, frame: object) -> None:
+            reactor.stop()
 
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
+        signal.signal(signal.SIGTERM, stop)
+        signal.signal(signal.SIGINT, stop)
+        print(f"{READY_PREFIX}amqp://127.0.0.1:{port}", flush=True)
+        reactor.run()
+        return
+
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    from proton.reactor import ApplicationEvent
+
+    from connectors.amqp.engine_loop import EngineLoop
+    from connectors.amqp.listener import Listener
+    from sharedsub.core.identity import Identities
+
+    handler = _broker_handler(status_path)
+    loop = EngineLoop(handler)
+    handler.on_floor_stop = lambda event: loop.stop()
+    Listener(loop, "127.0.0.1", port, identities=Identities())
+    loop.schedule(STATUS_EVERY_S, handler)  # its on_timer_task writes the status and reschedules
+
+    def stop_loop(signum: int, frame: object) -> None:
+        loop.injector.trigger(ApplicationEvent("floor_stop"))  # wakes the loop
+
+    signal.signal(signal.SIGTERM, stop_loop)
+    signal.signal(signal.SIGINT, stop_loop)
     print(f"{READY_PREFIX}amqp://127.0.0.1:{port}", flush=True)
-    container.run()
+    loop.run()
 
 
 # ------------------------------------------------------------------------------------ the peer
@@ -241,7 +267,7 @@ class ProtonFloorPeer(procstat.BrokerMetrics):
         """Start the broker on a free port and wait for its ready line; return the seconds taken."""
         import proton
 
-        self.version = f"python-qpid-proton {'.'.join(map(str, proton.VERSION))} reactor, in memory"
+        self.version = f"python-qpid-proton {'.'.join(map(str, proton.VERSION))} on sharedsub's engine loop, in memory"
         t0 = time.perf_counter()
         err = open(self._log_path, "w", encoding="utf-8")  # noqa: SIM115 - kept open for the child
         self._proc = subprocess.Popen(
@@ -316,8 +342,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     p.add_argument("--port", type=int, required=True)
     p.add_argument("--status", required=True, help="JSON file of ready messages per address")
+    p.add_argument("--container", action="store_true", help="run on proton's Container reactor instead of the engine loop")
     args = p.parse_args(argv)
-    serve(args.port, args.status)
+    serve(args.port, args.status, container=args.container)
     return 0
 
 

@@ -34,7 +34,6 @@ import itertools
 import logging
 import selectors
 import socket
-import threading
 import time
 from typing import Any, Protocol
 
@@ -93,12 +92,16 @@ class Injector:
     """Any thread -> the loop: ``ApplicationEvent``s, dispatched to the loop's handler in the
     order they were triggered (``proton.reactor.EventInjector``'s interface).
 
-    A trigger appends to a queue and, unless a wake-up is already on its way, writes one byte
-    to a socket pair the loop watches: many triggers between two passes cost one wake-up.
+    A trigger appends to a deque and, unless a wake-up is already on its way, writes one byte to
+    a socket pair the loop watches: many triggers between two passes cost one wake-up. No lock:
+    a signal handler may trigger (``sharedsub serve`` stops on SIGTERM that way), and it runs on
+    the loop's own thread, between two bytecodes of whatever the loop was doing, so a lock the
+    loop held there would never be released. The deque's append and popleft are atomic; the
+    order of the steps in :meth:`trigger` and :meth:`take` is what makes a lost wake-up
+    impossible (see there).
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._queue: collections.deque[ApplicationEvent] = collections.deque()
         self._signalled = False
         self._closed = False
@@ -107,43 +110,47 @@ class Injector:
         self._writer.setblocking(False)
 
     def trigger(self, event: ApplicationEvent) -> None:
-        """Queue ``event`` for the loop (any thread; dropped once :meth:`close` was called)."""
-        with self._lock:
-            if self._closed:
-                return
-            self._queue.append(event)
-            if self._signalled:
-                return
-            self._signalled = True
+        """Queue ``event`` for the loop (any thread, a signal handler too; dropped once
+        :meth:`close` was called)."""
+        if self._closed:
+            return
+        self._queue.append(event)  # first: a take() that clears the flag after this finds it
+        if self._signalled:
+            return  # a wake-up is on its way, and the take() it leads to comes after this append
+        self._signalled = True
         try:
             self._writer.send(b"\0")
         except (BlockingIOError, InterruptedError):
             pass  # the pair's buffer is full of wake-ups: the loop is woken anyway
         except OSError:
-            pass  # closed while we got here
+            pass  # disposed of while we got here: the loop has ended
 
     def take(self) -> list[ApplicationEvent]:
-        """Everything queued (the loop's thread), oldest first; clears the wake-up."""
-        with self._lock:
-            items = list(self._queue)
-            self._queue.clear()
-            self._signalled = False
+        """Everything queued (the loop's thread), oldest first; clears the wake-up.
+
+        The flag is cleared before the wake-up bytes are read and the queue is emptied: an
+        event appended after the emptying was appended after the clearing, so its trigger saw
+        the flag down and wrote a wake-up byte of its own.
+        """
+        self._signalled = False
         try:
             while self.reader.recv(4096):
                 pass
         except (BlockingIOError, InterruptedError, OSError):
             pass
+        queue = self._queue
+        items = []
+        while queue:
+            items.append(queue.popleft())
         return items
 
     def pending(self) -> bool:
         """Whether events are queued."""
-        with self._lock:
-            return bool(self._queue)
+        return bool(self._queue)
 
     def close(self) -> None:
         """Take no more events (those queued are still dispatched)."""
-        with self._lock:
-            self._closed = True
+        self._closed = True
 
     def dispose(self) -> None:
         """Close the socket pair (the loop has ended)."""
@@ -342,19 +349,19 @@ class EngineLoop:
         self.injector.dispose()
 
     def _pass(self) -> None:
-        """Dispatch injected and proton events until none is left, then flush the channels
-        those events gave output to."""
-        pump = self._pump
-        injector = self.injector
-        while True:
-            for event in injector.take():
-                try:
-                    event.dispatch(self.handler)
-                except Exception:
-                    log.exception("application event %s failed", event.type)
-            pump.drain()
-            if not injector.pending():
-                break
+        """Dispatch the injected events queued now and every proton event, then flush the
+        channels those events gave output to.
+
+        Injected events are taken once per pass: what other threads trigger meanwhile waits for
+        the next pass, after the sockets and timers had their turn (the select does not wait
+        then), so a steady stream of them cannot starve the clients.
+        """
+        for event in self.injector.take():
+            try:
+                event.dispatch(self.handler)
+            except Exception:
+                log.exception("application event %s failed", event.type)
+        self._pump.drain()
         dirty = self._dirty
         while dirty:
             channel = next(iter(dirty))
