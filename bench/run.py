@@ -51,9 +51,10 @@ synced before each durable send is accepted) publishes to a multicast address ho
 durable shared subscription per route; see that module for the addresses and settings.
 
 The proton floor (``--brokers ...,proton-floor``; bench/proton_floor.py) is an in-memory queue
-broker on python-qpid-proton's reactor, the engine of sharedsub's front end, that does no work per
-message (no decode, no storage). It takes part in publish and consume only: its figures are the
-most any broker on that reactor reaches here with the same client.
+broker on python-qpid-proton and sharedsub's engine loop (connectors/amqp/engine_loop.py), the
+front end's own, that does no work per message (no decode, no storage). It takes part in publish
+and consume only: its figures are the most any broker on that loop reaches here with the same
+client.
 
 RabbitMQ runs first (started and stopped by this script), then Artemis, then the proton floor,
 then sharedsub; never two at once.
@@ -161,7 +162,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--brokers", type=_csv(BROKERS), default=DEFAULT_BROKERS,
                    help="brokers to measure (default: rabbitmq,sharedsub; artemis is Apache ActiveMQ Artemis, "
                         "downloaded with mvn on first use; proton-floor is bench/proton_floor.py, an in-memory "
-                        "broker on python-qpid-proton's reactor doing no work per message (publish and "
+                        "broker on python-qpid-proton and sharedsub's engine loop doing no work per message (publish and "
                         "consume only); sharedsub-nofsync is sharedsub "
                         "with [storage] fsync off, sharedsub-inthread with [storage] append_process off, "
                         "each reported in its own column with the ratio to the default)")
