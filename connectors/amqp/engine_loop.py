@@ -37,10 +37,10 @@ import socket
 import time
 from typing import Any, Protocol
 
-from proton import Collector, Connection, Transport
+from proton import Connection, Transport
 from proton.reactor import ApplicationEvent
 
-from connectors.amqp.proton_events import EventPump
+from connectors.amqp.proton_events import EventCollector, EventPump
 
 log = logging.getLogger(__name__)
 
@@ -188,7 +188,7 @@ class EngineLoop:
         """Dispatch proton and application events to ``handler``; other threads reach the loop
         through ``injector`` (a new one when None)."""
         self.handler = handler
-        self.collector = Collector()
+        self.collector = EventCollector()
         self.injector = injector if injector is not None else Injector()
         self._pump = EventPump(self.collector, handler, self)
         self._selector = selectors.DefaultSelector()

@@ -1,14 +1,31 @@
 """Proton's events, from the engine loop's collector to the front end's handler.
 
-Every connection of the loop reports to one ``proton.Collector``. :meth:`EventPump.drain` takes
-what is queued there, oldest first, and:
+Every connection of the loop reports to one :class:`EventCollector`. :meth:`EventPump.drain`
+takes what is queued there, oldest first, and:
 
 * TRANSPORT (the engine has output, or room for input) marks the connection's socket for the
   flush at the end of the loop's pass; the handler never sees it;
 * TRANSPORT_CLOSED goes to the handler (``on_transport_closed``: the connection is gone), then
   to the socket, which closes;
 * any other event goes to the handler, as ``proton.reactor.Container`` dispatches it
-  (``event.dispatch(handler)``: the handler's ``on_<event>`` method, else its ``on_unhandled``).
+  (``event.dispatch(handler)``: the handler's ``on_<event>`` method, else its ``on_unhandled``),
+  except that events the handler has no method for (and no ``on_unhandled`` of its own) are not
+  built at all.
+
+The events a message costs take a short cut (:class:`MessageEvent`). ``Collector.peek`` builds a
+``proton.Event`` for each event, and that builds a wrapper for the event's delivery, link,
+session, connection and transport (a Python object and a record lookup each, and for a delivery
+two disposition objects), most of which nobody reads: profiled, it was about a quarter of the
+loop's time while consuming (one DELIVERY event per acknowledgement) and an eighth while
+publishing. For DELIVERY and LINK_FLOW the pump reads the event's type and objects through
+Proton-C's C API as python-qpid-proton binds it (the ``cproton`` module it is built on:
+``pn_collector_peek``, ``pn_event_type``, ``pn_event_link``, ``pn_event_delivery``,
+``pn_event_transport``, ``pn_collector_pop``; C functions of Proton's public API since its first
+releases) and wraps just the link and the delivery with proton's public ``Link.wrap`` and
+``Delivery.wrap``. It does so only for a handler with no child handlers (``Handler.handlers``),
+which the short cut would skip; tests/unit/test_proton_events.py checks that both ways hand the
+handler the same objects, and tests/unit/test_no_proton_internals.py that no other module uses
+``cproton`` and this one only these functions.
 
 A handler method that raises is logged and the next event goes on: one event's failure must not
 end the loop and with it every other client (the front end's client-driven methods also close
@@ -20,9 +37,70 @@ from __future__ import annotations
 import logging
 from typing import Any, Protocol
 
-from proton import Collector, Event, Transport
+import cproton
+from proton import Delivery, Event, EventType, Handler, Link, Transport
 
 log = logging.getLogger(__name__)
+
+_peek = cproton.pn_collector_peek
+_pop = cproton.pn_collector_pop
+_isnull = cproton.isnull
+_event_type = cproton.pn_event_type
+_event_link = cproton.pn_event_link
+_event_delivery = cproton.pn_event_delivery
+_event_transport = cproton.pn_event_transport
+_PN_DELIVERY = cproton.PN_DELIVERY
+_PN_LINK_FLOW = cproton.PN_LINK_FLOW
+_PN_TRANSPORT = cproton.PN_TRANSPORT
+_PN_TRANSPORT_CLOSED = cproton.PN_TRANSPORT_CLOSED
+
+
+class EventCollector:
+    """A proton collector whose C object we made (``cproton.pn_collector``), so the pump can read
+    its events through the C API. It is what ``proton.Collector`` is to proton: ``Connection.collect``
+    takes it (it reads the ``_impl`` attribute, as of any Collector), and :meth:`peek` /
+    :meth:`pop` work as ``proton.Collector``'s do."""
+
+    def __init__(self) -> None:
+        self._impl = cproton.pn_collector()
+
+    def peek(self) -> Event | None:
+        """The oldest event as a ``proton.Event``, or None."""
+        return Event.wrap(_peek(self._impl))
+
+    def pop(self) -> None:
+        """Drop the oldest event."""
+        _pop(self._impl)
+
+    def __del__(self) -> None:
+        cproton.pn_collector_free(self._impl)
+
+
+class MessageEvent:
+    """What the handler's ``on_delivery`` / ``on_link_flow`` get on the short cut: the event's
+    link and (DELIVERY) delivery, wrapped as ``proton.Event`` would wrap them; its connection,
+    session and transport are the link's (read when asked)."""
+
+    __slots__ = ("link", "delivery")
+
+    def __init__(self, link: Any, delivery: Any) -> None:
+        self.link = link
+        self.delivery = delivery
+
+    @property
+    def session(self) -> Any:
+        """The link's session."""
+        return self.link.session
+
+    @property
+    def connection(self) -> Any:
+        """The link's connection."""
+        return self.link.connection
+
+    @property
+    def transport(self) -> Any:
+        """The link's connection's transport."""
+        return self.link.connection.transport
 
 
 class Sockets(Protocol):
@@ -35,37 +113,62 @@ class Sockets(Protocol):
         """Both ends of the transport are closed: close its socket."""
 
 
+def _ignored_types(handler: Any) -> frozenset[int]:
+    """Event type numbers ``handler`` does nothing with: no method of its own and the base
+    ``on_unhandled`` (transport events aside: the pump acts on those itself)."""
+    if getattr(type(handler), "on_unhandled", Handler.on_unhandled) is not Handler.on_unhandled:
+        return frozenset()
+    if getattr(handler, "handlers", None):
+        return frozenset()
+    own = (_PN_TRANSPORT, _PN_TRANSPORT_CLOSED)
+    return frozenset(
+        number for number, kind in EventType.TYPES.items()
+        if isinstance(number, int) and number not in own and not hasattr(handler, kind.method)
+    )
+
+
 class EventPump:
     """Drains a collector into a handler (see the module docstring)."""
 
-    def __init__(self, collector: Collector, handler: Any, sockets: Sockets) -> None:
+    def __init__(self, collector: EventCollector, handler: Any, sockets: Sockets) -> None:
         """Dispatch what ``collector`` queues to ``handler``; transport events to ``sockets``."""
         self._collector = collector
+        self._impl = collector._impl
         self._handler = handler
         self._sockets = sockets
+        plain = not getattr(handler, "handlers", None)
+        self._on_delivery = getattr(handler, "on_delivery", None) if plain else None
+        self._on_link_flow = getattr(handler, "on_link_flow", None) if plain else None
+        self._ignored = _ignored_types(handler)
 
     def drain(self) -> None:
         """Dispatch every queued event, including those the handler's actions queue meanwhile."""
-        collector = self._collector
-        handler = self._handler
-        sockets = self._sockets
-        transport_event = Event.TRANSPORT
-        closed_event = Event.TRANSPORT_CLOSED
+        impl = self._impl
+        on_delivery = self._on_delivery
+        on_link_flow = self._on_link_flow
+        ignored = self._ignored
         while True:
-            event = collector.peek()
-            if event is None:
+            raw = _peek(impl)
+            if _isnull(raw):
                 return
-            kind = event.type
+            kind = _event_type(raw)
             try:
-                if kind is transport_event:
-                    sockets.transport_changed(event.transport)
-                else:
-                    event.dispatch(handler)
+                if kind == _PN_DELIVERY and on_delivery is not None:
+                    on_delivery(MessageEvent(Link.wrap(_event_link(raw)), Delivery.wrap(_event_delivery(raw))))
+                elif kind == _PN_LINK_FLOW and on_link_flow is not None:
+                    on_link_flow(MessageEvent(Link.wrap(_event_link(raw)), None))
+                elif kind == _PN_TRANSPORT:
+                    self._sockets.transport_changed(Transport.wrap(_event_transport(raw)))
+                elif kind not in ignored:
+                    self._dispatch(raw, kind)
             except Exception:
-                log.exception("handling %s failed", kind)
-            if kind is closed_event:
-                try:  # the socket closes whatever the handler did
-                    sockets.transport_closed(event.transport)
-                except Exception:
-                    log.exception("closing the socket of a closed transport failed")
-            collector.pop()
+                log.exception("handling proton event %d failed", kind)
+            _pop(impl)
+
+    def _dispatch(self, raw: Any, kind: int) -> None:
+        event = Event.wrap(raw)
+        try:
+            event.dispatch(self._handler)
+        finally:
+            if kind == _PN_TRANSPORT_CLOSED:  # the socket closes whatever the handler did
+                self._sockets.transport_closed(event.transport)

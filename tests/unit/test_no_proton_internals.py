@@ -1,4 +1,5 @@
-"""Our code uses python-qpid-proton through its public API only.
+"""Our code uses python-qpid-proton through its public API only, and Proton-C's C API (the
+``cproton`` binding python-qpid-proton is built on) in one module for a short list of functions.
 
 No import from a private proton module (``proton._handlers``, ``from proton import _io``, ...), and
 no attribute with a name proton keeps private state under that an earlier listener of ours (on
@@ -6,6 +7,14 @@ proton's Container) once reached into (``_selectable``, ``_acceptor``, ``_transp
 ``_delegate``, ``_setupsocket``), on any object: the scan is syntactic, so our own classes do not
 use these names either. Such reaching in breaks silently when proton changes its internals
 (connectors/amqp/engine_loop.py and listener.py keep their own tables instead).
+
+The exceptions, listed in :data:`C_API` by module: connectors/amqp/proton_events.py reads the
+events a message costs through ``cproton`` (its docstring says why: a quarter of the loop's time
+went into building proton's event objects), and connectors/amqp/translate.py reads two message
+fields proton's Message misreports. Each may use the C functions and constants listed for it and
+nothing else of ``cproton``; no other module may import it. They are functions of Proton's public
+C API (proton/event.h, proton/message.h), which python-qpid-proton's own Python layer calls the
+same way.
 
 Run it on other sources with ``python tests/unit/test_no_proton_internals.py FILE_OR_DIR...``.
 """
@@ -21,6 +30,15 @@ ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("connectors", "sharedsub")
 PRIVATE_NAMES = frozenset({"_selectable", "_acceptor", "_transport", "_delegate", "_setupsocket"})
 _ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
+C_API: dict[str, frozenset[str]] = {
+    "proton_events.py": frozenset({
+        "pn_collector", "pn_collector_free", "pn_collector_peek", "pn_collector_pop", "pn_event_type",
+        "pn_event_link", "pn_event_delivery", "pn_event_transport", "isnull",
+        "PN_DELIVERY", "PN_LINK_FLOW", "PN_TRANSPORT", "PN_TRANSPORT_CLOSED",
+    }),
+    "translate.py": frozenset({"pn_message_get_content_type", "pn_message_get_content_encoding"}),
+}
+C_API_MODULE = "proton_events.py"
 
 
 def _is_private_proton_module(name: str | None) -> bool:
@@ -31,8 +49,26 @@ def _is_private_proton_module(name: str | None) -> bool:
 def findings_in_source(source: str, filename: str = "<source>") -> list[str]:
     """``file:line: what`` for each use of a proton internal in ``source``."""
     found = []
+    allowed = C_API.get(Path(filename).name)
+    c_api_allowed = allowed is not None
     for node in ast.walk(ast.parse(source, filename)):
         line = getattr(node, "lineno", 0)
+        if isinstance(node, ast.Import | ast.ImportFrom) and not c_api_allowed:
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(m.split(".")[0] == "cproton" for m in modules):
+                found.append(f"{filename}:{line}: cproton outside {C_API_MODULE}")
+        if isinstance(node, ast.ImportFrom) and node.module == "cproton" and c_api_allowed:
+            for alias in node.names:
+                if alias.name not in (allowed or ()):
+                    found.append(f"{filename}:{line}: cproton.{alias.name} is not in C_API")
+        if (
+            c_api_allowed
+            and isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "cproton"
+            and node.attr not in (allowed or ())
+        ):
+            found.append(f"{filename}:{line}: cproton.{node.attr} is not in C_API")
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if _is_private_proton_module(alias.name):
@@ -115,6 +151,28 @@ def test_the_scan_finds_each_kind_of_use(tmp_path: Path) -> None:
     ):
         assert expected in text, text
     assert not any(":4: from proton import Transport" in f for f in found)
+
+
+def test_the_c_api_is_used_in_its_module_only_and_only_as_listed(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "handler.py"
+    elsewhere.write_text("import cproton\nfrom cproton import pn_link_recv\n")
+    listed = tmp_path / C_API_MODULE
+    listed.write_text(
+        "import cproton\nx = cproton.pn_event_type\ny = cproton.pn_link_recv\nfrom cproton import pn_delivery_update\n"
+    )
+    text = "\n".join(findings([tmp_path]))
+    assert "handler.py:1: cproton outside" in text and "handler.py:2: cproton outside" in text
+    assert f"{C_API_MODULE}:3: cproton.pn_link_recv is not in C_API" in text
+    assert f"{C_API_MODULE}:4: cproton.pn_delivery_update is not in C_API" in text
+    assert "pn_event_type" not in text
+    assert f"{C_API_MODULE}:1:" not in text
+
+
+def test_the_listed_c_api_is_what_the_binding_has() -> None:
+    import cproton
+
+    missing = [name for names in C_API.values() for name in names if not hasattr(cproton, name)]
+    assert not missing, f"python-qpid-proton's cproton lacks {missing}, which connectors/amqp needs"
 
 
 def test_public_use_is_not_reported() -> None:

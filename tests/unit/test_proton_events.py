@@ -1,5 +1,6 @@
-"""connectors.amqp.proton_events: what reaches the handler and what the loop's sockets. Events come
-from real proton engines joined in memory (tests/proton_pair.py)."""
+"""connectors.amqp.proton_events: what reaches the handler and what the loop's sockets, and that the
+short cut for message events hands the handler what proton's own events would. Events come from
+real proton engines joined in memory (tests/proton_pair.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ from typing import Any
 
 import proton
 import pytest
-from proton import Collector, Transport
+from proton import Transport
 
-from connectors.amqp.proton_events import EventPump
+from connectors.amqp.proton_events import EventCollector, EventPump
 from tests.proton_pair import LinkedPair, pump
 
 
@@ -23,6 +24,29 @@ class _Handler(proton.Handler):
         self.log.append(method)
         if method == self.fail_on:
             raise RuntimeError(f"fault in {method}")
+
+
+class _Seen(proton.Handler):
+    """Records what each message event carries (as the front end reads it); ``child`` makes the
+    pump dispatch through proton's own events."""
+
+    def __init__(self, child: bool) -> None:
+        self.seen: list[tuple[Any, ...]] = []
+        if child:
+            self.handlers.append(proton.Handler())
+
+    def on_delivery(self, event: Any) -> None:
+        dlv, link = event.delivery, event.link
+        self.seen.append((
+            "delivery", link.name, link.is_sender, dlv.tag, dlv.remote_state, dlv.settled, dlv.readable,
+            event.connection == link.connection, event.session == link.session,
+        ))
+
+    def on_link_flow(self, event: Any) -> None:
+        self.seen.append(("flow", event.link.name, event.link.credit, event.connection == event.link.connection))
+
+    def on_link_remote_open(self, event: Any) -> None:
+        self.seen.append(("open", event.link.name))
 
 
 class _Sockets:
@@ -39,7 +63,7 @@ class _Sockets:
         self.closed.append(transport)
 
 
-def _traffic(collector: Collector) -> LinkedPair:
+def _traffic(collector: EventCollector) -> LinkedPair:
     """A pair whose server sent one message the client accepted, then gave more credit."""
     pair = LinkedPair(collector, "c", credit=2)
     dlv = pair.sender.delivery("1")
@@ -57,7 +81,7 @@ def _traffic(collector: Collector) -> LinkedPair:
 
 
 def test_transport_events_go_to_the_sockets_and_every_other_to_the_handler() -> None:
-    collector = Collector()
+    collector = EventCollector()
     pair = _traffic(collector)
     log: list[str] = []
     sockets = _Sockets(log)
@@ -69,7 +93,7 @@ def test_transport_events_go_to_the_sockets_and_every_other_to_the_handler() -> 
 
 
 def test_transport_closed_reaches_the_handler_then_the_sockets() -> None:
-    collector = Collector()
+    collector = EventCollector()
     pair = _traffic(collector)
     pair.server_transport.close_tail()
     pair.server_transport.close_head()
@@ -81,7 +105,7 @@ def test_transport_closed_reaches_the_handler_then_the_sockets() -> None:
 
 
 def test_a_handler_fault_is_logged_and_the_next_events_are_handled(caplog: pytest.LogCaptureFixture) -> None:
-    collector = Collector()
+    collector = EventCollector()
     pair = _traffic(collector)
     pair.server_transport.close_tail()
     pair.server_transport.close_head()
@@ -93,3 +117,18 @@ def test_a_handler_fault_is_logged_and_the_next_events_are_handled(caplog: pytes
     assert "on_delivery" in log
     assert sockets.closed == [pair.server_transport]  # the socket closes even so
     assert collector.peek() is None
+
+
+def test_the_short_cut_hands_the_handler_what_protons_events_do() -> None:
+    seen = []
+    for child in (False, True):
+        collector = EventCollector()
+        _traffic(collector)
+        handler = _Seen(child)
+        EventPump(collector, handler, _Sockets([])).drain()
+        seen.append(handler.seen)
+    short_cut, proton_events = seen
+    assert short_cut == proton_events
+    kinds = {entry[0] for entry in short_cut}
+    assert {"delivery", "flow", "open"} <= kinds
+    assert any(entry[0] == "delivery" and entry[4] == proton.Delivery.ACCEPTED for entry in short_cut)
