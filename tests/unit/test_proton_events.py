@@ -92,11 +92,17 @@ def test_transport_events_go_to_the_sockets_and_every_other_to_the_handler() -> 
     assert sockets.changed and all(t == pair.server_transport for t in sockets.changed)
 
 
-def test_transport_closed_reaches_the_handler_then_the_sockets() -> None:
-    collector = EventCollector()
+def _closed(collector: EventCollector) -> LinkedPair:
+    """A pair after traffic whose server transport is then closed at both ends."""
     pair = _traffic(collector)
     pair.server_transport.close_tail()
     pair.server_transport.close_head()
+    return pair
+
+
+def test_transport_closed_reaches_the_handler_then_the_sockets() -> None:
+    collector = EventCollector()
+    pair = _closed(collector)
     log: list[str] = []
     sockets = _Sockets(log)
     EventPump(collector, _Handler(log), sockets).drain()
@@ -106,9 +112,7 @@ def test_transport_closed_reaches_the_handler_then_the_sockets() -> None:
 
 def test_a_handler_fault_is_logged_and_the_next_events_are_handled(caplog: pytest.LogCaptureFixture) -> None:
     collector = EventCollector()
-    pair = _traffic(collector)
-    pair.server_transport.close_tail()
-    pair.server_transport.close_head()
+    pair = _closed(collector)
     log: list[str] = []
     sockets = _Sockets(log)
     with caplog.at_level(logging.ERROR):
