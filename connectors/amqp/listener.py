@@ -45,6 +45,9 @@ log = logging.getLogger(__name__)
 
 _MAX_OUT = 256 * 1024  # stop pulling from the transport while this much is not sent yet (TLS)
 _ACCEPTS_PER_WAKEUP = 64
+ACCEPT_PAUSE = 0.1
+"""Seconds a listener stops accepting after accept failed (out of file descriptors, say): the
+connection stays in the backlog, and a listener still readable would otherwise spin the loop."""
 
 
 _SHORT_NAMES = {
@@ -150,6 +153,8 @@ class Listener:
         self.port: int = sock.getsockname()[1]
         self.sock = sock
         self._closed = False
+        self._paused = False
+        self.accept_failures = 0
         loop.add(self)
 
     def close(self) -> None:
@@ -166,8 +171,8 @@ class Listener:
     # ------------------------------------------------------------------ as a loop channel
 
     def interest(self) -> int:
-        """Readable: a connection waits to be accepted."""
-        return 0 if self._closed else selectors.EVENT_READ
+        """Readable: a connection waits to be accepted (not while paused after a failed accept)."""
+        return 0 if self._closed or self._paused else selectors.EVENT_READ
 
     def deadline(self) -> float | None:
         """None: nothing is timed."""
@@ -181,7 +186,12 @@ class Listener:
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:  # EMFILE and friends: left in the backlog for now
-                log.warning("accept failed: %s", exc)
+                self.accept_failures += 1
+                if self.accept_failures == 1 or self.accept_failures % 100 == 0:
+                    log.warning("accept failed (%d times so far): %s; trying again in %.1f s",
+                                self.accept_failures, exc, ACCEPT_PAUSE)
+                self._paused = True
+                self.loop.schedule(ACCEPT_PAUSE, self._resume)
                 return
             if self.policy is not None and len(self.authenticating) >= self.max_authenticating:
                 log.warning(
@@ -196,6 +206,10 @@ class Listener:
                 sock.close()
                 continue
             AmqpSocket(sock, self, addr)
+
+    def _resume(self) -> None:
+        self._paused = False
+        self.loop.update(self)
 
     def on_writable(self) -> None:
         """Never waited for."""

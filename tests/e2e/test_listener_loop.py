@@ -7,6 +7,7 @@ also shows the loop dispatching events as proton's Container would (child handle
 
 from __future__ import annotations
 
+import errno
 import socket
 import threading
 import time
@@ -238,3 +239,42 @@ def test_a_client_that_vanishes_mid_frame_is_closed_and_forgotten() -> None:
     _stop(loop, thread, [plain])
     assert server.closed_transports == 1
     assert loop.watched() == 0  # the listener closed, no socket left
+
+
+def test_a_failing_accept_pauses_the_listener_instead_of_spinning() -> None:
+    # Out of file descriptors, accept fails while the listening socket stays readable: a loop that
+    # keeps asking spins at full speed. The connection waits in the backlog and gets in later.
+    identities = Identities()
+    server = _Server(identities)
+    loop = EngineLoop(server)
+    plain = Listener(loop, "127.0.0.1", 0, identities=identities)
+    real = plain.sock
+    calls: list[float] = []
+    failing_until = time.monotonic() + 0.6
+
+    class FailingAccept:
+        def fileno(self) -> int:
+            return real.fileno()
+
+        def accept(self) -> tuple[socket.socket, Any]:
+            calls.append(time.monotonic())
+            if time.monotonic() < failing_until:
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real.accept()
+
+        def close(self) -> None:
+            real.close()
+
+    plain.sock = FailingAccept()  # type: ignore[assignment]
+    thread = _serve(loop)
+    done: list[Any] = []
+
+    def setup(container: Container) -> None:
+        conn = container.connect(f"amqp://127.0.0.1:{plain.port}", handler=_Sender(["late"], done, True), reconnect=False)
+        container.create_sender(conn, "q")
+
+    _clients(setup, lambda: bool(done))
+    _stop(loop, thread, [plain])
+    assert [body for body, _ in server.received] == ["late"]
+    assert plain.accept_failures >= 3
+    assert len(calls) < 50, f"{len(calls)} accept calls in the failing 0.6 s: the listener spun"
