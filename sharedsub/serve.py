@@ -39,6 +39,7 @@ from sharedsub.runtime.discovery import (
     write_service_file,
 )
 from sharedsub.runtime.fanout_process import FanoutProcess
+from sharedsub.runtime.gc_tuning import tune_for_serving
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread
 from sharedsub.runtime.memprofile import start_from_env
@@ -256,6 +257,8 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
             print(ready_line, flush=True)
 
     maintenance = start_maintenance(settings, server.handler.subscriptions.first_open_in_memory)
+    if settings.server.gc_tuning:
+        tune_for_serving()  # start-up is done: what it built is permanent (sharedsub.runtime.gc_tuning)
     try:
         server.run(on_started=announce)
     finally:

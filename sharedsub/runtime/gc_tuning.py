@@ -1,0 +1,30 @@
+"""Python's cyclic garbage collector, set for a process that serves messages.
+
+The front end frees almost everything it allocates by reference counting (bytes, tuples, the
+column dicts of a message); the cyclic collector finds little, but with CPython's default
+thresholds (700, 10, 10) it ran about 200 times a second while publishing, a second-generation
+pass every half second scanned every object the process ever kept (about 50 ms each), and each
+pass holds the GIL, stopping the event loop and the committer alike. bench/gc_cost.py (three
+publish runs of 200,000 messages per serve, two serves per setting; bench/RESULTS.md,
+2026-11-25 19:18 UTC): collections took 7.6-7.8 s of serve's time with the defaults and
+0.7-0.8 s with the thresholds below; publish 12.8-14.4k -> 15.3-17.8k msg/s, serve's CPU 67-77
+-> 55-64 us per message.
+
+:func:`tune_for_serving` raises the first threshold (fewer young collections; cycles wait a
+little longer) and moves what start-up created (modules, settings, the catalog) out of the
+collector's sight with ``gc.freeze``, so the rare full pass scans only what came after.
+"""
+
+from __future__ import annotations
+
+import gc
+
+THRESHOLDS = (10_000, 20, 20)
+"""``gc.set_threshold`` values while serving: allocations net of frees before a young
+collection, and young / middle collections before an older one."""
+
+
+def tune_for_serving() -> None:
+    """Set :data:`THRESHOLDS` and freeze what exists now (call once start-up is done)."""
+    gc.set_threshold(*THRESHOLDS)
+    gc.freeze()
