@@ -144,6 +144,13 @@ class Subscriptions:
         self._validate_selector = _selector_validator()
         self._replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
 
+    def durable_tables(self) -> list[tuple[str, str]]:
+        """``(table, topic)`` of the active durable subscriptions, newest first: what the tailer
+        keeps warm (Tailer.keep_warm calls this on its thread; ``list()`` copies the records in one
+        step of the interpreter, so the reactor changing them meanwhile does no harm)."""
+        records = list(self.records.values())
+        return [(r.table, r.topic) for r in reversed(records) if r.identity.durable and r.active]
+
     def load(self) -> None:
         """Read the catalog (start-up). Non-durable subscriptions do not survive a restart."""
         stale = []

@@ -8,7 +8,10 @@ Two halves:
   in memory whole), then probes the Delta log for new commits, reads the new rows (references
   ``(topic, seq)``), resolves each payload from the :class:`PayloadCache` or the topic table, and
   posts ``(key, rows)`` to the reactor. At most ``max_in_flight`` rows per subscription are posted
-  but not yet sent, so a slow consumer bounds memory.
+  but not yet sent, so a slow consumer bounds memory. While idle it keeps the table snapshots of
+  durable subscriptions without consumers here (and their topics' payload indexes) up to date
+  (:meth:`Tailer.keep_warm`), so a consumer that attaches to a large backlog is not kept waiting
+  for a replay of their logs.
 * :class:`Dispatcher` (reactor thread, no I/O): applies the dispatch rules of
   :mod:`sharedsub.core.dispatch` (one pure state machine per subscription, over consumers named by
   ints) to proton links. Rows go round-robin to the links that have credit; a link with no credit
@@ -88,6 +91,11 @@ _EMIT_CHUNK = 2048
 
 # Data files of a backlog snapshot read per slice (a fan-out batch or a compacted file each).
 _BACKLOG_FILES = 16
+WARM_INTERVAL = 2.0
+"""Seconds between two refreshes of the idle durable subscriptions' snapshots (Tailer.keep_warm)."""
+WARM_MAX_TABLES = 64
+"""Subscriptions kept warm at most (the process's snapshot cache holds 256 tables:
+sharedsub.storage.log_snapshot.CACHED_TABLES; warming more would push each other out)."""
 
 # Columns of a subscription table the tailer reads (never the payload, which is in the topic).
 _ROW_COLUMNS = ["seq", "ttl", "absolute_expiry_time", "published_at", "message_id"]
@@ -165,6 +173,8 @@ class Tailer:
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._indexes: dict[str, TopicIndex] = {}
+        self._warm_tables: Callable[[], list[tuple[str, str]]] = list
+        self._next_warm = 0.0
         self._thread = threading.Thread(target=self._run, name="sharedsub-tailer", daemon=True)
 
     def start(self) -> None:
@@ -189,6 +199,15 @@ class Tailer:
                 ack_table = layout.join(self.root, ack_table_rel) if ack_table_rel else None
                 self._feeds[key] = _Feed(key, layout.join(self.root, table_rel), topic, acked, ack_table)
         self._wake.set()
+
+    def keep_warm(self, tables: Callable[[], list[tuple[str, str]]]) -> None:
+        """Keep the snapshots of ``tables()`` (``(table_rel, topic)`` of durable subscriptions;
+        called on this thread, so it must be safe to call from any thread) up to date while
+        idle, every :data:`WARM_INTERVAL` seconds, with their topics' payload indexes: the
+        first of those reads after a consumer attaches then reads only the commits since
+        (a log replay of a table 292 versions long took 18 ms, its topic's index 24 ms). At most
+        :data:`WARM_MAX_TABLES` tables; tables tailed for a consumer are fresh anyway."""
+        self._warm_tables = tables
 
     def unwatch(self, key: str) -> None:
         """Stop tailing a subscription."""
@@ -243,8 +262,42 @@ class Tailer:
                     busy = True
                     faults.clear(feed.table, "reading subscription table %s works again", feed.table)
             if not busy:
+                self._warm(feeds)
                 self._wake.wait(self._poll)
                 self._wake.clear()
+
+    def _warm(self, feeds: list[_Feed]) -> None:
+        """Refresh the idle durable subscriptions' snapshots (:meth:`keep_warm`) when due."""
+        now = time.monotonic()
+        if now < self._next_warm:
+            return
+        self._next_warm = now + WARM_INTERVAL
+        tailed = {feed.table for feed in feeds}
+        topics: set[str] = set()
+        warmed = 0
+        for table_rel, topic in self._warm_tables():
+            if warmed >= WARM_MAX_TABLES:
+                break
+            table = layout.join(self.root, table_rel)
+            if table in tailed:
+                continue
+            warmed += 1
+            try:
+                topic_files(table)
+            except Exception:  # not written yet (no routed row), or unreadable: the attach will say
+                continue
+            topics.add(topic)
+        for topic in topics:
+            try:
+                self._index(topic).refresh()
+            except Exception:  # the topic was dropped meanwhile, or is unreadable: as above
+                self._indexes.pop(topic, None)
+
+    def _index(self, topic: str) -> TopicIndex:
+        index = self._indexes.get(topic)
+        if index is None:
+            index = self._indexes[topic] = TopicIndex(layout.topic_table(self.root, topic))
+        return index
 
     def _poll_feed(self, feed: _Feed) -> bool:
         if feed.rewind:
@@ -400,10 +453,7 @@ class Tailer:
             else:
                 found[seq] = data
         if missing:
-            index = self._indexes.get(topic)
-            if index is None:
-                index = self._indexes[topic] = TopicIndex(layout.topic_table(self.root, topic))
-            found.update(read_messages(index, missing))
+            found.update(read_messages(self._index(topic), missing))
             lost = [s for s in missing if s not in found]
             if lost:
                 log.error("topic %s has no message for seq %s; skipping", topic, lost[:10])

@@ -174,6 +174,7 @@ class FrontEnd(Handler):
         """Load the catalog, start the committer and tailer threads."""
         self.committer.start()
         self.subscriptions.load()
+        self.tailer.keep_warm(self.subscriptions.durable_tables)
         self.tailer.start()
 
     def stop(self) -> None:
