@@ -98,6 +98,10 @@ class EndpointState:
 
     # oversized transfers
 
+    def any_oversized(self) -> bool:
+        """Some transfer is being dropped as oversized (:meth:`oversized` has anything to find)."""
+        return bool(self._oversized)
+
     def oversized(self, dlv: proton.Delivery) -> bool:
         """``dlv`` was found larger than the limit: its bytes are being read and dropped."""
         # Hashing a delivery is a call into proton: skip it while none is oversized (the rule).

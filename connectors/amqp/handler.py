@@ -24,8 +24,9 @@ from proton.reactor import ApplicationEvent
 from connectors.amqp.consumers import Subscriptions, refuse
 from connectors.amqp.endpoint_state import PublisherLink
 from connectors.amqp.parts import FrontEndParts
+from connectors.amqp.proton_events import DeliveryTransfer, Transfer, transfer_of
 from connectors.amqp.topic_gate import TopicGate
-from connectors.amqp.transactions import Coordinator, is_coordinator, transaction_of
+from connectors.amqp.transactions import TRANSACTIONAL_STATE, Coordinator, is_coordinator, transaction_of
 from sharedsub.core import addressing, amqp_message, metrics
 from sharedsub.core import transactions as txn_rules
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
@@ -204,11 +205,11 @@ class FrontEnd(Handler):
             obj = self.tokens.pop(req.token)
             if isinstance(req, Publish):
                 # The token holds the link too: dlv.link would wrap it again for every message.
-                dlv: Delivery
+                transfer: Transfer | DeliveryTransfer
                 link: proton.Link
-                dlv, link = obj
+                transfer, link = obj
                 if result.error is None:
-                    dlv.update(Delivery.ACCEPTED)
+                    transfer.accept()
                     self.counters.inc(metrics.PUBLISHED, req.topic)
                     if req.received:
                         self.stages.observe("publish_accept", time.perf_counter() - req.received)
@@ -216,12 +217,13 @@ class FrontEnd(Handler):
                     # A typed error (the data dir refused writes: resource-limit-exceeded) carries
                     # its condition; anything else is ours.
                     err = result.error
+                    dlv = transfer.delivery
                     if isinstance(err, SharedSubError):
                         dlv.local.condition = Condition(str(err.condition), err.description)
                     else:
                         dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
                     dlv.update(Delivery.REJECTED)
-                dlv.settle()
+                    dlv.settle()
                 credit[link] = credit.get(link, 0) + 1
                 self.publish_window.committed(len(req.message))
             elif obj is not None:
@@ -371,23 +373,25 @@ class FrontEnd(Handler):
         else:
             self.topics.when_present(address.topic, ready)
 
-    def _on_published(self, dlv: Delivery, link: proton.Receiver, state: PublisherLink | None) -> None:
-        """Decode, check and queue for commit the complete transfer ``dlv`` of ``link``, whose
+    def _on_published(
+        self, transfer: Transfer | DeliveryTransfer, link: proton.Receiver, state: PublisherLink | None,
+    ) -> None:
+        """Decode, check and queue for commit the complete ``transfer`` of ``link``, whose
         publisher state is ``state`` (None: the link is not an attached publisher)."""
         received = time.perf_counter()
         if state is None:
             # A transfer before the attach was answered (no credit was given): a protocol
             # violation, which ends only this connection. The transfer is read and dropped so
             # the link moves past it (one left in place would hold back every later one).
-            link.recv(dlv.pending)
+            link.recv(transfer.pending)
             link.advance()
-            dlv.settle()
+            transfer.delivery.settle()
             conn = link.connection
             if not conn.state & Endpoint.LOCAL_CLOSED:
                 conn.condition = Condition(str(AmqpCondition.NOT_ALLOWED), "transfer on a link that is not attached yet")
                 conn.close()
             return
-        data = link.recv(dlv.pending)  # None: the transfer has no payload at all
+        data = link.recv(transfer.pending)  # None: the transfer has no payload at all
         link.advance()
         try:
             if not data:  # not a message: AMQP 1.0 §3.2 requires a body section
@@ -412,38 +416,40 @@ class FrontEnd(Handler):
             columns["publisher"] = state.container
             columns["partition"] = 0
             columns["size"] = len(data)
-            txn_id = transaction_of(dlv)
-            if txn_id is not None:
-                # Held until the transaction is discharged (connectors/amqp/transactions.py).
-                self.coordinator.enlist_publish(dlv, txn_id, Publish(topic, columns, data, None))
-                link.flow(1)
-                return
+            if transfer.remote_state == TRANSACTIONAL_STATE:
+                txn_id = transaction_of(transfer.delivery)
+                if txn_id is not None:
+                    # Held until the transaction is discharged (connectors/amqp/transactions.py).
+                    self.coordinator.enlist_publish(transfer.delivery, txn_id, Publish(topic, columns, data, None))
+                    link.flow(1)
+                    return
         except SharedSubError as exc:
+            dlv = transfer.delivery
             dlv.local.condition = Condition(str(exc.condition), exc.description)
             dlv.update(Delivery.REJECTED)
             dlv.settle()
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        self.committer.submit(Publish(topic, columns, data, self.tokens.put((dlv, link)), received))
+        self.committer.submit(Publish(topic, columns, data, self.tokens.put((transfer, link)), received))
         self.stages.observe("decode", time.perf_counter() - received)
 
-    def _oversized(self, dlv: Delivery) -> bool:
-        """True when ``dlv`` is larger than ``max_message_size``; its bytes are then read and
+    def _oversized(self, transfer: Transfer | DeliveryTransfer, link: proton.Receiver) -> bool:
+        """True when ``transfer`` is larger than ``max_message_size``; its bytes are then read and
         dropped as they arrive, so an oversized transfer never sits in memory whole."""
         limit = self.settings.server.max_message_size
         if not limit:
             return False
-        if not self.endpoints.oversized(dlv):
-            if dlv.pending <= limit:
+        # Only while some transfer is oversized is the delivery wrapped to be looked up.
+        if not (self.endpoints.any_oversized() and self.endpoints.oversized(transfer.delivery)):
+            if transfer.pending <= limit:
                 return False
-            self.endpoints.mark_oversized(dlv)
-        dlv.link.recv(dlv.pending)
+            self.endpoints.mark_oversized(transfer.delivery)
+        link.recv(transfer.pending)
         return True
 
-    def _refuse_oversized(self, dlv: Delivery) -> None:
+    def _refuse_oversized(self, dlv: Delivery, link: proton.Receiver) -> None:
         """Reject a complete oversized transfer; the link stays open for further messages."""
-        link = dlv.link
         # Past it before it is settled: settling the link's current delivery advances the link
         # itself, and an advance after that would step over the next delivery, unread (seen
         # once reads grew past 8 KiB: the next message arrived with the oversized one's end).
@@ -458,7 +464,6 @@ class FrontEnd(Handler):
     @_contained
     def on_delivery(self, event: Any) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""
-        dlv = event.delivery
         link = event.link  # the delivery's, wrapped once already by the event (dlv.link wraps again)
         if link.is_receiver:
             # Proton queues a DELIVERY event for a delivery with each of its transfer frames, so
@@ -466,20 +471,22 @@ class FrontEnd(Handler):
             # delivery is handled when it is the link's current one (readable) and complete;
             # later deliveries have events of their own (tests/unit/test_delivery_events.py holds
             # proton to that). Reading only this one spares a wrapper per message (link.current).
-            if not dlv.readable:
+            transfer = transfer_of(event)
+            if not transfer.readable:
                 return  # read already, at an event of an earlier frame of it
-            if self._oversized(dlv):
-                if not dlv.partial:
-                    self._refuse_oversized(dlv)
+            if self._oversized(transfer, link):
+                if not transfer.partial:
+                    self._refuse_oversized(transfer.delivery, link)
                 return
-            if dlv.partial:
+            if transfer.partial:
                 return  # the rest comes with a later frame, and an event of its own
             state = self.endpoints.publisher(link)
             if state is None and self.coordinator.is_coordinator_link(link):
-                self.coordinator.on_transfer(dlv)
+                self.coordinator.on_transfer(transfer.delivery)
             else:
-                self._on_published(dlv, link, state)
+                self._on_published(transfer, link, state)
             return
+        dlv = event.delivery
         try:
             txn_id = transaction_of(dlv)
         except SharedSubError:

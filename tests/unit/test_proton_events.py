@@ -4,6 +4,7 @@ real proton engines joined in memory (tests/proton_pair.py)."""
 
 from __future__ import annotations
 
+import gc
 import logging
 from typing import Any
 
@@ -11,7 +12,7 @@ import proton
 import pytest
 from proton import Transport
 
-from connectors.amqp.proton_events import EventCollector, EventPump
+from connectors.amqp.proton_events import EventCollector, EventPump, transfer_of
 from tests.proton_pair import LinkedPair, pump
 
 
@@ -136,3 +137,76 @@ def test_the_short_cut_hands_the_handler_what_protons_events_do() -> None:
     kinds = {entry[0] for entry in short_cut}
     assert {"delivery", "flow", "open"} <= kinds
     assert any(entry[0] == "delivery" and entry[4] == proton.Delivery.ACCEPTED for entry in short_cut)
+
+
+
+class _Publishes(proton.Handler):
+    """A server that reads each complete published transfer as the front end does, through
+    ``transfer_of``, records what proton's own wrapper says of it, and keeps the transfers to
+    settle later (as the front end does once their commit is done)."""
+
+    def __init__(self, child: bool) -> None:
+        self.kept: list[Any] = []
+        self.seen: list[tuple[Any, ...]] = []
+        self.bodies: list[bytes] = []
+        if child:
+            self.handlers.append(proton.Handler())  # the pump then dispatches proton's own events
+
+    def on_connection_remote_open(self, event: Any) -> None:
+        event.connection.open()
+
+    def on_session_remote_open(self, event: Any) -> None:
+        event.session.open()
+
+    def on_link_remote_open(self, event: Any) -> None:
+        event.link.open()
+        event.link.flow(10)
+
+    def on_delivery(self, event: Any) -> None:
+        transfer = transfer_of(event)
+        dlv = event.delivery
+        self.seen.append((
+            transfer.readable, dlv.readable, transfer.partial, dlv.partial,
+            transfer.pending, dlv.pending, transfer.remote_state, int(dlv.remote_state),
+        ))
+        if transfer.readable and not transfer.partial:
+            self.bodies.append(bytes(event.link.recv(transfer.pending) or b""))
+            event.link.advance()
+            self.kept.append(transfer)
+
+
+@pytest.mark.parametrize("child", [False, True], ids=["short cut", "proton events"])
+def test_a_kept_transfer_reads_as_protons_delivery_and_accepts_after_its_event(child: bool) -> None:
+    collector = EventCollector()
+    server = proton.Connection()
+    server.collect(collector)
+    server_transport = Transport(Transport.SERVER)
+    server_transport.bind(server)
+    client = proton.Connection()
+    client_transport = Transport()
+    client_transport.bind(client)
+    client.open()
+    session = client.session()
+    session.open()
+    sender = session.sender("pub")
+    sender.target.address = "t"
+    sender.open()
+    handler = _Publishes(child)
+    pump(client_transport, server_transport)
+    EventPump(collector, handler, _Sockets([])).drain()
+    pump(client_transport, server_transport)
+    sent = []
+    for i in range(3):
+        sent.append(sender.delivery(str(i)))
+        sender.send(b"m%d" % i)
+        sender.advance()
+    pump(client_transport, server_transport)
+    EventPump(collector, handler, _Sockets([])).drain()
+    assert handler.bodies == [b"m0", b"m1", b"m2"]
+    assert handler.seen and all(entry[0::2] == entry[1::2] for entry in handler.seen), handler.seen
+    gc.collect()  # the events and their wrappers are gone: the kept transfers hold the deliveries
+    for transfer in handler.kept:
+        transfer.accept()
+    pump(client_transport, server_transport)
+    assert [d.remote_state for d in sent] == [proton.Delivery.ACCEPTED] * 3
+    assert all(d.settled for d in sent)  # settled by the receiver
