@@ -41,7 +41,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Container
-from typing import Any
+from typing import Any, Protocol
 
 import proton
 import pyarrow as pa
@@ -479,6 +479,33 @@ _DEFAULT_LIMITS = Limits()
 # A disposition with a transactional state (AMQP 0x34): its outcome counts only if the
 # transaction commits (Dispatcher.settle_transactional, Dispatcher.discharge).
 _TRANSACTIONAL_STATE = 0x34
+_TERMINAL = frozenset(
+    (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED),
+)
+
+
+class Settled(Protocol):
+    """What :meth:`Dispatcher.settled` reads of a settled delivery (connectors.amqp.proton_events
+    ``Transfer``; ``delivery`` only for a modified or rejected outcome's fields)."""
+
+    @property
+    def remote_state(self) -> int:
+        """The type code of the peer's state (0x24 accepted ... 0x34 transactional; 0 none)."""
+
+    @property
+    def settled(self) -> bool:
+        """The peer settled it."""
+
+    @property
+    def tag(self) -> str:
+        """Its delivery-tag."""
+
+    @property
+    def delivery(self) -> proton.Delivery:
+        """Proton's wrapper of it."""
+
+    def settle(self) -> None:
+        """Settle it locally."""
 
 # Delivery state codes of the outcome inside a transactional state (AMQP 0x34), as proton
 # numbers them, and the settlement each means. 0: settled inside the transaction with no outcome.
@@ -514,7 +541,8 @@ class Dispatcher:
 
     Consumer links are named by ints in typed side tables (never attributes on proton objects):
     ``_links`` (key -> consumer -> link), ``_consumer_of`` (link -> (key, consumer)),
-    ``_sent`` (unsettled delivery -> key, consumer, seq).
+    ``_sent`` (unsettled delivery's tag -> key, consumer, seq; tags are this dispatcher's
+    counter, unique across its links, and only it sends on the service's sender links).
     """
 
     def __init__(
@@ -536,7 +564,7 @@ class Dispatcher:
         self._links: dict[str, dict[int, proton.Sender]] = {}
         self._consumer_of: dict[proton.Sender, tuple[str, int]] = {}
         self._containers: dict[int, str] = {}
-        self._sent: dict[proton.Delivery, _Sent] = {}
+        self._sent: dict[str, _Sent] = {}
         self._txns: dict[bytes, _Txn] = {}
         self._counters = counters if counters is not None else metrics.Counters()
         self._on_sent = on_sent
@@ -646,16 +674,16 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ settlements
 
-    def settled(self, dlv: proton.Delivery) -> None:
-        """A consumer's disposition: decide (sharedsub.core.dispatch, sharedsub.core.outcomes) and apply."""
-        state = dlv.remote_state
-        terminal = (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED)
+    def settled(self, transfer: Settled) -> None:
+        """A consumer's disposition: decide (sharedsub.core.dispatch, sharedsub.core.outcomes) and
+        apply. ``transfer``: the delivery as connectors.amqp.proton_events ``Transfer`` reads it."""
+        state = transfer.remote_state
         if state == _TRANSACTIONAL_STATE:
             return  # the transaction coordinator calls settle_transactional
-        if state not in terminal and not dlv.settled:
+        if state not in _TERMINAL and not transfer.settled:
             return  # e.g. a received state: not an outcome yet
-        dlv.settle()
-        sent = self._sent.pop(dlv, None)
+        transfer.settle()
+        sent = self._sent.pop(transfer.tag, None)
         if sent is None or sent.key not in self._subs:
             return
         error = None
@@ -664,10 +692,11 @@ class Dispatcher:
             settlement = Settlement.RELEASED
         elif state == proton.Delivery.MODIFIED:
             settlement = Settlement.MODIFIED
-            failed, undeliverable = bool(dlv.remote.failed), bool(dlv.remote.undeliverable)
+            remote = transfer.delivery.remote
+            failed, undeliverable = bool(remote.failed), bool(remote.undeliverable)
         elif state == proton.Delivery.REJECTED:
             settlement = Settlement.REJECTED
-            error = dlv.remote.condition
+            error = transfer.delivery.remote.condition
         else:  # accepted, or settled with no outcome
             settlement = Settlement.ACCEPTED
         self._handle(sent.key, rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error))
@@ -692,7 +721,7 @@ class Dispatcher:
         if settlement is None:
             raise ValueError(f"not an outcome: {outcome!r}")
         dlv.settle()
-        sent = self._sent.pop(dlv, None)
+        sent = self._sent.pop(dlv.tag, None)
         if sent is None:
             return
         sub = self._subs.get(sent.key)
@@ -785,7 +814,8 @@ class Dispatcher:
     def _send(self, key: str, link: proton.Sender, effect: rules.Send) -> None:
         row: Row = effect.row
         self._tag += 1
-        dlv = link.delivery(str(self._tag))
+        tag = str(self._tag)
+        dlv = link.delivery(tag)
         self._counters.inc(metrics.DELIVERED, row.topic, key)
         if not effect.first_acquirer:
             self._counters.inc(metrics.REDELIVERED, row.topic, key)
@@ -796,7 +826,7 @@ class Dispatcher:
         if effect.presettled:
             dlv.settle()  # at-most-once consumer: settled on sending (acknowledged by the next effect)
         else:
-            self._sent[dlv] = _Sent(key, effect.consumer, row.seq)
+            self._sent[tag] = _Sent(key, effect.consumer, row.seq)
 
 
 def _credit(link: proton.Sender) -> int:

@@ -486,15 +486,18 @@ class FrontEnd(Handler):
             else:
                 self._on_published(transfer, link, state)
             return
-        dlv = event.delivery
-        try:
-            txn_id = transaction_of(dlv)
-        except SharedSubError:
-            txn_id = None  # a malformed transactional-state: judged as the plain settlement it is
-        if txn_id is not None:
-            self.coordinator.settlement(dlv, txn_id)
-        elif dlv.remote_state or dlv.settled:
-            self.subscriptions.dispatcher.settled(dlv)
+        transfer = transfer_of(event)
+        if transfer.remote_state == TRANSACTIONAL_STATE:
+            dlv = transfer.delivery
+            try:
+                txn_id = transaction_of(dlv)
+            except SharedSubError:
+                txn_id = None  # a malformed transactional-state: judged as the plain settlement it is
+            if txn_id is not None:
+                self.coordinator.settlement(dlv, txn_id)
+                return
+        if transfer.remote_state or transfer.settled:
+            self.subscriptions.dispatcher.settled(transfer)
 
     @_contained
     def on_link_flow(self, event: Any) -> None:

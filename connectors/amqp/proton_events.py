@@ -57,6 +57,8 @@ _pending = cproton.pn_delivery_pending
 _remote_state = cproton.pn_delivery_remote_state
 _update = cproton.pn_delivery_update
 _settle = cproton.pn_delivery_settle
+_settled = cproton.pn_delivery_settled
+_tag = cproton.pn_delivery_tag
 _PN_ACCEPTED = cproton.PN_ACCEPTED
 _PN_DELIVERY = cproton.PN_DELIVERY
 _PN_LINK_FLOW = cproton.PN_LINK_FLOW
@@ -86,14 +88,16 @@ class EventCollector:
 
 
 class Transfer:
-    """An incoming delivery as the publish path reads and settles it, through Proton-C's C API
-    (``pn_delivery_readable``, ``_partial``, ``_pending``, ``_remote_state``, ``_update``,
-    ``_settle``): what ``proton.Delivery`` does for these, without the wrapper (a record lookup,
-    an attribute dict and two disposition objects per message, and three conversions of empty
-    disposition fields on each ``update``; profiled, about a fifth of the loop's time while
-    publishing). It holds a reference on the C object, as proton's wrapper does, so it stays
-    valid while a commit is pending; :attr:`delivery` is proton's wrapper for everything else
-    (rejections with a condition, transactions, oversized transfers).
+    """The delivery of a DELIVERY event as the message path reads and settles it, through
+    Proton-C's C API (``pn_delivery_readable``, ``_partial``, ``_pending``, ``_remote_state``,
+    ``_settled``, ``_tag``, ``_update``, ``_settle``): what ``proton.Delivery`` does for these,
+    without the wrapper (a record lookup, an attribute dict and two disposition objects per
+    message, and three conversions of empty disposition fields on each ``update``; profiled,
+    about a fifth of the loop's time while publishing). A publish is read and accepted through
+    it, a consumer's acknowledgement judged and settled. It holds a reference on the C object,
+    as proton's wrapper does, so it stays valid while a commit is pending; :attr:`delivery` is
+    proton's wrapper for everything else (rejections with a condition, modified and rejected
+    outcomes' fields, transactions, oversized transfers).
 
     Like any proton object it must be touched, and dropped, on the loop's thread only."""
 
@@ -127,10 +131,24 @@ class Transfer:
         """The type code of the state the peer sent with it, 0 for none (``Delivery.remote_state``)."""
         return int(_remote_state(self._impl))
 
+    @property
+    def settled(self) -> bool:
+        """The peer settled it (``Delivery.settled``)."""
+        return bool(_settled(self._impl))
+
+    @property
+    def tag(self) -> str:
+        """Its delivery-tag (``Delivery.tag``)."""
+        return str(_tag(self._impl))
+
     def accept(self) -> None:
         """Settle it as accepted (``update(Delivery.ACCEPTED)`` then ``settle()``; no outcome
         fields, so none to convert)."""
         _update(self._impl, _PN_ACCEPTED)
+        _settle(self._impl)
+
+    def settle(self) -> None:
+        """Settle it locally (``Delivery.settle``)."""
         _settle(self._impl)
 
     @property
@@ -170,9 +188,23 @@ class DeliveryTransfer:
         """See :attr:`Transfer.remote_state`."""
         return int(self.delivery.remote_state)
 
+    @property
+    def settled(self) -> bool:
+        """See :attr:`Transfer.settled`."""
+        return bool(self.delivery.settled)
+
+    @property
+    def tag(self) -> str:
+        """See :attr:`Transfer.tag`."""
+        return str(self.delivery.tag)
+
     def accept(self) -> None:
         """See :meth:`Transfer.accept`."""
         self.delivery.update(Delivery.ACCEPTED)
+        self.delivery.settle()
+
+    def settle(self) -> None:
+        """See :meth:`Transfer.settle`."""
         self.delivery.settle()
 
 

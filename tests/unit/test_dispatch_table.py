@@ -436,6 +436,11 @@ class _Delivery:
     def settle(self) -> None:
         self.local_settled = True
 
+    @property
+    def delivery(self) -> _Delivery:
+        """As connectors.amqp.proton_events ``Transfer.delivery``: proton's view of the same."""
+        return self
+
 
 class _Link:
     __slots__ = ("credit", "state", "snd_settle_mode", "connection", "sent", "_current")

@@ -37,7 +37,8 @@ C_API: dict[str, frozenset[str]] = {
         "pn_event_link", "pn_event_delivery", "pn_event_transport", "isnull",
         "PN_DELIVERY", "PN_LINK_FLOW", "PN_TRANSPORT", "PN_TRANSPORT_CLOSED",
         "pn_incref", "pn_decref", "pn_delivery_readable", "pn_delivery_partial", "pn_delivery_pending",
-        "pn_delivery_remote_state", "pn_delivery_update", "pn_delivery_settle", "PN_ACCEPTED",
+        "pn_delivery_remote_state", "pn_delivery_update", "pn_delivery_settle", "pn_delivery_settled",
+        "pn_delivery_tag", "PN_ACCEPTED",
     }),
     "translate.py": frozenset({"pn_message_get_content_type", "pn_message_get_content_encoding"}),
 }

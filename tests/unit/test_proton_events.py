@@ -37,10 +37,13 @@ class _Seen(proton.Handler):
             self.handlers.append(proton.Handler())
 
     def on_delivery(self, event: Any) -> None:
+        transfer = transfer_of(event)  # read before proton's wrapper, and compared with it
+        read = (transfer.tag, transfer.remote_state, transfer.settled, transfer.readable)
         dlv, link = event.delivery, event.link
         self.seen.append((
             "delivery", link.name, link.is_sender, dlv.tag, dlv.remote_state, dlv.settled, dlv.readable,
             event.connection == link.connection, event.session == link.session,
+            read == (dlv.tag, int(dlv.remote_state), dlv.settled, dlv.readable),
         ))
 
     def on_link_flow(self, event: Any) -> None:
@@ -137,6 +140,7 @@ def test_the_short_cut_hands_the_handler_what_protons_events_do() -> None:
     kinds = {entry[0] for entry in short_cut}
     assert {"delivery", "flow", "open"} <= kinds
     assert any(entry[0] == "delivery" and entry[4] == proton.Delivery.ACCEPTED for entry in short_cut)
+    assert all(entry[-1] is True for entry in short_cut if entry[0] == "delivery")  # Transfer reads as proton
 
 
 
