@@ -71,6 +71,29 @@ class LinkedPair:
         return seqs
 
 
+def publisher_engines(collector: Collector, max_frame: int | None = None) -> tuple[Transport, Transport, proton.Sender]:
+    """A client connection with one sender (a publisher to ``t``), attach sent, and a server
+    connection reporting its events to ``collector``; (client transport, server transport,
+    the client's sender). ``max_frame``: both transports' frame size limit."""
+    server = Connection()
+    server.collect(collector)
+    server_transport = Transport(Transport.SERVER)
+    client = Connection()
+    client_transport = Transport()
+    if max_frame is not None:
+        server_transport.max_frame_size = max_frame
+        client_transport.max_frame_size = max_frame
+    server_transport.bind(server)
+    client_transport.bind(client)
+    client.open()
+    session = client.session()
+    session.open()
+    sender = session.sender("pub")
+    sender.target.address = "t"
+    sender.open()
+    return client_transport, server_transport, sender
+
+
 def drain(collector: Collector) -> Iterator[Event]:
     while (event := collector.peek()) is not None:
         yield event

@@ -10,30 +10,11 @@ from __future__ import annotations
 import proton
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from proton import Collector, Connection, Event, Transport
+from proton import Collector, Event
 
-from tests.proton_pair import drain
+from tests.proton_pair import drain, publisher_engines
 
 MAX_FRAME = 4096  # small frames: large messages span many of them
-
-
-def _engines(collector: Collector) -> tuple[Transport, Transport, proton.Sender]:
-    server = Connection()
-    server.collect(collector)
-    server_transport = Transport(Transport.SERVER)
-    server_transport.max_frame_size = MAX_FRAME
-    server_transport.bind(server)
-    client = Connection()
-    client_transport = Transport()
-    client_transport.max_frame_size = MAX_FRAME
-    client_transport.bind(client)
-    client.open()
-    session = client.session()
-    session.open()
-    sender = session.sender("pub")
-    sender.target.address = "t"
-    sender.open()
-    return client_transport, server_transport, sender
 
 
 def _handle(collector: Collector, got: list[bytes]) -> None:
@@ -63,7 +44,7 @@ def _handle(collector: Collector, got: list[bytes]) -> None:
 )
 def test_each_completed_delivery_has_an_event_that_finds_it_current(sizes: list[int], pieces: list[int]) -> None:
     collector = Collector()
-    client_transport, server_transport, sender = _engines(collector)
+    client_transport, server_transport, sender = publisher_engines(collector, MAX_FRAME)
     got: list[bytes] = []
     sent: list[bytes] = []
     cut = 0

@@ -13,7 +13,7 @@ import pytest
 from proton import Transport
 
 from connectors.amqp.proton_events import EventCollector, EventPump, transfer_of
-from tests.proton_pair import LinkedPair, pump
+from tests.proton_pair import LinkedPair, publisher_engines, pump
 
 
 class _Handler(proton.Handler):
@@ -182,19 +182,7 @@ class _Publishes(proton.Handler):
 @pytest.mark.parametrize("child", [False, True], ids=["short cut", "proton events"])
 def test_a_kept_transfer_reads_as_protons_delivery_and_accepts_after_its_event(child: bool) -> None:
     collector = EventCollector()
-    server = proton.Connection()
-    server.collect(collector)
-    server_transport = Transport(Transport.SERVER)
-    server_transport.bind(server)
-    client = proton.Connection()
-    client_transport = Transport()
-    client_transport.bind(client)
-    client.open()
-    session = client.session()
-    session.open()
-    sender = session.sender("pub")
-    sender.target.address = "t"
-    sender.open()
+    client_transport, server_transport, sender = publisher_engines(collector)
     handler = _Publishes(child)
     pump(client_transport, server_transport)
     EventPump(collector, handler, _Sockets([])).drain()
