@@ -47,6 +47,7 @@ import proton
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from connectors.amqp.translate import with_delivery_count
 from sharedsub.core import dispatch as rules
 from sharedsub.core import layout, metrics, outcomes
@@ -476,9 +477,6 @@ def _now_ms() -> int:
 _DEFAULT_LIMITS = Limits()
 
 
-# A disposition with a transactional state (AMQP 0x34): its outcome counts only if the
-# transaction commits (Dispatcher.settle_transactional, Dispatcher.discharge).
-_TRANSACTIONAL_STATE = 0x34
 _TERMINAL = frozenset(
     (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED),
 )
@@ -678,8 +676,10 @@ class Dispatcher:
         """A consumer's disposition: decide (sharedsub.core.dispatch, sharedsub.core.outcomes) and
         apply. ``transfer``: the delivery as connectors.amqp.proton_events ``Transfer`` reads it."""
         state = transfer.remote_state
-        if state == _TRANSACTIONAL_STATE:
-            return  # the transaction coordinator calls settle_transactional
+        if state == TRANSACTIONAL_STATE:
+            # Its outcome counts only if the transaction commits: the coordinator calls
+            # settle_transactional (then discharge).
+            return
         if state not in _TERMINAL and not transfer.settled:
             return  # e.g. a received state: not an outcome yet
         transfer.settle()

@@ -496,8 +496,8 @@ class FrontEnd(Handler):
             if txn_id is not None:
                 self.coordinator.settlement(dlv, txn_id)
                 return
-        if transfer.remote_state or transfer.settled:
-            self.subscriptions.dispatcher.settled(transfer)
+        # No outcome yet (no state, not settled) is the dispatcher's to ignore, as it checks anyway.
+        self.subscriptions.dispatcher.settled(transfer)
 
     @_contained
     def on_link_flow(self, event: Any) -> None:
