@@ -47,6 +47,7 @@ import proton
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from connectors.amqp.outgoing import Outgoing
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from connectors.amqp.translate import with_delivery_count
 from sharedsub.core import dispatch as rules
@@ -559,7 +560,7 @@ class Dispatcher:
         self._subs: dict[str, rules.SubscriptionDispatch] = {}
         # Subscriptions without consumers whose rows an open transaction holds.
         self._dropped: dict[str, rules.SubscriptionDispatch] = {}
-        self._links: dict[str, dict[int, proton.Sender]] = {}
+        self._links: dict[str, dict[int, Outgoing]] = {}
         self._consumer_of: dict[proton.Sender, tuple[str, int]] = {}
         self._containers: dict[int, str] = {}
         self._sent: dict[str, _Sent] = {}
@@ -598,8 +599,8 @@ class Dispatcher:
         """Forget a subscription and its pending rows (they stay in the table unless acknowledged).
         Rows an open transaction holds stay held until it is discharged."""
         sub = self._subs.pop(key, None)
-        for consumer, link in self._links.pop(key, {}).items():
-            self._consumer_of.pop(link, None)
+        for consumer, outgoing in self._links.pop(key, {}).items():
+            self._consumer_of.pop(outgoing.link, None)
             self._containers.pop(consumer, None)
         self._sent = {d: s for d, s in self._sent.items() if s.key != key}
         if sub is not None and sub.holds_transactions():
@@ -612,11 +613,11 @@ class Dispatcher:
         """Attach a consumer link to subscription ``key`` (opened before)."""
         self._next_consumer += 1
         consumer = self._next_consumer
-        self._links[key][consumer] = link
+        outgoing = self._links[key][consumer] = Outgoing(link)
         self._consumer_of[link] = (key, consumer)
         self._containers[consumer] = link.connection.remote_container or ""
         presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
-        self._handle(key, rules.AddConsumer(consumer, _credit(link), presettled))
+        self._handle(key, rules.AddConsumer(consumer, outgoing.credit, presettled))
 
     def remove_consumer(self, key: str, link: proton.Sender) -> int:
         """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
@@ -774,8 +775,8 @@ class Dispatcher:
         links = self._links.get(key, {}) if self._subs.get(key) is sub else {}
 
         def credit_of(consumer: int) -> int:
-            link = links.get(consumer)
-            return 0 if link is None else _credit(link)
+            outgoing = links.get(consumer)
+            return 0 if outgoing is None else outgoing.credit
 
         # Sends are applied link by link, each link's in the order decided. Proton queues a
         # transport event for every send whose connection differs from the last one's, so
@@ -798,9 +799,9 @@ class Dispatcher:
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
         for receiver, effects in sends.items():
-            link = links[receiver]
+            outgoing = links[receiver]
             for send in effects:
-                self._send(key, link, send)
+                self._send(key, outgoing, send)
 
     def _container(self, consumer: int | None, containers: dict[int, str] | None) -> str:
         """The container-id of ``consumer``'s connection ("" for none)."""
@@ -811,24 +812,17 @@ class Dispatcher:
             found = containers.get(consumer)
         return found or ""
 
-    def _send(self, key: str, link: proton.Sender, effect: rules.Send) -> None:
+    def _send(self, key: str, outgoing: Outgoing, effect: rules.Send) -> None:
         row: Row = effect.row
         self._tag += 1
         tag = str(self._tag)
-        dlv = link.delivery(tag)
         self._counters.inc(metrics.DELIVERED, row.topic, key)
         if not effect.first_acquirer:
             self._counters.inc(metrics.REDELIVERED, row.topic, key)
-        link.send(row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count))
-        link.advance()
+        # An at-most-once consumer's delivery is settled on sending (acknowledged by the next effect).
+        message = row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count)
+        outgoing.send(tag, message, effect.presettled)
         if effect.first_acquirer and row.published_ms is not None:
             self._stages.observe("publish_to_send", time.time() - row.published_ms / 1000)
-        if effect.presettled:
-            dlv.settle()  # at-most-once consumer: settled on sending (acknowledged by the next effect)
-        else:
+        if not effect.presettled:
             self._sent[tag] = _Sent(key, effect.consumer, row.seq)
-
-
-def _credit(link: proton.Sender) -> int:
-    """What ``link`` may be sent now: its credit while it is open locally, else nothing."""
-    return link.credit if link.state & proton.Endpoint.LOCAL_ACTIVE else 0

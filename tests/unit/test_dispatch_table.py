@@ -405,15 +405,10 @@ def test_credit_of_is_read_when_a_pass_starts_and_only_then() -> None:
 
 
 # ------------------------------------------------------------------------ the adapter
-# connectors.amqp.delivery.Dispatcher applies the effects to proton links. Stand-ins with
-# __slots__ stand for the links and deliveries: the adapter may not hang attributes on them.
-
-
-class _Conn:
-    __slots__ = ("remote_container",)
-
-    def __init__(self, container: str) -> None:
-        self.remote_container = container
+# connectors.amqp.delivery.Dispatcher applies the effects to proton links: real ones here, each
+# with a client on the other end (tests/proton_pair.py). What the client receives is read back as
+# stand-ins with __slots__ for the dispositions the adapter is handed (the adapter may not hang
+# attributes on them); how proton's own deliveries read as those is tests/unit/test_proton_events.py.
 
 
 class _Remote:
@@ -425,11 +420,14 @@ class _Remote:
 
 
 class _Delivery:
-    __slots__ = ("link", "tag", "payload", "settled", "local_settled", "remote_state", "remote")
+    """A delivery the client received, as the adapter's ``settled`` reads a disposition of it."""
 
-    def __init__(self, link: _Link, tag: str) -> None:
-        self.link, self.tag, self.payload = link, tag, b""
-        self.settled = self.local_settled = False  # ``settled``: by the peer, as proton says
+    __slots__ = ("tag", "payload", "settled", "local_settled", "remote_state", "remote")
+
+    def __init__(self, tag: str, payload: bytes, sent_settled: bool) -> None:
+        self.tag, self.payload = tag, payload
+        self.settled = False  # by the peer (the client), as proton says
+        self.local_settled = sent_settled  # by the adapter: on sending, or by ``settle``
         self.remote_state = 0
         self.remote = _Remote()
 
@@ -443,33 +441,45 @@ class _Delivery:
 
 
 class _Link:
-    __slots__ = ("credit", "state", "snd_settle_mode", "connection", "sent", "_current")
+    """A consumer's link: the server side's real proton sender (``sender``, what the adapter is
+    given) and its client, whose receiver grants ``credit``; ``sent`` is what the client got."""
 
     def __init__(self, container: str, credit: int, *, presettled: bool = False) -> None:
         import proton
 
-        self.credit = credit
-        self.state = proton.Endpoint.LOCAL_ACTIVE | proton.Endpoint.REMOTE_ACTIVE
-        self.snd_settle_mode = proton.Link.SND_SETTLED if presettled else proton.Link.SND_UNSETTLED
-        self.connection = _Conn(container)
-        self.sent: list[_Delivery] = []
-        self._current: _Delivery | None = None
+        from tests.proton_pair import LinkedPair
 
-    def delivery(self, tag: str) -> _Delivery:
-        self._current = _Delivery(self, tag)
-        return self._current
+        self._pair = LinkedPair(proton.Collector(), container, credit)
+        self.sender = self._pair.sender
+        if presettled:  # as the front end echoes a pre-settled consumer's mode
+            self.sender.snd_settle_mode = proton.Link.SND_SETTLED
+        self._got: list[_Delivery] = []
 
-    def send(self, data: bytes) -> int:
-        assert self._current is not None
-        self._current.payload = data
-        return len(data)
+    @property
+    def sent(self) -> list[_Delivery]:
+        """Every delivery the client has received, in order (the sender's frames moved first)."""
+        from tests.proton_pair import pump
 
-    def advance(self) -> bool:
-        assert self._current is not None
-        self.sent.append(self._current)
-        self._current = None
-        self.credit -= 1
-        return True
+        pair = self._pair
+        pump(pair.client_transport, pair.server_transport)
+        while (dlv := pair.receiver.current) is not None and dlv.readable and not dlv.partial:
+            self._got.append(_Delivery(str(dlv.tag), pair.receiver.recv(dlv.pending) or b"", bool(dlv.settled)))
+            pair.receiver.advance()
+        return self._got
+
+    @property
+    def credit(self) -> int:
+        """The sender link's credit."""
+        return int(self.sender.credit)
+
+    @credit.setter
+    def credit(self, credit: int) -> None:
+        """The client grants credit until the sender has ``credit``."""
+        from tests.proton_pair import pump
+
+        self._pair.receiver.flow(credit - self.credit)
+        pump(self._pair.client_transport, self._pair.server_transport)
+        assert self.credit == credit
 
 
 class _Adapter:
@@ -516,8 +526,8 @@ def test_adapter_sends_round_robin_and_acknowledges_an_accept() -> None:
 
     a = _Adapter()
     one, two = _Link("c1", 1), _Link("c2", 5)
-    a.d.add_consumer("k", one)  # type: ignore[arg-type]
-    a.d.add_consumer("k", two)  # type: ignore[arg-type]
+    a.d.add_consumer("k", one.sender)
+    a.d.add_consumer("k", two.sender)
     a.d.offer("k", a.rows(1, 2, 3))
     assert [len(one.sent), len(two.sent)] == [1, 2]
     assert a.sent_counts == [3]
@@ -535,7 +545,7 @@ def test_adapter_sends_round_robin_and_acknowledges_an_accept() -> None:
 def test_adapter_presettled_consumer_is_settled_and_acknowledged_on_send() -> None:
     a = _Adapter()
     link = _Link("c1", 5, presettled=True)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
     a.d.offer("k", a.rows(1, 2))
     assert all(d.local_settled for d in link.sent)
     assert [s for _k, s, o, _c in a.acks if o == "accepted"] == [1, 2]
@@ -546,8 +556,8 @@ def test_adapter_transaction_commit_applies_the_held_outcomes() -> None:
 
     a = _Adapter()
     link, other = _Link("c1", 2), _Link("c2", 0)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
-    a.d.add_consumer("k", other)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
+    a.d.add_consumer("k", other.sender)
     a.d.offer("k", a.rows(1, 2))
     first, second = link.sent
     a.d.settle_transactional(first, b"T1", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
@@ -557,7 +567,7 @@ def test_adapter_transaction_commit_applies_the_held_outcomes() -> None:
     assert first.local_settled and second.local_settled
     assert a.acks == [] and a.dead == []
     # The link goes before the discharge: its settled-in-a-transaction rows are not requeued.
-    assert a.d.remove_consumer("k", link) == 1  # type: ignore[arg-type]
+    assert a.d.remove_consumer("k", link.sender) == 1
     other.credit = 5
     a.d.dispatch("k")
     assert other.sent == []
@@ -576,8 +586,8 @@ def test_adapter_transaction_rollback_redelivers_marked_redelivered() -> None:
 
     a = _Adapter()
     link, other = _Link("c1", 1), _Link("c2", 0)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
-    a.d.add_consumer("k", other)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
+    a.d.add_consumer("k", other.sender)
     a.d.offer("k", a.rows(1))
     (dlv,) = link.sent
     assert dlv.payload == a.rows(1)[0].message  # a first delivery goes out as published
@@ -597,19 +607,19 @@ def test_adapter_transaction_outlives_the_subscriptions_last_consumer() -> None:
 
     a = _Adapter()
     link = _Link("c1", 2)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
     a.d.offer("k", a.rows(1, 2))
     one, two = link.sent
     a.d.settle_transactional(one, b"C", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
     a.d.settle_transactional(two, b"R", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
-    assert a.d.remove_consumer("k", link) == 0  # type: ignore[arg-type]
+    assert a.d.remove_consumer("k", link.sender) == 0
     a.d.drop("k")
     assert a.d.consumers("k") == 0
     a.d.discharge(b"C", True)
     assert a.acks == [("k", 1, "accepted", "c1")]
     a.d.open("k", a.acked, a.failures)
     again = _Link("c3", 5)
-    a.d.add_consumer("k", again)  # type: ignore[arg-type]
+    a.d.add_consumer("k", again.sender)
     a.d.offer("k", a.rows(2))  # the backlog loaded again: row 2 is still held by R
     assert again.sent == []
     a.d.discharge(b"R", False)
@@ -621,7 +631,7 @@ def test_adapter_transaction_outlives_the_subscriptions_last_consumer() -> None:
 def test_adapter_refuses_an_unknown_outcome_code() -> None:
     a = _Adapter()
     link = _Link("c1", 1)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
     a.d.offer("k", a.rows(1))
     with pytest.raises(ValueError):
         a.d.settle_transactional(link.sent[0], b"T", 0x23)  # type: ignore[arg-type]
@@ -632,7 +642,7 @@ def test_adapter_shutdown_fails_outstanding_and_held_rows() -> None:
 
     a = _Adapter()
     link = _Link("c1", 2)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
     a.d.offer("k", a.rows(1, 2))
     a.d.settle_transactional(link.sent[0], b"T", proton.Delivery.ACCEPTED)  # type: ignore[arg-type]
     a.d.fail_outstanding()
@@ -650,7 +660,7 @@ def test_adapter_leaves_a_transactional_disposition_to_the_coordinator() -> None
 
     a = _Adapter()
     link = _Link("c1", 1)
-    a.d.add_consumer("k", link)  # type: ignore[arg-type]
+    a.d.add_consumer("k", link.sender)
     a.d.offer("k", a.rows(1))
     (dlv,) = link.sent
     dlv.remote_state, dlv.settled = 0x34, True
