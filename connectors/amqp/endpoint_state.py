@@ -1,7 +1,9 @@
 """What the front end keeps about proton's endpoints, in typed tables beside them.
 
 proton's Python objects are wrappers: equal, and hashed, by the C object they wrap, so they key
-a dict. Holding a wrapper keeps its C object alive, so every entry is dropped when its endpoint
+a dict. Links are keyed by that C object itself (connectors.amqp.proton_events ``c_object``):
+their state is looked up once per message, and a wrapper's hash is two casts in Python where a
+cffi pointer's is one C call. Holding a wrapper keeps its C object alive, so every entry is dropped when its endpoint
 goes (link detached or closed, session ended, connection closed or lost); the handler calls
 :meth:`EndpointState.drop_link` and :meth:`EndpointState.drop_connection` at those points, and
 :meth:`EndpointState.sizes` lets tests check that nothing stays behind.
@@ -14,16 +16,19 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import proton
 
+from connectors.amqp.proton_events import c_object
 from sharedsub.core import addressing
 from sharedsub.core.permissions import Policy
 
 
-@dataclasses.dataclass(slots=True)
+@dataclasses.dataclass(slots=True, eq=False)
 class PublisherLink:
-    """State of a link on which a client publishes (our receiver)."""
+    """State of a link on which a client publishes (our receiver). Hashed by identity: one per
+    attached link, it keys the handler's per-link counts."""
 
     address: addressing.Address | None  # None: anonymous relay, topic from properties.to
     container: str
@@ -47,7 +52,7 @@ class EndpointState:
     """Link states, connection ids and oversized transfers in progress (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._links: dict[proton.Link, PublisherLink | ConsumerLink] = {}
+        self._links: dict[Any, tuple[proton.Link, PublisherLink | ConsumerLink]] = {}
         self._connection_ids: dict[proton.Connection, str] = {}
         self._oversized: set[proton.Delivery] = set()
 
@@ -57,27 +62,28 @@ class EndpointState:
         """Record what ``link`` is (once it is attached); nothing when its connection is gone
         already (an attach answered after the connection was lost must not be held)."""
         if link.connection in self._connection_ids:
-            self._links[link] = state
+            self._links[c_object(link)] = (link, state)
 
     def publisher(self, link: proton.Link) -> PublisherLink | None:
         """``link``'s publisher state; None when it is not an attached publisher link."""
-        state = self._links.get(link)
-        return state if isinstance(state, PublisherLink) else None
+        found = self._links.get(c_object(link))
+        return found[1] if found is not None and isinstance(found[1], PublisherLink) else None
 
     def consumer(self, link: proton.Link) -> ConsumerLink | None:
         """``link``'s consumer state; None when it is not an attached consumer link."""
-        state = self._links.get(link)
-        return state if isinstance(state, ConsumerLink) else None
+        found = self._links.get(c_object(link))
+        return found[1] if found is not None and isinstance(found[1], ConsumerLink) else None
 
     def publishers(self) -> Iterator[PublisherLink]:
         """Every attached publisher link's state."""
-        return (s for s in self._links.values() if isinstance(s, PublisherLink))
+        return (s for _link, s in self._links.values() if isinstance(s, PublisherLink))
 
     def drop_link(self, link: proton.Link) -> PublisherLink | ConsumerLink | None:
         """Forget ``link`` (and its oversized transfer, if one was in progress); its state, if any."""
         if self._oversized:
             self._oversized = {d for d in self._oversized if d.link != link}
-        return self._links.pop(link, None)
+        found = self._links.pop(c_object(link), None)
+        return found[1] if found is not None else None
 
     # connections
 
@@ -93,7 +99,7 @@ class EndpointState:
     def drop_connection(self, conn: proton.Connection) -> None:
         """Forget ``conn``, its links and their transfers."""
         self._connection_ids.pop(conn, None)
-        for link in [lnk for lnk in self._links if lnk.connection == conn]:
+        for link in [lnk for lnk, _state in self._links.values() if lnk.connection == conn]:
             self.drop_link(link)
 
     # oversized transfers

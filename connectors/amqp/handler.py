@@ -199,7 +199,9 @@ class FrontEnd(Handler):
 
     def on_sharedsub_committed(self, event: Any) -> None:
         """Settle publishers whose messages are committed; run attach continuations."""
-        credit: dict[proton.Link, int] = {}
+        # Per publisher link (its state, hashed by identity: a wrapper hashes through proton):
+        # one of its wrappers and the messages settled.
+        credit: dict[PublisherLink, tuple[proton.Link, int]] = {}
         for result in event.subject:
             req = result.request
             obj = self.tokens.pop(req.token)
@@ -207,7 +209,8 @@ class FrontEnd(Handler):
                 # The token holds the link too: dlv.link would wrap it again for every message.
                 transfer: Transfer | DeliveryTransfer
                 link: proton.Link
-                transfer, link = obj
+                state: PublisherLink
+                transfer, link, state = obj
                 if result.error is None:
                     transfer.accept()
                     self.counters.inc(metrics.PUBLISHED, req.topic)
@@ -224,7 +227,8 @@ class FrontEnd(Handler):
                         dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
                     dlv.update(Delivery.REJECTED)
                     dlv.settle()
-                credit[link] = credit.get(link, 0) + 1
+                held = credit.get(state)
+                credit[state] = (link, 1) if held is None else (held[0], held[1] + 1)
                 self.publish_window.committed(len(req.message))
             elif obj is not None:
                 try:
@@ -232,7 +236,7 @@ class FrontEnd(Handler):
                 except Exception:  # one continuation's failure must not end the reactor
                     log.exception("continuation of %s failed", type(req).__name__)
         window = self.publish_window
-        for link, n in [*((lk, window.grant(lk, n)) for lk, n in credit.items()), *window.release()]:
+        for link, n in [*((lk, window.grant(lk, n)) for lk, n in credit.values()), *window.release()]:
             if n and link.state & Endpoint.LOCAL_ACTIVE and not link.state & Endpoint.REMOTE_CLOSED:
                 link.flow(n)
 
@@ -431,7 +435,7 @@ class FrontEnd(Handler):
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        self.committer.submit(Publish(topic, columns, data, self.tokens.put((transfer, link)), received))
+        self.committer.submit(Publish(topic, columns, data, self.tokens.put((transfer, link, state)), received))
         self.stages.observe("decode", time.perf_counter() - received)
 
     def _oversized(self, transfer: Transfer | DeliveryTransfer, link: proton.Receiver) -> bool:
