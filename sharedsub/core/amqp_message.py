@@ -901,6 +901,10 @@ def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, i
                 struct_ = {"type": "long" if code == 0x81 or code == 0x55 else "int",
                            "long": int.from_bytes(raw[start + 1 : stop], signed=True),
                            "double": None, "string": None, "bool": None}
+            elif code == 0x70 or code == 0x52 or code == 0x43:
+                # uint: what JavaScript clients (rhea) send for a non-negative whole number
+                struct_ = {"type": "uint", "long": int.from_bytes(raw[start + 1 : stop]),
+                           "double": None, "string": None, "bool": None}
             elif code == 0x41 or code == 0x42:
                 struct_ = {"type": "boolean", "long": None, "double": None, "string": None, "bool": code == 0x41}
             else:

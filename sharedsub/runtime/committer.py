@@ -39,6 +39,7 @@ from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
 from sharedsub.storage.commit_store import Appender, CommitStore
+from sharedsub.storage.py_columns import PyColumns
 
 log = logging.getLogger(__name__)
 
@@ -468,7 +469,7 @@ class Committer:
             self._cache.forget_topic(req.topic)
         return Result(req, value=path)
 
-    def _append(self, path: str, data: pa.Table) -> None:
+    def _append(self, path: str, data: pa.Table | PyColumns) -> None:
         """Commit ``data`` to the table at ``path`` with its cached appender, held while the data
         dir cannot take it (:meth:`_write`).
 
@@ -595,7 +596,7 @@ class Committer:
                 for name, value in item.columns.items():
                     columns[name].append(value)
             t0 = time.perf_counter()
-            self._append(layout.topic_table(self.root, topic), pa.Table.from_pydict(columns, schema=schemas.TOPIC))
+            self._append(layout.topic_table(self.root, topic), PyColumns(schemas.TOPIC, columns))
             self._stages.observe("group_commit", time.perf_counter() - t0)
             self.commits += 1
             log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))

@@ -18,8 +18,13 @@ during an append it is started again and the append retried once, told to look f
 after the last version this process saw, so rows are never written twice.
 
 Wire (the child's stdin and stdout; little-endian lengths): a request is a u32 header length, a
-JSON header, a u64 body length and the body (Arrow IPC stream; empty for ``forget``); a reply is
-a u32 length and JSON ``{"version": N}`` or ``{"error": {"message", "errno", "not_synced"}}``.
+JSON header, a u64 body length and the body (an Arrow IPC stream; for rows given as column lists,
+header ``"rows": "pickle"``, the pickled ``(serialized schema, columns)`` of a
+sharedsub.storage.py_columns ``PyColumns``, converted to Arrow here, off the service's GIL;
+empty for ``forget``); a reply is a u32 length and JSON ``{"version": N}`` or
+``{"error": {"message", "errno", "not_synced"}}``. The pickle comes from the service that
+started this child, over its own pipe: values a decoder of ours produced (str, bytes, int,
+float, bool, None, datetime, lists, tuples and dicts of them), nothing a client wrote as pickle.
 
 The child exits when its stdin closes and dies with its parent (PR_SET_PDEATHSIG on Linux): a
 write of a service that was killed cannot land after another service started on the data dir.
@@ -32,6 +37,7 @@ import ctypes
 import json
 import logging
 import os
+import pickle
 import signal
 import struct
 import subprocess
@@ -42,6 +48,7 @@ from typing import Any, BinaryIO
 import pyarrow as pa
 
 from sharedsub.storage.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.py_columns import PyColumns
 
 log = logging.getLogger(__name__)
 
@@ -157,20 +164,26 @@ class RemoteAppender:
         self._process = process
         self._fsync = fsync
 
-    def append(self, data: pa.Table, *, commit_id: str) -> int:
-        """Commit ``data`` as one Delta commit in the child; the new version.
+    def append(self, data: pa.Table | PyColumns, *, commit_id: str) -> int:
+        """Commit ``data`` as one Delta commit in the child; the new version (column lists are
+        converted to Arrow there).
 
         Raises:
             CommitNotSynced: the commit landed, its fsync failed (retry with the same id).
             RemoteAppenderError: the append failed in the child (the child's message).
             AppendProcessDied: the child died twice during this append.
         """
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_stream(sink, data.schema) as writer:
-            writer.write_table(data)
-        header = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
-        # The Arrow buffer goes to the pipe as it is (no copy into a bytes object).
-        reply = self._process.request(header, sink.getvalue())
+        header: dict[str, Any] = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
+        body: bytes | pa.Buffer
+        if isinstance(data, PyColumns):
+            header["rows"] = "pickle"
+            body = pickle.dumps((data.schema.serialize().to_pybytes(), data.columns), protocol=pickle.HIGHEST_PROTOCOL)
+        else:
+            sink = pa.BufferOutputStream()
+            with pa.ipc.new_stream(sink, data.schema) as writer:
+                writer.write_table(data)
+            body = sink.getvalue()  # the Arrow buffer goes to the pipe as it is (no copy into a bytes object)
+        reply = self._process.request(header, body)
         error = reply.get("error")
         if error is None:
             version = int(reply["version"])
@@ -233,7 +246,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
             reply = {"version": -1}
         else:
             try:
-                data = pa.ipc.open_stream(body).read_all()
+                data = _rows(header, body)
                 appender = appenders.get(path)
                 if appender is None:
                     appender = appenders[path] = TableAppender(path, data.schema, fsync=bool(header["fsync"]))
@@ -244,6 +257,14 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         out = json.dumps(reply).encode()
         replies.write(_HEADER.pack(len(out)) + out)
         replies.flush()
+
+
+def _rows(header: dict[str, Any], body: bytes) -> pa.Table:
+    """The rows of an append request as an Arrow table (see the module docstring's wire)."""
+    if header.get("rows") == "pickle":
+        schema_bytes, columns = pickle.loads(body)
+        return pa.Table.from_pydict(columns, schema=pa.ipc.read_schema(pa.py_buffer(schema_bytes)))
+    return pa.ipc.open_stream(body).read_all()
 
 
 def main() -> None:

@@ -26,6 +26,7 @@ from sharedsub.core import layout
 from sharedsub.storage import catalog, diskspace
 from sharedsub.storage.append_process import AppendProcess
 from sharedsub.storage.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.py_columns import PyColumns, as_table
 from sharedsub.storage.tables import remove_table
 from sharedsub.storage.topics import create_topic, last_seq
 
@@ -35,7 +36,7 @@ class Appender(Protocol):
 
     path: str
 
-    def append(self, data: pa.Table, *, commit_id: str) -> int:
+    def append(self, data: pa.Table | PyColumns, *, commit_id: str) -> int:
         """Commit ``data`` as one commit; return the new version."""
         ...
 
@@ -155,8 +156,8 @@ class _LocalAppender:
         self.path = appender.path
         self._appender = appender
 
-    def append(self, data: pa.Table, *, commit_id: str) -> int:  # noqa: D102 (Appender documents it)
-        return self._appender.append(data, commit_id=commit_id)
+    def append(self, data: pa.Table | PyColumns, *, commit_id: str) -> int:  # noqa: D102 (Appender documents it)
+        return self._appender.append(as_table(data), commit_id=commit_id)
 
     def close(self) -> None:
         pass

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
 from sharedsub.storage import schemas
+from sharedsub.storage.py_columns import PyColumns, as_table
 
 
 class CommitLandedUnsynced(OSError):
@@ -55,13 +56,13 @@ class MemoryAppender:
         self._tried: str | None = None  # the commit id of the last append that raised
         self.closed = False
 
-    def append(self, data: pa.Table, *, commit_id: str) -> int:
+    def append(self, data: pa.Table | PyColumns, *, commit_id: str) -> int:
         """Commit ``data``; return the table's new version. A retry of an append that raised
         (the same ``commit_id``) whose commit landed returns that commit's version and writes
         nothing again."""
         retry = self._tried == commit_id
         self._tried = commit_id
-        version = self._store._append(self.path, self.schema, data, commit_id, retry=retry)
+        version = self._store._append(self.path, self.schema, as_table(data), commit_id, retry=retry)
         self._tried = None
         return version
 

@@ -9,6 +9,7 @@ tests/storage/test_disk_faults.py.
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -27,6 +28,8 @@ from sharedsub.storage import schemas
 from sharedsub.storage.append_process import AppendProcess, RemoteAppenderError
 from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.commit_store import DeltaStore
+from sharedsub.storage.py_columns import PyColumns
+from sharedsub.storage.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
@@ -86,6 +89,49 @@ def test_an_error_in_the_child_comes_back_with_its_message(tmp_path: Path, appen
         bad.append(wrong, commit_id="x")
     bad.close()  # what the committer does with an appender that failed
     assert appends.appender(table, schemas.TOPIC).append(_rows(0), commit_id="y") >= 1  # and it goes on
+
+
+def _columns(first: int, n: int) -> dict[str, list[object]]:
+    """Rows as the committer hands them over: column lists, application properties included."""
+    cols: dict[str, list[object]] = {name: [None] * n for name in schemas.TOPIC.names}
+    prop = {"type": "uint", "long": 7, "double": None, "string": None, "bool": None}
+    cols.update(
+        seq=list(range(first, first + n)),
+        published_at=[dt.datetime(2025, 1, 1, tzinfo=dt.UTC)] * n,
+        message=[bytearray([i % 256]) * 100 for i in range(first, first + n)],
+        routing_key=["k"] * n,
+        publisher=["c"] * n,
+        partition=[0] * n,
+        size=[100] * n,
+        durable=[True] * n,
+        application_properties=[[("p", prop), ("s\u00e9", dict(prop, type="string", long=None, string="v"))]] * n,
+    )
+    return cols
+
+
+def test_rows_as_column_lists_are_converted_in_the_child(tmp_path: Path, appends: AppendProcess) -> None:
+    """A topic append given as column lists lands as the Arrow table the committer would have made."""
+    table = _topic(tmp_path)
+    appender = appends.appender(table, schemas.TOPIC, fsync=True)
+    appender.append(PyColumns(schemas.TOPIC, _columns(0, 3)), commit_id="a")
+    appender.append(_rows(3), commit_id="b")  # an Arrow table after it, on the same appender
+    assert _seqs(table) == list(range(8))
+    stored = read_table(table).sort_by("seq").slice(0, 3)
+    assert stored.equals(pa.Table.from_pydict(_columns(0, 3), schema=schemas.TOPIC))
+
+
+def test_column_lists_that_do_not_fit_the_schema_come_back_as_the_childs_error(
+    tmp_path: Path, appends: AppendProcess
+) -> None:
+    table = _topic(tmp_path)
+    appender = appends.appender(table, schemas.TOPIC)
+    cols = _columns(0, 2)
+    cols["seq"] = ["not a number", 1]
+    with pytest.raises(RemoteAppenderError, match="Arrow"):
+        appender.append(PyColumns(schemas.TOPIC, cols), commit_id="x")
+    appender.close()
+    assert appends.appender(table, schemas.TOPIC).append(PyColumns(schemas.TOPIC, _columns(0, 2)), commit_id="y") >= 1
+    assert _seqs(table) == [0, 1]
 
 
 def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:

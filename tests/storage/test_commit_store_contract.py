@@ -18,6 +18,7 @@ from sharedsub.storage import schemas
 from sharedsub.storage.append_process import AppendProcess
 from sharedsub.storage.commit_store import CommitStore, DeltaStore
 from sharedsub.storage.memory_store import MemoryStore
+from sharedsub.storage.py_columns import PyColumns
 from sharedsub.storage.table_reads import read_table
 from tests import builders as b
 
@@ -81,8 +82,10 @@ def test_tables_are_created_by_their_first_append(store: CommitStore) -> None:
     data = pa.table(columns, schema=schemas.ACK)
     first = appender.append(data, commit_id="a")
     assert appender.append(data, commit_id="b") == first + 1
+    # Rows as column lists (what the committer hands a topic append) commit the same way.
+    assert appender.append(PyColumns(schemas.ACK, {**columns, "seq": [7, 8]}), commit_id="c") == first + 2
     appender.close()
-    assert rows_of(store, path) == [5, 5, 6, 6]
+    assert rows_of(store, path) == [5, 5, 6, 6, 7, 8]
 
 
 def test_the_catalog_revision_is_the_highest_committed(store: CommitStore) -> None:
