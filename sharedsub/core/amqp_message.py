@@ -388,6 +388,8 @@ def decode(raw: bytes | bytearray | memoryview) -> Decoded:
                 walk.nodes += 1
                 pos = walk.compound(raw[pos], pos + 1, 1, False, fields)
             else:
+                if raw[pos] == 0x45:  # list0 (rhea sends its properties so): no fields at all
+                    fields = []
                 pos = walk.value(pos, 1, False)
             if kind == HEADER:
                 header = (start, fields)
@@ -816,7 +818,7 @@ def _columns(raw: bytes, header: _Fields | None, properties: _Fields | None,
              application: tuple[list[tuple[str, dict[str, Any]]], dict[str, str]], nested: bool) -> Decoded:
     durable, priority, ttl = _header_fields(raw, header) if header is not None else (False, 4, 0)
     columns: dict[str, Any]
-    if properties is None:
+    if properties is None or properties[1] == []:  # none, or a list without fields: all null
         columns = {
             "durable": durable, "priority": priority, "ttl": _ms(ttl) if ttl else None, "message_id": None,
             "user_id": None, "to": None, "subject": None, "reply_to": None, "correlation_id": None,

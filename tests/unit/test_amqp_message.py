@@ -174,6 +174,12 @@ ACCEPTED: list[tuple[str, bytes]] = [
     ("a uint descriptor 0x73 is a section proton ignores", bytes.fromhex("00527340") + BODY),
     ("a double descriptor 115.0", b"\x00\x82" + struct.pack(">d", 115.0) + b"\x40"),
     ("the last properties section wins", _prop("a", None, "first") + _prop("b") + BODY),
+    # rhea sends empty header and properties lists as list0 (0x45)
+    ("header and properties as list0", bytes.fromhex("00537045") + bytes.fromhex("00537345") + BODY),
+    ("properties list0 after a properties section with fields",
+     _prop("a", None, "to", "subject") + bytes.fromhex("00537345") + BODY),
+    ("properties list0 before a properties section with fields",
+     bytes.fromhex("00537345") + _prop("a", None, "to", "subject") + BODY),
     ("the last header section wins", _section(m.HEADER, [True, ubyte(9)]) + _section(m.HEADER, [None]) + BODY),
     ("a non-timestamp expiry time makes proton read on inside it",
      _prop(None, None, None, None, None, None, None, None, uint(0x00A10161), None, "g") + BODY),
