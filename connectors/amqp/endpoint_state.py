@@ -64,6 +64,11 @@ class EndpointState:
         if link.connection in self._connection_ids:
             self._links[c_object(link)] = (link, state)
 
+    def attached(self, key: Any) -> tuple[proton.Link, PublisherLink | ConsumerLink] | None:
+        """The wrapper kept of the attached link whose C object is ``key`` (``c_object``,
+        proton_events ``link_key_of``) and its state; None for any other link."""
+        return self._links.get(key)
+
     def publisher(self, link: proton.Link) -> PublisherLink | None:
         """``link``'s publisher state; None when it is not an attached publisher link."""
         found = self._links.get(c_object(link))

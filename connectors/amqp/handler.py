@@ -22,9 +22,9 @@ from proton import Condition, Delivery, Endpoint, Handler, symbol
 from proton.reactor import ApplicationEvent
 
 from connectors.amqp.consumers import Subscriptions, refuse
-from connectors.amqp.endpoint_state import PublisherLink
+from connectors.amqp.endpoint_state import ConsumerLink, PublisherLink
 from connectors.amqp.parts import FrontEndParts
-from connectors.amqp.proton_events import DeliveryTransfer, Transfer, transfer_of
+from connectors.amqp.proton_events import DeliveryTransfer, Transfer, link_key_of, transfer_of
 from connectors.amqp.topic_gate import TopicGate
 from connectors.amqp.transactions import TRANSACTIONAL_STATE, Coordinator, is_coordinator, transaction_of
 from sharedsub.core import addressing, amqp_message, metrics
@@ -468,8 +468,12 @@ class FrontEnd(Handler):
     @_contained
     def on_delivery(self, event: Any) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""
-        link = event.link  # the delivery's, wrapped once already by the event (dlv.link wraps again)
-        if link.is_receiver:
+        # An attached link's wrapper is kept (EndpointState): found by the event's C object, the
+        # link is not wrapped again for every message.
+        found = self.endpoints.attached(link_key_of(event))
+        link: Any  # a Receiver on the publish path, a Sender on the acknowledgement path
+        link, known = found if found is not None else (event.link, None)
+        if isinstance(known, PublisherLink) or (known is None and link.is_receiver):
             # Proton queues a DELIVERY event for a delivery with each of its transfer frames, so
             # the frame that completes a delivery is followed by an event for it: this event's
             # delivery is handled when it is the link's current one (readable) and complete;
@@ -484,11 +488,10 @@ class FrontEnd(Handler):
                 return
             if transfer.partial:
                 return  # the rest comes with a later frame, and an event of its own
-            state = self.endpoints.publisher(link)
-            if state is None and self.coordinator.is_coordinator_link(link):
+            if known is None and self.coordinator.is_coordinator_link(link):
                 self.coordinator.on_transfer(transfer.delivery)
             else:
-                self._on_published(transfer, link, state)
+                self._on_published(transfer, link, known if isinstance(known, PublisherLink) else None)
             return
         transfer = transfer_of(event)
         if transfer.remote_state == TRANSACTIONAL_STATE:
@@ -506,9 +509,9 @@ class FrontEnd(Handler):
     @_contained
     def on_link_flow(self, event: Any) -> None:
         """Credit arrived on a consumer link: dispatch."""
-        link = event.link
-        state = self.endpoints.consumer(link) if link.is_sender else None
-        if state is not None:
+        found = self.endpoints.attached(link_key_of(event))
+        link, state = found if found is not None else (event.link, None)
+        if isinstance(state, ConsumerLink):
             self.subscriptions.dispatcher.dispatch(state.key)
         if link.is_sender and link.drain_mode and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
             # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,

@@ -217,6 +217,14 @@ class DeliveryTransfer:
         self.delivery.settle()
 
 
+def link_key_of(event: Any) -> Any:
+    """The event's link as a dict key (:func:`c_object`), read without wrapping the link on the
+    short cut."""
+    if isinstance(event, MessageEvent):
+        return event.link_key
+    return c_object(event.link)
+
+
 def transfer_of(event: Any) -> Transfer | DeliveryTransfer:
     """The event's delivery as :class:`Transfer` (short cut) or :class:`DeliveryTransfer`."""
     if isinstance(event, MessageEvent):
@@ -227,15 +235,24 @@ def transfer_of(event: Any) -> Transfer | DeliveryTransfer:
 class MessageEvent:
     """What the handler's ``on_delivery`` / ``on_link_flow`` get on the short cut: the event's
     link and (DELIVERY) delivery, wrapped as ``proton.Event`` would wrap them; its connection,
-    session and transport are the link's (read when asked). The delivery is wrapped when first
-    read: a publish reads it as a :attr:`transfer` instead."""
+    session and transport are the link's (read when asked). Each is wrapped when first read: a
+    publish reads the delivery as a :attr:`transfer` instead, and a handler that keeps its
+    attached links' wrappers finds the link by :attr:`link_key`."""
 
-    __slots__ = ("link", "_impl", "_delivery")
+    __slots__ = ("link_key", "_link", "_impl", "_delivery")
 
-    def __init__(self, link: Any, impl: Any) -> None:
-        self.link = link
+    def __init__(self, link_impl: Any, impl: Any) -> None:
+        self.link_key = link_impl  # the pn_link_t: a key as c_object gives it
+        self._link: Link | None = None
         self._impl = impl  # the pn_delivery_t, or None (LINK_FLOW)
         self._delivery: Delivery | None = None
+
+    @property
+    def link(self) -> Link:
+        """The event's link as ``proton.Link`` (a Sender or Receiver)."""
+        if self._link is None:
+            self._link = Link.wrap(self.link_key)
+        return self._link
 
     @property
     def delivery(self) -> Delivery | None:
@@ -316,9 +333,9 @@ class EventPump:
             kind = _event_type(raw)
             try:
                 if kind == _PN_DELIVERY and on_delivery is not None:
-                    on_delivery(MessageEvent(Link.wrap(_event_link(raw)), _event_delivery(raw)))
+                    on_delivery(MessageEvent(_event_link(raw), _event_delivery(raw)))
                 elif kind == _PN_LINK_FLOW and on_link_flow is not None:
-                    on_link_flow(MessageEvent(Link.wrap(_event_link(raw)), None))
+                    on_link_flow(MessageEvent(_event_link(raw), None))
                 elif kind == _PN_TRANSPORT:
                     self._sockets.transport_changed(Transport.wrap(_event_transport(raw)))
                 elif kind not in ignored:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import proton
 
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState, PublisherLink
+from connectors.amqp.proton_events import c_object
 
 
 def _links() -> tuple[proton.Connection, proton.Sender, proton.Receiver]:
@@ -26,7 +27,11 @@ def test_states_are_kept_by_endpoint_and_dropped_with_it() -> None:
     assert state.consumer(proton.Link.wrap(out._impl)) is consumer
     assert state.publisher(inn) is publisher and state.consumer(inn) is None and state.publisher(out) is None
     assert list(state.publishers()) == [publisher]
+    # by the C object (what the event pump hands over): the wrapper kept at attach, and its state
+    found = state.attached(c_object(proton.Link.wrap(inn._impl)))
+    assert found is not None and found[0] is inn and found[1] is publisher
     assert state.drop_link(out) is consumer and state.consumer(out) is None
+    assert state.attached(c_object(out)) is None
     state.drop_connection(conn)
     assert state.sizes() == {"links": 0, "connections": 0, "oversized": 0}
     assert state.connection_id(conn) == ""

@@ -12,7 +12,7 @@ import proton
 import pytest
 from proton import Transport
 
-from connectors.amqp.proton_events import EventCollector, EventPump, transfer_of
+from connectors.amqp.proton_events import EventCollector, EventPump, c_object, link_key_of, transfer_of
 from tests.proton_pair import LinkedPair, publisher_engines, pump
 
 
@@ -39,15 +39,21 @@ class _Seen(proton.Handler):
     def on_delivery(self, event: Any) -> None:
         transfer = transfer_of(event)  # read before proton's wrapper, and compared with it
         read = (transfer.tag, transfer.remote_state, transfer.settled, transfer.readable)
+        key = link_key_of(event)  # read before the link is wrapped on the short cut
         dlv, link = event.delivery, event.link
         self.seen.append((
             "delivery", link.name, link.is_sender, dlv.tag, dlv.remote_state, dlv.settled, dlv.readable,
             event.connection == link.connection, event.session == link.session,
             read == (dlv.tag, int(dlv.remote_state), dlv.settled, dlv.readable),
+            key == c_object(link) and hash(key) == hash(c_object(link)),
         ))
 
     def on_link_flow(self, event: Any) -> None:
-        self.seen.append(("flow", event.link.name, event.link.credit, event.connection == event.link.connection))
+        key = link_key_of(event)
+        self.seen.append((
+            "flow", event.link.name, event.link.credit, event.connection == event.link.connection,
+            {key: "found"}.get(c_object(event.link)),
+        ))
 
     def on_link_remote_open(self, event: Any) -> None:
         self.seen.append(("open", event.link.name))
@@ -140,7 +146,10 @@ def test_the_short_cut_hands_the_handler_what_protons_events_do() -> None:
     kinds = {entry[0] for entry in short_cut}
     assert {"delivery", "flow", "open"} <= kinds
     assert any(entry[0] == "delivery" and entry[4] == proton.Delivery.ACCEPTED for entry in short_cut)
-    assert all(entry[-1] is True for entry in short_cut if entry[0] == "delivery")  # Transfer reads as proton
+    deliveries = [entry for entry in short_cut if entry[0] == "delivery"]
+    assert all(entry[-2] is True for entry in deliveries)  # Transfer reads as proton's wrapper
+    assert all(entry[-1] is True for entry in deliveries)  # the link's key is its wrapper's C object
+    assert all(entry[-1] == "found" for entry in short_cut if entry[0] == "flow")  # and keys a dict as it
 
 
 
