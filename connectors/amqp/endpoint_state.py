@@ -1,9 +1,10 @@
 """What the front end keeps about proton's endpoints, in typed tables beside them.
 
 proton's Python objects are wrappers: equal, and hashed, by the C object they wrap, so they key
-a dict. Links are keyed by that C object itself (connectors.amqp.proton_events ``c_object``):
-their state is looked up once per message, and a wrapper's hash is two casts in Python where a
-cffi pointer's is one C call. Holding a wrapper keeps its C object alive, so every entry is dropped when its endpoint
+a dict. Links are keyed by that C object itself (connectors.amqp.proton_events ``c_object``),
+with the wrapper made at attach kept beside the state: a link is looked up once per message, and
+a wrapper's hash is two casts in Python where a cffi pointer's is one C call. Holding a wrapper
+keeps its C object alive, so every entry is dropped when its endpoint
 goes (link detached or closed, session ended, connection closed or lost); the handler calls
 :meth:`EndpointState.drop_link` and :meth:`EndpointState.drop_connection` at those points, and
 :meth:`EndpointState.sizes` lets tests check that nothing stays behind.
