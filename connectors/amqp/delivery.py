@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connectors.amqp.outgoing import Outgoing
+from connectors.amqp.proton_events import c_object
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from connectors.amqp.translate import with_delivery_count
 from sharedsub.core import dispatch as rules
@@ -539,7 +540,8 @@ class Dispatcher:
     """Applies the dispatch rules of :mod:`sharedsub.core.dispatch` to proton links (reactor thread).
 
     Consumer links are named by ints in typed side tables (never attributes on proton objects):
-    ``_links`` (key -> consumer -> link), ``_consumer_of`` (link -> (key, consumer)),
+    ``_links`` (key -> consumer -> link), ``_consumer_of`` (the link's C object, proton_events
+    ``c_object`` -> (key, consumer)),
     ``_sent`` (unsettled delivery's tag -> key, consumer, seq; tags are this dispatcher's
     counter, unique across its links, and only it sends on the service's sender links).
     """
@@ -561,7 +563,7 @@ class Dispatcher:
         # Subscriptions without consumers whose rows an open transaction holds.
         self._dropped: dict[str, rules.SubscriptionDispatch] = {}
         self._links: dict[str, dict[int, Outgoing]] = {}
-        self._consumer_of: dict[proton.Sender, tuple[str, int]] = {}
+        self._consumer_of: dict[Any, tuple[str, int]] = {}
         self._containers: dict[int, str] = {}
         self._sent: dict[str, _Sent] = {}
         self._txns: dict[bytes, _Txn] = {}
@@ -600,7 +602,7 @@ class Dispatcher:
         Rows an open transaction holds stay held until it is discharged."""
         sub = self._subs.pop(key, None)
         for consumer, outgoing in self._links.pop(key, {}).items():
-            self._consumer_of.pop(outgoing.link, None)
+            self._consumer_of.pop(c_object(outgoing.link), None)
             self._containers.pop(consumer, None)
         self._sent = {d: s for d, s in self._sent.items() if s.key != key}
         if sub is not None and sub.holds_transactions():
@@ -614,7 +616,7 @@ class Dispatcher:
         self._next_consumer += 1
         consumer = self._next_consumer
         outgoing = self._links[key][consumer] = Outgoing(link)
-        self._consumer_of[link] = (key, consumer)
+        self._consumer_of[c_object(link)] = (key, consumer)
         self._containers[consumer] = link.connection.remote_container or ""
         presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
         self._handle(key, rules.AddConsumer(consumer, outgoing.credit, presettled))
@@ -629,11 +631,11 @@ class Dispatcher:
         sub = self._subs.get(key)
         if sub is None:
             return 0
-        found = self._consumer_of.get(link)
+        found = self._consumer_of.get(c_object(link))
         if found is None or found[0] != key:
             return len(sub.consumers)
         consumer = found[1]
-        del self._consumer_of[link]
+        del self._consumer_of[c_object(link)]
         del self._links[key][consumer]
         self._sent = {d: s for d, s in self._sent.items() if s.consumer != consumer}
         self._handle(key, rules.RemoveConsumer(consumer))
@@ -670,6 +672,34 @@ class Dispatcher:
         if key in self._subs:
             # The credit itself is read by the pass (_handle's credit_of): read once, not twice.
             self._handle(key, rules.Credit({}))
+
+    def credit_arrived(self, link: proton.Sender) -> None:
+        """The peer of consumer ``link`` sent a flow: read that link's credit, then dispatch.
+
+        Only this link's credit is read. Every other consumer's stays what the dispatch state
+        holds, which is exact: a link's credit changes by a flow from its peer (which comes here),
+        by the sends this dispatcher makes (the state counts them), and by the front end draining
+        it (:meth:`credit_drained`). With N consumers each flow would otherwise read N links
+        (profiled: 4 consumers consumed ~10% slower than 1)."""
+        found = self._consumer_of.get(c_object(link))
+        if found is None:
+            return
+        key, consumer = found
+        outgoing = self._links.get(key, {}).get(consumer)
+        if outgoing is not None and key in self._subs:
+            self._handle(key, rules.Credit({consumer: outgoing.credit}), read_credit=False)
+
+    def credit_drained(self, link: proton.Sender) -> None:
+        """Consumer ``link``'s credit was given back (``drained``): the state holds it as read now.
+        (Every other event's dispatch pass reads all the links' credit anyway; this keeps the
+        state exact for a flow on another link that comes before any of those.)"""
+        found = self._consumer_of.get(c_object(link))
+        if found is None:
+            return
+        key, consumer = found
+        sub, outgoing = self._subs.get(key), self._links.get(key, {}).get(consumer)
+        if sub is not None and outgoing is not None:
+            sub.set_credit(consumer, outgoing.credit)
 
     # ------------------------------------------------------------------ settlements
 
@@ -767,9 +797,11 @@ class Dispatcher:
         event: rules.Event,
         sub: rules.SubscriptionDispatch | None = None,
         containers: dict[int, str] | None = None,
+        *,
+        read_credit: bool = True,
     ) -> None:
-        """Hand ``key``'s dispatch state ``event`` (it reads the links' credit if it dispatches),
-        apply the effects."""
+        """Hand ``key``'s dispatch state ``event`` (it reads the links' credit if it dispatches,
+        unless ``read_credit`` is false: then the credit it holds is used), apply the effects."""
         if sub is None:
             sub = self._subs[key]
         links = self._links.get(key, {}) if self._subs.get(key) is sub else {}
@@ -783,7 +815,7 @@ class Dispatcher:
         # round-robin order across consumers on separate connections would cost one transport
         # event (and its output pass) per message instead of one per connection.
         sends: dict[int, list[rules.Send]] = {}
-        for effect in sub.handle(event, self._clock(), credit_of):
+        for effect in sub.handle(event, self._clock(), credit_of if read_credit else None):
             match effect:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)

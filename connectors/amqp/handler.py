@@ -512,12 +512,14 @@ class FrontEnd(Handler):
         found = self.endpoints.attached(link_key_of(event))
         link, state = found if found is not None else (event.link, None)
         if isinstance(state, ConsumerLink):
-            self.subscriptions.dispatcher.dispatch(state.key)
+            self.subscriptions.dispatcher.credit_arrived(link)
         if link.is_sender and link.drain_mode and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
             # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,
             # delivery-count advanced). Qpid JMS drains for receive(timeout)/receiveNoWait() with
             # prefetch 0 and when it stops a consumer, and fails the consumer when no answer comes.
             link.drained()
+            if isinstance(state, ConsumerLink):
+                self.subscriptions.dispatcher.credit_drained(link)
 
     # ------------------------------------------------------------------ closing
 
