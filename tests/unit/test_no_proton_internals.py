@@ -17,6 +17,9 @@ and connectors/amqp/translate.py reads two message fields proton's Message misre
 use the C functions and constants listed for it and nothing else of ``cproton``; no other module
 may import it. They are functions of Proton's public C API (proton/event.h, proton/delivery.h,
 proton/link.h, proton/message.h), which python-qpid-proton's own Python layer calls the same way.
+The C object a proton wrapper wraps (its ``_impl`` attribute, which every wrapper has and
+``Connection.collect`` reads of a collector) is read only in those modules too: ``_impl`` of
+anything but ``self`` elsewhere is reported.
 
 Run it on other sources with ``python tests/unit/test_no_proton_internals.py FILE_OR_DIR...``.
 """
@@ -91,6 +94,13 @@ def findings_in_source(source: str, filename: str = "<source>") -> list[str]:
                         found.append(f"{filename}:{line}: from proton import {alias.name}")
         elif isinstance(node, ast.Attribute) and node.attr in PRIVATE_NAMES:
             found.append(f"{filename}:{line}: attribute {node.attr}")
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr == "_impl"
+            and not c_api_allowed
+            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+        ):
+            found.append(f"{filename}:{line}: _impl of a proton wrapper outside the C API modules")
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -175,6 +185,13 @@ def test_the_c_api_is_used_in_its_module_only_and_only_as_listed(tmp_path: Path)
     assert f"{C_API_MODULE}:4: cproton.pn_delivery_abort is not in C_API" in text
     assert "pn_event_type" not in text
     assert f"{C_API_MODULE}:1:" not in text
+
+
+def test_a_wrappers_c_object_is_read_in_the_c_api_modules_only(tmp_path: Path) -> None:
+    source = "class K:\n    def f(self, link):\n        return self._impl, link._impl\n"
+    (tmp_path / "handler.py").write_text(source)
+    (tmp_path / C_API_MODULE).write_text(source)
+    assert findings([tmp_path]) == [f"{tmp_path / 'handler.py'}:3: _impl of a proton wrapper outside the C API modules"]
 
 
 def test_the_listed_c_api_is_what_the_binding_has() -> None:
