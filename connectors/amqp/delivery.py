@@ -667,12 +667,6 @@ class Dispatcher:
         if key in self._subs:
             self._handle(key, rules.Offer(tuple(rows)))
 
-    def dispatch(self, key: str) -> None:
-        """Send pending (and parked) rows of ``key`` round-robin to links with credit."""
-        if key in self._subs:
-            # The credit itself is read by the pass (_handle's credit_of): read once, not twice.
-            self._handle(key, rules.Credit({}))
-
     def credit_arrived(self, link: proton.Sender) -> None:
         """The peer of consumer ``link`` sent a flow: read that link's credit, then dispatch.
 

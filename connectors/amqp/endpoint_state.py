@@ -70,11 +70,6 @@ class EndpointState:
         proton_events ``link_key_of``) and its state; None for any other link."""
         return self._links.get(key)
 
-    def publisher(self, link: proton.Link) -> PublisherLink | None:
-        """``link``'s publisher state; None when it is not an attached publisher link."""
-        found = self._links.get(c_object(link))
-        return found[1] if found is not None and isinstance(found[1], PublisherLink) else None
-
     def consumer(self, link: proton.Link) -> ConsumerLink | None:
         """``link``'s consumer state; None when it is not an attached consumer link."""
         found = self._links.get(c_object(link))

@@ -569,7 +569,7 @@ def test_adapter_transaction_commit_applies_the_held_outcomes() -> None:
     # The link goes before the discharge: its settled-in-a-transaction rows are not requeued.
     assert a.d.remove_consumer("k", link.sender) == 1
     other.credit = 5
-    a.d.dispatch("k")
+    a.d.credit_arrived(other.sender)
     assert other.sent == []
     a.d.discharge(b"T1", True)
     assert a.acks == [("k", 1, "accepted", "c1")]
@@ -649,7 +649,7 @@ def test_adapter_shutdown_fails_outstanding_and_held_rows() -> None:
     assert sorted(a.acks) == [("k", 1, "failed", "c1"), ("k", 2, "failed", "c1")]
     a.d.discharge(b"T", True)
     link.credit = 5
-    a.d.dispatch("k")
+    a.d.credit_arrived(link.sender)
     assert len(link.sent) == 2 and len(a.acks) == 2
 
 
@@ -671,7 +671,7 @@ def test_adapter_leaves_a_transactional_disposition_to_the_coordinator() -> None
     a.d.discharge(b"T", True)
     assert a.acks == []
     link.credit = 1
-    a.d.dispatch("k")
+    a.d.credit_arrived(link.sender)
     assert len(link.sent) == 2
 
 

@@ -25,7 +25,8 @@ def test_states_are_kept_by_endpoint_and_dropped_with_it() -> None:
     state.set_link(inn, publisher)
     # a second wrapper of the same C object finds the same state
     assert state.consumer(proton.Link.wrap(out._impl)) is consumer
-    assert state.publisher(inn) is publisher and state.consumer(inn) is None and state.publisher(out) is None
+    assert state.attached(c_object(inn)) == (inn, publisher) and state.consumer(inn) is None
+    assert state.attached(c_object(out)) == (out, consumer)  # a consumer, not a publisher
     assert list(state.publishers()) == [publisher]
     # by the C object (what the event pump hands over): the wrapper kept at attach, and its state
     found = state.attached(c_object(proton.Link.wrap(inn._impl)))
