@@ -58,17 +58,27 @@ class LinkedPair:
         pump(self.client_transport, self.server_transport)
         assert self.sender.credit == credit
 
-    def received(self) -> list[int]:
-        """Seqs (message bodies) the client's receiver has, in arrival order."""
+    def arrived(self) -> list[tuple[str, bytes, bool]]:
+        """(tag, payload, settled by the sender) of each whole delivery that reached the client's
+        receiver since the last call, in arrival order (the frames in flight moved first)."""
         pump(self.client_transport, self.server_transport)
-        seqs = []
+        seen = []
         while (dlv := self.receiver.current) is not None and dlv.readable and not dlv.partial:
-            msg = Message()
-            msg.decode(self.receiver.recv(dlv.pending) or b"")
+            seen.append((str(dlv.tag), bytes(self.receiver.recv(dlv.pending) or b""), bool(dlv.settled)))
             self.receiver.advance()
-            assert isinstance(msg.body, int)
-            seqs.append(msg.body)
-        return seqs
+        return seen
+
+    def received(self) -> list[int]:
+        """Seqs (message bodies) of the deliveries that reached the client, in arrival order."""
+        return [body(payload) for _tag, payload, _settled in self.arrived()]
+
+
+def body(payload: bytes) -> int:
+    """The int body of an encoded message."""
+    msg = Message()
+    msg.decode(payload)
+    assert isinstance(msg.body, int)
+    return msg.body
 
 
 def publisher_engines(collector: Collector, max_frame: int | None = None) -> tuple[Transport, Transport, proton.Sender]:

@@ -9,7 +9,7 @@ import proton
 from proton import Collector, Event, Message
 
 from connectors.amqp.outgoing import Outgoing
-from tests.proton_pair import LinkedPair, drain, pump
+from tests.proton_pair import LinkedPair, body, drain, pump
 
 
 def _encoded(seq: int) -> bytes:
@@ -18,15 +18,7 @@ def _encoded(seq: int) -> bytes:
 
 def _arrived(pair: LinkedPair) -> list[tuple[str, int, bool]]:
     """(tag, body, settled by the sender) of each whole delivery the client has, in order."""
-    pump(pair.client_transport, pair.server_transport)
-    seen = []
-    while (dlv := pair.receiver.current) is not None and dlv.readable and not dlv.partial:
-        msg = Message()
-        msg.decode(pair.receiver.recv(dlv.pending) or b"")
-        assert isinstance(msg.body, int)
-        seen.append((str(dlv.tag), msg.body, bool(dlv.settled)))
-        pair.receiver.advance()
-    return seen
+    return [(tag, body(payload), settled) for tag, payload, settled in pair.arrived()]
 
 
 def test_sends_arrive_as_protons_own_sends_do() -> None:
