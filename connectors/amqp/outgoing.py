@@ -9,9 +9,8 @@ about an eighth of the loop's time. :class:`Outgoing` makes the same C calls pro
 (``pn_delivery``, ``pn_link_send``, ``pn_link_advance``, ``pn_delivery_settle``, and
 ``pn_link_credit`` / ``pn_link_state`` for the credit) and no wrapper.
 
-It reads the link's C object from the ``_impl`` attribute every proton wrapper keeps it in (as
-``Connection.collect`` reads a collector's, connectors/amqp/proton_events.py ``EventCollector``)
-and keeps the ``proton.Sender`` itself, whose reference keeps that object alive.
+It takes the link's C object as connectors/amqp/proton_events.py ``c_object`` reads it and keeps
+the ``proton.Sender`` itself, whose reference keeps that object alive.
 tests/unit/test_no_proton_internals.py lists the C functions this module may use;
 tests/unit/test_outgoing.py checks that a peer receives what it sends as from proton's methods.
 
@@ -24,6 +23,8 @@ from typing import Any
 
 import cproton
 from proton import LinkException
+
+from connectors.amqp.proton_events import c_object
 
 _new_delivery = cproton.pn_delivery
 _link_send = cproton.pn_link_send
@@ -42,7 +43,7 @@ class Outgoing:
     def __init__(self, link: Any) -> None:
         """``link``: the ``proton.Sender`` (kept, and with it its C object)."""
         self.link = link
-        self._impl = link._impl
+        self._impl = c_object(link)
 
     @property
     def credit(self) -> int:

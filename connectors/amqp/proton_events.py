@@ -71,7 +71,7 @@ def c_object(wrapper: Any) -> Any:
     pointer, equal and hashed by address in C. Two wrappers of one object give equal keys, as
     the wrappers themselves are equal; proton's ``Wrapper.__hash__`` gets there through two casts
     in Python, which profiled at ~2 us per lookup on the publish path. Read from the ``_impl``
-    attribute every proton wrapper keeps it in (connectors/amqp/outgoing.py reads it too)."""
+    attribute every proton wrapper keeps it in."""
     return wrapper._impl
 
 
