@@ -28,7 +28,7 @@ import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
 
 
 def run(reopen: int, appends: int, rows: int) -> list[float]:

@@ -5,7 +5,7 @@
 The service's committer appends group commits while its reactor thread runs Python without a
 break. This measures a group commit (``--rows`` 1 KB messages, fsync on, a fresh topic table per
 setting) four ways, in interleaved rounds: on this thread or in the append child process
-(sharedsub.storage.append_process), each alone and with a thread beside it that keeps the GIL
+(sharedsub.storage.commits.append_process), each alone and with a thread beside it that keeps the GIL
 busy the way the reactor does (switch interval 0.5 ms, as the service sets it). The first
 ``--warmup`` appends of each are discarded; p50 and p90 ms per append are printed, one JSON line
 per setting and round, then the median of the rounds.
@@ -31,8 +31,8 @@ import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.append_process import AppendProcess  # noqa: E402
-from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.commits.append_process import AppendProcess  # noqa: E402
+from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
 from sharedsub.storage.topics import create_topic  # noqa: E402
 
 SETTINGS = ("thread/alone", "thread/busy", "process/alone", "process/busy")

@@ -4,7 +4,7 @@
 
 The front end's committer appends each group commit with ``appender.TableAppender``. With
 ``blind=True`` (the default) an append to an existing local table writes its Parquet file and
-commit file itself (sharedsub.storage.blind_append); with ``blind=False`` every append is a
+commit file itself (sharedsub.storage.delta.blind_append); with ``blind=False`` every append is a
 delta-rs ``write_deltalake``, which lists the ``_delta_log`` directory (a ``stat`` per entry)
 several times, so its cost grows with the log the table keeps. For each mode a fresh topic table
 gets ``--appends`` commits of ``--rows`` 1 KB messages with fsync on (45 is about what a group
@@ -32,7 +32,7 @@ import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
 
 
 def _cpu() -> float:

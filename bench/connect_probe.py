@@ -1,8 +1,8 @@
 """Connection set-up time: TCP connect, TLS handshake (amqps), SASL exchange and the AMQP open.
 
 One connection at a time on a blocking socket, in this process: TLS with Python's ``ssl``
-(trusting the given CA), SASL frames with the project's codec (sharedsub.core.sasl_frames) and, for
-SCRAM, its client side (sharedsub.core.scram.ScramClient, which also checks the server's signature),
+(trusting the given CA), SASL frames with the project's codec (sharedsub.core.security.sasl_frames) and, for
+SCRAM, its client side (sharedsub.core.security.scram.ScramClient, which also checks the server's signature),
 then the AMQP header and open written by a proton client ``Transport`` without a SASL layer.
 The time runs from ``connect()`` to the server's open frame; the connection is then closed
 politely (close frame, TLS close_notify).
@@ -20,8 +20,8 @@ import time
 
 from proton import Connection, Endpoint, Transport
 
-from sharedsub.core import sasl_frames as sf
-from sharedsub.core.scram import ScramClient
+from sharedsub.core.security import sasl_frames as sf
+from sharedsub.core.security.scram import ScramClient
 
 
 class ConnectFailed(RuntimeError):

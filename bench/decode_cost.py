@@ -4,7 +4,7 @@
 
 Old path (what ``FrontEnd._on_published`` did up to issue 13): ``translate.check_encoding``,
 ``proton.Message().decode``, ``translate.message_columns`` and ``addressing.routing_key``. New
-path: ``sharedsub.core.amqp_message.decode`` and ``addressing.routing_key``. Two messages, both
+path: ``sharedsub.core.publish.amqp_message.decode`` and ``addressing.routing_key``. Two messages, both
 encoded by proton: a Qpid JMS-style TextMessage (header, message-annotations, properties with a
 string message-id, to, creation-time, four application properties, a 1 KB amqp-value string)
 and a bare data message (one data section of 1 KB). Each round times ``--count`` decodes of one
@@ -28,7 +28,8 @@ import proton
 from proton import byte, symbol
 
 from connectors.amqp import translate
-from sharedsub.core import addressing, amqp_message
+from sharedsub.core import addressing
+from sharedsub.core.publish import amqp_message
 
 ADDRESS = addressing.parse_address("orders")
 

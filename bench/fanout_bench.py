@@ -49,7 +49,7 @@ if ROOT not in sys.path:
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState  # noqa: E402
 from sharedsub.storage import catalog, schemas  # noqa: E402
-from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
 from sharedsub.storage.topics import create_topic  # noqa: E402
 
 TOPIC = "bench-fanout"

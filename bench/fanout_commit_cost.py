@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
 
 
 def _rows(first: int, n: int) -> pa.Table:

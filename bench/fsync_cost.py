@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from sharedsub.storage import schemas  # noqa: E402  (the project under test)
-from sharedsub.storage.appender import TableAppender  # noqa: E402  (the project under test)
+from sharedsub.storage.delta.appender import TableAppender  # noqa: E402  (the project under test)
 from sharedsub.storage.topics import create_topic  # noqa: E402  (the project under test)
 
 

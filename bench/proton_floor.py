@@ -229,7 +229,7 @@ def serve(port: int, status_path: str, *, container: bool = False) -> None:
 
     from connectors.amqp.engine_loop import EngineLoop
     from connectors.amqp.listener import Listener
-    from sharedsub.core.identity import Identities
+    from sharedsub.core.security.authenticated import Identities
 
     handler = _broker_handler(status_path)
     loop = EngineLoop(handler)

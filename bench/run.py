@@ -94,7 +94,7 @@ BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
 # Variants of sharedsub, each measured as its own column beside the default one (report.VARIANTS):
 # fsync off (what the fsync of every commit costs), appends on the committer thread instead of the
-# append child process (what the GIL costs the commits; sharedsub.storage.append_process).
+# append child process (what the GIL costs the commits; sharedsub.storage.commits.append_process).
 VARIANT_ENV = {
     "sharedsub-nofsync": {"SHAREDSUB_STORAGE_FSYNC": "false"},
     "sharedsub-inthread": {"SHAREDSUB_STORAGE_APPEND_PROCESS": "false"},

@@ -1,5 +1,5 @@
 """Where the time of a measured window went: the per-stage histograms of a running sharedsub
-(``sharedsub_stage_seconds`` on /metrics, sharedsub.core.stage_timing) scraped at the start and at the
+(``sharedsub_stage_seconds`` on /metrics, sharedsub.core.ops.stage_timing) scraped at the start and at the
 end of the window, subtracted, and printed per stage as count, mean, p50 and p99.
 
 As a library (bench/run.py): ``before = scrape(url)`` … ``report(before, scrape(url))``.
@@ -7,7 +7,7 @@ As a command, against a service already running on a data dir::
 
     .venv/bin/python bench/stages.py --data-dir DIR [--window 60]
 
-p50 and p99 are estimates within the fixed buckets of sharedsub.core.stage_timing (linear inside a
+p50 and p99 are estimates within the fixed buckets of sharedsub.core.ops.stage_timing (linear inside a
 bucket, as Prometheus' histogram_quantile); the mean is exact.
 """
 
@@ -23,7 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from sharedsub.core.stage_timing import BUCKETS, STAGE_HELP, Histogram  # noqa: E402
+from sharedsub.core.ops.stage_timing import BUCKETS, STAGE_HELP, Histogram  # noqa: E402
 from sharedsub.runtime.discovery import read_service_file  # noqa: E402
 
 FAMILY = "sharedsub_stage_seconds"
@@ -70,7 +70,7 @@ def scrape(url: str) -> dict[str, Histogram]:
 
 def report(before: Mapping[str, Histogram], after: Mapping[str, Histogram]) -> list[dict[str, Any]]:
     """Per stage seen in the window: count, mean, p50, p99 (ms) and total seconds, in the order
-    of a message's path (sharedsub.core.stage_timing.STAGE_HELP)."""
+    of a message's path (sharedsub.core.ops.stage_timing.STAGE_HELP)."""
     rows = []
     for stage in [*STAGE_HELP, *sorted(set(after) - set(STAGE_HELP))]:
         if stage not in after:

@@ -36,7 +36,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
 from sharedsub.core import layout
-from sharedsub.storage import commit_log, schemas, table_reads
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import commit_log, table_reads
 from sharedsub.storage.topics import list_topics
 
 log = logging.getLogger("sharedsub.fanout")

@@ -34,7 +34,7 @@ Contracts:
 * A topic with no active subscription in the catalog has its offset moved forward at most every
   ``unsubscribed_topic_interval`` seconds (``0``: with every commit); a commit of such a topic
   alone starts no micro-batch. Not under ``Trigger.AvailableNow``, whose target is reached in
-  full. The rule and why it loses nothing: :mod:`sharedsub.core.fanout_pacing`.
+  full. The rule and why it loses nothing: :mod:`sharedsub.core.fanout.fanout_pacing`.
 * Only data-changing ``add`` actions are read, so OPTIMIZE rewrites are not read twice.
 * Reading a topic again from -1 never duplicates routed rows: the fan-out drops rows at or below
   each subscription table's app-transaction version, and the subscriptions of a dropped topic are
@@ -66,12 +66,13 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
-from sharedsub.core.fanout_pacing import takes_commits
-from sharedsub.storage import commit_log, schemas
+from sharedsub.core.fanout.fanout_pacing import takes_commits
+from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
+from sharedsub.storage.delta import commit_log
+from sharedsub.storage.delta.table_reads import read_files, snapshot_files
+from sharedsub.storage.delta.tables import log_file, table_exists
 from sharedsub.storage.retention import read_batch_offset
-from sharedsub.storage.table_reads import read_files, snapshot_files
-from sharedsub.storage.tables import log_file, table_exists
 from sharedsub.storage.topics import list_topics
 
 SOURCE_NAME = "sharedsub_topics"
@@ -91,7 +92,7 @@ DEFAULT_FILES_PER_PARTITION = 16
 DEFAULT_TOPIC_LIST_INTERVAL = 0.5
 # A topic without subscriptions has its offset moved forward at most this often (seconds; 0 =
 # with every commit): each micro-batch costs Spark work whatever it routes
-# (sharedsub.core.fanout_pacing).
+# (sharedsub.core.fanout.fanout_pacing).
 DEFAULT_UNSUBSCRIBED_TOPIC_INTERVAL = 5.0
 
 log = logging.getLogger("sharedsub.fanout.source")
@@ -366,7 +367,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return self._subscribed
 
     def _takes(self, topic: str, subscribed: frozenset[str] | None, *, new_commits: bool) -> bool:
-        """Whether this batch takes ``topic``'s new commits (sharedsub.core.fanout_pacing)."""
+        """Whether this batch takes ``topic``'s new commits (sharedsub.core.fanout.fanout_pacing)."""
         is_subscribed = subscribed is None or topic in subscribed
         now = time.monotonic()
         taken_at = self._taken_at.get(topic)

@@ -7,7 +7,7 @@ One Structured Streaming query: ``readStream.format("sharedsub_topics")`` over a
 ``foreachBatch`` → :class:`FanoutSink`. Per micro-batch the sink re-reads the catalog, collects
 the batch's routing columns on the driver with ``toArrow()`` (executors read the topic files),
 evaluates binding, selector and no-local of every subscription in one vectorised pass over it
-(:meth:`sharedsub.core.routing.RoutingPlan.route`, the plan compiled once per catalog state), and
+(:meth:`sharedsub.core.fanout.routing.RoutingPlan.route`, the plan compiled once per catalog state), and
 makes one Delta commit per subscription table that got rows.
 
 Contracts:
@@ -33,9 +33,9 @@ Contracts:
   so a repaired table catches up without new messages; a restarted job finds the parked rows on
   disk and retries them at once. Only when rows can be neither committed nor parked (a full
   disk) does the batch fail, as before (Spark retries it; nothing is lost). The rule is
-  :mod:`sharedsub.core.fanout_faults`; failing tables are reported in the statistics file
+  :mod:`sharedsub.core.fanout.fanout_faults`; failing tables are reported in the statistics file
   (``failing``), read by /health and /metrics, and logged when the fault starts, at most every
-  few minutes while it lasts, and when it clears (:mod:`sharedsub.core.logthrottle`).
+  few minutes while it lasts, and when it clears (:mod:`sharedsub.core.ops.logthrottle`).
 * The CLI prints exactly one line, ``sharedsub fanout running``, on stdout once the query has
   started and completed its first trigger (a micro-batch, or an idle check on a restart with
   nothing new); everything else goes to stderr. SIGTERM/SIGINT stop the query gracefully and the
@@ -86,15 +86,15 @@ from jobs.session import build_session, delta_enabled
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, load_settings
 from sharedsub.core.errors import SharedSubError
-from sharedsub.core.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.fanout.routing import ROUTE_COLUMN, RoutingPlan, plan_for
 from sharedsub.core.layout import local_path
-from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.routing import ROUTE_COLUMN, RoutingPlan, plan_for
+from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader
+from sharedsub.storage.delta.appender import TableAppender
 from sharedsub.storage.fanout_stats import StatsRecorder
 
 READY_LINE = "sharedsub fanout running"
@@ -436,7 +436,7 @@ class FanoutSink:
     def _route_table(
         self, rel: str, rows: pa.Table | None, state: TableState, step: Step, batch_id: int, now: float
     ) -> _TableResult:
-        """One table's part of a batch, as :func:`sharedsub.core.fanout_faults.decide` directs (a commit
+        """One table's part of a batch, as :func:`sharedsub.core.fanout.fanout_faults.decide` directs (a commit
         thread). Returns, never raises, what came of it."""
         table = layout.join(self.root, rel)
         committed: bool | None = None

@@ -27,10 +27,10 @@ from pyspark.sql import SparkSession
 
 from jobs.session import delta_enabled
 from sharedsub.core import layout
+from sharedsub.core.delivery.outcomes import AckOutcome
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.outcomes import AckOutcome
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.tables import table_exists
+from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.topics import list_topics
 
 
@@ -105,8 +105,9 @@ def backlog_sql(root: str, record: SubscriptionRecord) -> str:
     """Spark SQL for the backlog of ``record``'s generation: its routed rows that are not settled
     for good, oldest ``seq`` first, with every column of the subscription table.
 
-    Settled for good is sharedsub.core.acklog's rule: more final rows (every outcome but ``failed``
-    and ``replayed``, sharedsub.core.outcomes.is_final) than ``replayed`` rows for the seq. A subscription without an ack log yet
+    Settled for good is sharedsub.core.delivery.acklog's rule: more final rows (every outcome but
+    ``failed`` and ``replayed``, sharedsub.core.delivery.outcomes.is_final) than ``replayed`` rows
+    for the seq. A subscription without an ack log yet
     (nothing settled; always so for a non-durable one, which keeps its acknowledgements in
     memory) has its whole table as backlog, an upper bound for a non-durable one. (No time
     travel here: maintenance deletes acknowledged rows from both tables together, so an old

@@ -25,11 +25,11 @@ from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
-from sharedsub.core.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.config import Settings
 from sharedsub.core.errors import ConfigError, SharedSubError, StorageUnavailable
-from sharedsub.core.exposure import is_loopback, open_warning, refusal
-from sharedsub.core.write_faults import fault_errno
+from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
+from sharedsub.core.publish.write_faults import fault_errno
+from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
 from sharedsub.runtime.discovery import (
     ServiceInfo,
     own_data_dir,
@@ -46,7 +46,7 @@ from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
-from sharedsub.storage.private import ensure_data_dir, open_to_others
+from sharedsub.storage.owner_only import ensure_data_dir, open_to_others
 
 
 def configure_logging_from(settings: Settings) -> None:
@@ -139,7 +139,7 @@ def host_is_loopback(host: str) -> bool:
 
 
 def refuse_anonymous_network(settings: Settings) -> bool:
-    """Secure by default (sharedsub.core.exposure): refuse to serve anonymous clients on a network
+    """Secure by default (sharedsub.core.security.exposure): refuse to serve anonymous clients on a network
     address unless ``[security] anonymous = "true"`` says so; return whether the host is loopback.
 
     Raises:

@@ -18,9 +18,9 @@ from sharedsub.core import layout
 from sharedsub.core.config import MaintenanceSettings, defaults
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.storage import catalog, schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.commit_log import latest_version, read_commit
-from sharedsub.storage.table_reads import iter_rows, read_files
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.commit_log import latest_version, read_commit
+from sharedsub.storage.delta.table_reads import iter_rows, read_files
 from sharedsub.storage.topics import create_topic, last_seq, topic_exists
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)

@@ -1,8 +1,8 @@
-"""The publish path's message reading two ways, for differential tests of sharedsub.core.amqp_message.
+"""The publish path's message reading two ways, for differential tests of sharedsub.core.publish.amqp_message.
 
 ``proton_outcome`` is the path ``_on_published`` took before issue 13 (check_encoding, proton's
 Message.decode, translate.message_columns, the routing key from msg.properties/msg.subject);
-``decoder_outcome`` is sharedsub.core.amqp_message.decode with the same routing key rule.
+``decoder_outcome`` is sharedsub.core.publish.amqp_message.decode with the same routing key rule.
 ``assert_same`` compares them, allowing only the divergences amqp_message documents.
 """
 
@@ -15,8 +15,9 @@ from typing import Any
 import proton
 
 from connectors.amqp import translate
-from sharedsub.core import addressing, amqp_message
+from sharedsub.core import addressing
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError, SharedSubError
+from sharedsub.core.publish import amqp_message
 
 ADDRESS = addressing.Address("fuzz-topic", None)
 
@@ -60,7 +61,7 @@ def proton_outcome(raw: bytes) -> Outcome:
 
 
 def decoder_outcome(raw: bytes) -> Outcome:
-    """What sharedsub.core.amqp_message makes of ``raw``; any other exception propagates."""
+    """What sharedsub.core.publish.amqp_message makes of ``raw``; any other exception propagates."""
     try:
         decoded = amqp_message.decode(raw)
     except MessageDecodeError as exc:

@@ -1,7 +1,7 @@
 """Admin operations inside a running front end, on the reactor thread.
 
 Each function has the shape :meth:`connectors.amqp.server.FrontEndServer.call` runs:
-``op(front_end, future)``; it decides with the pure rules of :mod:`sharedsub.core.admin_rules`
+``op(front_end, future)``; it decides with the pure rules of :mod:`sharedsub.core.ops.admin_rules`
 (against the in-memory catalog and the links attached right now), applies the decision through
 the committer, and completes ``future`` with a JSON-ready dict once the catalog (and table)
 commits are done — or with the rule's typed error.
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from connectors.amqp.handler import FrontEnd
-from sharedsub.core import admin_rules
 from sharedsub.core.errors import SharedSubError, SubscriptionInUse, TopicInUse
 from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.ops import admin_rules
 from sharedsub.runtime.committer import Result
 from sharedsub.runtime.inspection import display_name, find_subscription
 

@@ -1,10 +1,10 @@
 """Consumer links: attach and detach decisions applied, subscriptions kept, rows delivered.
 
-Reactor thread only. Each attach becomes an :class:`~sharedsub.core.terminus.AttachRequest`, the pure
-:func:`~sharedsub.core.attach.decide_attach` decides, and this module applies the decision: catalog
+Reactor thread only. Each attach becomes an :class:`~sharedsub.core.subscriptions.terminus.AttachRequest`, the pure
+:func:`~sharedsub.core.subscriptions.attach.decide_attach` decides, and this module applies the decision: catalog
 writes go through the committer (so a new subscription's ``start_seq`` is exact), the reply
 source is written, and the link joins the subscription's dispatcher. Detach, session end and
-connection close go through :func:`~sharedsub.core.attach.decide_detach` the same way.
+connection close go through :func:`~sharedsub.core.subscriptions.attach.decide_detach` the same way.
 
 The current catalog is held in memory (the front end is its only writer), so attach decisions
 take no I/O; while a catalog write for a subscription is in flight, further attaches naming it
@@ -26,9 +26,18 @@ from proton import Condition, Endpoint
 from connectors.amqp import translate
 from connectors.amqp.delivery import Dispatcher, Row, Tailer
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
-from sharedsub.core import attach, layout, metrics
-from sharedsub.core.acked_seqs import AckedSeqs
-from sharedsub.core.attach import (
+from sharedsub.core import layout
+from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.config import Settings
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.outcomes import DeadLetter, Limits
+from sharedsub.core.errors import ReplayInProgress, SharedSubError
+from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.ops import metrics
+from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.core.security.permissions import Permission
+from sharedsub.core.subscriptions import attach
+from sharedsub.core.subscriptions.attach import (
     Create,
     DeleteSubscription,
     Join,
@@ -38,13 +47,6 @@ from sharedsub.core.attach import (
     Refuse,
     RefuseDelete,
 )
-from sharedsub.core.conditions import AmqpCondition
-from sharedsub.core.config import Settings
-from sharedsub.core.errors import ReplayInProgress, SharedSubError
-from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.core.outcomes import DeadLetter, Limits
-from sharedsub.core.permissions import Permission
-from sharedsub.core.stage_timing import StageTimes
 from sharedsub.runtime.committer import Ack, Barrier, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.storage.catalog import attached_links, load_catalog
@@ -113,7 +115,7 @@ class Subscriptions:
         endpoints: EndpointState | None = None,
     ) -> None:
         """``user_of(connection)``: who authenticated on it (None: anonymous); ``permissions``:
-        the policy attaches are checked against (None: the open one, sharedsub.core.permissions);
+        the policy attaches are checked against (None: the open one, sharedsub.core.security.permissions);
         ``endpoints``: where consumer links' states are kept (shared with the handler)."""
         self.settings = settings
         self._endpoints = endpoints if endpoints is not None else EndpointState()
@@ -438,13 +440,13 @@ class Subscriptions:
     def after_acks_stored(self, then: Callable[[], None]) -> None:
         """Call ``then()`` on the reactor thread once every acknowledgement submitted so far is in
         its ack log (a committer barrier: it waits for held or parked writes too). A replay plans
-        from the ack log alone (sharedsub.core.replay), so it starts after this."""
+        from the ack log alone (sharedsub.core.ops.replay), so it starts after this."""
         self._committer.submit(Barrier(self._tokens.put(lambda _result: then())))
 
     def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
         """For a non-durable subscription generation consumed here, the lowest seq that may still
         be open: every row below it is settled (its acknowledgements live only in this memory,
-        sharedsub.core.acked_seqs). None for a durable one (its ack log says) or one this front end
+        sharedsub.core.delivery.acked_seqs). None for a durable one (its ack log says) or one this front end
         has not consumed. Any thread (maintenance): reads one consistent state."""
         acked = self._acked.get(rec.table)
         if acked is None or rec.identity.durable:
@@ -454,7 +456,7 @@ class Subscriptions:
     def delivery_state_sizes(self) -> dict[str, int]:
         """Seqs held in memory per subscription generation table (acknowledged ones above the
         floor, reopened ones, failure counts): bounded by the open window, not by history
-        (sharedsub.core.acked_seqs). Any thread: the dicts are copied in one C call each."""
+        (sharedsub.core.delivery.acked_seqs). Any thread: the dicts are copied in one C call each."""
         acked, failures = self._acked.copy(), self._failures.copy()
         return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
 
@@ -465,7 +467,7 @@ class Subscriptions:
         acked = self._acked.get(rec.table)
         if acked is not None:
             acked.reopen(seqs)
-        # Marked redelivered here at once; the ack log's count (sharedsub.core.acklog) may say more.
+        # Marked redelivered here at once; the ack log's count (sharedsub.core.delivery.acklog) may say more.
         counts = self._failures.setdefault(rec.table, {})
         for seq in seqs:
             counts[seq] = counts.get(seq, 0) + 1
@@ -478,7 +480,7 @@ class Subscriptions:
 
     def unsubscribe(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:
         """Delete ``rec`` now (the admin ``unsubscribe``; its rule is the caller's:
-        sharedsub.core.admin_rules). ``then(result)`` runs once the DELETED revision is committed."""
+        sharedsub.core.ops.admin_rules). ``then(result)`` runs once the DELETED revision is committed."""
         self._delete(rec, then)
 
     def _delete(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:

@@ -13,10 +13,10 @@ Two halves:
   (:meth:`Tailer.keep_warm`), so a consumer that attaches to a large backlog is not kept waiting
   for a replay of their logs.
 * :class:`Dispatcher` (reactor thread, no I/O): applies the dispatch rules of
-  :mod:`sharedsub.core.dispatch` (one pure state machine per subscription, over consumers named by
+  :mod:`sharedsub.core.delivery.dispatch` (one pure state machine per subscription, over consumers named by
   ints) to proton links. Rows go round-robin to the links that have credit; a link with no credit
   gets nothing and holds nothing back; a row is outstanding on at most one link. What a
-  settlement does is decided by :func:`sharedsub.core.outcomes.decide` (accepted → acknowledged;
+  settlement does is decided by :func:`sharedsub.core.delivery.outcomes.decide` (accepted → acknowledged;
   released and modified → back to the front of the queue; rejected, or too many failed
   deliveries → the dead-letter table); the unsettled rows of a link that goes away count as
   failed deliveries. A row past its expiry is not sent but acknowledged as ``expired``.
@@ -51,18 +51,20 @@ from connectors.amqp.outgoing import Outgoing
 from connectors.amqp.proton_events import c_object
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from connectors.amqp.translate import with_delivery_count
-from sharedsub.core import dispatch as rules
-from sharedsub.core import layout, metrics, outcomes
-from sharedsub.core.acked_seqs import AckedSeqs
-from sharedsub.core.acklog import ack_state_of
-from sharedsub.core.logthrottle import ThrottledLog
-from sharedsub.core.outcomes import AckOutcome, DeadLetter, Limits, Settlement
-from sharedsub.core.stage_timing import StageTimes
+from sharedsub.core import layout
+from sharedsub.core.delivery import dispatch as rules
+from sharedsub.core.delivery import outcomes
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.acklog import ack_state_of
+from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
+from sharedsub.core.ops import metrics
+from sharedsub.core.ops.logthrottle import ThrottledLog
+from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage.commit_log import read_commit
+from sharedsub.storage.delta.commit_log import read_commit
+from sharedsub.storage.delta.table_reads import read_files, read_table
+from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.payload_index import TopicIndex, read_messages
-from sharedsub.storage.table_reads import read_files, read_table
-from sharedsub.storage.tables import table_exists
 from sharedsub.storage.topics import SeqFile, topic_files
 
 log = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class Row:
     topic: str
     seq: int
     message: bytes
-    expires_at: int | None = None  # ms since the epoch (sharedsub.core.outcomes.expires_at)
+    expires_at: int | None = None  # ms since the epoch (sharedsub.core.delivery.outcomes.expires_at)
     failures: int = 0  # failed deliveries recorded in the ack log when the row was read
     # Loaded after an unclean stop (SIGKILL, power loss) of the previous front end: it may have
     # been sent then without any trace in the ack log, so it goes out marked redelivered.
@@ -98,7 +100,7 @@ WARM_INTERVAL = 2.0
 """Seconds between two refreshes of the idle durable subscriptions' snapshots (Tailer.keep_warm)."""
 WARM_MAX_TABLES = 64
 """Subscriptions kept warm at most (the process's snapshot cache holds 256 tables:
-sharedsub.storage.log_snapshot.CACHED_TABLES; warming more would push each other out)."""
+sharedsub.storage.delta.log_snapshot.CACHED_TABLES; warming more would push each other out)."""
 
 # Columns of a subscription table the tailer reads (never the payload, which is in the topic).
 _ROW_COLUMNS = ["seq", "ttl", "absolute_expiry_time", "published_at", "message_id"]
@@ -157,7 +159,7 @@ class Tailer:
         stages: StageTimes | None = None,
     ) -> None:
         """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
-        their only writer; sharedsub.core.stage_timing)."""
+        their only writer; sharedsub.core.ops.stage_timing)."""
         self.root = root
         self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
@@ -465,7 +467,7 @@ class Tailer:
 
 AckCallback = Callable[[str, int, str, str], None]
 """``on_ack(key, seq, outcome, consumer_container)``: a row was settled for good, or (outcome
-``failed``) one delivery of it failed; see sharedsub.core.outcomes.AckOutcome."""
+``failed``) one delivery of it failed; see sharedsub.core.delivery.outcomes.AckOutcome."""
 
 DeadLetterCallback = Callable[[str, Row, DeadLetter, proton.Condition | None, str], None]
 """``on_dead_letter(key, row, decision, error, consumer_container)``: move a row to the dead-letter table."""
@@ -537,7 +539,7 @@ class _Txn:
 
 
 class Dispatcher:
-    """Applies the dispatch rules of :mod:`sharedsub.core.dispatch` to proton links (reactor thread).
+    """Applies the dispatch rules of :mod:`sharedsub.core.delivery.dispatch` to proton links (reactor thread).
 
     Consumer links are named by ints in typed side tables (never attributes on proton objects):
     ``_links`` (key -> consumer -> link), ``_consumer_of`` (the link's C object, proton_events
@@ -557,7 +559,7 @@ class Dispatcher:
         counters: metrics.Counters | None = None,
         stages: StageTimes | None = None,
     ) -> None:
-        """``stages``: where the ``publish_to_send`` times go (reactor thread; sharedsub.core.stage_timing)."""
+        """``stages``: where the ``publish_to_send`` times go (reactor thread; sharedsub.core.ops.stage_timing)."""
         self._stages = stages if stages is not None else StageTimes()
         self._subs: dict[str, rules.SubscriptionDispatch] = {}
         # Subscriptions without consumers whose rows an open transaction holds.
@@ -698,7 +700,7 @@ class Dispatcher:
     # ------------------------------------------------------------------ settlements
 
     def settled(self, transfer: Settled) -> None:
-        """A consumer's disposition: decide (sharedsub.core.dispatch, sharedsub.core.outcomes) and
+        """A consumer's disposition: decide (sharedsub.core.delivery.dispatch, sharedsub.core.delivery.outcomes) and
         apply. ``transfer``: the delivery as connectors.amqp.proton_events ``Transfer`` reads it."""
         state = transfer.remote_state
         if state == TRANSACTIONAL_STATE:

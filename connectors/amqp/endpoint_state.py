@@ -23,7 +23,7 @@ import proton
 
 from connectors.amqp.proton_events import c_object
 from sharedsub.core import addressing
-from sharedsub.core.permissions import Policy
+from sharedsub.core.security.permissions import Policy
 
 
 @dataclasses.dataclass(slots=True, eq=False)

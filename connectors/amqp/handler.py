@@ -27,11 +27,13 @@ from connectors.amqp.parts import FrontEndParts
 from connectors.amqp.proton_events import DeliveryTransfer, Transfer, link_key_of, transfer_of
 from connectors.amqp.topic_gate import TopicGate
 from connectors.amqp.transactions import TRANSACTIONAL_STATE, Coordinator, is_coordinator, transaction_of
-from sharedsub.core import addressing, amqp_message, metrics
-from sharedsub.core import transactions as txn_rules
+from sharedsub.core import addressing
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
+from sharedsub.core.delivery import transactions as txn_rules
 from sharedsub.core.errors import InvalidAttach, MessageDecodeError, MessageTooLarge, SharedSubError
-from sharedsub.core.permissions import Permission
+from sharedsub.core.ops import metrics
+from sharedsub.core.publish import amqp_message
+from sharedsub.core.security.permissions import Permission
 from sharedsub.runtime.committer import Publish
 from sharedsub.storage import topics
 

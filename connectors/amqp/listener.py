@@ -6,7 +6,7 @@ here before proton sees a byte, when the service asks for them.
 
 Each accepted socket is an :class:`AmqpSocket`, a channel of :class:`~connectors.amqp.engine_loop.EngineLoop`:
 
-    socket -> [ssl.SSLObject over MemoryBIO: amqps only] -> [sharedsub.core.sasl_rules.SaslExchange]
+    socket -> [ssl.SSLObject over MemoryBIO: amqps only] -> [sharedsub.core.security.sasl_rules.SaslExchange]
            -> proton Connection + Transport(SERVER) (no proton SASL, no proton SSL) get the rest of
               the byte stream (the client's AMQP header onwards)
            -> SASL failed: the outcome (code 1, auth) is sent, then the socket is closed
@@ -38,8 +38,8 @@ from proton import Connection, ProtonException, Transport
 from connectors.amqp.engine_loop import READ_SIZE, EngineLoop, now
 from sharedsub.core.config import SecuritySettings
 from sharedsub.core.errors import ConfigError
-from sharedsub.core.identity import Identities, Identity
-from sharedsub.core.sasl_rules import SaslExchange, SaslPolicy
+from sharedsub.core.security.authenticated import Identities, Identity
+from sharedsub.core.security.sasl_rules import SaslExchange, SaslPolicy
 
 log = logging.getLogger(__name__)
 

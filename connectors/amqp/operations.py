@@ -1,7 +1,7 @@
 """The front end's side of the HTTP seam: :class:`sharedsub.runtime.operations.ServiceOperations`
 over a :class:`~connectors.amqp.server.FrontEndServer`.
 
-Reads take copies (safe from the HTTP thread under the GIL: sharedsub.core.metrics explains why);
+Reads take copies (safe from the HTTP thread under the GIL: sharedsub.core.ops.metrics explains why);
 admin calls go through ``FrontEndServer.call`` onto the reactor thread.
 """
 
@@ -13,9 +13,9 @@ from typing import Any
 from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
 from sharedsub.core.config import Settings
-from sharedsub.core.metrics import CounterKey
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.stage_timing import Histogram
+from sharedsub.core.ops.metrics import CounterKey
+from sharedsub.core.ops.stage_timing import Histogram
 
 
 class FrontEndOperations:

@@ -18,16 +18,16 @@ from proton.reactor import ApplicationEvent
 from connectors.amqp.delivery import Row, Tailer
 from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.engine_loop import Injector
-from sharedsub.core import metrics
 from sharedsub.core.config import Settings
-from sharedsub.core.identity import Identities
-from sharedsub.core.publish_window import PublishWindow
-from sharedsub.core.stage_timing import StageTimes
+from sharedsub.core.ops import metrics
+from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.core.publish.publish_window import PublishWindow
+from sharedsub.core.security.authenticated import Identities
 from sharedsub.runtime.committer import Committer, Result
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
-from sharedsub.storage.append_process import AppendProcess
-from sharedsub.storage.commit_store import DeltaStore
+from sharedsub.storage.commits.append_process import AppendProcess
+from sharedsub.storage.commits.commit_store import DeltaStore
 
 COMMITTED = "sharedsub_committed"
 """Event the committer's results reach the reactor as (FrontEnd.on_sharedsub_committed)."""
@@ -68,7 +68,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
 
     root = settings.data_dir
     cache = PayloadCache(settings.delivery.payload_cache_bytes)
-    # Time per stage of the message path, exported on /metrics (sharedsub.core.stage_timing).
+    # Time per stage of the message path, exported on /metrics (sharedsub.core.ops.stage_timing).
     stages = StageTimes()
     store = DeltaStore(
         root, fsync=settings.storage.fsync, appends=AppendProcess() if settings.storage.append_process else None
@@ -99,9 +99,9 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
         committer=committer,
         tailer=tailer,
         permissions=permissions if permissions is not None else PolicyStore(""),
-        # Reactor-thread counters read by the metrics endpoint (sharedsub.core.metrics: threading).
+        # Reactor-thread counters read by the metrics endpoint (sharedsub.core.ops.metrics: threading).
         counters=metrics.Counters(),
-        # Who authenticated on each connection (the listener records it; sharedsub.core.identity).
+        # Who authenticated on each connection (the listener records it; sharedsub.core.security.authenticated).
         identities=Identities(),
         # What the front end keeps about links, connections and transfers (not on proton's objects).
         endpoints=EndpointState(),

@@ -15,7 +15,7 @@ runs, ``op(front_end, future)``, in three steps:
    backlog again (:meth:`connectors.amqp.consumers.Subscriptions.reopen`), so the consumers
    attached now receive the replayed messages — first-acquirer false, delivery-count from the
    ack log (at least 1), in seq order — and rows already waiting or outstanding are not
-   queued twice. ``future`` gets the :class:`~sharedsub.core.replay.ReplayReport` as JSON.
+   queued twice. ``future`` gets the :class:`~sharedsub.core.ops.replay.ReplayReport` as JSON.
 
 Nothing here touches another subscription: only this one's ack log, table, acknowledged set and
 feed change. Without consumers attached the replayed messages wait in the backlog for the next.
@@ -31,7 +31,7 @@ from typing import Any
 from connectors.amqp.admin_ops import Op
 from connectors.amqp.handler import FrontEnd
 from sharedsub.core.errors import ReplayNotDurable
-from sharedsub.core.replay import ReplayReport
+from sharedsub.core.ops.replay import ReplayReport
 from sharedsub.runtime.inspection import display_name, find_subscription
 from sharedsub.storage.replay_tables import ReplayDone, replay_tables
 

@@ -30,7 +30,7 @@ from connectors.amqp.handler import FrontEnd
 from connectors.amqp.listener import Listener, tls_context
 from connectors.amqp.parts import FrontEndParts
 from sharedsub.core.errors import ConfigError, ServiceUnavailable
-from sharedsub.core.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
+from sharedsub.core.security.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
 from sharedsub.runtime.users import UserStore, users_path
 
 log = logging.getLogger(__name__)

@@ -1,4 +1,4 @@
-"""The transaction coordinator: AMQP 1.0 local transactions applied (rules: sharedsub.core.transactions).
+"""The transaction coordinator: AMQP 1.0 local transactions applied (rules: sharedsub.core.delivery.transactions).
 
 Reactor thread only. A coordinator link is a link the client sends on whose target is a
 ``coordinator`` terminus; its transfers are ``declare`` and ``discharge`` messages. A
@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import proton
 from proton import Condition, Delivery, Described, Endpoint, Terminus, ulong
 
-from sharedsub.core import transactions as rules
+from sharedsub.core.delivery import transactions as rules
 from sharedsub.core.errors import MessageDecodeError, NotSupported, SharedSubError, TransactionRolledBack
 from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result
 

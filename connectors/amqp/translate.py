@@ -14,7 +14,6 @@ import cproton
 import proton
 from proton import Described, Terminus, symbol, ulong
 
-from sharedsub.core.attach import ReplySource
 from sharedsub.core.conditions import (
     NO_LOCAL_FILTER_CODE,
     NO_LOCAL_FILTER_SYMBOLS,
@@ -23,7 +22,8 @@ from sharedsub.core.conditions import (
 )
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError
 from sharedsub.core.model import ExpiryPolicy
-from sharedsub.core.terminus import AttachRequest, SourceSpec
+from sharedsub.core.subscriptions.attach import ReplySource
+from sharedsub.core.subscriptions.terminus import AttachRequest, SourceSpec
 
 # AMQP type name of each proton Python type (proton decodes every AMQP type to its own class).
 _NUMBER_TYPES: list[tuple[type, str, bool]] = [

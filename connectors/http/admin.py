@@ -11,8 +11,8 @@ Contracts:
   object of a POST (``{}`` when empty); a body that is not a JSON object is answered 400 before
   any handler runs.
 * A handler that raises a :class:`~sharedsub.core.errors.SharedSubError` gets the JSON error reply of
-  :func:`sharedsub.core.admin_rules.error_body` (``{"ok": false, "error": CODE, "exit_code": N,
-  "message": ...}``) with the status of that code (:data:`sharedsub.core.admin_rules.ERROR_CODES`);
+  :func:`sharedsub.core.ops.admin_rules.error_body` (``{"ok": false, "error": CODE, "exit_code": N,
+  "message": ...}``) with the status of that code (:data:`sharedsub.core.ops.admin_rules.ERROR_CODES`);
   anything else is logged and answered 500 with code ``error``. Success replies of admin calls
   are ``{"ok": true, ...}`` (:meth:`Reply.json`).
 * Unknown paths are 404 (``not-found``); a known path with another method is 405.
@@ -60,8 +60,8 @@ from collections.abc import Callable, Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from sharedsub.core.admin_rules import error_body, http_status
 from sharedsub.core.errors import SharedSubError
+from sharedsub.core.ops.admin_rules import error_body, http_status
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ POST    /admin/topics/drop        ``{"topic": NAME, "force": bool}`` → ``{"ok"
                                   "deleted_subscriptions": [...]}``
 POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{..., "timestamp":
                                   ISO-8601}`` → ``{"ok": true, "replay": {...}, "message"}``
-                                  (connectors/amqp/replays.py; sharedsub.core.replay has the rules)
+                                  (connectors/amqp/replays.py; sharedsub.core.ops.replay has the rules)
 ======  ========================  =========================================================
 
 /health also says how the fan-out is doing: ``"status"`` (``ok``, ``degraded``, ``down``),
@@ -22,7 +22,7 @@ POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{
 status codes).
 
 Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
-sharedsub.core.admin_rules). The endpoint sees the service only through
+sharedsub.core.ops.admin_rules). The endpoint sees the service only through
 sharedsub.runtime.operations.ServiceOperations: reads are copies, admin calls run on the front
 end's reactor thread.
 """
@@ -36,11 +36,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from connectors.http.admin import Reply, Request, Routes
-from sharedsub.core import metrics
 from sharedsub.core.errors import ConfigError
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.replay import parse_point
-from sharedsub.core.stage_timing import merged, stage_family, stages_from_json
+from sharedsub.core.ops import metrics
+from sharedsub.core.ops.replay import parse_point
+from sharedsub.core.ops.stage_timing import merged, stage_family, stages_from_json
 from sharedsub.runtime.operations import ServiceOperations
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
@@ -60,7 +60,7 @@ class MetricsView:
     """Builds ``/metrics`` from the front end's counters, the backlog and the fan-out statistics.
 
     Reads, from the HTTP thread, only what is safe there: a counters snapshot and a copy of the
-    in-memory catalog dict (sharedsub.core.metrics explains why both are consistent under the GIL),
+    in-memory catalog dict (sharedsub.core.ops.metrics explains why both are consistent under the GIL),
     the subscription tables (read-only Delta reads) and the fan-out statistics file. Backlog is
     recomputed at most every ``backlog_interval`` seconds (one scrape computes, concurrent ones
     reuse the last values).

@@ -12,9 +12,9 @@ that is unique. ``--json`` prints one JSON document on stdout; otherwise a table
 ``unsubscribe SUB`` and ``topics drop NAME`` change things: when a service runs on the data dir
 (``<data>/_service.json`` names a live pid) they are calls to its HTTP admin endpoint, decided
 on its reactor thread against the links attached right now; when none runs they change the
-tables directly and say so ("offline"). Both follow sharedsub.core.admin_rules.
+tables directly and say so ("offline"). Both follow sharedsub.core.ops.admin_rules.
 
-Exit codes (sharedsub.core.admin_rules): 0 done; 1 failure; 2 usage or invalid input (bad flags,
+Exit codes (sharedsub.core.ops.admin_rules): 0 done; 1 failure; 2 usage or invalid input (bad flags,
 invalid topic name, invalid selector, a subscription name matching several subscriptions: the
 candidates are printed); 3 not found (topic, subscription); 4 already exists; 5 refused: in use
 (``unsubscribe`` while consumers are attached, ``topics drop`` of a topic with subscriptions,
@@ -35,7 +35,9 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from sharedsub.core.admin_rules import (
+from sharedsub.core.config import Settings, load_settings
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.ops.admin_rules import (
     EXIT_ERROR,
     EXIT_EXISTS,
     EXIT_IN_USE,
@@ -45,8 +47,6 @@ from sharedsub.core.admin_rules import (
     EXIT_USAGE,
     exit_code,
 )
-from sharedsub.core.config import Settings, load_settings
-from sharedsub.core.errors import SharedSubError
 
 __all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE", "EXIT_USAGE", "main"]
 
@@ -221,7 +221,7 @@ def _admin_call(
     offline: Callable[[], dict[str, Any]],
 ) -> int:
     """Run an admin command through the running service, or ``offline()`` when none runs."""
-    from sharedsub.core.admin_rules import error_body, error_from_body
+    from sharedsub.core.ops.admin_rules import error_body, error_from_body
     from sharedsub.runtime.discovery import call_admin, running_service
 
     service = running_service(settings.data_dir)
@@ -303,7 +303,7 @@ def cmd_backlog(args: argparse.Namespace) -> int:
 def cmd_selector(args: argparse.Namespace) -> int:
     """``selector check EXPR``: 0 and an explanation when valid, 2 and the error when not."""
     from sharedsub.cli.format import selector_explanation
-    from sharedsub.core.explain import explain_selector
+    from sharedsub.core.fanout.explain import explain_selector
     from sharedsub.core.selector import SelectorError
 
     try:
@@ -415,7 +415,7 @@ def _replay_parser(sub: Any) -> None:
 def cmd_replay(args: argparse.Namespace) -> int:
     """``replay SUB --version V | --timestamp T``."""
     from sharedsub.cli.replay_client import request_replay
-    from sharedsub.core.admin_rules import error_body
+    from sharedsub.core.ops.admin_rules import error_body
 
     settings = _settings(args)
     try:
@@ -433,7 +433,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sharedsub`` console script."""
     args = build_parser().parse_args(argv)
-    from sharedsub.storage.private import owner_only_umask
+    from sharedsub.storage.owner_only import owner_only_umask
 
     # Everything this process (and the fan-out child it starts) creates is owner-only.
     previous_umask = owner_only_umask()

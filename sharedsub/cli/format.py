@@ -11,7 +11,7 @@ import datetime as dt
 import json
 from collections.abc import Sequence
 
-from sharedsub.core.explain import SelectorExplanation
+from sharedsub.core.fanout.explain import SelectorExplanation
 from sharedsub.runtime.inspection import SubscriptionStatus
 from sharedsub.storage.backlog import PartitionBacklog
 

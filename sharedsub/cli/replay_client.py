@@ -4,7 +4,7 @@ A replay re-delivers to the subscription's consumers, which only the service run
 data dir has, so :func:`request_replay` finds it (``<data>/_service.json``,
 sharedsub.runtime.discovery) and calls ``POST /admin/replay``; with no service it refuses
 (:class:`~sharedsub.core.errors.ReplayNeedsService`). What a replay does and which points of history
-it can reach: :mod:`sharedsub.core.replay`.
+it can reach: :mod:`sharedsub.core.ops.replay`.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from sharedsub.core.admin_rules import error_from_body
 from sharedsub.core.errors import ReplayNeedsService, ReplayNotDurable, ServiceRefused
-from sharedsub.core.replay import parse_point
+from sharedsub.core.ops.admin_rules import error_from_body
+from sharedsub.core.ops.replay import parse_point
 from sharedsub.runtime.discovery import call_admin, running_service
 from sharedsub.runtime.inspection import display_name, find_subscription
 from sharedsub.storage.catalog import load_catalog

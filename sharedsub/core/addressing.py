@@ -12,8 +12,8 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from sharedsub.core import binding
 from sharedsub.core.errors import InvalidAddress
+from sharedsub.core.fanout import binding
 from sharedsub.core.layout import is_valid_topic_name
 
 

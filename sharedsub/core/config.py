@@ -55,9 +55,9 @@ class StorageSettings:
     data_dir: str
     fsync: bool  # force each topic, catalog and ack-log commit to disk before settling
     # Seconds a write the data dir cannot take (no space, quota, read-only) is held and retried
-    # before publishes waiting on it are refused (sharedsub.core.write_faults); 0 = refuse at once.
+    # before publishes waiting on it are refused (sharedsub.core.publish.write_faults); 0 = refuse at once.
     full_disk_timeout: float
-    append_process: bool  # commit the front end's appends in a child process (sharedsub.storage.append_process)
+    append_process: bool  # commit the front end's appends in a child process (sharedsub.storage.commits.append_process)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,12 +89,12 @@ class FanoutSettings:
     max_commits_per_batch: int
     startup_timeout: float
     # Seconds between commit attempts on a subscription table whose commit failed (its rows are
-    # parked meanwhile; jobs/fanout.py, sharedsub.core.fanout_faults).
+    # parked meanwhile; jobs/fanout.py, sharedsub.core.fanout.fanout_faults).
     table_retry_interval: float
     # /health lists a topic as stalled once a commit of it has waited this long to be routed.
     stalled_after: float
     # A topic without subscriptions starts a micro-batch at most this often (seconds; 0 = with
-    # every commit): sharedsub.core.fanout_pacing.
+    # every commit): sharedsub.core.fanout.fanout_pacing.
     unsubscribed_topic_interval: float
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
@@ -112,7 +112,7 @@ class MaintenanceSettings:
     compact_min_files: int  # compact a table once it has this many data files
     min_acked_rows: int  # delete acknowledged rows once at least this many can go
     # A topic row is kept at least this long after it was published (hours); -1 = the history
-    # retention. Routing, open subscriptions and replays hold rows longer (sharedsub.core.retention).
+    # retention. Routing, open subscriptions and replays hold rows longer (sharedsub.core.ops.retention).
     topic_retention_hours: int
 
     @property
@@ -140,7 +140,7 @@ class SecuritySettings:
     # "true": always allowed; "false": never. Anonymous = SASL ANONYMOUS or no SASL layer at all.
     anonymous: str
     users_file: str  # "" = <data_dir>/_users.json
-    # TOML grants of publish/consume/manage on topic patterns (sharedsub.core.permissions); "" = none:
+    # TOML grants of publish/consume/manage on topic patterns (sharedsub.core.security.permissions); "" = none:
     # every connection may publish and consume everywhere, nobody manages over AMQP.
     permissions_file: str
     tls_port: int  # amqps listener on [server] host: -1 = off, 0 = a free port

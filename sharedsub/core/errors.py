@@ -5,7 +5,7 @@ from __future__ import annotations
 import errno
 
 from sharedsub.core.conditions import AmqpCondition
-from sharedsub.core.write_faults import errno_name
+from sharedsub.core.publish.write_faults import errno_name
 
 
 class SharedSubError(Exception):
@@ -221,7 +221,7 @@ class StorageUnavailable(SharedSubError):
     """The data dir cannot take writes: no space left, over quota, or a read-only file system.
 
     Raised by the committer for a write it gave up on (the fault outlasted ``[storage]
-    full_disk_timeout``, or the service is stopping: sharedsub.core.write_faults), and by ``serve`` /
+    full_disk_timeout``, or the service is stopping: sharedsub.core.publish.write_faults), and by ``serve`` /
     ``frontend`` when the data dir cannot take writes at start. A publish is rejected with it; the
     condition tells clients it is a resource limit, to retry later, not a bad message.
     """
@@ -252,7 +252,7 @@ class ServiceUnavailable(SharedSubError):
     """A service runs on the data dir but its admin endpoint cannot be reached or did not answer."""
 
 
-# --------------------------------------------------------------------------- replay (sharedsub.core.replay)
+# --------------------------------------------------------------------------- replay (sharedsub.core.ops.replay)
 
 
 class ReplayNotDurable(SharedSubError):
@@ -314,7 +314,7 @@ class ReplayInProgress(SharedSubError):
 
 
 class ServiceRefused(SharedSubError):
-    """A running service refused an admin call; ``code`` is its error code (sharedsub.core.admin_rules)."""
+    """A running service refused an admin call; ``code`` is its error code (sharedsub.core.ops.admin_rules)."""
 
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -333,7 +333,7 @@ class ReplayNeedsService(SharedSubError):
 
 
 class Unauthorized(SharedSubError):
-    """A connection's user lacks a permission (sharedsub.core.permissions): publish, consume or manage
+    """A connection's user lacks a permission (sharedsub.core.security.permissions): publish, consume or manage
     on a topic, or manage to use a subscription another user created."""
 
     condition = AmqpCondition.UNAUTHORIZED_ACCESS

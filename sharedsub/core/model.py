@@ -65,7 +65,7 @@ class SubscriptionRecord:
     created_at: dt.datetime
     updated_at: dt.datetime
     revision: int = 0
-    # The user whose attach created it (sharedsub.core.permissions); None: an anonymous connection,
+    # The user whose attach created it (sharedsub.core.security.permissions); None: an anonymous connection,
     # or a record written before owners were recorded.
     owner: str | None = None
 

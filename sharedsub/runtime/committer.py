@@ -12,7 +12,7 @@ the subscription is visible in the catalog.
 
 A write the data dir cannot take (no space left, over quota, read-only file system) is held and
 retried as it was, and given up on only after ``full_disk_timeout`` seconds of such faults; the
-rules, and what giving up does to each kind of request, are in sharedsub.core.write_faults. Holding
+rules, and what giving up does to each kind of request, are in sharedsub.core.publish.write_faults. Holding
 a write blocks the thread, which keeps every ordering above: nothing queued behind a held write
 is committed before it.
 """
@@ -32,14 +32,15 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
-from sharedsub.core import layout, write_faults
+from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable, TopicExists
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.stage_timing import StageTimes
+from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.core.publish import write_faults
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
-from sharedsub.storage.commit_store import Appender, CommitStore
-from sharedsub.storage.py_columns import PyColumns
+from sharedsub.storage.commits.commit_store import Appender, CommitStore
+from sharedsub.storage.commits.py_columns import PyColumns
 
 log = logging.getLogger(__name__)
 
@@ -176,13 +177,13 @@ class Committer:
         full_disk_timeout: float = 60.0,
         stages: StageTimes | None = None,
     ) -> None:
-        """``store``: where everything is written (sharedsub.storage.commit_store: the Delta
+        """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
         tests of this thread). ``full_disk_timeout``: seconds a write the data dir cannot take is
-        held before it is given up on (sharedsub.core.write_faults). ``min_commit_interval``:
+        held before it is given up on (sharedsub.core.publish.write_faults). ``min_commit_interval``:
         seconds from one group's start to the next group's (what arrives meanwhile joins the
         next group; a stop does not wait for it). ``stages``: where the
-        ``group_commit`` and ``ack_commit`` times go (sharedsub.core.stage_timing; this thread is
+        ``group_commit`` and ``ack_commit`` times go (sharedsub.core.ops.stage_timing; this thread is
         their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`."""
         self.store = store
         self.root = store.root
@@ -202,13 +203,13 @@ class Committer:
         self._faults = write_faults.FaultClock(write_faults.RetryPolicy(full_disk_timeout))
         self._stopping = threading.Event()
         # Settlement records given up on during a fault, oldest first: re-tried ahead of every
-        # later group (sharedsub.core.write_faults PARK).
+        # later group (sharedsub.core.publish.write_faults PARK).
         self._parked: list[Request] = []
         # Failed tries of writes the data dir could not take, by errno name (ENOSPC, ...); written
         # by this thread only, read by the metrics endpoint with dict.copy().
         self.write_errors: dict[str, int] = {}
         # Newest published_at (epoch seconds) committed per topic; written by this thread only,
-        # read by the metrics endpoint with dict.copy() (sharedsub.core.metrics: threading contract).
+        # read by the metrics endpoint with dict.copy() (sharedsub.core.ops.metrics: threading contract).
         self.published_at: dict[str, float] = {}
 
     def start(self) -> None:
@@ -318,7 +319,7 @@ class Committer:
     def _write(self, path: str, attempt: Callable[[], _T]) -> _T:
         """Run ``attempt`` (one write to ``path``); while it fails with a storage fault, hold it:
         try again with backoff until it succeeds or the fault outlasts full_disk_timeout
-        (sharedsub.core.write_faults). ``attempt`` must write the same thing each time.
+        (sharedsub.core.publish.write_faults). ``attempt`` must write the same thing each time.
 
         Raises:
             StorageUnavailable: given up (the fault outlasted the timeout, or the service stops).
@@ -474,7 +475,7 @@ class Committer:
         dir cannot take it (:meth:`_write`).
 
         Every try carries the same commit id, so a try whose commit landed although the store
-        raised is found and not made again (the Appender contract, sharedsub.storage.commit_store).
+        raised is found and not made again (the Appender contract, sharedsub.storage.commits.commit_store).
         On failure the appender is dropped (the next attempt reloads the table) and the error is
         raised to the caller, which fails (or parks) the group's requests for that table.
         """

@@ -178,7 +178,7 @@ def running_service(root: str) -> ServiceInfo | None:
 def call_admin(info: ServiceInfo, path: str, body: dict[str, Any], *, timeout: float = 60.0) -> dict[str, Any]:
     """POST ``body`` to ``path`` of the service's endpoint with the admin token ``_service.json``
     recorded; return its JSON reply, success (``ok`` true) or a refusal (``ok`` false, see
-    sharedsub.core.admin_rules.error_body; ``unauthorized`` when the token is missing or wrong).
+    sharedsub.core.ops.admin_rules.error_body; ``unauthorized`` when the token is missing or wrong).
 
     Raises:
         ServiceUnavailable: the endpoint is off, unreachable, or answered something not JSON.

@@ -27,14 +27,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sharedsub.core import layout
-from sharedsub.core.acklog import AckCounter, ack_state_of
+from sharedsub.core.delivery.acklog import AckCounter, ack_state_of
 from sharedsub.core.errors import AmbiguousSubscription, SubscriptionNotFound
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage import schemas, table_history
+from sharedsub.storage import schemas
 from sharedsub.storage.backlog import PartitionBacklog, subscription_backlog
 from sharedsub.storage.catalog import attached_links, load_catalog
+from sharedsub.storage.delta import table_history
+from sharedsub.storage.delta.table_reads import read_files, read_table
 from sharedsub.storage.payload_index import TopicIndex
-from sharedsub.storage.table_reads import read_files, read_table
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -253,7 +254,7 @@ def backlog_history(root: str, record: SubscriptionRecord) -> list[BacklogPoint]
         # Only appends bring new rows; a maintenance delete or compaction re-adds kept rows.
         data = read_files(entry.added, ["seq"]) if entry.is_append else None
         events.append((entry.timestamp_ms, 0 if data is None else data.num_rows, 0))
-    counter = AckCounter()  # the ack log so far; sharedsub.core.acklog decides what it settles
+    counter = AckCounter()  # the ack log so far; sharedsub.core.delivery.acklog decides what it settles
     for entry in table_history.history(acks):
         # Appends only: a maintenance delete re-adds the rows it keeps, already counted.
         data = read_files(entry.added, ["seq", "outcome"]) if entry.is_append else None
@@ -308,7 +309,7 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     ``limit``), with their routing columns, failed-delivery count and application properties.
 
     Columns: the subscription table's (``schemas.SUBSCRIPTION``), then ``delivery_failures``
-    (the delivery count: ack-log ``failed`` and ``replayed`` rows, sharedsub.core.acklog), then from
+    (the delivery count: ack-log ``failed`` and ``replayed`` rows, sharedsub.core.delivery.acklog), then from
     the topic table ``to``, ``reply_to``, ``content_type``, ``creation_time`` and
     ``application_properties`` (map of typed values, :data:`schemas.PROPERTY_VALUE`;
     :func:`plain_properties` turns one into a dict).

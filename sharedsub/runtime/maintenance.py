@@ -8,7 +8,7 @@ seconds) keeps them bounded:
 
 1. **Acknowledged rows.** For each active subscription generation, the *ack watermark* is the
    highest ``seq`` such that every routed row at or below it is settled for good (accepted,
-   rejected, expired, dead-lettered, and not opened again by a replay: sharedsub.core.acklog; shared
+   rejected, expired, dead-lettered, and not opened again by a replay: sharedsub.core.delivery.acklog; shared
    consumers ack out of order, so rows above the first unsettled one stay). When at least
    ``min_acked_rows`` rows are below it, those rows are deleted from the subscription table and
    from its ack log. The delete commits carry :data:`commit_log.MAINTENANCE_MARK`, so tailers do not
@@ -29,13 +29,13 @@ seconds) keeps them bounded:
    that has the end (its checkpoint shows no micro-batch in flight, or one planned after the
    catalog's last commit); otherwise after the retention like the others. A key's directory
    goes with its last table.
-5. **Catalog revisions** (sharedsub.core.retention.catalog_revisions_to_drop): a revision superseded
+5. **Catalog revisions** (sharedsub.core.ops.retention.catalog_revisions_to_drop): a revision superseded
    by a newer one of its key goes once the newer one is older than the history retention; the
    newest revision of every key stays (deleted ones too: generation numbers continue after
    them), except a deleted plain consumer's once its tables are gone and the deletion is older
    than the retention; the catalog's highest revision always stays, so revision numbers keep
    increasing. The deletes are marked: catalog readers tailing the log keep what they hold.
-6. **Topic rows** (sharedsub.core.retention.topic_cut). A row of a topic table, the only copy of its
+6. **Topic rows** (sharedsub.core.ops.retention.topic_cut). A row of a topic table, the only copy of its
    payload, goes when (a) the fan-out has routed it: it is in the topic's snapshot at the
    version its last *committed* micro-batch read (``<data>/_checkpoints/fanout``; no checkpoint
    there, nothing goes), (b) no active subscription generation of the topic holds it: a
@@ -64,7 +64,7 @@ seconds) keeps them bounded:
 
 Each step of each table is independent: a failure (for example a commit conflict with a
 concurrent writer) is logged and counted, the rest goes on, and the next run tries again.
-The pure parts (:func:`ack_watermark`, :func:`removable_generations`, sharedsub.core.retention) are
+The pure parts (:func:`ack_watermark`, :func:`removable_generations`, sharedsub.core.ops.retention) are
 tested as tables.
 """
 
@@ -81,18 +81,19 @@ from collections.abc import Callable, Iterable, Mapping
 
 import numpy as np
 
-from sharedsub.core import layout, retention
-from sharedsub.core.acklog import ack_state_of
+from sharedsub.core import layout
 from sharedsub.core.config import MaintenanceSettings
+from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.retention import FanoutProgress
-from sharedsub.core.write_faults import errno_name, fault_errno
+from sharedsub.core.ops import retention
+from sharedsub.core.ops.retention import FanoutProgress
+from sharedsub.core.publish.write_faults import errno_name, fault_errno
 from sharedsub.storage import ack_log_lock
 from sharedsub.storage import retention as stored
 from sharedsub.storage.catalog import CatalogReader
-from sharedsub.storage.table_maintenance import checkpoint_and_clean_log, compact, data_file_count, delete_rows, vacuum
-from sharedsub.storage.table_reads import read_seqs, read_table
-from sharedsub.storage.tables import remove_table, table_exists
+from sharedsub.storage.delta.table_maintenance import checkpoint_and_clean_log, compact, data_file_count, delete_rows, vacuum
+from sharedsub.storage.delta.table_reads import read_seqs, read_table
+from sharedsub.storage.delta.tables import remove_table, table_exists
 from sharedsub.storage.topics import list_topics
 
 log = logging.getLogger(__name__)
@@ -288,7 +289,7 @@ def _subscription_tables(
 
 def _holds(root: str, records: Iterable[SubscriptionRecord], first_open: Mapping[str, int | None]) -> dict[str, int | None]:
     """Per topic, the lowest seq an active subscription generation may still deliver
-    (sharedsub.core.retention.subscription_hold), rows the fan-out parked for it included. A topic
+    (sharedsub.core.ops.retention.subscription_hold), rows the fan-out parked for it included. A topic
     whose holds cannot all be read is missing: nothing of it may go."""
     holds: dict[str, list[int | None]] = {}
     failed: set[str] = set()

@@ -1,6 +1,6 @@
 """Admin operations on a data dir no service runs on: the tables are changed directly.
 
-The rules are :mod:`sharedsub.core.admin_rules`' (the same as inside a running service); with no
+The rules are :mod:`sharedsub.core.ops.admin_rules`' (the same as inside a running service); with no
 service there are no attached links, so consumers and publishers count 0 (links a killed
 service recorded as attached are stale, and the next service start records them detached).
 Catalog changes are DELETED revisions appended with the catalog's storage functions
@@ -16,11 +16,12 @@ import datetime as dt
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from sharedsub.core import admin_rules, layout
+from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord, SubscriptionState
+from sharedsub.core.ops import admin_rules
 from sharedsub.runtime.inspection import display_name, find_subscription
 from sharedsub.storage import catalog
-from sharedsub.storage.tables import remove_table
+from sharedsub.storage.delta.tables import remove_table
 from sharedsub.storage.topics import topic_exists
 
 

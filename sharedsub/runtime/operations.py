@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from sharedsub.core.config import Settings
-from sharedsub.core.metrics import CounterKey
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.stage_timing import Histogram
+from sharedsub.core.ops.metrics import CounterKey
+from sharedsub.core.ops.stage_timing import Histogram
 
 
 class ServiceOperations(Protocol):
@@ -63,7 +63,7 @@ class ServiceOperations(Protocol):
         ...
 
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, Any]:
-        """Delete the subscription ``name`` designates (sharedsub.core.admin_rules); the JSON result."""
+        """Delete the subscription ``name`` designates (sharedsub.core.ops.admin_rules); the JSON result."""
         ...
 
     def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, Any]:

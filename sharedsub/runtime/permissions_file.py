@@ -1,7 +1,7 @@
-"""The permissions file as the front end reads it (the rules are sharedsub.core.permissions).
+"""The permissions file as the front end reads it (the rules are sharedsub.core.security.permissions).
 
 ``[security] permissions_file`` names a TOML file (format: conf/permissions.example.toml). ""
-means none: :data:`sharedsub.core.permissions.OPEN`. The file is read at start (a broken or missing
+means none: :data:`sharedsub.core.security.permissions.OPEN`. The file is read at start (a broken or missing
 file stops the service from starting: it must not start more open than configured) and again
 when its inode, size or mtime changed, looked at no more than once a second; a file that became
 unreadable or invalid while running is logged and the last good policy is kept.
@@ -16,7 +16,7 @@ import tomllib
 from collections.abc import Callable
 
 from sharedsub.core.errors import ConfigError
-from sharedsub.core.permissions import OPEN, Policy, parse_policy
+from sharedsub.core.security.permissions import OPEN, Policy, parse_policy
 
 log = logging.getLogger(__name__)
 

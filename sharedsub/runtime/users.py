@@ -12,8 +12,8 @@ Format (JSON, written by ``sharedsub users add|remove``, owner-only: mode 0600):
       }
     }
 
-Each value is :meth:`sharedsub.core.scram.Credential.to_text` (base64 fields). PLAIN is checked against
-the SHA-256 credential (sharedsub.core.sasl_rules). The path is ``[security] users_file``, by default
+Each value is :meth:`sharedsub.core.security.scram.Credential.to_text` (base64 fields). PLAIN is checked against
+the SHA-256 credential (sharedsub.core.security.sasl_rules). The path is ``[security] users_file``, by default
 ``<data_dir>/_users.json``.
 
 ``parse_users``/``render_users``/``add_user``/``remove_user`` are pure; ``load_users``,
@@ -30,10 +30,10 @@ import stat
 import tempfile
 from collections.abc import Mapping
 
-from sharedsub.core import scram
 from sharedsub.core.errors import ConfigError, InvalidUser, UserExists, UserNotFound
 from sharedsub.core.layout import USERS_FILE
-from sharedsub.storage.private import ensure_data_dir
+from sharedsub.core.security import scram
+from sharedsub.storage.owner_only import ensure_data_dir
 
 log = logging.getLogger(__name__)
 

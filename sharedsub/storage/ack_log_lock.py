@@ -1,7 +1,7 @@
 """One lock per subscription generation's ack log, in this process: a replay and a maintenance
 delete of acknowledged rows never interleave on it.
 
-Why a lock and not a re-check: the ack log's rule counts rows (sharedsub.core.acklog: settled ⇔
+Why a lock and not a re-check: the ack log's rule counts rows (sharedsub.core.delivery.acklog: settled ⇔
 final rows > ``replayed`` rows), and it holds only while a ``replayed`` row is written for a
 message that is settled *when the row lands*. A replay reads the log, then appends its marks;
 maintenance reads the log, then deletes a settled message's routed row and every ack row of it.

@@ -1,9 +1,9 @@
 """Backlog of a subscription generation: routed minus settled-for-good, per partition.
 
 Reads the generation table (``subscriptions/<key>/g<gen>``) and its ack log
-(``subscriptions/<key>/acks-g<gen>``) through :mod:`sharedsub.storage.table_reads` (delta-rs, no
+(``subscriptions/<key>/acks-g<gen>``) through :mod:`sharedsub.storage.delta.table_reads` (delta-rs, no
 Spark), and counts the rows whose seq is not settled for good by the ack log's rule
-(:mod:`sharedsub.core.acklog`: ``accepted``, ``dead-lettered``, ``expired`` settle; ``failed`` rows are
+(:mod:`sharedsub.core.delivery.acklog`: ``accepted``, ``dead-lettered``, ``expired`` settle; ``failed`` rows are
 delivery attempts; a ``replayed`` row opens a settled message again until its next
 acknowledgement). Only the columns the answer needs are read, never a payload.
 
@@ -20,8 +20,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sharedsub.core import layout
-from sharedsub.core.acklog import ack_state_of
-from sharedsub.storage.table_reads import read_table
+from sharedsub.core.delivery.acklog import ack_state_of
+from sharedsub.storage.delta.table_reads import read_table
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -15,9 +15,9 @@ import pyarrow as pa
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.commit_log import latest_version, read_commit
-from sharedsub.storage.table_reads import iter_rows, read_files, read_table
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.commit_log import latest_version, read_commit
+from sharedsub.storage.delta.table_reads import iter_rows, read_files, read_table
 
 
 def append_records(

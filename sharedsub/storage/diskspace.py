@@ -1,5 +1,5 @@
 """Whether a local data dir takes writes, and its free space (for the committer's fault handling
-and the start of ``serve``; sharedsub.core.write_faults has the rules)."""
+and the start of ``serve``; sharedsub.core.publish.write_faults has the rules)."""
 
 from __future__ import annotations
 

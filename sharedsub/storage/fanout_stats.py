@@ -26,7 +26,7 @@ not counted); ``routed_published_at`` is, per topic, the newest ``published_at``
 job has routed. ``routed_versions`` is, per topic, the last Delta version of the topic table the
 query has finished routing (the end offset of its last completed micro-batch); the endpoint's
 lag is the age of the topic's next commit (:func:`topic_lag`). ``failing`` lists the subscription
-tables whose last commit failed, or whose rows are parked (sharedsub.core.fanout_faults): ``since``
+tables whose last commit failed, or whose rows are parked (sharedsub.core.fanout.fanout_faults): ``since``
 is the first failure (for rows found parked when the job started: when they were parked),
 ``error`` the newest failure's text (None before a retry in this job process). Only local data
 dirs (a path or ``file://``) get the file; elsewhere recording is a no-op.
@@ -48,10 +48,10 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.core.layout import local_path
-from sharedsub.core.logthrottle import ThrottledLog
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.stage_timing import StageTimes
-from sharedsub.storage.tables import log_file
+from sharedsub.core.ops.logthrottle import ThrottledLog
+from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.storage.delta.tables import log_file
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class StatsRecorder:
     # Set by the job before it calls record/write (see the module docstring).
     routed_versions: dict[str, int] | None = None
     failing: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
-    # Time per stage of the job's part of the message path (sharedsub.core.stage_timing), observed by
+    # Time per stage of the job's part of the message path (sharedsub.core.ops.stage_timing), observed by
     # the batch thread; written as "stages" with the rest of the document.
     stages: StageTimes = dataclasses.field(default_factory=StageTimes)
     _faults: ThrottledLog = dataclasses.field(default_factory=lambda: ThrottledLog(log))

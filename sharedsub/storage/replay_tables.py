@@ -1,4 +1,4 @@
-"""The table side of a replay (sharedsub.core.replay has the rules): read the subscription table's
+"""The table side of a replay (sharedsub.core.ops.replay has the rules): read the subscription table's
 past, write the ``replayed`` ack-log rows and append back the rows maintenance deleted.
 
 :func:`replay_tables` runs on a worker thread of the service (connectors/amqp/replays.py), never
@@ -7,7 +7,7 @@ on the reactor. What it writes, in this order:
 1. one ``replayed`` row per message to open again (``ReplayPlan.mark``) in the ack log, with
    ``consumer`` = ``replay@v<start version>``;
 2. the rows to restore (``ReplayPlan.restore``: replayed, no longer in the current table) to the
-   current table, in one commit marked as not new (sharedsub.storage.table_history.append_restored).
+   current table, in one commit marked as not new (sharedsub.storage.delta.table_history.append_restored).
 
 The reads of the plan and both writes happen under the ack log's lock
 (sharedsub.storage.ack_log_lock): maintenance deletes no acknowledged rows of this generation
@@ -15,7 +15,7 @@ in between, so the plan's view of what is settled and what is in the table still
 the marks and the restored rows land.
 
 Both are durable before the service re-delivers anything, so a restart in the middle re-delivers
-the replayed messages too (marked redelivered: sharedsub.core.acklog).
+the replayed messages too (marked redelivered: sharedsub.core.delivery.acklog).
 """
 
 from __future__ import annotations
@@ -29,14 +29,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sharedsub.core import layout
-from sharedsub.core.acklog import ack_state_of
+from sharedsub.core.delivery.acklog import ack_state_of
+from sharedsub.core.delivery.outcomes import AckOutcome
 from sharedsub.core.errors import HistoryUnavailable
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.core.outcomes import AckOutcome
-from sharedsub.core.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
-from sharedsub.storage import ack_log_lock, schemas, table_history
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.table_reads import read_seqs, read_table
+from sharedsub.core.ops.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
+from sharedsub.storage import ack_log_lock, schemas
+from sharedsub.storage.delta import table_history
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_reads import read_seqs, read_table
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,7 +90,7 @@ def replay_tables(
     log alone: the caller has its acknowledgements stored first.
 
     Raises:
-        VersionNotFound, HistoryUnavailable: as :func:`sharedsub.core.replay.start_version`, and
+        VersionNotFound, HistoryUnavailable: as :func:`sharedsub.core.ops.replay.start_version`, and
             HistoryUnavailable when the files of a version still in the log were vacuumed.
     """
     table = layout.join(root, record.table)

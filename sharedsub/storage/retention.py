@@ -1,4 +1,4 @@
-"""The storage side of retention (sharedsub.core.retention has the rules; sharedsub.runtime.maintenance runs them).
+"""The storage side of retention (sharedsub.core.ops.retention has the rules; sharedsub.runtime.maintenance runs them).
 
 Reads the fan-out's progress from its Spark checkpoint, the seq ranges a subscription table still
 keeps, a topic's files; removes a topic's routed files below a cut, compacts a topic's routed
@@ -14,13 +14,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from sharedsub.core import layout, retention
+from sharedsub.core import layout
 from sharedsub.core.layout import local_path
-from sharedsub.core.retention import FanoutProgress, Revision, TopicFile
-from sharedsub.storage.commit_log import file_changes, latest_version, read_commit, table_id
-from sharedsub.storage.table_maintenance import compact, delete_rows, version_readable
-from sharedsub.storage.table_reads import read_table, snapshot_files
-from sharedsub.storage.tables import log_file
+from sharedsub.core.ops import retention
+from sharedsub.core.ops.retention import FanoutProgress, Revision, TopicFile
+from sharedsub.storage.delta.commit_log import file_changes, latest_version, read_commit, table_id
+from sharedsub.storage.delta.table_maintenance import compact, delete_rows, version_readable
+from sharedsub.storage.delta.table_reads import read_table, snapshot_files
+from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.topics import topic_files
 
 log = logging.getLogger(__name__)
@@ -43,7 +44,7 @@ def _batch_ids(directory: str) -> list[int]:
 
 def read_batch_offset(offsets_dir: str, batch: int) -> dict[str, Any] | None:
     """The source offset Spark logged in ``<offsets_dir>/<batch>`` for micro-batch ``batch``
-    (sharedsub.core.retention.parse_offset_file); None when the file is not there or has none."""
+    (sharedsub.core.ops.retention.parse_offset_file); None when the file is not there or has none."""
     try:
         with open(os.path.join(offsets_dir, str(batch)), encoding="utf-8") as fh:
             return retention.parse_offset_file(fh.read())
@@ -165,7 +166,7 @@ def _routed_through(table: str, routed_version: int, latest: int) -> int | None:
 def topic_cut(
     table: str, progress: FanoutProgress, topic: str, *, hold: int | None, published_before_ms: int
 ) -> int | None:
-    """The seq at and below which ``topic``'s rows may go (sharedsub.core.retention.topic_cut), a file
+    """The seq at and below which ``topic``'s rows may go (sharedsub.core.ops.retention.topic_cut), a file
     counting as routed unless a commit after the routed snapshot (_routed_through) added it.
     None: nothing may go."""
     routed_version = progress.routed_version(topic, table_id(table))
@@ -235,7 +236,7 @@ def compact_routed(table: str, progress: FanoutProgress, topic: str, min_files: 
 
 
 def trim_catalog(root: str, *, keys_with_tables: set[str], now: dt.datetime, retention_period: dt.timedelta) -> int:
-    """Remove the catalog revisions sharedsub.core.retention.catalog_revisions_to_drop allows; return
+    """Remove the catalog revisions sharedsub.core.ops.retention.catalog_revisions_to_drop allows; return
     how many went. The delete commits are marked: catalog readers tailing the log keep what they
     hold (the rows that stay are the ones they hold)."""
     table = layout.catalog_table(root)

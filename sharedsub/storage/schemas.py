@@ -129,7 +129,7 @@ CATALOG = pa.schema(
         ("source", pa.string()),  # JSON of the source terminus to answer a null-source lookup
         ("created_at", TIMESTAMP),
         ("updated_at", TIMESTAMP),
-        # User who created it (sharedsub.core.permissions); null = anonymous. Added after the first
+        # User who created it (sharedsub.core.security.permissions); null = anonymous. Added after the first
         # release: the catalog appender merges it into older catalogs' schema.
         ("owner", pa.string()),
     ]
@@ -147,13 +147,13 @@ ACK = pa.schema(
     ]
 )
 """Acknowledgement log of a subscription generation: one row per message settled for good, plus
-one ``failed`` row per failed delivery (sharedsub.core.outcomes.AckOutcome)."""
+one ``failed`` row per failed delivery (sharedsub.core.delivery.outcomes.AckOutcome)."""
 
 DEAD_LETTER = pa.schema(
     [
         ("topic", pa.string()),
         ("seq", pa.int64()),  # the message is row ``seq`` of ``topics/<topic>``
-        ("reason", pa.string()),  # rejected | max-delivery-count (sharedsub.core.outcomes.DeadLetterReason)
+        ("reason", pa.string()),  # rejected | max-delivery-count (sharedsub.core.delivery.outcomes.DeadLetterReason)
         ("error_condition", pa.string()),  # the rejected outcome's error condition, if any
         ("error_description", pa.string()),  # ... and its description
         ("delivery_count", pa.int64()),  # failed deliveries when it was dead-lettered

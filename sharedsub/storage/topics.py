@@ -11,9 +11,10 @@ from deltalake import DeltaTable
 
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists, TopicNotFound
-from sharedsub.storage import log_snapshot, schemas
-from sharedsub.storage.private import ensure_data_dir
-from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, os_path, table_exists
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import log_snapshot
+from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, os_path, table_exists
+from sharedsub.storage.owner_only import ensure_data_dir
 
 
 def create_topic(root: str, name: str) -> str:
@@ -84,7 +85,7 @@ class SeqFile:
 def topic_files(table: str) -> tuple[int, list[SeqFile]]:
     """``(version, files)`` of ``table``'s latest snapshot, with their seq and publish-time ranges.
 
-    Files in delta-rs's order (sharedsub.storage.log_snapshot). A local table's snapshot is read
+    Files in delta-rs's order (sharedsub.storage.delta.log_snapshot). A local table's snapshot is read
     from its log through the process's snapshot cache (no table load); other storage, and what
     that reader does not handle, through delta-rs.
     """

@@ -48,7 +48,7 @@ The rules (``Violation.rule``):
 
     A message is *reopened* by a ``replayed`` ack-log row, or by a replay appending its row back
     to the subscription table (maintenance had deleted it); the checker counts both, stamped
-    with the row's ``acked_at`` or the restore commit's time (sharedsub.core.acklog: settled ⇔ final
+    with the row's ``acked_at`` or the restore commit's time (sharedsub.core.delivery.acklog: settled ⇔ final
     rows > replayed rows). The history the checker reads still has the ack rows maintenance
     deleted, so a message a replay both marks and restores (possible only after a kill between
     maintenance's two deletes) counts two reopens: the rules only get more lenient then.

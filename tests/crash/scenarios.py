@@ -45,10 +45,10 @@ from sharedsub.cli.replay_client import request_replay
 from sharedsub.core import layout
 from sharedsub.core.config import defaults
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.commit_log import MAINTENANCE_MARK, latest_version, read_commit
-from sharedsub.storage.table_history import history
-from sharedsub.storage.table_reads import read_files, read_table
-from sharedsub.storage.tables import log_file, table_exists
+from sharedsub.storage.delta.commit_log import MAINTENANCE_MARK, latest_version, read_commit
+from sharedsub.storage.delta.table_history import history
+from sharedsub.storage.delta.table_reads import read_files, read_table
+from sharedsub.storage.delta.tables import log_file, table_exists
 from tests.crash.driver import (
     DURABLE,
     FRONTEND,

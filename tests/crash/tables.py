@@ -10,14 +10,15 @@ from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 
-from sharedsub.core import layout, outcomes
-from sharedsub.core.acklog import ack_state_of
+from sharedsub.core import layout
+from sharedsub.core.delivery import outcomes
+from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.core.model import SubscriptionKey
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.commit_log import latest_version, read_commit
-from sharedsub.storage.table_history import history
-from sharedsub.storage.table_reads import read_files, read_seqs, read_table
-from sharedsub.storage.tables import table_exists
+from sharedsub.storage.delta.commit_log import latest_version, read_commit
+from sharedsub.storage.delta.table_history import history
+from sharedsub.storage.delta.table_reads import read_files, read_seqs, read_table
+from sharedsub.storage.delta.tables import table_exists
 from tests.crash.invariants import Stored, StoredSubscription
 
 
@@ -105,7 +106,7 @@ def read_acks(table: str) -> list[tuple[int, float]]:
 
 def current_state(table: str, acks: str) -> tuple[list[int], frozenset[int]]:
     """The seqs of a subscription table's current snapshot (one per row) and its backlog: those
-    the current ack log does not settle (sharedsub.core.acklog, as the service counts them).
+    the current ack log does not settle (sharedsub.core.delivery.acklog, as the service counts them).
 
     The ack log is read first: maintenance deletes a table's rows before their acks, so a delete
     between the two reads cannot make an acknowledged row look open.

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from proton import Data, Described, Message, timestamp, ulong
 
-from sharedsub.core.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
-from sharedsub.storage.table_reads import read_table
+from sharedsub.core.fanout.binding import MAX_KEY_LENGTH, MAX_PATTERN_LENGTH
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish, uid
 from tests.raw_amqp import HEADER, frame, read_until

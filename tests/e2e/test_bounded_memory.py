@@ -4,7 +4,7 @@ for many messages (issue 11 item 6; the memory figure itself is bench/soak.py's)
 Two consumers share one durable subscription and settle out of order through several rounds;
 after each, ``sharedsub_delivery_state_seqs`` of its table must stay near the open window (the
 credit), far below the messages the subscription took. A plain set of acknowledged seqs (what
-the front end kept before sharedsub.core.acked_seqs) holds every one of them and fails this.
+the front end kept before sharedsub.core.delivery.acked_seqs) holds every one of them and fails this.
 """
 
 from __future__ import annotations

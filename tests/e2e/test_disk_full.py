@@ -24,7 +24,7 @@ from proton import Message
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.table_reads import iter_rows, read_table
+from sharedsub.storage.delta.table_reads import iter_rows, read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
 from tests.http_probe import health, scrape

@@ -10,7 +10,7 @@ from proton import Data, Described, Message, symbol, ubyte, ulong
 from proton.utils import BlockingConnection
 
 from sharedsub.core import layout
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.delta.table_reads import read_table
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.service import ServeProcess
 

@@ -17,8 +17,8 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.storage.commit_log import latest_version
-from sharedsub.storage.tables import log_file
+from sharedsub.storage.delta.commit_log import latest_version
+from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, publish, uid, wait_for
 from tests.e2e.test_outcomes import record

@@ -10,7 +10,7 @@ import pytest
 from proton import Described, Message, uint, ulong
 
 from sharedsub.core import layout
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic, topic_exists
 from tests.amqp_peer import Subscriber, publish
 from tests.raw_amqp import BEGIN_CODE, HEADER, frame, read_until

@@ -13,7 +13,7 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.storage.table_reads import iter_rows, read_table
+from sharedsub.storage.delta.table_reads import iter_rows, read_table
 from tests.amqp_peer import Received, Subscriber, jms_durable, jms_shared_durable, publish, uid, unsubscribe, wait_for
 from tests.e2e.test_outcomes import ack_log, assert_only_new_messages_then_unsubscribe, bodies, dead_letters, record
 from tests.service import ServeProcess

@@ -22,8 +22,8 @@ from proton.reactor import ApplicationEvent, Container
 from connectors.amqp import listener as listener_module
 from connectors.amqp.engine_loop import READ_SIZE, EngineLoop
 from connectors.amqp.listener import AmqpSocket, Listener
-from sharedsub.core.identity import Identities, Identity
-from sharedsub.core.sasl_rules import SaslPolicy
+from sharedsub.core.security.authenticated import Identities, Identity
+from sharedsub.core.security.sasl_rules import SaslPolicy
 
 pytestmark = pytest.mark.e2e
 

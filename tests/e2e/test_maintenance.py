@@ -10,9 +10,9 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.storage.commit_log import file_changes
-from sharedsub.storage.table_history import history
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.delta.commit_log import file_changes
+from sharedsub.storage.delta.table_history import history
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_volatile, publish, wait_for
 from tests.e2e.test_outcomes import record
@@ -189,7 +189,7 @@ def test_topics_the_catalog_and_ended_non_durable_subscriptions_are_trimmed(tmp_
 def test_a_long_lived_non_durable_subscription_lets_its_topic_and_table_shrink(tmp_path: Path) -> None:
     """A shared non-durable subscription that stays attached: its acknowledgements live only in
     the front end's memory, which vouches for them to maintenance (in steps of about a thousand
-    acknowledged messages, sharedsub.core.acked_seqs), so its acknowledged rows leave its table and
+    acknowledged messages, sharedsub.core.delivery.acked_seqs), so its acknowledged rows leave its table and
     the topic rows below them go while it lives; every message is delivered once."""
     root = str(tmp_path)
     create_topic(root, "live")

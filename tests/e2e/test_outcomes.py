@@ -13,7 +13,7 @@ from proton import Message
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.table_reads import iter_rows, read_table
+from sharedsub.storage.delta.table_reads import iter_rows, read_table
 from tests.amqp_peer import Received, Subscriber, jms_shared_durable, presettled, publish, uid, unsubscribe, wait_for
 from tests.service import ServeProcess
 

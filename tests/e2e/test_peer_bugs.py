@@ -8,7 +8,7 @@ import pytest
 from proton import Message
 
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import topic_exists
 from tests.amqp_peer import (
     Subscriber,

@@ -1,5 +1,5 @@
 """Authorization against a real ``sharedsub frontend`` (no fan-out: nothing here needs routing) with a users file
-and a permissions file (sharedsub.core.permissions), driven by python-qpid-proton clients that authenticate with PLAIN.
+and a permissions file (sharedsub.core.security.permissions), driven by python-qpid-proton clients that authenticate with PLAIN.
 
 Users alice and bob may publish to ``orders`` and consume ``orders`` and ``prices``; carol (group
 ops) may consume and manage everywhere; anonymous connections (allowed here) may consume

@@ -16,8 +16,8 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.runtime import inspection, maintenance
-from sharedsub.storage.table_history import HistoryEntry, history
-from sharedsub.storage.table_reads import read_seqs
+from sharedsub.storage.delta.table_history import HistoryEntry, history
+from sharedsub.storage.delta.table_reads import read_seqs
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, jms_shared_volatile, publish, uid, wait_for
 from tests.builders import maintenance_policy

@@ -8,7 +8,7 @@ import pytest
 from proton import Message
 
 from sharedsub.core import layout
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, publish
 from tests.service import ServeProcess

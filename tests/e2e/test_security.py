@@ -23,7 +23,7 @@ import pytest
 from proton import Connection, Message, SSLDomain, Transport
 from proton.utils import BlockingConnection
 
-from sharedsub.core import sasl_frames as sf
+from sharedsub.core.security import sasl_frames as sf
 from sharedsub.runtime import users as uf
 from sharedsub.runtime.discovery import read_service_file
 from sharedsub.storage.topics import create_topic
@@ -266,7 +266,7 @@ def _read_until_closed(sock: socket.socket, timeout: float) -> bytes:
 
 
 
-# ------------------------------------------------------------------ secure by default (sharedsub.core.exposure)
+# ------------------------------------------------------------------ secure by default (sharedsub.core.security.exposure)
 
 
 def _frontend_on_all_addresses(data: Path, **env: str) -> ServeProcess:

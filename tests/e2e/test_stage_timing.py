@@ -1,5 +1,5 @@
 """Per-stage timing of the message path on /metrics of a real ``sharedsub serve``
-(sharedsub.core.stage_timing): after messages went from a publisher to a consumer, every stage they
+(sharedsub.core.ops.stage_timing): after messages went from a publisher to a consumer, every stage they
 passed through, in the front end and in the fan-out job, has counted them."""
 
 from __future__ import annotations

@@ -14,8 +14,9 @@ import pyarrow as pa
 from hypothesis import strategies as st
 from proton import Described, symbol, ulong
 
-from sharedsub.core import addressing, amqp_message
+from sharedsub.core import addressing
 from sharedsub.core.errors import SharedSubError
+from sharedsub.core.publish import amqp_message
 from sharedsub.storage import schemas
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
@@ -202,7 +203,7 @@ def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "
 
     Raises:
         Refused: the handler would reject the transfer (a SharedSubError from
-            sharedsub.core.amqp_message, the address or the routing key), as it does.
+            sharedsub.core.publish.amqp_message, the address or the routing key), as it does.
         anything else: a defect, the handler would end the connection (or the commit fails).
     """
     try:

@@ -8,10 +8,12 @@ import re
 from hypothesis import HealthCheck, given, seed, settings
 from hypothesis import strategies as st
 
-from sharedsub.core import addressing, binding, linknames
+from sharedsub.core import addressing
 from sharedsub.core.errors import InvalidAddress, SharedSubError
+from sharedsub.core.fanout import binding
 from sharedsub.core.selector import SelectorError, check, parse_selector
 from sharedsub.core.selector import parser as selector_parser
+from sharedsub.core.subscriptions import linknames
 from tests.fuzz.seed import SEED
 
 FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,8 +28,8 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.runtime import inspection, maintenance
-from sharedsub.storage import table_history
-from sharedsub.storage.table_reads import read_seqs
+from sharedsub.storage.delta import table_history
+from sharedsub.storage.delta.table_reads import read_seqs
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Received, Subscriber, jms_durable, publish, wait_for
 from tests.builders import maintenance_policy

@@ -6,7 +6,7 @@ import json
 import subprocess
 import sys
 
-from sharedsub.core.explain import HEADER_FIELDS
+from sharedsub.core.fanout.explain import HEADER_FIELDS
 from sharedsub.core.selector import ast
 
 

@@ -1,6 +1,6 @@
-"""Spark's evaluation of the routing SQL conditions agrees with sharedsub.core.binding.matches.
+"""Spark's evaluation of the routing SQL conditions agrees with sharedsub.core.fanout.binding.matches.
 
-Every binding pattern of the unit table, as :func:`sharedsub.core.routing.condition` writes it for
+Every binding pattern of the unit table, as :func:`sharedsub.core.fanout.routing.condition` writes it for
 Spark (what a notebook uses to ask a topic what a subscription receives), is evaluated by Spark
 against every routing key of the table (the full cross product, in one job).
 """
@@ -12,8 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from sharedsub.core.binding import matches
-from sharedsub.core.routing import condition
+from sharedsub.core.fanout.binding import matches
+from sharedsub.core.fanout.routing import condition
 from tests.builders import subscription
 from tests.unit.test_binding import CASES
 

@@ -31,9 +31,9 @@ from sharedsub.runtime import maintenance
 from sharedsub.runtime.committer import Ack, Committer, Publish, Result, SaveSubscription
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import retention as stored
-from sharedsub.storage.commit_log import latest_version
-from sharedsub.storage.commit_store import DeltaStore
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.commits.commit_store import DeltaStore
+from sharedsub.storage.delta.commit_log import latest_version
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests import builders as b
 from tests.builders import maintenance_policy

@@ -12,8 +12,8 @@ from pyspark.sql import SparkSession
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.table_reads import read_seqs, read_table
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_reads import read_seqs, read_table
 from tests import builders as b
 from tests.builders import maintenance_policy
 from tests.spark.conftest import make_settings, run_available_now

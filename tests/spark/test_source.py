@@ -112,7 +112,7 @@ def test_partitions_fail_clearly_when_the_log_was_cleaned(root: str) -> None:
     import os
 
     from sharedsub.core import layout
-    from sharedsub.storage.tables import log_file
+    from sharedsub.storage.delta.tables import log_file
 
     b.publish(root, "t", ["k"])
     b.publish(root, "t", ["k"])
@@ -127,7 +127,7 @@ def test_a_topic_whose_early_log_was_cleaned_is_read_from_its_snapshot(root: str
     from deltalake import DeltaTable
 
     from sharedsub.core import layout
-    from sharedsub.storage.tables import log_file
+    from sharedsub.storage.delta.tables import log_file
 
     for _ in range(3):
         b.publish(root, "t", ["k", "k"])  # versions 1..3
@@ -169,7 +169,7 @@ def drain(r: TopicsStreamReader, offset: dict) -> tuple[dict, dict[str, list[int
 def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str) -> None:
     from sharedsub.core import layout
     from sharedsub.runtime.offline_admin import drop_topic
-    from sharedsub.storage.commit_log import table_id
+    from sharedsub.storage.delta.commit_log import table_id
 
     for _ in range(4):
         b.publish(root, "t", ["k", "k"])  # versions 1..4, seqs 0..7
@@ -201,7 +201,7 @@ def test_a_topic_dropped_and_created_again_is_read_from_its_beginning(root: str)
 
 def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root: str) -> None:
     from sharedsub.core import layout
-    from sharedsub.storage.tables import remove_table
+    from sharedsub.storage.delta.tables import remove_table
 
     for _ in range(3):
         b.publish(root, "t", ["k"])  # versions 1..3
@@ -217,8 +217,8 @@ def test_an_offset_without_ids_is_the_same_table_unless_the_table_is_older(root:
 
 def test_partitions_read_a_different_table_from_its_beginning_and_skip_a_dropped_one(root: str) -> None:
     from sharedsub.core import layout
-    from sharedsub.storage.commit_log import table_id
-    from sharedsub.storage.tables import remove_table
+    from sharedsub.storage.delta.commit_log import table_id
+    from sharedsub.storage.delta.tables import remove_table
 
     path = layout.topic_table(root, "t")
     b.publish(root, "t", ["k"] * 3)

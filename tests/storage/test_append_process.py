@@ -1,4 +1,4 @@
-"""The append child process (sharedsub.storage.append_process) on real Delta tables.
+"""The append child process (sharedsub.storage.commits.append_process) on real Delta tables.
 
 Appends land in order with increasing versions; a child that dies between appends is started
 again; an append retried with its commit id after the process that tried it died finds the commit
@@ -25,11 +25,11 @@ from sharedsub.core import layout
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
-from sharedsub.storage.append_process import AppendProcess, RemoteAppenderError
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.commit_store import DeltaStore
-from sharedsub.storage.py_columns import PyColumns
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.commits.append_process import AppendProcess, RemoteAppenderError
+from sharedsub.storage.commits.commit_store import DeltaStore
+from sharedsub.storage.commits.py_columns import PyColumns
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector
@@ -138,7 +138,7 @@ def test_the_child_dies_with_its_parent(tmp_path: Path) -> None:
     parent = textwrap.dedent(
         """
         import os, sys, time
-        from sharedsub.storage.append_process import AppendProcess
+        from sharedsub.storage.commits.append_process import AppendProcess
         p = AppendProcess()
         p.start()
         print(p.pid, flush=True)

@@ -15,8 +15,8 @@ import pyarrow as pa
 from deltalake import DeltaTable
 
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.tables import log_file
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.tables import log_file
 
 APP = schemas.SPARK_APP_ID
 

@@ -10,8 +10,8 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.backlog import PartitionBacklog, subscription_backlog
+from sharedsub.storage.delta.appender import TableAppender
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 KEY = "shared-durable~c~s~0123456789"

@@ -1,4 +1,4 @@
-"""Blind appends (sharedsub.storage.blind_append) on real tables: what delta-rs, the log readers
+"""Blind appends (sharedsub.storage.delta.blind_append) on real tables: what delta-rs, the log readers
 and the statistics readers see of them, and how they live beside other writers."""
 
 from __future__ import annotations
@@ -13,13 +13,14 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
-from sharedsub.storage import blind_append, schemas
-from sharedsub.storage.appender import COMMIT_MARK, TableAppender
-from sharedsub.storage.blind_append import BlindAppender, TableChanged
-from sharedsub.storage.commit_log import read_log_entry
-from sharedsub.storage.table_maintenance import compact, delete_rows
-from sharedsub.storage.table_reads import read_table
-from sharedsub.storage.tables import log_file
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import blind_append
+from sharedsub.storage.delta.appender import COMMIT_MARK, TableAppender
+from sharedsub.storage.delta.blind_append import BlindAppender, TableChanged
+from sharedsub.storage.delta.commit_log import read_log_entry
+from sharedsub.storage.delta.table_maintenance import compact, delete_rows
+from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.topics import topic_files
 
 T0 = dt.datetime(2026, 11, 24, 13, 0, 0, 123456, tzinfo=dt.UTC)

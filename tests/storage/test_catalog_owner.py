@@ -1,4 +1,4 @@
-"""The catalog's ``owner`` column (sharedsub.core.permissions) on a catalog an earlier release made
+"""The catalog's ``owner`` column (sharedsub.core.security.permissions) on a catalog an earlier release made
 without it: the next write adds the column, old rows read back with no owner."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.storage import catalog, schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_reads import read_table
 from tests.builders import register, subscription
 
 OLD_CATALOG = pa.schema([f for f in schemas.CATALOG if f.name != "owner"])

@@ -1,4 +1,4 @@
-"""The CommitStore contract (sharedsub.storage.commit_store), held against both stores: the Delta
+"""The CommitStore contract (sharedsub.storage.commits.commit_store), held against both stores: the Delta
 store on a tmp dir and the in-memory store tests of the runtime use. A runtime test on the
 memory store is only worth something if the two agree on everything here."""
 
@@ -15,11 +15,11 @@ import pytest
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
 from sharedsub.storage import schemas
-from sharedsub.storage.append_process import AppendProcess
-from sharedsub.storage.commit_store import CommitStore, DeltaStore
-from sharedsub.storage.memory_store import MemoryStore
-from sharedsub.storage.py_columns import PyColumns
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.commits.append_process import AppendProcess
+from sharedsub.storage.commits.commit_store import CommitStore, DeltaStore
+from sharedsub.storage.commits.memory_store import MemoryStore
+from sharedsub.storage.commits.py_columns import PyColumns
+from sharedsub.storage.delta.table_reads import read_table
 from tests import builders as b
 
 

@@ -16,10 +16,10 @@ from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionReco
 from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result, SaveSubscription
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.commit_log import latest_version, read_commit
-from sharedsub.storage.commit_store import DeltaStore
-from sharedsub.storage.table_reads import read_table
-from sharedsub.storage.tables import log_file
+from sharedsub.storage.commits.commit_store import DeltaStore
+from sharedsub.storage.delta.commit_log import latest_version, read_commit
+from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.topics import create_topic
 
 

@@ -23,11 +23,11 @@ from sharedsub.core.errors import StorageUnavailable
 from sharedsub.runtime.committer import Ack, Barrier, Committer, Publish
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
-from sharedsub.storage.append_process import AppendProcess
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.commit_log import latest_version
-from sharedsub.storage.commit_store import DeltaStore
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage.commits.append_process import AppendProcess
+from sharedsub.storage.commits.commit_store import DeltaStore
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.commit_log import latest_version
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic, last_seq
 from tests.amqp_peer import wait_for
 from tests.storage.test_committer import Collector

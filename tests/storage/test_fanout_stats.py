@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sharedsub.core import layout
+from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
-from sharedsub.storage.tables import log_file
 from tests import builders as b
 
 

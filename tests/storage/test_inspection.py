@@ -15,9 +15,10 @@ from sharedsub.core import layout
 from sharedsub.core.errors import AmbiguousSubscription, SubscriptionNotFound
 from sharedsub.core.model import SubscriptionRecord, SubscriptionState
 from sharedsub.runtime import inspection
-from sharedsub.storage import schemas, table_history
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.table_reads import read_table
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import table_history
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_reads import read_table
 from tests import builders as b
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from deltalake import CommitProperties, write_deltalake
 
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender, find_commit
-from sharedsub.storage.commit_log import read_commit
+from sharedsub.storage.delta.appender import TableAppender, find_commit
+from sharedsub.storage.delta.commit_log import read_commit
 from tests.storage.test_disk_faults import _rows
 
 # As written into the logs of existing tables; these strings are data, not names of modules.

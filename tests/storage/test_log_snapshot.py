@@ -1,4 +1,4 @@
-"""The direct Delta log reader (sharedsub.storage.log_snapshot) against delta-rs, on real tables.
+"""The direct Delta log reader (sharedsub.storage.delta.log_snapshot) against delta-rs, on real tables.
 
 delta-rs is the oracle: after every step of a sequence of operations, the snapshot read from the
 log (directly, through a cache kept across the steps, and through topic_files / snapshot_files /
@@ -25,12 +25,12 @@ from deltalake import DeltaTable, TableFeatures, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import COMMIT_MARK, TableAppender
-from sharedsub.storage.blind_append import BlindAppender
-from sharedsub.storage.commit_log import latest_version
-from sharedsub.storage.log_snapshot import Snapshot, SnapshotCache, UnsupportedLog, read_snapshot
-from sharedsub.storage.table_reads import snapshot_files
-from sharedsub.storage.tables import log_file
+from sharedsub.storage.delta.appender import COMMIT_MARK, TableAppender
+from sharedsub.storage.delta.blind_append import BlindAppender
+from sharedsub.storage.delta.commit_log import latest_version
+from sharedsub.storage.delta.log_snapshot import Snapshot, SnapshotCache, UnsupportedLog, read_snapshot
+from sharedsub.storage.delta.table_reads import snapshot_files
+from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.topics import SeqFile, topic_files
 
 T0 = dt.datetime(2026, 11, 24, 13, 0, 0, 123456, tzinfo=dt.UTC)

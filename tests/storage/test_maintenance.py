@@ -11,11 +11,11 @@ import pyarrow as pa
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.backlog import subscription_backlog
-from sharedsub.storage.commit_log import latest_version, read_commit
-from sharedsub.storage.table_maintenance import data_file_count
-from sharedsub.storage.table_reads import read_table, snapshot_files
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.commit_log import latest_version, read_commit
+from sharedsub.storage.delta.table_maintenance import data_file_count
+from sharedsub.storage.delta.table_reads import read_table, snapshot_files
 from tests.builders import maintenance_policy, register, subscription
 
 T0 = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)

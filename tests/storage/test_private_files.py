@@ -14,7 +14,7 @@ import pytest
 from sharedsub import cli
 from sharedsub.runtime import users as uf
 from sharedsub.runtime.discovery import ServiceInfo, own_data_dir, read_service_file, write_service_file
-from sharedsub.storage.private import ensure_data_dir, open_to_others, owner_only_umask
+from sharedsub.storage.owner_only import ensure_data_dir, open_to_others, owner_only_umask
 from sharedsub.storage.topics import create_topic
 
 

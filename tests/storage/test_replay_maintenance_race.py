@@ -1,6 +1,6 @@
 """A replay and a maintenance run of one subscription generation, interleaved on real Delta tables.
 
-The ack log's rule counts rows (sharedsub.core.acklog: settled ⇔ final rows > ``replayed`` rows).
+The ack log's rule counts rows (sharedsub.core.delivery.acklog: settled ⇔ final rows > ``replayed`` rows).
 Maintenance deletes a settled message's ack rows with its routed row; a replay appends a
 ``replayed`` row for a message it read as settled. If the delete lands between the replay's
 reads and its marks, the ``replayed`` row outlives the final row it balanced: the message is
@@ -18,13 +18,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from sharedsub.core import layout
-from sharedsub.core.acklog import ack_state_of
+from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.runtime import maintenance
 from sharedsub.storage import ack_log_lock, schemas
 from sharedsub.storage import replay_tables as replay_module
-from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.backlog import subscription_backlog
-from sharedsub.storage.table_reads import read_seqs, read_table
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_reads import read_seqs, read_table
 from tests.builders import maintenance_policy, register, subscription
 
 T0 = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)

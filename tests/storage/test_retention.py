@@ -19,11 +19,11 @@ from sharedsub.core.config import MaintenanceSettings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
 from sharedsub.storage import schemas
-from sharedsub.storage.appender import TableAppender
 from sharedsub.storage.catalog import CatalogReader, load_catalog
-from sharedsub.storage.commit_log import file_changes, latest_version, read_commit, table_id
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.commit_log import file_changes, latest_version, read_commit, table_id
+from sharedsub.storage.delta.table_reads import read_table, snapshot_files
 from sharedsub.storage.payload_index import TopicIndex, read_messages
-from sharedsub.storage.table_reads import read_table, snapshot_files
 from sharedsub.storage.topics import last_seq
 from tests import builders as b
 from tests.builders import maintenance_policy

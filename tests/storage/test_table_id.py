@@ -8,8 +8,8 @@ from typing import Any
 from deltalake import DeltaTable
 
 from sharedsub.core import layout
-from sharedsub.storage.commit_log import TableIds, table_id
-from sharedsub.storage.tables import log_file, remove_table
+from sharedsub.storage.delta.commit_log import TableIds, table_id
+from sharedsub.storage.delta.tables import log_file, remove_table
 from tests import builders as b
 
 

@@ -10,12 +10,13 @@ import pyarrow as pa
 
 from connectors.amqp.delivery import Row, Tailer
 from sharedsub.core import layout
-from sharedsub.core.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage import log_snapshot, schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.table_maintenance import compact
-from sharedsub.storage.table_reads import snapshot_files
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import log_snapshot
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.table_maintenance import compact
+from sharedsub.storage.delta.table_reads import snapshot_files
 from tests.amqp_peer import wait_for
 from tests.builders import T0, publish, register, subscription
 

@@ -9,10 +9,10 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.storage import payload_index, schemas
-from sharedsub.storage.appender import TableAppender
-from sharedsub.storage.commit_log import read_commit
-from sharedsub.storage.table_maintenance import compact, vacuum
-from sharedsub.storage.table_reads import read_files
+from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.commit_log import read_commit
+from sharedsub.storage.delta.table_maintenance import compact, vacuum
+from sharedsub.storage.delta.table_reads import read_files
 from tests import builders as b
 
 

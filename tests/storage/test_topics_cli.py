@@ -9,8 +9,8 @@ from pathlib import Path
 
 from sharedsub.core import layout
 from sharedsub.storage import schemas
-from sharedsub.storage.table_reads import read_table
-from sharedsub.storage.tables import table_exists
+from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.delta.tables import table_exists
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

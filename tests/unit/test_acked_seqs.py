@@ -1,4 +1,4 @@
-"""sharedsub.core.acked_seqs as a table, and the dispatch rules keeping it bounded."""
+"""sharedsub.core.delivery.acked_seqs as a table, and the dispatch rules keeping it bounded."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sharedsub.core.acked_seqs import AckedSeqs
-from sharedsub.core.dispatch import (
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.dispatch import (
     AddConsumer,
     Discharge,
     Drop,
@@ -20,7 +20,7 @@ from sharedsub.core.dispatch import (
     SettleTransactional,
     SubscriptionDispatch,
 )
-from sharedsub.core.outcomes import Limits, Settlement
+from sharedsub.core.delivery.outcomes import Limits, Settlement
 
 
 @dataclasses.dataclass(frozen=True)

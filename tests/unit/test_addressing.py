@@ -44,7 +44,7 @@ def test_binding_of() -> None:
 
 
 def test_a_routing_key_past_the_limit_is_refused() -> None:
-    from sharedsub.core.binding import MAX_KEY_LENGTH
+    from sharedsub.core.fanout.binding import MAX_KEY_LENGTH
 
     addr = parse_address("t")
     assert routing_key(addr, None, "k" * MAX_KEY_LENGTH) == "k" * MAX_KEY_LENGTH
@@ -56,7 +56,7 @@ def test_a_routing_key_past_the_limit_is_refused() -> None:
 
 
 def test_a_binding_pattern_past_the_limit_is_refused() -> None:
-    from sharedsub.core.binding import MAX_PATTERN_LENGTH
+    from sharedsub.core.fanout.binding import MAX_PATTERN_LENGTH
 
     assert binding_of(parse_address("t/" + "a" * MAX_PATTERN_LENGTH)) == "a" * MAX_PATTERN_LENGTH
     with pytest.raises(InvalidAddress, match=f"limit is {MAX_PATTERN_LENGTH}"):

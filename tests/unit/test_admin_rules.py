@@ -1,4 +1,4 @@
-"""The admin rules (sharedsub/core/admin_rules.py) as tables, and the one error → exit code mapping."""
+"""The admin rules (sharedsub/core/ops/admin_rules.py) as tables, and the one error → exit code mapping."""
 
 from __future__ import annotations
 
@@ -7,16 +7,6 @@ import datetime as dt
 
 import pytest
 
-from sharedsub.core.admin_rules import (
-    DropTopic,
-    Unsubscribe,
-    decide_drop_topic,
-    decide_unsubscribe,
-    error_body,
-    error_from_body,
-    exit_code,
-    http_status,
-)
 from sharedsub.core.errors import (
     AmbiguousSubscription,
     ConfigError,
@@ -30,6 +20,16 @@ from sharedsub.core.errors import (
     TopicNotFound,
 )
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.ops.admin_rules import (
+    DropTopic,
+    Unsubscribe,
+    decide_drop_topic,
+    decide_unsubscribe,
+    error_body,
+    error_from_body,
+    exit_code,
+    http_status,
+)
 
 NOW = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 

@@ -1,4 +1,4 @@
-"""sharedsub.core.amqp_message against the path it replaces (check_encoding, proton's Message.decode,
+"""sharedsub.core.publish.amqp_message against the path it replaces (check_encoding, proton's Message.decode,
 translate.message_columns): differential tests on messages proton encodes, and table tests of
 malformed transfers, each refused with the typed error the old path gave."""
 
@@ -26,8 +26,8 @@ from proton import (
     ulong,
 )
 
-from sharedsub.core import amqp_message
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError
+from sharedsub.core.publish import amqp_message
 from tests.fuzz import messages as m
 from tests.message_oracle import assert_same, decoder_outcome, proton_outcome
 

@@ -1,4 +1,4 @@
-"""The attach/detach decision table (sharedsub.core.attach), one row per rule.
+"""The attach/detach decision table (sharedsub.core.subscriptions.attach), one row per rule.
 
 Row ids name the rule they pin: ``seed000/...`` for a row of the normative table in docs/seeds.md (seed 000),
 ``wire§5.N`` for a docs/wire.md §5 scenario, ``peers-A.N`` for a docs/peers.md scenario,
@@ -16,7 +16,10 @@ from typing import Any
 
 import pytest
 
-from sharedsub.core.attach import (
+from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.errors import SharedSubError
+from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.subscriptions.attach import (
     Create,
     Decision,
     DeleteSubscription,
@@ -34,10 +37,7 @@ from sharedsub.core.attach import (
     identity_for,
     lookup_identities,
 )
-from sharedsub.core.conditions import AmqpCondition
-from sharedsub.core.errors import SharedSubError
-from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.core.terminus import AttachRequest, SourceSpec, source_from_json, stored_source_json
+from sharedsub.core.subscriptions.terminus import AttachRequest, SourceSpec, source_from_json, stored_source_json
 
 NEVER = ExpiryPolicy.NEVER
 LINK_DETACH = ExpiryPolicy.LINK_DETACH

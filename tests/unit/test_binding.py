@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sharedsub.core import binding as binding_module
-from sharedsub.core.binding import (
+from sharedsub.core.fanout import binding as binding_module
+from sharedsub.core.fanout.binding import (
     MAX_KEY_LENGTH,
     MAX_PATTERN_LENGTH,
     check_key,

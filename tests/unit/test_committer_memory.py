@@ -1,5 +1,5 @@
-"""The committer thread on the in-memory store (sharedsub.storage.memory_store): group commits,
-numbering, and the storage-fault rules of sharedsub.core.write_faults, with faults set exactly
+"""The committer thread on the in-memory store (sharedsub.storage.commits.memory_store): group commits,
+numbering, and the storage-fault rules of sharedsub.core.publish.write_faults, with faults set exactly
 where and when a test wants them. The same rules on real Delta tables and a real full disk:
 tests/storage/test_disk_faults.py; the two stores agree: tests/storage/test_commit_store_contract.py.
 """
@@ -16,7 +16,7 @@ from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
 from sharedsub.runtime.committer import Ack, Barrier, Committer
 from sharedsub.runtime.payloads import PayloadCache
-from sharedsub.storage.memory_store import MemoryStore
+from sharedsub.storage.commits.memory_store import MemoryStore
 from tests.storage.test_committer import Collector, _publish
 
 ACKS = "subscriptions/k/g1-acks"

@@ -1,9 +1,9 @@
-"""The dispatch rules (sharedsub.core.dispatch) as a decision table, one row per rule.
+"""The dispatch rules (sharedsub.core.delivery.dispatch) as a decision table, one row per rule.
 
 Each row: the state (built by the ``given`` events on a fresh subscription, their effects
 dropped), one event, and the effects it must give, in order; ``then`` pins the state after it.
 Row ids name the rule they pin: ``§5`` for docs/design.md §5 (delivery), ``#N`` for the row of the
-table in sharedsub/core/dispatch.py's docstring, ``txn`` for the transaction rules. The wire (proton
+table in sharedsub/core/delivery/dispatch.py's docstring, ``txn`` for the transaction rules. The wire (proton
 links, frames, the ack log) is tested end to end in tests/e2e.
 """
 
@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from sharedsub.core.acked_seqs import AckedSeqs
-from sharedsub.core.dispatch import (
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.dispatch import (
     AddConsumer,
     CountSent,
     Credit,
@@ -35,7 +35,7 @@ from sharedsub.core.dispatch import (
     Shutdown,
     SubscriptionDispatch,
 )
-from sharedsub.core.outcomes import AckOutcome, DeadLetterReason, Limits, Settlement
+from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limits, Settlement
 
 NOW = 1_000_000
 TEN = Limits(max_delivery_count=10)

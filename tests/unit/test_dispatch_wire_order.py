@@ -12,7 +12,7 @@ from __future__ import annotations
 from proton import Collector, Event, Message
 
 from connectors.amqp.delivery import Dispatcher, Row
-from sharedsub.core.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
 from tests.proton_pair import LinkedPair, drain
 
 

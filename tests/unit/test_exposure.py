@@ -1,10 +1,10 @@
-"""Secure by default (sharedsub.core.exposure): anonymous-open services stay on loopback."""
+"""Secure by default (sharedsub.core.security.exposure): anonymous-open services stay on loopback."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.exposure import is_loopback, open_warning, refusal
+from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
 
 
 @pytest.mark.parametrize(

@@ -1,10 +1,10 @@
-"""sharedsub.core.fanout_faults: the per-table step of a fan-out batch, as a table."""
+"""sharedsub.core.fanout.fanout_faults: the per-table step of a fan-out batch, as a table."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
 
 FAILING = TableState(parked_rows=5, failing_since=10.0, last_error="boom", failures=1, retry_at=20.0)  # due at 20
 PARKED_AT_START = TableState(parked_rows=7)  # rows found on disk by a restarted job

@@ -1,10 +1,10 @@
-"""sharedsub.core.fanout_pacing as a table: when a topic's new commits go into the next batch."""
+"""sharedsub.core.fanout.fanout_pacing as a table: when a topic's new commits go into the next batch."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.fanout_pacing import takes_commits
+from sharedsub.core.fanout.fanout_pacing import takes_commits
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.linknames import (
+from sharedsub.core.subscriptions.linknames import (
     LinkName,
     build_link_name,
     parse_link_name,

@@ -1,4 +1,4 @@
-"""sharedsub.core.logthrottle: which occurrences of a lasting fault are logged, over a fake clock."""
+"""sharedsub.core.ops.logthrottle: which occurrences of a lasting fault are logged, over a fake clock."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from sharedsub.core.logthrottle import FaultRule, Line, ThrottledLog
+from sharedsub.core.ops.logthrottle import FaultRule, Line, ThrottledLog
 
 # (time, event on key "a" or "b", expected line or None). every = 60 s.
 TIMELINE: list[tuple[float, str, Line | None]] = [

@@ -1,10 +1,10 @@
-"""Counters and the Prometheus text exposition (sharedsub/core/metrics.py), read back by a parser."""
+"""Counters and the Prometheus text exposition (sharedsub/core/ops/metrics.py), read back by a parser."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core import metrics
+from sharedsub.core.ops import metrics
 from tests.prometheus_text import parse, value
 
 

@@ -1,10 +1,10 @@
-"""The delivery-outcome rule (sharedsub/core/outcomes.py) as a table."""
+"""The delivery-outcome rule (sharedsub/core/delivery/outcomes.py) as a table."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.outcomes import (
+from sharedsub.core.delivery.outcomes import (
     Ack,
     AckOutcome,
     DeadLetter,

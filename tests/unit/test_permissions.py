@@ -1,4 +1,4 @@
-"""sharedsub.core.permissions as tables: pattern matching, grants, ownership, file parsing; and the
+"""sharedsub.core.security.permissions as tables: pattern matching, grants, ownership, file parsing; and the
 store's reload of a changed file (sharedsub.runtime.permissions_file, on a real file)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 
 from sharedsub.core.conditions import AmqpCondition
 from sharedsub.core.errors import ConfigError, Unauthorized
-from sharedsub.core.permissions import OPEN, Permission, parse_policy, topic_matches
+from sharedsub.core.security.permissions import OPEN, Permission, parse_policy, topic_matches
 from sharedsub.runtime.permissions_file import PolicyStore
 
 P, C, M = Permission.PUBLISH, Permission.CONSUME, Permission.MANAGE

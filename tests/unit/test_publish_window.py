@@ -1,8 +1,8 @@
-"""The global bound on uncommitted bytes (sharedsub.core.publish_window), one rule per test."""
+"""The global bound on uncommitted bytes (sharedsub.core.publish.publish_window), one rule per test."""
 
 from __future__ import annotations
 
-from sharedsub.core.publish_window import PublishWindow
+from sharedsub.core.publish.publish_window import PublishWindow
 
 
 def test_below_the_limit_credit_is_granted_at_once() -> None:

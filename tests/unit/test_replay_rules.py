@@ -1,12 +1,12 @@
-"""The replay rules (sharedsub/core/replay.py) and the ack-log rule (sharedsub/core/acklog.py) as tables."""
+"""The replay rules (sharedsub/core/ops/replay.py) and the ack-log rule (sharedsub/core/delivery/acklog.py) as tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.acklog import ack_state
+from sharedsub.core.delivery.acklog import ack_state
 from sharedsub.core.errors import HistoryUnavailable, VersionNotFound
-from sharedsub.core.replay import BEFORE_FIRST_COMMIT, Commit, ReplayPlan, oldest_available, plan_replay, start_version
+from sharedsub.core.ops.replay import BEFORE_FIRST_COMMIT, Commit, ReplayPlan, oldest_available, plan_replay, start_version
 
 HOUR = 3_600_000
 NOW = 1_000 * HOUR

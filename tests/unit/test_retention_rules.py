@@ -8,7 +8,7 @@ import json
 import numpy as np
 import pytest
 
-from sharedsub.core.retention import (
+from sharedsub.core.ops.retention import (
     FanoutProgress,
     Revision,
     TopicFile,

@@ -11,9 +11,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sharedsub.core.binding import matches
-from sharedsub.core.model import SubscriptionRecord, SubscriptionState
-from sharedsub.core.routing import (
+from sharedsub.core.fanout.binding import matches
+from sharedsub.core.fanout.routing import (
     NORMALISED_KEY_SQL,
     ROUTE_COLUMN,
     build_plan,
@@ -22,6 +21,7 @@ from sharedsub.core.routing import (
     plan_for,
     sql_string,
 )
+from sharedsub.core.model import SubscriptionRecord, SubscriptionState
 from sharedsub.core.selector import evaluate, parse_selector, to_spark_sql
 from sharedsub.storage import schemas
 from tests.builders import subscription

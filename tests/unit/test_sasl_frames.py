@@ -1,4 +1,4 @@
-"""SASL frames (sharedsub/core/sasl_frames.py) as tables, and checked against proton's own codec."""
+"""SASL frames (sharedsub/core/security/sasl_frames.py) as tables, and checked against proton's own codec."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import struct
 import pytest
 from proton import UNDESCRIBED, Array, Data, Described, symbol, ubyte, ulong
 
-from sharedsub.core import sasl_frames as sf
+from sharedsub.core.security import sasl_frames as sf
 
 
 def _proton_frame(descriptor: object, fields: list[object]) -> bytes:

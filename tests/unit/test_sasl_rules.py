@@ -1,4 +1,4 @@
-"""The SASL state machine (sharedsub/core/sasl_rules.py) as tables; every case is also fed 1 and 7
+"""The SASL state machine (sharedsub/core/security/sasl_rules.py) as tables; every case is also fed 1 and 7
 bytes at a time."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 import pytest
 
-from sharedsub.core import sasl_frames as sf
-from sharedsub.core import scram
-from sharedsub.core.sasl_rules import SaslExchange, SaslPolicy, anonymous_allowed
+from sharedsub.core.security import sasl_frames as sf
+from sharedsub.core.security import scram
+from sharedsub.core.security.sasl_rules import SaslExchange, SaslPolicy, anonymous_allowed
 
 ALICE = {m: scram.derive("alice-pw", m) for m in scram.STORED}
 USERS = {"alice": ALICE}

@@ -1,4 +1,4 @@
-"""SCRAM (sharedsub/core/scram.py): the RFC 5802 and RFC 7677 test vectors, stored credentials, PLAIN."""
+"""SCRAM (sharedsub/core/security/scram.py): the RFC 5802 and RFC 7677 test vectors, stored credentials, PLAIN."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import base64
 
 import pytest
 
-from sharedsub.core import scram
+from sharedsub.core.security import scram
 
 # (mechanism, client nonce, server nonce, salt, server-first, client-final, server-final):
 # RFC 5802 section 5 (SHA-1) and RFC 7677 section 3 (SHA-256), user "user", password "pencil".

@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from sharedsub.core import routing
+from sharedsub.core.fanout import routing
 from sharedsub.core.selector import ast, evaluate, parse_selector, sparksql, to_spark_sql
 from sharedsub.core.selector.evaluate import HEADERS as EVALUATOR_HEADERS
 from sharedsub.core.selector.evaluate import OPAQUE, arithmetic, compare, like, property_value

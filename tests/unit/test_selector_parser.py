@@ -414,7 +414,7 @@ def test_routing_condition_of_such_a_selector_raises_the_clear_error_and_routing
     subscription) gets SparkSqlTooLarge; the fan-out's routing plan (Arrow) routes it."""
     import pyarrow as pa
 
-    from sharedsub.core.routing import build_plan, condition, parsed_selector
+    from sharedsub.core.fanout.routing import build_plan, condition, parsed_selector
     from sharedsub.storage import schemas
     from tests.builders import subscription
     from tests.spark.selector_corpus import msg

@@ -1,12 +1,12 @@
-"""sharedsub.core.stage_timing: buckets, quantile estimates, differences, the JSON the fan-out job
+"""sharedsub.core.ops.stage_timing: buckets, quantile estimates, differences, the JSON the fan-out job
 writes and the Prometheus histogram it renders to."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core import metrics
-from sharedsub.core.stage_timing import BUCKETS, STAGE_HELP, Histogram, StageTimes, merged, stage_family, stages_from_json
+from sharedsub.core.ops import metrics
+from sharedsub.core.ops.stage_timing import BUCKETS, STAGE_HELP, Histogram, StageTimes, merged, stage_family, stages_from_json
 from tests.prometheus_text import parse
 
 

@@ -1,12 +1,12 @@
-"""The local-transaction rules (sharedsub.core.transactions), one row per rule of its table."""
+"""The local-transaction rules (sharedsub.core.delivery.transactions), one row per rule of its table."""
 
 from __future__ import annotations
 
 import pytest
 
 from sharedsub.core.conditions import AmqpCondition
+from sharedsub.core.delivery.transactions import Commit, Limits, Rollback, Transactions
 from sharedsub.core.errors import TransactionTooLarge, UnknownTransaction
-from sharedsub.core.transactions import Commit, Limits, Rollback, Transactions
 
 CONN_A, CONN_B = "conn-a", "conn-b"
 COORD_A, COORD_A2, COORD_B = "coord-a", "coord-a2", "coord-b"

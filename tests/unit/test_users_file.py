@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from sharedsub.cli import main
-from sharedsub.core import scram
 from sharedsub.core.errors import ConfigError, InvalidUser, UserExists, UserNotFound
+from sharedsub.core.security import scram
 from sharedsub.runtime import users as uf
 
 

@@ -1,4 +1,4 @@
-"""The storage-fault rules (sharedsub/core/write_faults.py) as tables."""
+"""The storage-fault rules (sharedsub/core/publish/write_faults.py) as tables."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import errno
 import pytest
 
 from sharedsub.core.errors import StorageUnavailable
-from sharedsub.core.write_faults import ON_GIVE_UP, PARK, REFUSE, FaultClock, RetryPolicy, errno_name, fault_errno
+from sharedsub.core.publish.write_faults import ON_GIVE_UP, PARK, REFUSE, FaultClock, RetryPolicy, errno_name, fault_errno
 
 # delta-rs error texts as seen on a full tmpfs (the second one is multi-line, with colour codes).
 DELTA_ENOSPC = (

@@ -5,7 +5,7 @@
 ``schemas.ROUTING_COLUMNS`` or a superset) and returns a boolean array: true, false or null
 (unknown) per row, with exactly the semantics of :mod:`sharedsub.core.selector.evaluate` (the
 reference; tests/unit/test_selector_arrow.py checks both on the shared corpus and on random
-selectors). The fan-out job routes with it (:mod:`sharedsub.core.routing`): its cost grows with the
+selectors). The fan-out job routes with it (:mod:`sharedsub.core.fanout.routing`): its cost grows with the
 number of subscriptions times the batch, never with a query plan, so 1,000 subscriptions cost
 what 1,000 small vectorised evaluations cost.
 

@@ -34,7 +34,7 @@ grows with the square of its chains and a property compiles to ~400 characters, 
 within the parser's limits can compile to megabytes, more than Spark plans in useful time.
 :func:`to_spark_sql` then raises :class:`SparkSqlTooLarge` rather than hand it to Spark. Routing
 never asks (it evaluates with Arrow); querying a topic for such a subscription in Spark
-(:func:`sharedsub.core.routing.condition`) and ``sharedsub selector check`` get that error.
+(:func:`sharedsub.core.fanout.routing.condition`) and ``sharedsub selector check`` get that error.
 """
 
 from __future__ import annotations

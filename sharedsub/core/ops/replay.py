@@ -23,10 +23,10 @@ redelivered. The running service carries it out on its reactor thread
 
 2. **What to re-deliver** (:func:`plan_replay`): the seqs of the table *as of* ``V`` (time
    travel: rows maintenance deleted since are still there) plus the seqs appended after ``V``
-   (maintenance's rewrites add no new rows, sharedsub.storage.commit_log.read_commit).
+   (maintenance's rewrites add no new rows, sharedsub.storage.delta.commit_log.read_commit).
 
    * ``mark`` — those the ack log says are settled for good now get one ``replayed`` ack-log row
-     each, which opens them again (sharedsub.core.acklog: settled ⇔ final rows > replayed rows).
+     each, which opens them again (sharedsub.core.delivery.acklog: settled ⇔ final rows > replayed rows).
      Only the log counts: a mark for a message whose ack row is still on its way would stay
      unbalanced for good if that row never landed (a crash), leaving the message open after
      its next acknowledgement. The service stores every acknowledgement it took before the

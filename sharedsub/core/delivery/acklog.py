@@ -7,7 +7,7 @@ per message (``seq``), any number of rows:
 * a *final* row — ``accepted``, ``dead-lettered``, ``expired`` (older logs: ``rejected``) — for
   each time the message was settled for good;
 * a ``failed`` row for each failed delivery (modified delivery-failed, unsettled at link loss);
-* a ``replayed`` row for each replay (:mod:`sharedsub.core.replay`) that took the message back while
+* a ``replayed`` row for each replay (:mod:`sharedsub.core.ops.replay`) that took the message back while
   it was settled.
 
 Rows carry no usable order: a group commit gives its rows one ``acked_at``, and compaction
@@ -39,7 +39,7 @@ from collections.abc import Iterable
 
 import pyarrow as pa
 
-from sharedsub.core.outcomes import AckOutcome, is_final
+from sharedsub.core.delivery.outcomes import AckOutcome, is_final
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ matches), tagged with the route's index. A row goes to a subscription when all o
 
 * ``topic`` is the subscription's topic and ``seq >= start_seq`` (a generation receives only
   what was committed after it was created, docs/design.md §5);
-* the routing key matches the binding pattern (:func:`sharedsub.core.binding.matches`; a null key
+* the routing key matches the binding pattern (:func:`sharedsub.core.fanout.binding.matches`; a null key
   counts as the empty key). Keys are matched once per distinct key in the batch, in Python;
 * no-local: the publisher is not the subscription's namespace (docs/design.md §4.9; a null publisher is
   never the namespace);
@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from sharedsub.core import binding
+from sharedsub.core.fanout import binding
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.selector import Selector, SelectorError, parse_selector, to_spark_sql
 from sharedsub.core.selector.arrow import ArrowSelector, Rows, compile_arrow

@@ -16,8 +16,8 @@ from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from sharedsub.core.layout import local_path
-from sharedsub.storage.log_snapshot import latest_snapshot
-from sharedsub.storage.tables import log_file, os_path, table_exists
+from sharedsub.storage.delta.log_snapshot import latest_snapshot
+from sharedsub.storage.delta.tables import log_file, os_path, table_exists
 
 # commitInfo key marking the commits sharedsub's maintenance makes (value: what it did). It is in
 # the logs of every table written so far: never change it (tests/storage/test_log_marks.py).
@@ -117,7 +117,7 @@ def latest_version(table: str, known: int = -1) -> int:
 
     Probes successive log files from ``known + 1``: O(new commits), no table load. Without
     ``known``, a local table's latest version comes from the process's snapshot cache
-    (sharedsub.storage.log_snapshot: O(new commits) once the table is cached).
+    (sharedsub.storage.delta.log_snapshot: O(new commits) once the table is cached).
     """
     if known < 0:
         if local_path(table) is None:

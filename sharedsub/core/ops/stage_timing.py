@@ -36,7 +36,7 @@ import bisect
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from sharedsub.core.metrics import SUFFIX, Family
+from sharedsub.core.ops.metrics import SUFFIX, Family
 
 BUCKETS: tuple[float, ...] = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
@@ -182,7 +182,7 @@ def stage_family(stages: Mapping[str, Histogram]) -> Family:
     return Family(
         "sharedsub_stage_seconds",
         "histogram",
-        "Time spent in each stage of the message path (stage label; sharedsub.core.stage_timing lists them).",
+        "Time spent in each stage of the message path (stage label; sharedsub.core.ops.stage_timing lists them).",
         tuple(samples),
     )
 

@@ -49,7 +49,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from sharedsub.storage.tables import os_path
+from sharedsub.storage.delta.tables import os_path
 
 CACHED_TABLES = 256
 """Tables :data:`DEFAULT_CACHE` keeps (least recently used ones go first)."""

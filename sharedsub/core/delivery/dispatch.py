@@ -71,7 +71,7 @@ failed deliveries; a row loaded after an unclean stop (``maybe_delivered``) goes
 least 1 without that counting towards the limit; a row sent before and not settled for good
 (released, refused, requeued) goes out with first-acquirer false, whatever its count.
 
-Memory: the acknowledged seqs (:class:`sharedsub.core.acked_seqs.AckedSeqs`) are kept bounded here.
+Memory: the acknowledged seqs (:class:`sharedsub.core.delivery.acked_seqs.AckedSeqs`) are kept bounded here.
 The tailer offers rows in seq order (only a replay's rewind or a consumer coming back after a
 :class:`Drop` offers older ones, and those are unsettled rows: reopened, or forgotten by the
 drop), so a row not offered yet has a higher seq than every row offered so far. Whenever the
@@ -88,9 +88,9 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from sharedsub.core import outcomes
-from sharedsub.core.acked_seqs import AckedSeqs
-from sharedsub.core.outcomes import AckOutcome, DeadLetterReason, Limits, Requeue, Settlement
+from sharedsub.core.delivery import outcomes
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limits, Requeue, Settlement
 
 
 class Offered(Protocol):

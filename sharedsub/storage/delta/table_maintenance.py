@@ -12,9 +12,9 @@ import os
 
 from deltalake import CommitProperties, DeltaTable, WriterProperties
 
-from sharedsub.storage.commit_log import MAINTENANCE_MARK
-from sharedsub.storage.table_reads import snapshot_files
-from sharedsub.storage.tables import log_file, os_path, table_exists
+from sharedsub.storage.delta.commit_log import MAINTENANCE_MARK
+from sharedsub.storage.delta.table_reads import snapshot_files
+from sharedsub.storage.delta.tables import log_file, os_path, table_exists
 
 
 def marked_commit(what: str) -> CommitProperties:

@@ -11,7 +11,7 @@ conflicts with no concurrent commit but a change of the table's metadata or prot
 What a commit holds (Delta protocol, writer version 2, no partitions):
 
 * ``commitInfo``: timestamp, ``operation`` WRITE (mode Append), ``isBlindAppend`` and the
-  caller's marker under :data:`sharedsub.storage.appender.COMMIT_MARK` (a retry finds it);
+  caller's marker under :data:`sharedsub.storage.delta.appender.COMMIT_MARK` (a retry finds it);
 * ``txn`` when the caller passes an app transaction (the fan-out's batch mark);
 * one ``add`` with the file's size, ``dataChange`` true and statistics (``numRecords`` and
   min/max/null counts of the integer and UTC timestamp columns, timestamps truncated to
@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from sharedsub.storage.tables import log_file, table_exists
+from sharedsub.storage.delta.tables import log_file, table_exists
 
 log = logging.getLogger(__name__)
 

@@ -3,7 +3,7 @@
 The committer's topic appends build their rows as column lists. Converting those to Arrow is the
 biggest part of what a group commit costs the service's GIL (profiled: ~4 us per row inside the
 service against ~1.4 us alone, the rows' objects being made by another thread on another core),
-so an appender that commits in another process (sharedsub.storage.append_process) takes the
+so an appender that commits in another process (sharedsub.storage.commits.append_process) takes the
 lists as they are, pickled, and converts them there. Every other appender converts them with
 :func:`as_table`, exactly as the committer did before.
 """

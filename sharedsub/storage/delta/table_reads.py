@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from sharedsub.core.layout import local_path
-from sharedsub.storage import log_snapshot
-from sharedsub.storage.tables import os_path, table_exists
+from sharedsub.storage.delta import log_snapshot
+from sharedsub.storage.delta.tables import os_path, table_exists
 
 
 def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table | None:
@@ -63,7 +63,7 @@ def _plain_types(data: pa.Table) -> pa.Table:
 
 def snapshot_files(table: str, version: int | None = None) -> list[str]:
     """Absolute paths of the data files of ``table`` at ``version`` (latest when None), in
-    delta-rs's order (sharedsub.storage.log_snapshot: ``read_table``'s rows follow it).
+    delta-rs's order (sharedsub.storage.delta.log_snapshot: ``read_table``'s rows follow it).
 
     A local table's snapshot is read from its log (the latest through the process's snapshot
     cache), under the table directory's real path as delta-rs gives it; other storage, and what

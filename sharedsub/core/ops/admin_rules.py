@@ -108,7 +108,7 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (TopicInUse, "in-use"),
     (DataDirInUse, "in-use"),
     (StorageUnavailable, "storage"),
-    # replay (sharedsub.core.replay)
+    # replay (sharedsub.core.ops.replay)
     (HistoryUnavailable, "not-found"),
     (VersionNotFound, "usage"),
     (ReplayNotDurable, "usage"),

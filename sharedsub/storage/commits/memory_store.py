@@ -1,10 +1,10 @@
-"""A :class:`~sharedsub.storage.commit_store.CommitStore` in memory, for tests of the runtime.
+"""A :class:`~sharedsub.storage.commits.commit_store.CommitStore` in memory, for tests of the runtime.
 
 Tables are lists of commits (Arrow tables) keyed by path; nothing touches a disk. What it adds
 over the Delta store is control: :meth:`MemoryStore.fail` makes the writes to chosen tables
 fail with an ``OSError`` (ENOSPC, EROFS, ...) as a full or read-only data dir would, before
 the commit or, with ``landed``, after it (the commit is visible, only forcing it to disk
-failed: what :class:`~sharedsub.storage.appender.CommitNotSynced` reports for Delta tables).
+failed: what :class:`~sharedsub.storage.delta.appender.CommitNotSynced` reports for Delta tables).
 tests/storage/test_commit_store_contract.py holds both stores to the same contract, so a test
 that passes on this one tests the runtime, not a looser imitation of storage.
 """
@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
 from sharedsub.storage import schemas
-from sharedsub.storage.py_columns import PyColumns, as_table
+from sharedsub.storage.commits.py_columns import PyColumns, as_table
 
 
 class CommitLandedUnsynced(OSError):
@@ -47,7 +47,7 @@ class _Fault:
 
 
 class MemoryAppender:
-    """Appends to one in-memory table (the :class:`~sharedsub.storage.commit_store.Appender` contract)."""
+    """Appends to one in-memory table (the :class:`~sharedsub.storage.commits.commit_store.Appender` contract)."""
 
     def __init__(self, store: MemoryStore, path: str, schema: pa.Schema) -> None:
         self.path = path

@@ -1,6 +1,6 @@
 """Attach and detach decisions for topic subscriptions: the decision table; pure.
 
-The front end turns a receiver attach into an :class:`~sharedsub.core.terminus.AttachRequest`, asks
+The front end turns a receiver attach into an :class:`~sharedsub.core.subscriptions.terminus.AttachRequest`, asks
 :func:`decide_attach` what to do, and applies the returned value; on a detach it asks
 :func:`decide_detach`. Nothing here does I/O: the catalog is read through the ``existing``
 callable and every outcome is a frozen dataclass. Sources: docs/seeds.md (seed 000) (normative), docs/design.md §4
@@ -86,9 +86,9 @@ from typing import Literal
 from sharedsub.core.addressing import binding_of, parse_address
 from sharedsub.core.conditions import AmqpCondition, Capability
 from sharedsub.core.errors import InvalidAddress, SharedSubError
-from sharedsub.core.linknames import parse_link_name, subscription_name_of
 from sharedsub.core.model import GLOBAL_NAMESPACE, ExpiryPolicy, SubscriptionKey, SubscriptionRecord
-from sharedsub.core.terminus import (
+from sharedsub.core.subscriptions.linknames import parse_link_name, subscription_name_of
+from sharedsub.core.subscriptions.terminus import (
     DISTRIBUTION_COPY,
     AttachRequest,
     SourceSpec,

@@ -48,8 +48,8 @@ class AckOutcome(enum.StrEnum):
 
     Every value but ``FAILED`` and ``REPLAYED`` settles the message for good (it is never
     delivered again); ``FAILED`` rows only count failed deliveries, so the delivery count
-    survives a restart; a ``REPLAYED`` row takes one settlement back (a replay, sharedsub.core.replay).
-    How the rows combine is :mod:`sharedsub.core.acklog`.
+    survives a restart; a ``REPLAYED`` row takes one settlement back (a replay, sharedsub.core.ops.replay).
+    How the rows combine is :mod:`sharedsub.core.delivery.acklog`.
     """
 
     ACCEPTED = "accepted"
@@ -62,7 +62,7 @@ class AckOutcome(enum.StrEnum):
 def is_final(outcome: str) -> bool:
     """True when an ack-log ``outcome`` settles the message for good (every outcome but
     ``failed`` and ``replayed``; logs written before dead-lettering existed say ``rejected``).
-    Whether the message *is* settled depends on all its rows: :func:`sharedsub.core.acklog.ack_state`."""
+    Whether the message *is* settled depends on all its rows: :func:`sharedsub.core.delivery.acklog.ack_state`."""
     return outcome not in (AckOutcome.FAILED, AckOutcome.REPLAYED)
 
 

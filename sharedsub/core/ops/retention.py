@@ -12,7 +12,7 @@ so a row may go only when nothing can deliver it again:
   holds from its first routed row not settled for good as the front end consuming it vouches
   (its acknowledgements are in that memory only; sharedsub.runtime.maintenance), else its lowest row;
   a durable one from the lowest seq any data file of its table still holds, because a replay
-  (sharedsub.core.replay) re-delivers what the table held at any version inside the history
+  (sharedsub.core.ops.replay) re-delivers what the table held at any version inside the history
   retention, and vacuum keeps exactly the files those versions read;
 * it was published at least the topic retention ago.
 

@@ -48,8 +48,8 @@ import enum
 import os
 from collections.abc import Callable, Mapping
 
-from sharedsub.core import sasl_frames as sf
-from sharedsub.core import scram
+from sharedsub.core.security import sasl_frames as sf
+from sharedsub.core.security import scram
 
 PASSWORD_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
 """Mechanisms checked against the users file, in the order they are offered."""

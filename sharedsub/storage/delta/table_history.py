@@ -1,7 +1,7 @@
 """A table's retained history: each commit's files and time, reads since a version, restores.
 
 For inspection (sharedsub.runtime.inspection, the CLI, notebooks): what each retained commit added and
-when; and for replay (sharedsub.core.replay): a subscription table's past, and appending back the
+when; and for replay (sharedsub.core.ops.replay): a subscription table's past, and appending back the
 rows a replay restores. The restore commit carries MAINTENANCE_MARK too: its rows were routed
 before, they are not new.
 """
@@ -16,11 +16,11 @@ import pyarrow as pa
 from deltalake import write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
-from sharedsub.storage.appender import APPEND_ATTEMPTS
-from sharedsub.storage.commit_log import latest_version, read_commit, read_log_entry
-from sharedsub.storage.table_maintenance import marked_commit
-from sharedsub.storage.table_reads import read_files, snapshot_files
-from sharedsub.storage.tables import os_path
+from sharedsub.storage.delta.appender import APPEND_ATTEMPTS
+from sharedsub.storage.delta.commit_log import latest_version, read_commit, read_log_entry
+from sharedsub.storage.delta.table_maintenance import marked_commit
+from sharedsub.storage.delta.table_reads import read_files, snapshot_files
+from sharedsub.storage.delta.tables import os_path
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

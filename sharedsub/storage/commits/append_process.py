@@ -20,7 +20,7 @@ after the last version this process saw, so rows are never written twice.
 Wire (the child's stdin and stdout; little-endian lengths): a request is a u32 header length, a
 JSON header, a u64 body length and the body (an Arrow IPC stream; for rows given as column lists,
 header ``"rows": "pickle"``, the pickled ``(serialized schema, columns)`` of a
-sharedsub.storage.py_columns ``PyColumns``, converted to Arrow here, off the service's GIL;
+sharedsub.storage.commits.py_columns ``PyColumns``, converted to Arrow here, off the service's GIL;
 empty for ``forget``); a reply is a u32 length and JSON ``{"version": N}`` or
 ``{"error": {"message", "errno", "not_synced"}}``. The pickle comes from the service that
 started this child, over its own pipe: values a decoder of ours produced (str, bytes, int,
@@ -47,8 +47,8 @@ from typing import Any, BinaryIO
 
 import pyarrow as pa
 
-from sharedsub.storage.appender import CommitNotSynced, TableAppender
-from sharedsub.storage.py_columns import PyColumns
+from sharedsub.storage.commits.py_columns import PyColumns
+from sharedsub.storage.delta.appender import CommitNotSynced, TableAppender
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ class AppendProcessDied(Exception):
 
 class RemoteAppenderError(Exception):
     """An append failed in the child; the message is the child's (delta-rs's ``os error N``
-    included, so sharedsub.core.write_faults still recognises a storage fault)."""
+    included, so sharedsub.core.publish.write_faults still recognises a storage fault)."""
 
 
 class AppendProcess:
@@ -108,7 +108,7 @@ class AppendProcess:
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "sharedsub.storage.append_process"],
+                [sys.executable, "-m", "sharedsub.storage.commits.append_process"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 close_fds=True,
@@ -268,7 +268,7 @@ def _rows(header: dict[str, Any], body: bytes) -> pa.Table:
 
 
 def main() -> None:
-    """``python -m sharedsub.storage.append_process``: the child (started by AppendProcess)."""
+    """``python -m sharedsub.storage.commits.append_process``: the child (started by AppendProcess)."""
     _die_with_parent()
     # Ctrl-C and a service's SIGTERM reach the whole process group: the child must outlive them
     # until the parent has drained its commits and closes the pipe.

@@ -5,7 +5,7 @@ storage is here, and nothing else: appenders of tables (topics, ack logs, dead l
 events, the catalog), a topic's last seq, creating and removing topic tables, the catalog's
 highest revision, and the means to tell a storage fault's details (free space, a probe write,
 a commit that landed but was not forced to disk). :class:`DeltaStore` does it on Delta tables
-under a data dir; sharedsub.storage.memory_store does it in memory for tests of the runtime;
+under a data dir; sharedsub.storage.commits.memory_store does it in memory for tests of the runtime;
 tests/storage/test_commit_store_contract.py holds both to this contract.
 
 Contract of an :class:`Appender`: ``append(data, commit_id=...)`` commits ``data`` as one
@@ -24,10 +24,10 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.storage import catalog, diskspace
-from sharedsub.storage.append_process import AppendProcess
-from sharedsub.storage.appender import CommitNotSynced, TableAppender
-from sharedsub.storage.py_columns import PyColumns, as_table
-from sharedsub.storage.tables import remove_table
+from sharedsub.storage.commits.append_process import AppendProcess
+from sharedsub.storage.commits.py_columns import PyColumns, as_table
+from sharedsub.storage.delta.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.delta.tables import remove_table
 from sharedsub.storage.topics import create_topic, last_seq
 
 
@@ -99,7 +99,7 @@ class DeltaStore:
     """:class:`CommitStore` on the Delta tables under the data dir ``root``.
 
     ``fsync``: every commit is forced to disk before its append returns
-    (sharedsub.storage.appender.sync_commit). ``appends``: a child process that commits the
+    (sharedsub.storage.delta.appender.sync_commit). ``appends``: a child process that commits the
     appends (None: the calling thread does); the catalog's are always made by the calling thread.
     """
 

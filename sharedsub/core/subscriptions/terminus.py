@@ -2,7 +2,7 @@
 
 The AMQP front end translates a proton attach into an :class:`AttachRequest` (filters matched
 by descriptor, docs/design.md §3; a missing expiry policy read as ``session-end``, docs/wire.md §3) and
-hands it to :mod:`sharedsub.core.attach`. The catalog stores the source a null-source lookup must
+hands it to :mod:`sharedsub.core.subscriptions.attach`. The catalog stores the source a null-source lookup must
 answer with (docs/design.md §4.5) as the JSON of :func:`stored_source_json`, in
 ``SubscriptionRecord.source``.
 """

@@ -11,10 +11,10 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from sharedsub.core.layout import local_path
-from sharedsub.storage.blind_append import BlindAppender, TableChanged
-from sharedsub.storage.commit_log import LogEntry, latest_version, read_log_entry
-from sharedsub.storage.log_snapshot import file_stamp
-from sharedsub.storage.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
+from sharedsub.storage.delta.blind_append import BlindAppender, TableChanged
+from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_log_entry
+from sharedsub.storage.delta.log_snapshot import file_stamp
+from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
 
 # commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
 # the append raised).
@@ -94,7 +94,7 @@ class TableAppender:
     slower until it re-opened; every 100 commits (the default) or 50 keeps it flat. With ``fsync``, each commit is forced to disk
     before :meth:`append` returns (:func:`sync_commit`).
 
-    Appends to an existing local table go through :class:`sharedsub.storage.blind_append.BlindAppender`
+    Appends to an existing local table go through :class:`sharedsub.storage.delta.blind_append.BlindAppender`
     (``blind``, the default): a Parquet file and a commit file, without loading the table, whose
     cost does not grow with the log (delta-rs lists the log directory on every write). The first
     commit, schema evolution, other storage and a table whose metadata changed meanwhile take

@@ -1,0 +1,3 @@
+"""Publish: a transfer decoded and checked (``amqp_message``), the topic row built from it
+(``topic_row``), the bytes in flight to the committer (``publish_window``), and what a write the
+data dir cannot take does (``write_faults``)."""
