@@ -3,6 +3,7 @@
 
     python3 bootstrap.py serve [sharedsub serve options]   # set up, then run the service
     python3 bootstrap.py test  [pytest options]            # set up, then run the whole suite
+    python3 bootstrap.py check [pytest options]            # the contributors' loop (below)
 
 Setup is idempotent and only does what is missing: a virtual environment in .venv with the
 pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` is not on PATH
@@ -10,7 +11,7 @@ pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` 
 JDK and Maven (the Qpid JMS tier, tests/jms, whose Maven dependencies are fetched once) and
 Node.js with npm (the rhea tier, tests/rhea, ``npm ci``), through apt-get when missing.
 
-Setup also fetches the Delta Lake Spark connector's jars (jobs/delta_connector.py) into
+Setup also fetches the Delta Lake Spark connector's jars (jobs/delta_jars.py) into
 .jars/ with Maven (installed through apt-get when missing) unless they are there, so Spark reads
 the tables with ``format("delta")``, SQL and time travel. ``serve`` goes on without them when
 they cannot be fetched (the fan-out then reads topics through delta-rs, as before); ``test``
@@ -114,10 +115,10 @@ def ensure_rhea_tier() -> None:
     stamp.write_text(digest)
 
 
-def _load_delta_connector():  # jobs/delta_connector.py: standard library only, no pyspark
+def _load_delta_connector():  # jobs/delta_jars.py: standard library only, no pyspark
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("_delta_connector", ROOT / "jobs" / "delta_connector.py")
+    spec = importlib.util.spec_from_file_location("_delta_jars", ROOT / "jobs" / "delta_jars.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -192,12 +193,42 @@ def setup() -> None:
     ensure_venv()
 
 
+# The unit tier's own runs of ruff and mypy, which check has just done (with mypy's cache).
+_STATIC_TESTS = ("test_ruff_finds_nothing", "test_mypy_strict_on_the_pure_core", "test_mypy_on_every_shipped_package")
+
+
+def check(pytest_args: list[str]) -> int:
+    """ruff, mypy, then the unit tier; the exit status of the first that fails (0: all passed)."""
+    python = str(venv_python())
+    steps = [
+        [python, "-m", "ruff", "check", "."],
+        [python, "-m", "mypy", "--strict", "sharedsub/core"],
+        [python, "-m", "mypy", "sharedsub", "connectors", "jobs"],
+        [
+            python, "-m", "pytest", "tests/unit", "-q",
+            *(f"--deselect=tests/unit/test_static_checks.py::{name}" for name in _STATIC_TESTS),
+            *pytest_args,
+        ],
+    ]
+    for cmd in steps:
+        say("$ " + " ".join(cmd))
+        status = subprocess.call(cmd, cwd=ROOT)
+        if status != 0:
+            say(f"check failed at: {' '.join(cmd[2:4])}")
+            return status
+    say("check passed")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     """Run ``bootstrap.py serve|test|setup [options]``; return the exit status (2: usage printed)."""
-    if not argv or argv[0] not in ("serve", "test", "setup"):
+    if not argv or argv[0] not in ("serve", "test", "setup", "check"):
         print(__doc__)
         return 2
     command, rest = argv[0], argv[1:]
+    if command == "check":
+        ensure_venv()
+        return check(rest)
     setup()
     ensure_delta_connector(required=command != "serve")
     if command == "test":

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/append_cost.py [--appends 400] [--rounds 3] [--reopen 200,100,50] [--rows 100]
 
-The front end's committer appends each group commit with a long-lived ``appender.TableAppender``,
+The front end's committer appends each group commit with a long-lived ``appender.DeltaAppender``,
 which re-opens its ``DeltaTable`` every ``reopen_every`` commits. For each setting, in
 interleaved rounds (so a busy machine slows every setting alike), a fresh topic table gets
 ``--appends`` commits of ``--rows`` 1 KB messages with fsync on, as the committer makes them; the
@@ -28,14 +28,14 @@ import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import DeltaAppender  # noqa: E402
 
 
 def run(reopen: int, appends: int, rows: int) -> list[float]:
     """Seconds per append of ``appends`` commits to a fresh topic table."""
     root = tempfile.mkdtemp(prefix="append-cost-")
     try:
-        appender = TableAppender(layout.topic_table(root, "t"), schemas.TOPIC, fsync=True, reopen_every=reopen)
+        appender = DeltaAppender(layout.topic_table(root, "t"), schemas.TOPIC, fsync=True, reopen_every=reopen)
         now = dt.datetime.now(dt.UTC)
         out = []
         for i in range(appends):

@@ -32,7 +32,7 @@ import pyarrow as pa  # noqa: E402
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.storage import schemas  # noqa: E402
 from sharedsub.storage.commits.append_process import AppendProcess  # noqa: E402
-from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import DeltaAppender  # noqa: E402
 from sharedsub.storage.topics import create_topic  # noqa: E402
 
 SETTINGS = ("thread/alone", "thread/busy", "process/alone", "process/busy")
@@ -66,7 +66,7 @@ def run(setting: str, appends: int, rows: int) -> list[float]:
         create_topic(root, "t")
         path = layout.topic_table(root, "t")
         appender = (process.appender(path, schemas.TOPIC, fsync=True) if process is not None
-                    else TableAppender(path, schemas.TOPIC, fsync=True))
+                    else DeltaAppender(path, schemas.TOPIC, fsync=True))
         if process is not None:
             process.start()
         if load == "busy":

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/append_log_growth.py [--appends 1200] [--rows 45] [--block 200]
 
-The front end's committer appends each group commit with ``appender.TableAppender``. With
+The front end's committer appends each group commit with ``appender.DeltaAppender``. With
 ``blind=True`` (the default) an append to an existing local table writes its Parquet file and
 commit file itself (sharedsub.storage.delta.blind_append); with ``blind=False`` every append is a
 delta-rs ``write_deltalake``, which lists the ``_delta_log`` directory (a ``stat`` per entry)
@@ -32,7 +32,7 @@ import pyarrow as pa  # noqa: E402
 
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import DeltaAppender  # noqa: E402
 
 
 def _cpu() -> float:
@@ -44,7 +44,7 @@ def run(blind: bool, appends: int, rows: int, block: int) -> list[dict[str, obje
     """One line per block of ``block`` commits to a fresh topic table."""
     root = tempfile.mkdtemp(prefix="append-growth-")
     try:
-        appender = TableAppender(layout.topic_table(root, "t"), schemas.TOPIC, fsync=True, blind=blind)
+        appender = DeltaAppender(layout.topic_table(root, "t"), schemas.TOPIC, fsync=True, blind=blind)
         now = dt.datetime.now(dt.UTC)
         lines: list[dict[str, object]] = []
         cpu: list[float] = []

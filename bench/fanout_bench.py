@@ -49,7 +49,7 @@ if ROOT not in sys.path:
 from sharedsub.core import layout  # noqa: E402
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState  # noqa: E402
 from sharedsub.storage import catalog, schemas  # noqa: E402
-from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import DeltaAppender  # noqa: E402
 from sharedsub.storage.topics import create_topic  # noqa: E402
 
 TOPIC = "bench-fanout"
@@ -96,7 +96,7 @@ def preload(root: str, m: int, size: int, per_commit: int) -> int:
     ``per_commit``; return the number of topic commits."""
     create_topic(root, TOPIC)
     path = layout.topic_table(root, TOPIC)
-    appender = TableAppender(path, schemas.TOPIC)
+    appender = DeltaAppender(path, schemas.TOPIC)
     t0 = dt.datetime.now(dt.UTC)
     commits = 0
     for first in range(0, m, per_commit):

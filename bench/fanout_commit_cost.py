@@ -4,7 +4,7 @@
 
 For each subscription table a micro-batch routes rows to, the fan-out (jobs/fanout.py
 ``FanoutSink._commit``) asks the table's appender for the Spark app transaction's version
-(``TableAppender.transaction_version``), drops the rows at or below it, and appends the rest with
+(``DeltaAppender.transaction_version``), drops the rows at or below it, and appends the rest with
 the new version. This makes ``--commits`` such commits of ``--rows`` rows to a fresh subscription
 table, as one long-lived fan-out process does, and prints per block of ``--block`` commits the
 mean wall ms of the lookup and of the append, one JSON line per block.
@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pyarrow as pa  # noqa: E402
 
 from sharedsub.storage import schemas  # noqa: E402
-from sharedsub.storage.delta.appender import TableAppender  # noqa: E402
+from sharedsub.storage.delta.appender import DeltaAppender  # noqa: E402
 
 
 def _rows(first: int, n: int) -> pa.Table:
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     root = tempfile.mkdtemp(prefix="fanout-commit-cost-")
     try:
-        appender = TableAppender(str(Path(root) / "subscription"), schemas.SUBSCRIPTION)
+        appender = DeltaAppender(str(Path(root) / "subscription"), schemas.SUBSCRIPTION)
         lookup: list[float] = []
         append: list[float] = []
         seq = 0

@@ -23,7 +23,8 @@ from typing import Any
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from jobs.fanout import FanoutSink, build_fanout_query  # noqa: E402
+from jobs.fanout import build_fanout_query  # noqa: E402
+from jobs.fanout_sink import FanoutSink  # noqa: E402
 from jobs.session import build_session  # noqa: E402
 from sharedsub.core.config import load_settings  # noqa: E402
 

@@ -4,7 +4,7 @@
 
 Two topic tables in one directory on the same file system (default: a fresh temporary dir;
 pass ``--dir`` to measure the disk that holds a data dir), appended to alternately with the
-front end's own ``TableAppender``: one with ``fsync`` (data files, log entry and their
+front end's own ``DeltaAppender``: one with ``fsync`` (data files, log entry and their
 directories forced to disk before the append returns, as serve does by default), one without.
 Each round appends one group of ``--batch`` messages of ``--size`` bytes to each table, in
 alternating order, so both see the same machine load. The first 10% of rounds are warm-up and
@@ -32,7 +32,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
 from sharedsub.storage import schemas  # noqa: E402  (the project under test)
-from sharedsub.storage.delta.appender import TableAppender  # noqa: E402  (the project under test)
+from sharedsub.storage.delta.appender import DeltaAppender  # noqa: E402  (the project under test)
 from sharedsub.storage.topics import create_topic  # noqa: E402  (the project under test)
 
 
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     base = tempfile.mkdtemp(prefix="sharedsub-fsync-", dir=args.dir)
     tables = {name: create_topic(base, f"fsync-{name}") for name in ("on", "off")}
     appenders = {
-        "on": TableAppender(tables["on"], schemas.TOPIC, fsync=True),
-        "off": TableAppender(tables["off"], schemas.TOPIC, fsync=False),
+        "on": DeltaAppender(tables["on"], schemas.TOPIC, fsync=True),
+        "off": DeltaAppender(tables["off"], schemas.TOPIC, fsync=False),
     }
     times: dict[str, list[float]] = {"on": [], "off": []}
     seq = 0

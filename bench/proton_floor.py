@@ -1,7 +1,7 @@
 """The floor of a python-qpid-proton broker: an in-memory queue broker with no work per message.
 
 sharedsub's front end is python-qpid-proton's engine on an event loop of its own (one Python
-thread: connectors/amqp/engine_loop.py). This broker is the least any broker on that loop can do
+thread: connectors/amqp/wire/engine_loop.py). This broker is the least any broker on that loop can do
 per message, run the same way (a plain handler on an ``EngineLoop`` with a ``Listener``, like
 connectors/amqp/server.py; ``--container`` runs it on proton's own ``Container`` reactor
 instead, as sharedsub's front end ran before issue 13): a published transfer's bytes are read,
@@ -173,7 +173,7 @@ def _broker_handler(status_path: str) -> Any:
             """Share queued messages round-robin over the address's links that have credit, then
             send each link's share in one run: proton queues a transport event per switch from
             one connection to another, so sending in round-robin order would cost one output
-            pass per message with several consumers (connectors/amqp/delivery.py's Dispatcher does the same)."""
+            pass per message with several consumers (connectors/amqp/dispatcher.py's Dispatcher does the same)."""
             q = self.queues[address]
             links = self.consumers.get(address)
             if not q or not links:
@@ -225,20 +225,17 @@ def serve(port: int, status_path: str, *, container: bool = False) -> None:
         return
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    from proton.reactor import ApplicationEvent
-
-    from connectors.amqp.engine_loop import EngineLoop
-    from connectors.amqp.listener import Listener
+    from connectors.amqp.wire.engine_loop import EngineLoop
+    from connectors.amqp.wire.listener import Listener
     from sharedsub.core.security.authenticated import Identities
 
     handler = _broker_handler(status_path)
     loop = EngineLoop(handler)
-    handler.on_floor_stop = lambda event: loop.stop()
     Listener(loop, "127.0.0.1", port, identities=Identities())
     loop.schedule(STATUS_EVERY_S, handler)  # its on_timer_task writes the status and reschedules
 
     def stop_loop(signum: int, frame: object) -> None:
-        loop.injector.trigger(ApplicationEvent("floor_stop"))  # wakes the loop
+        loop.injector.call(loop.stop)  # wakes the loop
 
     signal.signal(signal.SIGTERM, stop_loop)
     signal.signal(signal.SIGINT, stop_loop)

@@ -51,7 +51,7 @@ synced before each durable send is accepted) publishes to a multicast address ho
 durable shared subscription per route; see that module for the addresses and settings.
 
 The proton floor (``--brokers ...,proton-floor``; bench/proton_floor.py) is an in-memory queue
-broker on python-qpid-proton and sharedsub's engine loop (connectors/amqp/engine_loop.py), the
+broker on python-qpid-proton and sharedsub's engine loop (connectors/amqp/wire/engine_loop.py), the
 front end's own, that does no work per message (no decode, no storage). It takes part in publish
 and consume only: its figures are the most any broker on that loop reaches here with the same
 client.

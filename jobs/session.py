@@ -6,7 +6,7 @@ jobs/spark-defaults.conf and ``[fanout] spark_master``, makes Python workers run
 the ``sharedsub_topics`` data source.
 
 When the Delta Lake Spark connector's jars are there (``bootstrap.py`` fetches them into .jars/,
-:mod:`jobs.delta_connector`), the session gets them and Delta's SQL extension and catalog, so
+:mod:`jobs.delta_jars`), the session gets them and Delta's SQL extension and catalog, so
 ``spark.read.format("delta")``, ``delta.`<path>``` in SQL, ``VERSION AS OF`` and the native Delta
 streaming source work (:func:`delta_enabled`). Without them the session is what it was: the
 fan-out reads through delta-rs and nothing else changes. Under spark-submit the driver's classpath
@@ -24,8 +24,8 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from jobs import delta_connector
-from jobs.deltars_source import TopicsDataSource
+from jobs import delta_jars
+from jobs.sources.deltars_topics import TopicsDataSource
 from sharedsub.core.config import Settings
 
 SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
@@ -63,7 +63,7 @@ def spark_conf(
     conf["spark.master"] = settings.fanout.spark_master
     if settings.fanout.spark_master.startswith("local"):
         conf.update(_LOCAL_ONLY)
-    conf.update(delta_connector.spark_conf(delta_connector.jars()))
+    conf.update(delta_jars.spark_conf(delta_jars.jars()))
     conf.update(extra or {})
     return conf
 
@@ -90,7 +90,9 @@ def build_session(
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     wanted = spark_conf(settings, extra=extra_conf)
     if under_spark_submit():
-        SparkContext._ensure_initialized()  # connects to spark-submit's JVM; does not start a context
+        # pyspark 4.2's private API (the pinned version): connects to spark-submit's JVM without
+        # starting a context; no public call does that.
+        SparkContext._ensure_initialized()  # noqa: SLF001
         given = dict(SparkConf().getAll())
         wanted = {k: v for k, v in wanted.items() if k not in given}
         if "spark.master" in given:  # a cluster master: loopback binding would break executors
@@ -98,10 +100,10 @@ def build_session(
                 wanted.pop(key, None)
         # The driver's classpath is spark-submit's: our jars cannot join it. Turn Delta on when
         # spark-submit brought the connector (--jars/--packages), off otherwise.
-        delta_keys = delta_connector.spark_conf(["-"])
+        delta_keys = delta_jars.spark_conf(["-"])
         for key in delta_keys:
             wanted.pop(key, None)
-        if _driver_loads(delta_connector.EXTENSION):
+        if _driver_loads(delta_jars.EXTENSION):
             wanted.update({k: v for k, v in delta_keys.items() if k != "spark.jars" and k not in given})
     builder = SparkSession.builder.appName(app_name)
     for key, value in wanted.items():
@@ -113,20 +115,20 @@ def build_session(
 
 def _driver_loads(class_name: str) -> bool:
     """Whether the running driver JVM (spark-submit's) can load ``class_name``."""
-    jvm = SparkContext._jvm
+    jvm = SparkContext._jvm  # noqa: SLF001 (pyspark 4.2: the gateway's JVM view; no public accessor)
     assert jvm is not None
     try:
         loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()
         jvm.java.lang.Class.forName(class_name, False, loader)
         return True
-    except Exception:
+    except Exception:  # noqa: BLE001 (the class is absent from this JVM)
         return False
 
 
 def delta_enabled(spark: SparkSession) -> bool:
     """Whether ``spark`` has the Delta connector configured (``format("delta")``, Delta SQL)."""
     extensions = spark.conf.get("spark.sql.extensions", "") or ""
-    return delta_connector.EXTENSION in [e.strip() for e in extensions.split(",")]
+    return delta_jars.EXTENSION in [e.strip() for e in extensions.split(",")]
 
 
 def register_sources(spark: SparkSession) -> None:

@@ -256,7 +256,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         else:
             print(ready_line, flush=True)
 
-    maintenance = start_maintenance(settings, server.handler.subscriptions.first_open_in_memory)
+    maintenance = start_maintenance(settings, server.handler.dispatcher.first_open_in_memory)
     if settings.server.gc_tuning:
         tune_for_serving()  # start-up is done: what it built is permanent (sharedsub.runtime.gc_tuning)
     try:

@@ -9,16 +9,22 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import itertools
+import threading
 from collections.abc import Sequence
 from typing import Any
 
+import proton
 import pyarrow as pa
 
 from sharedsub.core import layout
+from sharedsub.core.addressing import Address
 from sharedsub.core.config import MaintenanceSettings, defaults
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
+from sharedsub.core.publish import amqp_message
+from sharedsub.core.publish.topic_row import topic_columns
+from sharedsub.runtime.commit_requests import Publish, Result, Token
 from sharedsub.storage import catalog, schemas
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import iter_rows, read_files
 from sharedsub.storage.topics import create_topic, last_seq, topic_exists
@@ -71,7 +77,7 @@ def publish(
         }
         for i, key in enumerate(keys)
     ]
-    TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
+    DeltaAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
     return [first + i for i in range(len(keys))]
 
 
@@ -140,3 +146,34 @@ def routed_seqs(root: str, record: SubscriptionRecord) -> list[int]:
 def maintenance_policy(**changes: Any) -> MaintenanceSettings:
     """The packaged ``[maintenance]`` defaults with ``changes`` applied (the maintenance policy)."""
     return dataclasses.replace(defaults().maintenance, **changes)
+
+
+# --------------------------------------------------------------------------- the committer
+
+
+def publish_request(topic: str, msg: proton.Message, token: Token | None, *, key: str = "k", publisher: str = "c1") -> Publish:
+    """The committer request the front end makes of ``msg`` published to ``topic/key`` by the
+    connection of container-id ``publisher`` (decoded, its topic row built by the product's
+    functions)."""
+    raw = msg.encode()
+    columns = topic_columns(amqp_message.decode(raw), Address(topic, key), publisher=publisher, size=len(raw))
+    return Publish(topic, columns, raw, token)
+
+
+class Collector:
+    """An ``on_done`` for a Committer that keeps every result; :meth:`wait` for a count of them."""
+
+    def __init__(self) -> None:
+        self.results: list[Result] = []
+        self.cond = threading.Condition()
+
+    def __call__(self, results: list[Result]) -> None:
+        with self.cond:
+            self.results.extend(results)
+            self.cond.notify_all()
+
+    def wait(self, n: int, timeout: float = 120.0) -> list[Result]:
+        """The results once there are at least ``n`` (fails after ``timeout`` seconds)."""
+        with self.cond:
+            assert self.cond.wait_for(lambda: len(self.results) >= n, timeout), f"{len(self.results)} of {n} results"
+            return list(self.results)

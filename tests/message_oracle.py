@@ -1,7 +1,7 @@
 """The publish path's message reading two ways, for differential tests of sharedsub.core.publish.amqp_message.
 
 ``proton_outcome`` is the path ``_on_published`` took before issue 13 (check_encoding, proton's
-Message.decode, translate.message_columns, the routing key from msg.properties/msg.subject);
+Message.decode, message_columns of tests/proton_columns.py, the routing key from msg.properties/msg.subject);
 ``decoder_outcome`` is sharedsub.core.publish.amqp_message.decode with the same routing key rule.
 ``assert_same`` compares them, allowing only the divergences amqp_message documents.
 """
@@ -14,10 +14,10 @@ from typing import Any
 
 import proton
 
-from connectors.amqp import translate
 from sharedsub.core import addressing
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError, SharedSubError
 from sharedsub.core.publish import amqp_message
+from tests import proton_columns
 
 ADDRESS = addressing.Address("fuzz-topic", None)
 
@@ -46,13 +46,13 @@ def _routing_key(properties: Any, subject: str | None) -> str:
 def proton_outcome(raw: bytes) -> Outcome:
     """What the pre-issue-13 path made of ``raw``."""
     try:
-        translate.check_encoding(raw)
+        proton_columns.check_encoding(raw)
         msg = proton.Message()
         msg.decode(raw)
     except Exception as exc:  # noqa: BLE001 (the handler wrapped every failure here in MessageDecodeError)
         return Outcome("decode-error", f"{type(exc).__name__}: {exc}")
     try:
-        columns = translate.message_columns(msg)
+        columns = proton_columns.message_columns(msg)
     except MessageDecodeError as exc:
         return Outcome("decode-error", exc.description)
     except InvalidMessage as exc:

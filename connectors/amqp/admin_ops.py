@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from collections.abc import Callable
 from typing import Any
 
-from connectors.amqp.handler import FrontEnd
+from connectors.amqp.handler import FrontEnd, Operation
 from sharedsub.core.errors import SharedSubError, SubscriptionInUse, TopicInUse
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import admin_rules
-from sharedsub.runtime.committer import Result
+from sharedsub.runtime.commit_requests import Result
 from sharedsub.runtime.inspection import display_name, find_subscription
 
 log = logging.getLogger(__name__)
 
-Op = Callable[[FrontEnd, "concurrent.futures.Future[Any]"], None]
+Op = Operation
 
 
 def _describe(rec: SubscriptionRecord) -> dict[str, Any]:
@@ -45,8 +44,8 @@ def unsubscribe(name: str) -> Op:
         subs = front.subscriptions
         rec = find_subscription(subs.records, name)  # active records only: deleted ones are not held
         if subs.busy(rec.key):
-            raise SubscriptionInUse(name, subs.dispatcher.consumers(rec.key) or 1)
-        decision = admin_rules.decide_unsubscribe(rec, name, subs.dispatcher.consumers(rec.key))
+            raise SubscriptionInUse(name, front.dispatcher.consumers(rec.key) or 1)
+        decision = admin_rules.decide_unsubscribe(rec, name, front.dispatcher.consumers(rec.key))
 
         def saved(result: Result) -> None:
             if _fail_on_error(future, result, "the catalog commit"):
@@ -73,7 +72,7 @@ def drop_topic(topic: str, *, force: bool) -> Op:
             topic,
             exists=front.topics.exists(topic),
             subscriptions=records,
-            consumers={r.key: subs.dispatcher.consumers(r.key) for r in records},
+            consumers={r.key: front.dispatcher.consumers(r.key) for r in records},
             publishers=front.publishers(topic),
             force=force,
         )

@@ -27,7 +27,7 @@ INTERVAL = 30.0
 class ArrowPoolRelease(Handler):
     """A timer task: release the default pool's unused memory, then schedule itself again
     ``interval`` seconds later on ``loop`` (anything with proton's ``schedule(delay, handler)``:
-    the front end's connectors.amqp.engine_loop.EngineLoop). Start it with
+    the front end's connectors.amqp.wire.engine_loop.EngineLoop). Start it with
     ``loop.schedule(interval, it)``."""
 
     def __init__(self, loop: Any, interval: float = INTERVAL) -> None:

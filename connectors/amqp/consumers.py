@@ -24,18 +24,16 @@ import proton
 from proton import Condition, Endpoint
 
 from connectors.amqp import translate
-from connectors.amqp.delivery import Dispatcher, Row, Tailer
+from connectors.amqp.dispatcher import Dispatcher, GenerationTables
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
+from connectors.amqp.tokens import Continuation, Tokens
 from sharedsub.core import layout
 from sharedsub.core.conditions import AmqpCondition
 from sharedsub.core.config import Settings
-from sharedsub.core.delivery.acked_seqs import AckedSeqs
-from sharedsub.core.delivery.outcomes import DeadLetter, Limits
 from sharedsub.core.errors import ReplayInProgress, SharedSubError
 from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.core.ops import metrics
-from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.security.permissions import Permission
+from sharedsub.core.selector import check as check_selector
 from sharedsub.core.subscriptions import attach
 from sharedsub.core.subscriptions.attach import (
     Create,
@@ -47,8 +45,10 @@ from sharedsub.core.subscriptions.attach import (
     Refuse,
     RefuseDelete,
 )
-from sharedsub.runtime.committer import Ack, Barrier, Committer, DeadLetterMessage, LinkEvent, Result, SaveSubscription
+from sharedsub.runtime.commit_requests import Barrier, LinkEvent, LinkRow, Result, SaveSubscription
+from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.permissions_file import PolicyStore
+from sharedsub.runtime.tailer import Tailer
 from sharedsub.storage.catalog import attached_links, load_catalog
 
 log = logging.getLogger(__name__)
@@ -83,21 +83,6 @@ def _clashing_keys(identity: SubscriptionKey) -> list[str]:
     return [identity.key, dataclasses.replace(identity, shared=not identity.shared).key]
 
 
-def _no_selector_support(text: str) -> None:
-    """Validator used until the selector compiler is present: accept nothing silently."""
-    from sharedsub.core.errors import NotSupported
-
-    raise NotSupported(f"JMS selectors are not supported by this build (selector {text!r})")
-
-
-def _selector_validator() -> Callable[[str], None]:
-    try:
-        from sharedsub.core.selector import check
-    except ImportError:  # pragma: no cover - the selector package ships with sharedsub
-        return _no_selector_support
-    return check
-
-
 class Subscriptions:
     """The consumer side of the front end (see module docstring)."""
 
@@ -106,17 +91,19 @@ class Subscriptions:
         settings: Settings,
         committer: Committer,
         tailer: Tailer,
+        dispatcher: Dispatcher,
         topic_gate: TopicGate,
-        tokens: Any,
-        counters: metrics.Counters | None = None,
+        continuations: Tokens[Continuation],
         user_of: Callable[[proton.Connection], str | None] = lambda _conn: None,
         permissions: PolicyStore | None = None,
-        stages: StageTimes | None = None,
         endpoints: EndpointState | None = None,
     ) -> None:
-        """``user_of(connection)``: who authenticated on it (None: anonymous); ``permissions``:
-        the policy attaches are checked against (None: the open one, sharedsub.core.security.permissions);
-        ``endpoints``: where consumer links' states are kept (shared with the handler)."""
+        """``dispatcher``: where consumer links are served (it owns delivery state);
+        ``continuations``: the front end's registry of what a committer request leaves behind
+        (connectors/amqp/tokens.py); ``user_of(connection)``: who authenticated on it (None:
+        anonymous); ``permissions``: the policy attaches are checked against (None: the open one,
+        sharedsub.core.security.permissions); ``endpoints``: where consumer links' states are
+        kept (shared with the handler)."""
         self.settings = settings
         self._endpoints = endpoints if endpoints is not None else EndpointState()
         self._user_of = user_of
@@ -125,25 +112,15 @@ class Subscriptions:
         self._committer = committer
         self._tailer = tailer
         self._topic_gate = topic_gate
-        self._tokens = tokens  # handler.Tokens: continuations never travel to other threads
-        self.dispatcher = Dispatcher(
-            tailer.sent,
-            self._on_ack,
-            self._on_dead_letter,
-            limits=Limits(max_delivery_count=settings.delivery.max_delivery_count),
-            counters=counters,
-            stages=stages,
-        )
+        self._continuations = continuations  # never travel to other threads: tokens do
+        self._dispatcher = dispatcher
         self.records: dict[str, SubscriptionRecord] = {}
         # Highest generation ever used per key, deleted ones included: a re-created subscription
         # gets a new table, so nothing of a deleted one's backlog comes back (ARTEMIS-177).
         self._generations: dict[str, int] = {}
-        self._acked: dict[str, AckedSeqs] = {}  # per generation table
-        self._failures: dict[str, dict[int, int]] = {}  # per generation table: seq -> failed deliveries
         self._busy: dict[str, list[Callable[[], None]]] = {}
         # Subscriptions without consumers whose lifetime ends with a session or connection.
-        self._scoped: dict[str, tuple[str, Any]] = {}
-        self._validate_selector = _selector_validator()
+        self._scoped: dict[str, tuple[str, proton.Session | proton.Connection]] = {}
         self._replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
 
     def durable_tables(self) -> list[tuple[str, str]]:
@@ -171,9 +148,7 @@ class Subscriptions:
             self._link_event(key, row["generation"], name, container, connection, "detached")
 
     def _link_event(self, key: str, generation: int, name: str, container: str, connection: str, event: str) -> None:
-        row = {
-            "key": key, "generation": generation, "link": name, "container": container, "connection": connection, "event": event,
-        }
+        row = LinkRow(key=key, generation=generation, link=name, container=container, connection=connection, event=event)
         self._committer.submit(LinkEvent(row))
 
     # ------------------------------------------------------------------ attach
@@ -182,7 +157,7 @@ class Subscriptions:
         rec = self.records.get(identity.key)
         if rec is None or not rec.active:
             return None
-        return attach.Existing(rec, self.dispatcher.consumers(rec.key))
+        return attach.Existing(rec, self._dispatcher.consumers(rec.key))
 
     def open_consumer(self, link: proton.Sender) -> None:
         """Decide and apply a consumer attach (a typed error refuses it with its condition)."""
@@ -216,7 +191,7 @@ class Subscriptions:
             self._existing,
             shared_consumer_limit=self.settings.server.shared_consumer_limit or None,
             new_name=new_name,
-            validate_selector=self._validate_selector,
+            validate_selector=check_selector,
         )
         match decision:
             case Refuse(condition=cond, description=desc, field=field):
@@ -281,7 +256,10 @@ class Subscriptions:
                 refuse(link, condition, f"could not store subscription {rec.identity.name!r}: {result.error}")
                 release()
                 return
-            stored: SubscriptionRecord = result.value
+            stored = result.record()
+            replaced = self.records.get(key)
+            if replaced is not None and replaced.table != stored.table:  # a new generation
+                self._dispatcher.end_generation(key, replaced.table)
             self.records[key] = stored
             if link.state & Endpoint.REMOTE_CLOSED and not stored.identity.durable:
                 self._delete(stored)
@@ -295,7 +273,7 @@ class Subscriptions:
                 refuse(link, str(err.condition), err.description)
                 release()
                 return
-            self._committer.submit(SaveSubscription(rec, assign_start=True, token=self._tokens.put(saved)))
+            self._committer.submit(SaveSubscription(rec, assign_start=True, token=self._continuations.put(saved)))
 
         self._topic_gate(rec.topic, topic_ready)
 
@@ -310,10 +288,7 @@ class Subscriptions:
         self._endpoints.set_link(link, ConsumerLink(rec.key, rec.table, rec.generation, connection))
         self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", connection, "attached")
         self._scoped.pop(rec.key, None)
-        acked = self._acked.get(rec.table)
-        if acked is None:
-            acked = self._acked[rec.table] = AckedSeqs()
-        self.dispatcher.open(rec.key, acked, self._failures.setdefault(rec.table, {}))
+        acked = self._dispatcher.open(rec.key, GenerationTables.of(rec))
         self._tailer.watch(
             rec.key,
             rec.table,
@@ -321,44 +296,10 @@ class Subscriptions:
             acked=acked,
             ack_table_rel=layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
         )
-        self.dispatcher.add_consumer(rec.key, link)
+        self._dispatcher.add_consumer(rec.key, link)
         log.info(
             "link %r consumes %s gen %d (%s, start seq %d)",
             link.name, rec.key, rec.generation, rec.topic, rec.start_seq,
-        )
-
-    # ------------------------------------------------------------------ acknowledgements
-
-    def _on_ack(self, key: str, seq: int, outcome: str, consumer: str) -> None:
-        rec = self.records.get(key)
-        if rec is None or not rec.identity.durable:
-            return  # non-durable subscriptions do not outlive the process; nothing to persist
-        # ``key``, not ``rec.key``: the record's key is a hash of its identity, worked out again
-        # on every call (it was 4% of the reactor's time when consuming, profiled).
-        self._committer.submit(Ack(layout.ack_table_rel(key, rec.generation), [seq], outcome, consumer))
-
-    def _on_dead_letter(self, key: str, row: Row, decision: DeadLetter, error: Condition | None, consumer: str) -> None:
-        """Record a dead-lettered row: in the dead-letter table of every subscription (so it can be
-        inspected), and in the ack log of a durable one (so a restart does not deliver it again)."""
-        rec = self.records.get(key)
-        if rec is None:
-            return
-        log.info("subscription %s: seq %d of %s dead-lettered (%s)", key, row.seq, row.topic, decision.reason)
-        self._committer.submit(
-            DeadLetterMessage(
-                layout.dead_letter_table_rel(rec.key, rec.generation),
-                layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
-                {
-                    "topic": row.topic,
-                    "seq": row.seq,
-                    "reason": str(decision.reason),
-                    "error_condition": str(error.name) if error is not None and error.name else None,
-                    "error_description": str(error.description) if error is not None and error.description else None,
-                    "delivery_count": decision.delivery_count,
-                    "consumer": consumer,
-                    "message_id": row.message_id,
-                },
-            )
         )
 
     # ------------------------------------------------------------------ detach
@@ -385,7 +326,7 @@ class Subscriptions:
         self._link_event(
             state.key, state.generation, link.name, link.connection.remote_container or "", state.connection, "detached"
         )
-        remaining = self.dispatcher.remove_consumer(state.key, link)
+        remaining = self._dispatcher.remove_consumer(state.key, link)
         rec = self.records.get(state.key)
         if rec is None or rec.table != state.table:
             reply(closed, None)
@@ -410,7 +351,7 @@ class Subscriptions:
     def scope_ended(self, kind: str, obj: Any) -> None:
         """A session or connection ended: delete subscriptions whose lifetime it was."""
         for key, (k, o) in list(self._scoped.items()):
-            if k == kind and o == obj and self.dispatcher.consumers(key) == 0:
+            if k == kind and o == obj and self._dispatcher.consumers(key) == 0:
                 rec = self.records.get(key)
                 self._scoped.pop(key, None)
                 if rec is not None:
@@ -419,7 +360,7 @@ class Subscriptions:
     def _idle(self, rec: SubscriptionRecord) -> None:
         """No consumer left here: stop reading its table (acknowledgements stay known)."""
         self._tailer.unwatch(rec.key)
-        self.dispatcher.drop(rec.key)
+        self._dispatcher.drop(rec.key)
 
     # ------------------------------------------------------------------ replay (connectors/amqp/replays.py)
 
@@ -441,38 +382,15 @@ class Subscriptions:
         """Call ``then()`` on the reactor thread once every acknowledgement submitted so far is in
         its ack log (a committer barrier: it waits for held or parked writes too). A replay plans
         from the ack log alone (sharedsub.core.ops.replay), so it starts after this."""
-        self._committer.submit(Barrier(self._tokens.put(lambda _result: then())))
-
-    def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
-        """For a non-durable subscription generation consumed here, the lowest seq that may still
-        be open: every row below it is settled (its acknowledgements live only in this memory,
-        sharedsub.core.delivery.acked_seqs). None for a durable one (its ack log says) or one this front end
-        has not consumed. Any thread (maintenance): reads one consistent state."""
-        acked = self._acked.get(rec.table)
-        if acked is None or rec.identity.durable:
-            return None
-        return acked.lowest_unsettled()
-
-    def delivery_state_sizes(self) -> dict[str, int]:
-        """Seqs held in memory per subscription generation table (acknowledged ones above the
-        floor, reopened ones, failure counts): bounded by the open window, not by history
-        (sharedsub.core.delivery.acked_seqs). Any thread: the dicts are copied in one C call each."""
-        acked, failures = self._acked.copy(), self._failures.copy()
-        return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
+        self._committer.submit(Barrier(self._continuations.put(lambda _result: then())))
 
     def reopen(self, rec: SubscriptionRecord, seqs: frozenset[int]) -> int:
         """A replay opened ``seqs`` again (their ``replayed`` ack rows are committed): forget them
         as acknowledged and have the tailer load the backlog again, which re-delivers them (and
         not the rows already waiting or outstanding). Returns the consumer links attached here."""
-        acked = self._acked.get(rec.table)
-        if acked is not None:
-            acked.reopen(seqs)
-        # Marked redelivered here at once; the ack log's count (sharedsub.core.delivery.acklog) may say more.
-        counts = self._failures.setdefault(rec.table, {})
-        for seq in seqs:
-            counts[seq] = counts.get(seq, 0) + 1
+        self._dispatcher.reopen(rec.table, seqs)
         self._tailer.rewind(rec.key)
-        return self.dispatcher.consumers(rec.key)
+        return self._dispatcher.consumers(rec.key)
 
     def busy(self, key: str) -> bool:
         """True while a catalog write for ``key`` is in flight (its state is about to change)."""
@@ -484,13 +402,12 @@ class Subscriptions:
         self._delete(rec, then)
 
     def _delete(self, rec: SubscriptionRecord, then: Callable[[Result], None] | None = None) -> None:
-        self._idle(rec)
+        self._tailer.unwatch(rec.key)
+        self._dispatcher.end_generation(rec.key, rec.table)
         self.records.pop(rec.key, None)
         self._scoped.pop(rec.key, None)
-        self._acked.pop(rec.table, None)
-        self._failures.pop(rec.table, None)
         self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), then or (lambda _r: None))
         log.info("subscription %s deleted", rec.key)
 
     def _save(self, rec: SubscriptionRecord, then: Callable[[Result], None]) -> None:
-        self._committer.submit(SaveSubscription(rec, assign_start=False, token=self._tokens.put(then)))
+        self._committer.submit(SaveSubscription(rec, assign_start=False, token=self._continuations.put(then)))

@@ -1,7 +1,7 @@
 """What the front end keeps about proton's endpoints, in typed tables beside them.
 
 proton's Python objects are wrappers: equal, and hashed, by the C object they wrap, so they key
-a dict. Links are keyed by that C object itself (connectors.amqp.proton_events ``c_object``),
+a dict. Links are keyed by that C object itself (connectors.amqp.wire.proton_events ``c_object``),
 with the wrapper made at attach kept beside the state: a link is looked up once per message, and
 a wrapper's hash is two casts in Python where a cffi pointer's is one C call. Holding a wrapper
 keeps its C object alive, so every entry is dropped when its endpoint
@@ -21,7 +21,7 @@ from typing import Any
 
 import proton
 
-from connectors.amqp.proton_events import c_object
+from connectors.amqp.wire.proton_events import c_object
 from sharedsub.core import addressing
 from sharedsub.core.security.permissions import Policy
 

@@ -5,12 +5,15 @@ messages to the :class:`~sharedsub.runtime.committer.Committer` (settling each p
 the Delta commit that holds it), and delivers what the fan-out job wrote to subscription tables
 (:mod:`connectors.amqp.consumers`).
 
-Work done on other threads (commits, table reads) comes back through one ``EventInjector`` as
-``ApplicationEvent``s, so every proton object is touched on the reactor thread only.
+Work done on other threads (commits, table reads) comes back through the parts' ``Inbox`` as
+typed calls (:meth:`FrontEnd.committed`, :meth:`FrontEnd.rows_read`), so every proton object is
+touched on the reactor thread only; what a request leaves behind waits in typed registries
+(connectors/amqp/tokens.py).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import functools
 import logging
 import time
@@ -19,22 +22,25 @@ from typing import Any
 
 import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
-from proton.reactor import ApplicationEvent
 
 from connectors.amqp.consumers import Subscriptions, refuse
 from connectors.amqp.endpoint_state import ConsumerLink, PublisherLink
 from connectors.amqp.parts import FrontEndParts
-from connectors.amqp.proton_events import DeliveryTransfer, Transfer, link_key_of, transfer_of
+from connectors.amqp.tokens import Continuation, PublishContext, Tokens
 from connectors.amqp.topic_gate import TopicGate
 from connectors.amqp.transactions import TRANSACTIONAL_STATE, Coordinator, is_coordinator, transaction_of
+from connectors.amqp.wire.proton_events import DeliveryTransfer, Transfer, link_key_of, transfer_of
 from sharedsub.core import addressing
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.core.delivery import transactions as txn_rules
 from sharedsub.core.errors import InvalidAttach, MessageDecodeError, MessageTooLarge, SharedSubError
+from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
 from sharedsub.core.publish import amqp_message
+from sharedsub.core.publish.topic_row import topic_columns
 from sharedsub.core.security.permissions import Permission
-from sharedsub.runtime.committer import Publish
+from sharedsub.runtime.commit_requests import Publish, Result
+from sharedsub.runtime.tailer import Row
 from sharedsub.storage import topics
 
 log = logging.getLogger(__name__)
@@ -88,32 +94,16 @@ def _refuse_connection(conn: proton.Connection, condition: AmqpCondition, descri
     conn.close()
 
 
+def _reject(dlv: Delivery, condition: str, description: str) -> None:
+    """Settle a published transfer rejected with ``condition``."""
+    dlv.local.condition = Condition(condition, description)
+    dlv.update(Delivery.REJECTED)
+    dlv.settle()
+
+
 def _refuse_error(link: proton.Link, error: BaseException) -> None:
     err = error if isinstance(error, SharedSubError) else SharedSubError(f"internal error: {error}")
     refuse(link, str(err.condition), err.description)
-
-
-class Tokens:
-    """Opaque integer handles for reactor-side objects that requests carry through other threads.
-
-    Proton objects must only ever be touched, and released, on the reactor thread: a proton
-    wrapper dropped on the committer thread runs ``pn_decref`` there, racing the reactor (seen as
-    heap corruption under load). So requests carry an int; the object stays here.
-    """
-
-    def __init__(self) -> None:
-        self._objects: dict[int, Any] = {}
-        self._next = 0
-
-    def put(self, obj: Any) -> int:
-        """Keep ``obj``; return its handle."""
-        self._next += 1
-        self._objects[self._next] = obj
-        return self._next
-
-    def pop(self, handle: Any) -> Any:
-        """The object of ``handle`` (None for a None handle), forgotten."""
-        return None if handle is None else self._objects.pop(handle, None)
 
 
 class FrontEnd(Handler):
@@ -131,16 +121,19 @@ class FrontEnd(Handler):
         self.stages = parts.stages
         self.committer = parts.committer
         self.tailer = parts.tailer
+        self.dispatcher = parts.dispatcher
         self.publish_window = parts.publish_window
         self.counters = parts.counters
         self.identities = parts.identities
         self.permissions = parts.permissions
         self.endpoints = parts.endpoints
-        self.tokens = Tokens()
+        # What committer requests leave behind on this thread (connectors/amqp/tokens.py).
+        self.publishes: Tokens[PublishContext] = Tokens()
+        self.continuations: Tokens[Continuation] = Tokens()
         self.topics = TopicGate(
             auto_create=settings.server.auto_create_topics,
             submit=self.committer.submit,
-            token=self.tokens.put,
+            token=self.continuations.put,
             in_storage=functools.partial(topics.topic_exists, self.root),
             on_dropped=self.tailer.forget_topic,
         )
@@ -148,12 +141,11 @@ class FrontEnd(Handler):
             settings,
             self.committer,
             self.tailer,
+            self.dispatcher,
             self.topics.when_present,
-            self.tokens,
-            counters=self.counters,
+            self.continuations,
             user_of=self.user_of,
             permissions=self.permissions,
-            stages=self.stages,
             endpoints=self.endpoints,
         )
         self.coordinator = Coordinator(
@@ -161,11 +153,12 @@ class FrontEnd(Handler):
                 txn_rules.Limits(settings.server.max_transaction_messages, settings.server.max_transaction_bytes)
             ),
             self.committer,
-            self.tokens,
-            hold_settlement=self.subscriptions.dispatcher.settle_transactional,
-            end_settlements=self.subscriptions.dispatcher.discharge,
+            self.continuations,
+            hold_settlement=self.dispatcher.settle_transactional,
+            end_settlements=self.dispatcher.discharge,
         )
         self.connections: set[proton.Connection] = set()
+        parts.inbox.connect(self)
 
     def user_of(self, conn: proton.Connection) -> str | None:
         """The user ``conn`` authenticated as; None = anonymous."""
@@ -189,64 +182,64 @@ class FrontEnd(Handler):
 
     def run_on_reactor(self, fn: Callable[[], None]) -> None:
         """Run ``fn()`` on the reactor thread (any thread may call this; ``fn`` must not carry
-        proton objects across threads: it is a continuation of work begun on the reactor)."""
-        self._injector.trigger(ApplicationEvent("sharedsub_run", subject=fn))
+        proton objects across threads: it is a continuation of work begun on the reactor; what
+        it raises is logged, not fatal)."""
+        self._injector.call(fn)
 
-    def on_sharedsub_run(self, event: Any) -> None:
-        """A continuation posted with :meth:`run_on_reactor` (its failure is logged, not fatal)."""
-        try:
-            event.subject()
-        except Exception:
-            log.exception("reactor continuation failed")
+    def committed(self, results: list[Result]) -> None:
+        """A group commit's results (the committer posts them through the parts' Inbox): settle
+        the publishers whose messages it stored, then run the other requests' continuations."""
+        self._settle_publishers([r for r in results if isinstance(r.request, Publish)])
+        for result in results:
+            if isinstance(result.request, Publish):
+                continue
+            then = self.continuations.pop(result.request.token)
+            if then is not None:
+                try:
+                    then(result)
+                except Exception:  # one continuation's failure must not end the reactor
+                    log.exception("continuation of %s failed", type(result.request).__name__)
 
-    def on_sharedsub_committed(self, event: Any) -> None:
-        """Settle publishers whose messages are committed; run attach continuations."""
+    def _settle_publishers(self, results: list[Result]) -> None:
+        """Accept (or reject, when the commit failed) each stored publish, then give each
+        publisher link the credit its settled messages free."""
         # Per publisher link (its state, hashed by identity: a wrapper hashes through proton):
         # one of its wrappers and the messages settled.
         credit: dict[PublisherLink, tuple[proton.Link, int]] = {}
-        for result in event.subject:
+        for result in results:
             req = result.request
-            obj = self.tokens.pop(req.token)
-            if isinstance(req, Publish):
-                # The token holds the link too: dlv.link would wrap it again for every message.
-                transfer: Transfer | DeliveryTransfer
-                link: proton.Link
-                state: PublisherLink
-                transfer, link, state = obj
-                if result.error is None:
-                    transfer.accept()
-                    self.counters.inc(metrics.PUBLISHED, req.topic)
-                    if req.received:
-                        self.stages.observe("publish_accept", time.perf_counter() - req.received)
+            assert isinstance(req, Publish)
+            self.publish_window.committed(len(req.message))
+            context = self.publishes.pop(req.token)
+            if context is None:  # every publish leaves one; a missing one is a defect, logged
+                log.error("no publish context for a committed message of %s", req.topic)
+                continue
+            transfer, link, state = context.transfer, context.link, context.state
+            if result.error is None:
+                transfer.accept()
+                self.counters.inc(metrics.PUBLISHED, req.topic)
+                if req.received:
+                    self.stages.observe("publish_accept", time.perf_counter() - req.received)
+            else:
+                # A typed error (the data dir refused writes: resource-limit-exceeded) carries
+                # its condition; anything else is ours.
+                err = result.error
+                if isinstance(err, SharedSubError):
+                    _reject(transfer.delivery, str(err.condition), err.description)
                 else:
-                    # A typed error (the data dir refused writes: resource-limit-exceeded) carries
-                    # its condition; anything else is ours.
-                    err = result.error
-                    dlv = transfer.delivery
-                    if isinstance(err, SharedSubError):
-                        dlv.local.condition = Condition(str(err.condition), err.description)
-                    else:
-                        dlv.local.condition = Condition(str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
-                    dlv.update(Delivery.REJECTED)
-                    dlv.settle()
-                held = credit.get(state)
-                credit[state] = (link, 1) if held is None else (held[0], held[1] + 1)
-                self.publish_window.committed(len(req.message))
-            elif obj is not None:
-                try:
-                    obj(result)
-                except Exception:  # one continuation's failure must not end the reactor
-                    log.exception("continuation of %s failed", type(req).__name__)
+                    _reject(transfer.delivery, str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
+            held = credit.get(state)
+            credit[state] = (link, 1) if held is None else (held[0], held[1] + 1)
         window = self.publish_window
-        for link, n in [*((lk, window.grant(lk, n)) for lk, n in credit.values()), *window.release()]:
-            if n and link.state & Endpoint.LOCAL_ACTIVE and not link.state & Endpoint.REMOTE_CLOSED:
-                link.flow(n)
+        for flowed, n in [*((lk, window.grant(lk, n)) for lk, n in credit.values()), *window.release()]:
+            if n and flowed.state & Endpoint.LOCAL_ACTIVE and not flowed.state & Endpoint.REMOTE_CLOSED:
+                flowed.flow(n)
 
-    def on_sharedsub_rows(self, event: Any) -> None:
-        """Rows read from a subscription table: dispatch them."""
-        key, rows, posted = event.subject
+    def rows_read(self, key: str, rows: list[Row], posted: float) -> None:
+        """Rows the tailer read from subscription ``key``'s table (posted at ``posted``,
+        ``time.perf_counter()``; through the parts' Inbox): dispatch them."""
         self.stages.observe("dispatch_wait", time.perf_counter() - posted)
-        self.subscriptions.dispatcher.offer(key, rows)
+        self.dispatcher.offer(key, rows)
 
     # ------------------------------------------------------------------ connections
 
@@ -345,6 +338,11 @@ class FrontEnd(Handler):
 
     # ------------------------------------------------------------------ topics
 
+    def subscription_records(self) -> list[SubscriptionRecord]:
+        """The active subscriptions, sorted by key (any thread: the records are copied in one
+        step of the interpreter)."""
+        return sorted(self.subscriptions.records.copy().values(), key=lambda r: r.key)
+
     def publishers(self, topic: str) -> int:
         """Publisher links attached with ``topic`` as their target (anonymous relays not counted)."""
         return sum(1 for s in self.endpoints.publishers() if s.address is not None and s.address.topic == topic)
@@ -409,7 +407,6 @@ class FrontEnd(Handler):
                 raise
             except Exception as exc:  # a decoder defect: refuse this transfer, keep the link
                 raise MessageDecodeError(f"transfer is not a valid AMQP message: {exc!r}") from exc
-            columns = decoded.columns
             address = state.address or addressing.parse_address(decoded.to)
             topic = address.topic
             policy = self.permissions.policy
@@ -418,10 +415,7 @@ class FrontEnd(Handler):
                 if state.address is not None:
                     state.authorized_under = policy
             self.topics.ensure(topic)  # a creation is queued ahead of the publish
-            columns["routing_key"] = addressing.routing_key(address, decoded.routing_properties, decoded.subject)
-            columns["publisher"] = state.container
-            columns["partition"] = 0
-            columns["size"] = len(data)
+            columns = topic_columns(decoded, address, publisher=state.container, size=len(data))
             if transfer.remote_state == TRANSACTIONAL_STATE:
                 txn_id = transaction_of(transfer.delivery)
                 if txn_id is not None:
@@ -430,14 +424,11 @@ class FrontEnd(Handler):
                     link.flow(1)
                     return
         except SharedSubError as exc:
-            dlv = transfer.delivery
-            dlv.local.condition = Condition(str(exc.condition), exc.description)
-            dlv.update(Delivery.REJECTED)
-            dlv.settle()
+            _reject(transfer.delivery, str(exc.condition), exc.description)
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        self.committer.submit(Publish(topic, columns, data, self.tokens.put((transfer, link, state)), received))
+        self.committer.submit(Publish(topic, columns, data, self.publishes.put(PublishContext(transfer, link, state)), received))
         self.stages.observe("decode", time.perf_counter() - received)
 
     def _oversized(self, transfer: Transfer | DeliveryTransfer, link: proton.Receiver) -> bool:
@@ -506,7 +497,7 @@ class FrontEnd(Handler):
                 self.coordinator.settlement(dlv, txn_id)
                 return
         # No outcome yet (no state, not settled) is the dispatcher's to ignore, as it checks anyway.
-        self.subscriptions.dispatcher.settled(transfer)
+        self.dispatcher.settled(transfer)
 
     @_contained
     def on_link_flow(self, event: Any) -> None:
@@ -514,14 +505,14 @@ class FrontEnd(Handler):
         found = self.endpoints.attached(link_key_of(event))
         link, state = found if found is not None else (event.link, None)
         if isinstance(state, ConsumerLink):
-            self.subscriptions.dispatcher.credit_arrived(link)
+            self.dispatcher.credit_arrived(link)
         if link.is_sender and link.drain_mode and link.credit > 0 and link.state & Endpoint.LOCAL_ACTIVE:
             # Nothing more to send now: give the rest of the credit back (flow with drain, credit 0,
             # delivery-count advanced). Qpid JMS drains for receive(timeout)/receiveNoWait() with
             # prefetch 0 and when it stops a consumer, and fails the consumer when no answer comes.
             link.drained()
             if isinstance(state, ConsumerLink):
-                self.subscriptions.dispatcher.credit_drained(link)
+                self.dispatcher.credit_drained(link)
 
     # ------------------------------------------------------------------ closing
 
@@ -609,3 +600,8 @@ class FrontEnd(Handler):
                     connection_closing=session is None,
                 )
             link = link.next(0)
+
+
+Operation = Callable[[FrontEnd, "concurrent.futures.Future[Any]"], None]
+"""Work another thread runs on the front end's thread (connectors.amqp.server.FrontEndServer.call):
+``op(front_end, future)`` completes ``future`` at once or from a later continuation."""

@@ -33,7 +33,7 @@ class FrontEndOperations:
         return self._server.url
 
     def subscriptions(self) -> list[SubscriptionRecord]:  # noqa: D102
-        return sorted(self._server.handler.subscriptions.records.copy().values(), key=lambda r: r.key)
+        return self._server.handler.subscription_records()
 
     def counters(self) -> Mapping[CounterKey, int]:  # noqa: D102
         return self._server.handler.counters.snapshot()
@@ -42,7 +42,7 @@ class FrontEndOperations:
         return self._server.handler.stages.snapshot()
 
     def delivery_state_sizes(self) -> Mapping[str, int]:  # noqa: D102
-        return self._server.handler.subscriptions.delivery_state_sizes()
+        return self._server.handler.dispatcher.delivery_state_sizes()
 
     def endpoint_state_sizes(self) -> Mapping[str, int]:  # noqa: D102
         return self._server.handler.endpoints.sizes()

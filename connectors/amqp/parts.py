@@ -1,38 +1,83 @@
 """The parts a front end runs with, built outside it and passed in.
 
 :func:`build_parts` makes the ones ``sharedsub serve``/``frontend`` use (sharedsub.serve calls it):
-the group committer and the tailer threads, the payload cache they share, the counters and stage
-timings /metrics reads, the permissions, who authenticated on each connection, and the event
-injector through which the threads hand results to the reactor. :class:`~connectors.amqp.handler.FrontEnd`
-and :class:`~connectors.amqp.server.FrontEndServer` only use what they are given.
+the group committer and the tailer threads, the payload cache they share, the dispatcher (which
+owns delivery state), the counters and stage timings /metrics reads, the permissions, who
+authenticated on each connection, and the :class:`Inbox` through which the threads hand their
+results to the front end's thread. :class:`~connectors.amqp.handler.FrontEnd` and
+:class:`~connectors.amqp.server.FrontEndServer` only use what they are given.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+from typing import Protocol
 
 import proton
-from proton.reactor import ApplicationEvent
 
-from connectors.amqp.delivery import Row, Tailer
+from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import EndpointState
-from connectors.amqp.engine_loop import Injector
+from connectors.amqp.wire.engine_loop import Injector
 from sharedsub.core.config import Settings
+from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish.publish_window import PublishWindow
 from sharedsub.core.security.authenticated import Identities
-from sharedsub.runtime.committer import Committer, Result
+from sharedsub.runtime.commit_requests import Result
+from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
+from sharedsub.runtime.tailer import Row, Tailer
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.commit_store import DeltaStore
 
-COMMITTED = "sharedsub_committed"
-"""Event the committer's results reach the reactor as (FrontEnd.on_sharedsub_committed)."""
-ROWS = "sharedsub_rows"
-"""Event the tailer's new rows reach the reactor as (FrontEnd.on_sharedsub_rows)."""
+
+class ThreadResults(Protocol):
+    """What the front end's thread does with the other threads' results (FrontEnd is one)."""
+
+    def committed(self, results: list[Result]) -> None:
+        """A group commit's results: settle its publishers, run its requests' continuations."""
+
+    def rows_read(self, key: str, rows: list[Row], posted: float) -> None:
+        """Rows the tailer read for subscription ``key`` (posted at ``time.perf_counter()``)."""
+
+
+class _NotConnected:
+    """The receiver of an :class:`Inbox` nothing was connected to: posting is a wiring defect."""
+
+    def committed(self, results: list[Result]) -> None:
+        raise RuntimeError("Inbox.connect was not called: the committer has no one to report to")
+
+    def rows_read(self, key: str, rows: list[Row], posted: float) -> None:
+        raise RuntimeError("Inbox.connect was not called: the tailer has no one to report to")
+
+
+class Inbox:
+    """The committer's and the tailer's results on their way to the front end's thread, in the
+    order they were posted (one :class:`~connectors.amqp.wire.engine_loop.Injector` queue).
+
+    Posting is typed, a method per kind of result; the receiver is named once with
+    :meth:`connect` before the threads start (FrontEnd connects itself when it is built).
+    """
+
+    def __init__(self, injector: Injector) -> None:
+        self._injector = injector
+        self._receiver: ThreadResults = _NotConnected()
+
+    def connect(self, receiver: ThreadResults) -> None:
+        """Hand every result posted from now on to ``receiver``, on the loop's thread."""
+        self._receiver = receiver
+
+    def committed(self, results: list[Result]) -> None:
+        """The committer's results of one group (committer thread)."""
+        self._injector.call(functools.partial(self._receiver.committed, results))
+
+    def rows_read(self, key: str, rows: list[Row]) -> None:
+        """Rows the tailer read for ``key`` (tailer thread)."""
+        self._injector.call(functools.partial(self._receiver.rows_read, key, rows, time.perf_counter()))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -40,11 +85,13 @@ class FrontEndParts:
     """Everything a front end is built from (see the module docstring)."""
 
     settings: Settings
-    injector: Injector  # threads -> the engine loop (connectors.amqp.engine_loop)
+    injector: Injector  # threads -> the engine loop (connectors.amqp.wire.engine_loop)
+    inbox: Inbox  # the committer's and tailer's results -> the front end's thread
     cache: PayloadCache
     stages: StageTimes
     committer: Committer
     tailer: Tailer
+    dispatcher: Dispatcher
     permissions: PolicyStore
     counters: metrics.Counters
     identities: Identities
@@ -56,15 +103,11 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
     """The parts of a front end on ``settings``' data dir (nothing started yet).
 
     ``after_unclean_stop``: the previous front end on the data dir did not stop cleanly (see
-    delivery.Tailer); ``permissions``: the policy store (None: no permissions file, the open policy).
+    sharedsub.runtime.tailer.Tailer); ``permissions``: the policy store (None: no permissions
+    file, the open policy).
     """
     injector = Injector()
-
-    def post_results(results: list[Result]) -> None:
-        injector.trigger(ApplicationEvent(COMMITTED, subject=results))
-
-    def post_rows(key: str, rows: list[Row]) -> None:
-        injector.trigger(ApplicationEvent(ROWS, subject=(key, rows, time.perf_counter())))
+    inbox = Inbox(injector)
 
     root = settings.data_dir
     cache = PayloadCache(settings.delivery.payload_cache_bytes)
@@ -76,7 +119,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
     committer = Committer(
         store,
         cache=cache,
-        on_done=post_results,
+        on_done=inbox.committed,
         max_batch_messages=settings.publish.max_batch_messages,
         max_batch_bytes=settings.publish.max_batch_bytes,
         min_commit_interval=settings.publish.min_commit_interval,
@@ -86,21 +129,31 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
     tailer = Tailer(
         root,
         cache,
-        post_rows,
+        inbox.rows_read,
         poll_interval=settings.delivery.poll_interval,
         after_unclean_stop=after_unclean_stop,
+        stages=stages,
+    )
+    # Counters of the front end's thread, read by the metrics endpoint (sharedsub.core.ops.metrics: threading).
+    counters = metrics.Counters()
+    dispatcher = Dispatcher(
+        committer.submit,
+        tailer.sent,
+        limits=Limits(max_delivery_count=settings.delivery.max_delivery_count),
+        counters=counters,
         stages=stages,
     )
     return FrontEndParts(
         settings=settings,
         injector=injector,
+        inbox=inbox,
         cache=cache,
         stages=stages,
         committer=committer,
         tailer=tailer,
+        dispatcher=dispatcher,
         permissions=permissions if permissions is not None else PolicyStore(""),
-        # Reactor-thread counters read by the metrics endpoint (sharedsub.core.ops.metrics: threading).
-        counters=metrics.Counters(),
+        counters=counters,
         # Who authenticated on each connection (the listener records it; sharedsub.core.security.authenticated).
         identities=Identities(),
         # What the front end keeps about links, connections and transfers (not on proton's objects).

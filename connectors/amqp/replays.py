@@ -83,7 +83,7 @@ def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = 
                     timestamp_ms=timestamp_ms,
                     retention_hours=retention,
                 )
-            except Exception as exc:  # reported to the caller through the future
+            except Exception as exc:  # noqa: BLE001 (reported to the caller through the future)
                 log.info("admin: replay of %s refused or failed: %s", rec.key, exc)
                 failure = exc
                 front.run_on_reactor(lambda: finish(None, failure))

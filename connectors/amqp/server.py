@@ -1,13 +1,13 @@
 """Listener and reactor lifecycle of the front end.
 
-``FrontEndServer.run()`` blocks on the engine loop (connectors/amqp/engine_loop.py; main thread,
+``FrontEndServer.run()`` blocks on the engine loop (connectors/amqp/wire/engine_loop.py; main thread,
 so signals reach it);
 ``request_stop()`` may be called from a signal handler or any thread and leads to a clean stop:
 stop accepting, commit and settle everything already received, close connections, return.
 ``call(fn)`` runs ``fn`` on the reactor thread from any other thread (the admin endpoint's
 calls) and waits for the result it gives.
 
-Listeners (``[security]``, README "Security"; connectors/amqp/listener.py): while the users file
+Listeners (``[security]``, README "Security"; connectors/amqp/wire/listener.py): while the users file
 holds no user, anonymous clients are allowed (``anonymous = "auto"``) and TLS is off, ``[server]
 port`` is served without a SASL layer of ours (proton's own answers: any client gets in, with SASL
 ANONYMOUS or none). Otherwise our SASL layer serves it, and also ``[security] tls_port`` (amqps)
@@ -18,17 +18,16 @@ authenticated is recorded in ``FrontEnd.identities``.
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
 
-from proton.reactor import ApplicationEvent
-
 from connectors.amqp.arrow_pool import ArrowPoolRelease
-from connectors.amqp.engine_loop import EngineLoop
-from connectors.amqp.handler import FrontEnd
-from connectors.amqp.listener import Listener, tls_context
+from connectors.amqp.handler import FrontEnd, Operation
 from connectors.amqp.parts import FrontEndParts
+from connectors.amqp.wire.engine_loop import EngineLoop
+from connectors.amqp.wire.listener import Listener, tls_context
 from sharedsub.core.errors import ConfigError, ServiceUnavailable
 from sharedsub.core.security.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
 from sharedsub.runtime.users import UserStore, users_path
@@ -41,18 +40,19 @@ class _Root(FrontEnd):
 
     server: FrontEndServer
 
-    def on_sharedsub_call(self, event: Any) -> None:
+    def run_call(self, fn: Operation, future: concurrent.futures.Future[Any]) -> None:
         """Run a :meth:`FrontEndServer.call` function; what it raises fails its future."""
-        fn, future = event.subject
         if not future.set_running_or_notify_cancel():
             return  # the caller gave up before the reactor got to it
         try:
             fn(self, future)
-        except BaseException as exc:  # reported to the caller, which maps it to a reply
+        except BaseException as exc:  # noqa: BLE001 (reported to the caller, which maps it to a reply)
             if not future.done():
                 future.set_exception(exc)
 
-    def on_sharedsub_stop(self, event: Any) -> None:
+    def begin_stop(self) -> None:
+        """The stop sequence's first half (:meth:`FrontEndServer.request_stop`): stop accepting,
+        fail what is outstanding, commit everything queued, then :meth:`finish_stop`."""
         srv = self.server
         for acceptor in (srv.acceptor, srv.tls_acceptor):
             if acceptor is not None:
@@ -60,13 +60,14 @@ class _Root(FrontEnd):
         srv.acceptor = srv.tls_acceptor = None
         # Deliveries still unsettled now fail (their consumers are about to be disconnected);
         # recording that before the committer drains keeps their delivery counts across a restart.
-        self.subscriptions.dispatcher.fail_outstanding()
-        # Blocks until every queued publish is committed; the results arrive as injected events
-        # ahead of the shutdown event below, so publishers are settled before connections close.
+        self.dispatcher.fail_outstanding()
+        # Blocks until every queued publish is committed; the results arrive as injected calls
+        # ahead of the one below, so publishers are settled before connections close.
         self.committer.stop()
-        srv.injector.trigger(ApplicationEvent("sharedsub_shutdown"))
+        srv.injector.call(self.finish_stop)
 
-    def on_sharedsub_shutdown(self, event: Any) -> None:
+    def finish_stop(self) -> None:
+        """The stop sequence's second half: stop the tailer, close every connection, end the loop."""
         self.tailer.stop()
         if self.server.pool_release is not None:
             self.server.pool_release.stop()
@@ -138,14 +139,18 @@ class FrontEndServer:
             external=sec.external,
             external_user=self._external_user,
         )
-        limits = {"auth_timeout": sec.auth_timeout, "max_authenticating": sec.max_authenticating}
-        self.acceptor = Listener(self.loop, self.host, self.port, policy=policy, identities=identities, **limits)
+        listener = functools.partial(
+            Listener,
+            policy=policy,
+            identities=identities,
+            auth_timeout=sec.auth_timeout,
+            max_authenticating=sec.max_authenticating,
+        )
+        self.acceptor = listener(self.loop, self.host, self.port)
         self.port = self.acceptor.port
         if tls is not None:
             try:
-                self.tls_acceptor = Listener(
-                    self.loop, self.host, sec.tls_port, policy=policy, identities=identities, tls=tls, **limits
-                )
+                self.tls_acceptor = listener(self.loop, self.host, sec.tls_port, tls=tls)
             except OSError as exc:
                 self.acceptor.close()
                 self.handler.stop()
@@ -192,7 +197,7 @@ class FrontEndServer:
             if not self._stopping:
                 self.handler.stop()
 
-    def call(self, fn: Callable[[FrontEnd, concurrent.futures.Future[Any]], None], timeout: float = 30.0) -> Any:
+    def call(self, fn: Operation, timeout: float = 30.0) -> Any:
         """Run ``fn(front_end, future)`` on the reactor thread and return the future's result.
 
         ``fn`` completes ``future`` with ``set_result``/``set_exception``, at once or later from
@@ -206,7 +211,7 @@ class FrontEndServer:
         if self._stopping:
             raise ServiceUnavailable("the service is stopping")
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
-        self.injector.trigger(ApplicationEvent("sharedsub_call", subject=(fn, future)))
+        self.injector.call(functools.partial(self.handler.run_call, fn, future))
         try:
             return future.result(timeout)
         except concurrent.futures.TimeoutError:
@@ -218,4 +223,4 @@ class FrontEndServer:
         if self._stopping:
             return
         self._stopping = True
-        self.injector.trigger(ApplicationEvent("sharedsub_stop"))
+        self.injector.call(self.handler.begin_stop)

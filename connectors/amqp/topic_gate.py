@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from sharedsub.core.errors import TopicNotFound
-from sharedsub.runtime.committer import CreateTopic, DropTopic, Result
+from sharedsub.runtime.commit_requests import CreateTopic, DropTopic, Result
 
 Continuation = Callable[[BaseException | None], None]
 

@@ -3,9 +3,9 @@
 Reactor thread only. A coordinator link is a link the client sends on whose target is a
 ``coordinator`` terminus; its transfers are ``declare`` and ``discharge`` messages. A
 transaction belongs to the connection that declared it. Committing stores the transaction's
-publishes in one group commit (:class:`~sharedsub.runtime.committer.CommitTransaction`), then applies the
+publishes in one group commit (:class:`~sharedsub.runtime.commit_requests.CommitTransaction`), then applies the
 consumer settlements the dispatcher held for it, and answers the discharge only after both are
-on disk (a :class:`~sharedsub.runtime.committer.Barrier` behind the acknowledgements).
+on disk (a :class:`~sharedsub.runtime.commit_requests.Barrier` behind the acknowledgements).
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from proton import Condition, Delivery, Described, Endpoint, Terminus, ulong
 
 from sharedsub.core.delivery import transactions as rules
 from sharedsub.core.errors import MessageDecodeError, NotSupported, SharedSubError, TransactionRolledBack
-from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result
+from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, Publish, Result
+from sharedsub.runtime.committer import Committer
 
 log = logging.getLogger(__name__)
 
@@ -150,6 +151,8 @@ class Coordinator:
         try:
             msg = proton.Message()
             try:
+                if data is None:
+                    raise ValueError("no payload")
                 msg.decode(data)
             except Exception as exc:
                 raise MessageDecodeError(f"coordinator transfer is not a valid AMQP message: {exc}") from exc
@@ -160,7 +163,7 @@ class Coordinator:
                 if fields and fields[0] is not None:
                     raise NotSupported("global transactions are not supported (declare with a global-id)")
                 txn_id = self._txns.declare(self._owner(link), link)
-                dlv.local.data = [txn_id]
+                dlv.local.data = [txn_id]  # type: ignore[list-item]  # any AMQP values; the stub says list[int]
                 dlv.update(DECLARED)
                 dlv.settle()
                 log.debug("transaction %s declared", txn_id.hex())
@@ -213,7 +216,7 @@ class Coordinator:
             UnknownTransaction, TransactionTooLarge: refuse the transfer (the caller rejects it).
         """
         self._txns.enlist(txn_id, self._owner(dlv.link), publish, len(publish.message))
-        dlv.local.data = [txn_id, Described(ulong(0x24), [])]
+        dlv.local.data = [txn_id, Described(ulong(0x24), [])]  # type: ignore[list-item]  # as above
         dlv.update(TRANSACTIONAL_STATE)
         dlv.settle()
 
@@ -226,11 +229,11 @@ class Coordinator:
         data = dlv.remote.data or []
         outcome = data[1] if len(data) > 1 else None
         code = _OUTCOMES.get(_descriptor(outcome), Delivery.ACCEPTED)
-        fields = list(outcome.value or []) if isinstance(outcome, Described) and isinstance(outcome.value, list) else []
+        fields: list[Any] = list(outcome.value) if isinstance(outcome, Described) and isinstance(outcome.value, list) else []
         condition = None
         failed = undeliverable = False
         if code == Delivery.REJECTED and fields and isinstance(fields[0], Described):
-            err = list(fields[0].value or [])
+            err = list(fields[0].value) if isinstance(fields[0].value, list) else []
             condition = Condition(str(err[0]), str(err[1]) if len(err) > 1 and err[1] else None) if err else None
         if code == Delivery.MODIFIED:
             failed = bool(fields[0]) if fields else False

@@ -216,7 +216,7 @@ class AdminHttpServer:
         """Add (or replace) the handler of ``method path``; safe while serving."""
         self.routes[(method.upper(), path)] = handler
 
-    def start(self) -> tuple[str, int]:
+    def start(self) -> tuple[str, int]:  # noqa: C901 (its request handler class closes over this server's routes and token)
         """Bind (``port`` 0 picks a free one) and serve; return the bound (host, port).
 
         Raises:

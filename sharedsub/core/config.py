@@ -97,9 +97,9 @@ class FanoutSettings:
     # every commit): sharedsub.core.fanout.fanout_pacing.
     unsubscribed_topic_interval: float
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
-    # (Delta Lake's streaming source; needs the connector's jars: jobs/delta_source.py).
+    # (Delta Lake's streaming source; needs the connector's jars: jobs/sources/delta_streaming.py).
     source: str
-    # With "deltars": read each micro-batch on the driver (jobs/deltars_source.py DriverBatchReader).
+    # With "deltars": read each micro-batch on the driver (jobs/sources/deltars_topics.py DriverBatchReader).
     driver_reads: bool
 
 
@@ -232,6 +232,7 @@ def _coerce(key: str, value: Any, kind: Any) -> Any:
 
 
 def _check(settings: Settings) -> None:
+    """Every setting is in its range (a ConfigError names the first that is not)."""
     s = settings
     for key, value in (
         ("server.shared_consumer_limit", s.server.shared_consumer_limit),
@@ -257,6 +258,15 @@ def _check(settings: Settings) -> None:
     ):
         if value <= 0:
             raise ConfigError(key, f"must be positive, got {value}")
+    _check_intervals(s)
+    if not s.storage.data_dir:
+        raise ConfigError("storage.data_dir", "must not be empty")
+    _check_observability(s)
+    _check_security(s)
+
+
+def _check_intervals(s: Settings) -> None:
+    """Times and retention settings (seconds or hours) are in range; the fan-out's source is known."""
     if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
         raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
     if s.server.idle_timeout < 0:
@@ -293,10 +303,6 @@ def _check(settings: Settings) -> None:
             "maintenance.topic_retention_hours",
             f"must be -1 (the history retention) or hours >= 0, got {s.maintenance.topic_retention_hours}",
         )
-    if not s.storage.data_dir:
-        raise ConfigError("storage.data_dir", "must not be empty")
-    _check_observability(s)
-    _check_security(s)
 
 
 def _check_security(s: Settings) -> None:

@@ -11,7 +11,7 @@ Layout (all Delta tables unless noted)::
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
     <data>/_checkpoints/fanout-stats.json    the fan-out job's batch statistics (JSON, replaced per batch)
     <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
-                                             table yet, kept until it can (Parquet; jobs/fanout.py)
+                                             table yet, kept until it can (Parquet; storage/parked_rows.py)
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
                                              unless [security] users_file names another path
@@ -80,7 +80,7 @@ def fanout_stats_file(root: str) -> str:
 
 
 def fanout_pending(root: str) -> str:
-    """Directory of the rows parked for subscription tables whose commits failed (jobs/fanout.py)."""
+    """Directory of the rows parked for subscription tables whose commits failed (sharedsub.storage.parked_rows)."""
     return join(root, FANOUT_PENDING)
 
 

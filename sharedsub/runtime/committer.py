@@ -34,132 +34,36 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable, TopicExists
-from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
+from sharedsub.runtime.commit_requests import (
+    Ack,
+    CommitTransaction,
+    CreateTopic,
+    DeadLetterMessage,
+    DropTopic,
+    Group,
+    LinkEvent,
+    Publish,
+    Request,
+    Result,
+    SaveSubscription,
+)
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
 from sharedsub.storage.commits.commit_store import Appender, CommitStore
 from sharedsub.storage.commits.py_columns import PyColumns
+from sharedsub.storage.topic_rows import topic_batch
 
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
-_IDLE = object()  # no request came while the committer waited (a fault or parked writes to act on)
-
-
-@dataclasses.dataclass(slots=True)
-class Publish:
-    """Store one message in a topic. ``columns`` are the typed columns but seq and time."""
-
-    topic: str
-    columns: dict[str, Any]
-    message: bytes
-    token: Any
-    received: float = 0.0  # time.perf_counter() when its transfer was complete (stage publish_accept)
-
-
-@dataclasses.dataclass(slots=True)
-class SaveSubscription:
-    """Write a catalog revision. ``assign_start`` sets start_seq to the topic's next seq."""
-
-    record: SubscriptionRecord
-    assign_start: bool
-    token: Any
-
-
-@dataclasses.dataclass(slots=True)
-class CreateTopic:
-    """Create a topic table if it does not exist."""
-
-    topic: str
-    token: Any
-
-
-@dataclasses.dataclass(slots=True)
-class DropTopic:
-    """Remove a topic table (admin ``topics drop``), after everything queued before it.
-
-    Handled last in its group, so catalog revisions submitted before it (the DELETED revisions of
-    the topic's subscriptions) are committed first. Forgets the topic's appender, next seq and
-    cached payloads, so a topic created again under the name starts afresh.
-    """
-
-    topic: str
-    token: Any = None
-
-
-@dataclasses.dataclass(slots=True)
-class Ack:
-    """Record settled-for-good rows of a subscription generation in its acknowledgement log."""
-
-    table: str  # ack table, relative to the data dir
-    seqs: list[int]
-    outcome: str
-    consumer: str
-    token: Any = None
-
-
-@dataclasses.dataclass(slots=True)
-class DeadLetterMessage:
-    """Move a message to a subscription generation's dead-letter table.
-
-    ``row`` is a schemas.DEAD_LETTER row without ``dead_lettered_at``. The dead-letter row is
-    committed first and the ``dead-lettered`` row of the ack log (when ``ack_table`` is given)
-    after it, in the same group: a crash between the two can leave the message dead-lettered
-    twice after a restart, never lost.
-    """
-
-    table: str  # dead-letter table, relative to the data dir
-    ack_table: str | None  # ack log, relative to the data dir (None: acks are not persisted)
-    row: dict[str, Any]
-    token: Any = None
-
-
-@dataclasses.dataclass(slots=True)
-class LinkEvent:
-    """Record a consumer link attaching to or detaching from a subscription (catalog/links)."""
-
-    row: dict[str, Any]  # schemas.LINKS without ``at``
-    token: Any = None
-
-
-@dataclasses.dataclass(slots=True)
-class CommitTransaction:
-    """Store every message a transaction published, never split: all of a topic's messages of
-    the transaction land in one Delta commit (with whatever else the group holds for that
-    topic). Its result fails when any of them failed; ``value`` is their seqs."""
-
-    publishes: list[Publish]
-    token: Any = None
-
-
-@dataclasses.dataclass(slots=True)
-class Barrier:
-    """Nothing to store: its result comes once everything queued before it has been committed
-    (results of a group are reported together, after all of the group's commits)."""
-
-    token: Any = None
 
 
 class _DeadLetterAck(Ack):
     """The ack-log row of a dead-lettered message (internal: its result is the dead letter's)."""
 
     __slots__ = ()
-
-
-Request = (
-    Publish | SaveSubscription | CreateTopic | Ack | DeadLetterMessage | LinkEvent | DropTopic | CommitTransaction | Barrier
-)
-
-
-@dataclasses.dataclass(slots=True)
-class Result:
-    """Outcome of one request: ``value`` is the seq, the saved record, or the topic path."""
-
-    request: Request
-    error: BaseException | None = None
-    value: Any = None
 
 
 class Committer:
@@ -266,18 +170,20 @@ class Committer:
         stopping = False
         while not stopping:
             wait = self._faults.idle_wait(bool(self._parked))
+            idle = False  # no request came while waiting (a fault or parked writes to act on)
+            first: Request | None = None
             try:
-                first: Any = self._queue.get(timeout=wait)
+                first = self._queue.get(timeout=wait)
             except queue.Empty:
-                first = _IDLE
+                idle = True
             # Parked settlement records go first: they are older than anything queued.
             group, self._parked = self._parked, []
             taken = size = 0
-            if first is None:
-                stopping = True
-            elif first is not _IDLE:
+            if first is not None:
                 group.append(first)
-                taken, size = 1, _size(first)
+                taken, size = 1, first.size
+            elif not idle:
+                stopping = True
             while not stopping and taken and taken < self._max_msgs and size < self._max_bytes:
                 try:
                     nxt = self._queue.get_nowait()
@@ -288,9 +194,9 @@ class Committer:
                     break
                 group.append(nxt)
                 taken += 1
-                size += _size(nxt)
+                size += nxt.size
             if not group:
-                if first is _IDLE:
+                if idle:
                     self._probe()
                 continue
             started = time.monotonic()
@@ -401,59 +307,39 @@ class Committer:
             return
         self._writable()
 
-    def _commit_group(self, group: list[Request]) -> list[Result]:
+    def _commit_group(self, requests: list[Request]) -> list[Result]:
+        """Commit ``requests`` as one group: each joins its bucket (commit_requests.Group), and
+        the buckets are committed in the order the module docstring promises: topic creations,
+        catalog revisions, topic appends (transactions' with them), dead letters before the ack
+        rows they add, acknowledgements, link events, topic drops, and barriers last."""
         results: list[Result] = []
         parked: list[Request] = []  # settlement records given up on for now (write_faults.PARK)
-        publishes: dict[str, list[Publish]] = {}
-        saves: list[SaveSubscription] = []
-        acks: dict[str, list[Ack]] = {}
-        dead: dict[str, list[DeadLetterMessage]] = {}
-        links: list[LinkEvent] = []
-        drops: list[DropTopic] = []
-        txns: list[CommitTransaction] = []
-        barriers: list[Barrier] = []
-        for req in group:
-            if isinstance(req, Barrier):
-                barriers.append(req)
-            elif isinstance(req, CommitTransaction):
-                txns.append(req)
-                for item in req.publishes:
-                    publishes.setdefault(item.topic, []).append(item)
-            elif isinstance(req, DropTopic):
-                drops.append(req)
-            elif isinstance(req, LinkEvent):
-                links.append(req)
-            elif isinstance(req, DeadLetterMessage):
-                dead.setdefault(req.table, []).append(req)
-            elif isinstance(req, Ack):
-                acks.setdefault(req.table, []).append(req)
-            elif isinstance(req, CreateTopic):
-                results.append(self._create_topic(req))
-            elif isinstance(req, SaveSubscription):
-                saves.append(req)
-            else:
-                publishes.setdefault(req.topic, []).append(req)
-        if saves:
-            results.extend(self._save_subscriptions(saves))
-        for topic, items in publishes.items():
-            results.extend(self._append_topic(topic, items))
-        if txns:
-            results = _transaction_results(results, txns)
-        for table, letters in dead.items():
-            results.extend(self._append_dead_letters(table, letters, acks, parked))
-        for table, items in acks.items():
+        group = Group()
+        for req in requests:
+            req.join(group)
+        results.extend(self._create_topic(req) for req in group.creates)
+        if group.saves:
+            results.extend(self._save_subscriptions(group.saves))
+        for topic, publishes in group.publishes.items():
+            results.extend(self._append_topic(topic, publishes))
+        if group.transactions:
+            results = _transaction_results(results, group.transactions)
+        for table, letters in group.dead_letters.items():
+            results.extend(self._append_dead_letters(table, letters, group.acks, parked))
+        for table, acks in group.acks.items():
             results.extend(
-                r for r in self._append_acks(table, items, parked) if not isinstance(r.request, _DeadLetterAck)
+                r for r in self._append_acks(table, acks, parked) if not isinstance(r.request, _DeadLetterAck)
             )
-        if links:
-            results.extend(self._append_links(links, parked))
-        results.extend(self._drop_topic(req) for req in drops)
+        if group.links:
+            results.extend(self._append_links(group.links, parked))
+        results.extend(self._drop_topic(req) for req in group.drops)
         if parked:
             # A barrier promises that everything queued before it is committed: not yet. It waits
             # with the parked records and answers once they are written.
-            self._parked.extend(parked + barriers)
+            self._parked.extend(parked)
+            self._parked.extend(group.barriers)
         else:
-            results.extend(Result(req) for req in barriers)  # after every commit of the group
+            results.extend(Result(req) for req in group.barriers)  # after every commit of the group
         return results
 
     def _drop_topic(self, req: DropTopic) -> Result:
@@ -546,7 +432,7 @@ class Committer:
         for item in items:
             if item.ack_table is not None:
                 acks.setdefault(item.ack_table, []).append(
-                    _DeadLetterAck(item.ack_table, [int(item.row["seq"])], "dead-lettered", item.row.get("consumer") or "")
+                    _DeadLetterAck(item.ack_table, [item.row["seq"]], "dead-lettered", item.row["consumer"])
                 )
         return [Result(item) for item in items]
 
@@ -561,7 +447,7 @@ class Committer:
 
         try:
             self._write(path, create)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (the result carries any failure to the caller)
             return Result(req, error=exc)
         return Result(req, value=path)
 
@@ -589,15 +475,8 @@ class Committer:
         try:
             first = self.next_seq(topic)
             now = dt.datetime.now(dt.UTC)
-            columns: dict[str, list[Any]] = {name: [] for name in schemas.TOPIC.names}
-            for i, item in enumerate(items):
-                columns["seq"].append(first + i)
-                columns["published_at"].append(now)
-                columns["message"].append(item.message)
-                for name, value in item.columns.items():
-                    columns[name].append(value)
             t0 = time.perf_counter()
-            self._append(layout.topic_table(self.root, topic), PyColumns(schemas.TOPIC, columns))
+            self._append(layout.topic_table(self.root, topic), topic_batch(first, now, items))
             self._stages.observe("group_commit", time.perf_counter() - t0)
             self.commits += 1
             log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))
@@ -618,15 +497,6 @@ def _relative(root: str, path: str) -> str:
     return path[len(prefix) :] if path.startswith(prefix) else path
 
 
-def _size(request: Request | None) -> int:
-    """Bytes of message data a request brings into a group (its share of max_batch_bytes)."""
-    if isinstance(request, Publish):
-        return len(request.message)
-    if isinstance(request, CommitTransaction):
-        return sum(len(p.message) for p in request.publishes)
-    return 0
-
-
 def _transaction_results(results: list[Result], txns: list[CommitTransaction]) -> list[Result]:
     """Replace the results of transactions' own publishes with one result per transaction."""
     owner = {id(item): txn for txn in txns for item in txn.publishes}
@@ -641,9 +511,9 @@ def _transaction_results(results: list[Result], txns: list[CommitTransaction]) -
     for txn in txns:
         mine = parts[id(txn)]
         error = next((r.error for r in mine if r.error is not None), None)
-        stored = sorted({r.request.topic for r in mine if r.error is None})  # type: ignore[union-attr]
+        stored = sorted({r.request.topic for r in mine if r.error is None and isinstance(r.request, Publish)})
         if error is not None and stored:
             # One Delta table per topic: what was written to the other topics stays written.
             error = RuntimeError(f"{error} (its messages to {', '.join(stored)} were stored)")
-        out.append(Result(txn, error=error, value=None if error else [r.value for r in mine]))
+        out.append(Result(txn, error=error, value=None if error else [r.seq() for r in mine]))
     return out

@@ -187,7 +187,7 @@ def _settled_seqs(ack_table: str) -> np.ndarray:
 def _step(report: Report, what: str, table: str, fn: Callable[[], int | None]) -> int:
     try:
         return int(fn() or 0)
-    except Exception as exc:  # one table's failure must not stop the run; the next run retries
+    except Exception as exc:  # noqa: BLE001 (one table's failure must not stop the run; the next run retries)
         report.errors += 1
         code = fault_errno(exc)
         if code is not None:  # every step fails alike then: one line for the run (run_once)
@@ -302,7 +302,7 @@ def _holds(root: str, records: Iterable[SubscriptionRecord], first_open: Mapping
                 durable=record.identity.durable, first_open=first_open.get(record.key), lowest_retained=retained
             )
             parked = stored.lowest_parked_seq(root, record.table)
-        except Exception as exc:  # unreadable: keep every row of the topic this run
+        except Exception as exc:  # noqa: BLE001 (unreadable: keep every row of the topic this run)
             failed.add(record.topic)
             log.warning("maintenance: cannot tell which rows %s still needs: %s", record.key, exc)
             continue
@@ -337,7 +337,7 @@ def _retain_topic(
     try:
         if trim:
             cut = stored.topic_cut(table, progress, topic, hold=hold, published_before_ms=before_ms)
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 (one topic's failure must not stop the run; the next run retries)
         report.errors += 1
         log.warning("maintenance: topic retention of %s failed: %s", table, exc)
     if cut is not None:

@@ -1,7 +1,10 @@
-"""Storage boundary: Delta tables on disk through delta-rs, their layout and schemas.
+"""Storage boundary: Delta tables through delta-rs, their layout and schemas, and other files.
 
 Only this package imports ``deltalake``; importing the package itself does not. One module per
-concern. The table modules, lowest first (each imports only table modules listed above it):
+concern, in three groups.
+
+``storage.delta``: the project's own Delta protocol code, lowest first (each imports only modules
+listed above it):
 
 - ``tables``: where a table is and whether it is there: ``local_path`` (local path or URI),
   log file names, ``table_exists``, ``remove_table``, the table properties new tables get.
@@ -12,31 +15,52 @@ concern. The table modules, lowest first (each imports only table modules listed
   ``MAINTENANCE_MARK``, table identity (``table_id``, ``TableIds``).
 - ``table_reads``: table contents as Arrow: ``read_files``, ``snapshot_files``, ``read_table``,
   ``read_seqs``.
-- ``topics``: topic tables: ``create_topic``, ``list_topics``, ``topic_exists``, ``last_seq``,
-  their files' seq ranges (``topic_files``).
-- ``appender``: writes: ``TableAppender``, commit ids (``COMMIT_MARK``), ``sync_commit``.
-- ``blind_append``: appends to an existing local table without loading it (``BlindAppender``;
-  ``TableAppender`` uses it).
-- ``payload_index``: payload lookup: ``TopicIndex``, ``read_messages``.
+- ``blind_append``: the fast path of appends to an existing local table, without loading it
+  (``FastPathAppender``).
+- ``appender``: appends in this process: ``DeltaAppender``, commit ids (``COMMIT_MARK``),
+  ``sync_commit``.
 - ``table_maintenance``: maintenance writes (marked ``MAINTENANCE_MARK``): ``delete_rows``,
   ``compact``, ``vacuum``, ``checkpoint_and_clean_log``.
 - ``table_history``: a table's retained history: ``history``, ``read_since``, ``append_restored``.
 
-Built on them, or beside them:
+``storage.commits``: the group committer's write seam:
+
+- ``commit_store``: the narrow interface the committer writes through (``CommitStore``,
+  ``Appender``) and its Delta implementation (``DeltaStore``, ``InProcessAppender``).
+- ``append_process``: appends done by a child process (``AppendProcess``, ``ChildProcessAppender``).
+- ``py_columns``: rows as column lists, converted to Arrow where they are committed.
+- ``memory_store``: ``CommitStore`` in memory, with faults on demand, for tests of the runtime.
+
+The domain's tables and files, on top of those:
 
 - ``schemas``: the Arrow schemas of every table.
-- ``private``: owner-only files: the data dir's mode, the process umask.
-- ``diskspace``: whether a local data dir takes writes, and its free space.
+- ``topics``: topic tables: ``create_topic``, ``list_topics``, ``topic_exists``, ``last_seq``,
+  their files' seq ranges (``topic_files``).
+- ``topic_rows``: a group of published messages as the columns of one topic commit.
+- ``payload_index``: payload lookup: ``TopicIndex``, ``read_messages``.
 - ``catalog``: the subscription catalog table: appending records, reading them.
 - ``backlog``: a subscription generation's backlog (routed minus settled).
 - ``replay_tables``: a replay's reads and writes of a subscription table and its ack log.
 - ``retention``: the fan-out's progress and topic/catalog retention on the tables.
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
-- ``append_process``: appends done by a child process (``RemoteAppender``).
+- ``parked_rows``: the fan-out's routed rows that could not be committed yet, on disk.
 - ``ack_log_lock``: replays and maintenance's acknowledged-row deletes of one generation, one at a time.
-- ``commit_store``: the narrow interface the committer writes through (``CommitStore``,
-  ``Appender``) and its Delta implementation (``DeltaStore``).
-- ``memory_store``: ``CommitStore`` in memory, with faults on demand, for tests of the runtime.
+- ``owner_only``: owner-only files: the data dir's mode, the process umask.
+- ``diskspace``: whether a local data dir takes writes, and its free space.
+
+Who appends (a published group's way to its topic table; acknowledgements and catalog
+revisions take the same way)::
+
+    Committer (sharedsub.runtime.committer)
+      └─ CommitStore.appender(path)            commits.commit_store: DeltaStore
+           ├─ InProcessAppender                 [storage] append_process = false
+           │    └─ DeltaAppender                delta.appender
+           └─ ChildProcessAppender              [storage] append_process = true (the default)
+                └─ (pipe) append child ─ DeltaAppender
+    DeltaAppender.append
+      ├─ FastPathAppender.append                delta.blind_append: an existing local table
+      └─ deltalake.write_deltalake              the first commit, other storage, changed metadata
+    MemoryAppender                              commits.memory_store: tests of the committer
 
 Whether a location is a local path or a URI is sharedsub.core.layout.local_path's rule.
 """

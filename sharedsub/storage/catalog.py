@@ -15,25 +15,25 @@ import pyarrow as pa
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage import schemas
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import iter_rows, read_files, read_table
 
 
 def append_records(
-    appender: TableAppender, records: Iterable[SubscriptionRecord], *, commit_id: str | None = None
+    appender: DeltaAppender, records: Iterable[SubscriptionRecord], *, commit_id: str | None = None
 ) -> int:
     """Commit ``records`` to the catalog in one commit; return the catalog version.
 
-    ``commit_id``: the same for every try of the same records (appender.TableAppender.append)."""
+    ``commit_id``: the same for every try of the same records (appender.DeltaAppender.append)."""
     rows = [r.to_row() for r in records]
     return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG), commit_id=commit_id)
 
 
-def catalog_appender(root: str, *, fsync: bool = False) -> TableAppender:
+def catalog_appender(root: str, *, fsync: bool = False) -> DeltaAppender:
     """Appender for the catalog table under ``root`` (``fsync``: see appender.sync_commit)."""
     # evolve: catalogs made before the ``owner`` column existed get it with their next commit.
-    return TableAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True)
+    return DeltaAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True)
 
 
 class CatalogReader:

@@ -1,6 +1,6 @@
 """The fan-out job's batch statistics, shared with the metrics endpoint through one JSON file.
 
-The job (jobs/fanout.py) calls :meth:`StatsRecorder.record` after each micro-batch that routed
+The job (jobs/fanout_sink.py) calls :meth:`StatsRecorder.record` after each micro-batch that routed
 something, and :meth:`StatsRecorder.write` when what it reports changed between batches (the
 query's routed versions, failing subscription tables); it replaces
 ``<data>/_checkpoints/fanout-stats.json`` atomically (a temporary file in the same directory, then
@@ -101,7 +101,7 @@ class StatsRecorder:
         seconds: float,
     ) -> None:
         """Add one batch: its collected ``source`` rows, ``written`` rows per subscription table
-        path (what :meth:`jobs.fanout.FanoutSink.write_routed` returns), the active ``records``
+        path (what :meth:`jobs.fanout_sink.FanoutSink.write_routed` returns), the active ``records``
         it routed for, and its duration; then replace the file. Never raises (a failed write is
         logged when it starts failing and when it works again)."""
         try:
@@ -118,7 +118,7 @@ class StatsRecorder:
                 "seconds": seconds,
                 "finished_at": time.time(),
             }
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (statistics are best effort; throttled log)
             self._faults.fault("write", "could not record the fan-out statistics", error=exc, level=logging.WARNING)
             return
         self.write()
@@ -153,7 +153,7 @@ class StatsRecorder:
             document["routed_versions"] = self.routed_versions
         try:
             self._write(document)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 (statistics are best effort; throttled log)
             self._faults.fault("write", "could not write the fan-out statistics", error=exc, level=logging.WARNING)
         else:
             self._faults.clear("write", "the fan-out statistics are written again")

@@ -36,7 +36,7 @@ from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.replay import Commit, ReplayPlan, iso, oldest_available, plan_replay, start_version
 from sharedsub.storage import ack_log_lock, schemas
 from sharedsub.storage.delta import table_history
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_reads import read_seqs, read_table
 
 
@@ -125,7 +125,7 @@ def replay_tables(
                 },
                 schema=schemas.ACK,
             )
-            TableAppender(acks, schemas.ACK).append(marks)
+            DeltaAppender(acks, schemas.ACK).append(marks)
         if plan.restore:
             table_history.append_restored(table, _rows((at, after), plan.restore), f"replay-restore from version {start}")
     version_at = next((iso(c.timestamp_ms) for c in history if c.version == start), None)

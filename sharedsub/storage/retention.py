@@ -131,7 +131,7 @@ def lowest_retained_seq(table: str) -> int | None:
 
 def lowest_parked_seq(root: str, table_rel: str) -> int | None:
     """Lowest seq of the rows the fan-out parked for subscription table ``table_rel`` because
-    its commit failed (jobs/fanout.py ParkedRows: ``<first seq>-<batch>.parquet`` files, in
+    its commit failed (sharedsub.storage.parked_rows.ParkedRows: ``<first seq>-<batch>.parquet`` files, in
     their micro-batch's committed range but not in the table yet); None when none."""
     base = local_path(layout.fanout_pending(root))
     if base is None:

@@ -1,4 +1,4 @@
-"""connectors/amqp/listener.py on a real engine loop (connectors/amqp/engine_loop.py), with real
+"""connectors/amqp/wire/listener.py on a real engine loop (connectors/amqp/wire/engine_loop.py), with real
 proton clients on localhost sockets: listeners with and without our SASL layer side by side,
 messages larger than a socket read, a client that stops reading (the loop waits for the socket to
 take output again), a client that vanishes. The server is a proton MessagingHandler, so the test
@@ -17,11 +17,11 @@ from typing import Any
 import pytest
 from proton import Message
 from proton.handlers import MessagingHandler
-from proton.reactor import ApplicationEvent, Container
+from proton.reactor import Container
 
-from connectors.amqp import listener as listener_module
-from connectors.amqp.engine_loop import READ_SIZE, EngineLoop
-from connectors.amqp.listener import AmqpSocket, Listener
+from connectors.amqp.wire import listener as listener_module
+from connectors.amqp.wire.engine_loop import READ_SIZE, EngineLoop
+from connectors.amqp.wire.listener import AmqpSocket, Listener
 from sharedsub.core.security.authenticated import Identities, Identity
 from sharedsub.core.security.sasl_rules import SaslPolicy
 
@@ -49,9 +49,6 @@ class _Server(MessagingHandler):  # type: ignore[misc]
 
     def on_transport_closed(self, event: Any) -> None:
         self.closed_transports += 1
-
-    def on_test_call(self, event: Any) -> None:
-        event.subject()
 
 
 class _Sender(MessagingHandler):  # type: ignore[misc]
@@ -83,7 +80,7 @@ def _serve(loop: EngineLoop) -> threading.Thread:
 
 
 def _on_loop(loop: EngineLoop, fn: Callable[[], None]) -> None:
-    loop.injector.trigger(ApplicationEvent("test_call", subject=fn))
+    loop.injector.call(fn)
 
 
 def _stop(loop: EngineLoop, thread: threading.Thread, listeners: list[Listener]) -> None:

@@ -1,10 +1,11 @@
 """Hypothesis strategies for AMQP messages and their mutations, and the publish path as a pure
-function (what ``connectors/amqp/handler.py`` ``_on_published`` does with a transfer's bytes
-before the committer stores it).
+function: the product's decoder and topic-row functions, called as ``connectors/amqp/handler.py``
+``_on_published`` and the committer call them, never a copy of them.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import uuid
 from typing import Any
@@ -17,7 +18,9 @@ from proton import Described, symbol, ulong
 from sharedsub.core import addressing
 from sharedsub.core.errors import SharedSubError
 from sharedsub.core.publish import amqp_message
-from sharedsub.storage import schemas
+from sharedsub.core.publish.topic_row import TopicColumns, topic_columns
+from sharedsub.storage.commits.py_columns import as_table
+from sharedsub.storage.topic_rows import topic_batch
 
 HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
 APPLICATION_PROPERTIES, DATA, SEQUENCE, VALUE, FOOTER = 0x74, 0x75, 0x76, 0x77, 0x78
@@ -197,9 +200,18 @@ class Refused(Exception):
         self.condition = condition
 
 
-def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "fuzz-publisher") -> dict[str, Any]:
-    """The topic-table row ``_on_published`` would queue for ``raw`` (on a link to ``address``,
-    or an anonymous-relay link when None), with the committer's seq and published_at.
+@dataclasses.dataclass(frozen=True)
+class Ingested:
+    """A transfer the front end would store: its topic row but the commit's columns, and its bytes
+    (what sharedsub.storage.topic_rows.topic_batch takes)."""
+
+    columns: TopicColumns
+    message: bytes
+
+
+def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "fuzz-publisher") -> Ingested:
+    """What ``_on_published`` would queue for ``raw`` on a link to ``address`` (an anonymous-relay
+    link when None): the product's decoder and topic-row builder, as the handler calls them.
 
     Raises:
         Refused: the handler would reject the transfer (a SharedSubError from
@@ -209,25 +221,15 @@ def ingest(raw: bytes, address: str | None = "fuzz-topic", *, publisher: str = "
     try:
         decoded = amqp_message.decode(raw)
         target = addressing.parse_address(address) if address is not None else addressing.parse_address(decoded.to)
-        columns = decoded.columns
-        columns["routing_key"] = addressing.routing_key(target, decoded.routing_properties, decoded.subject)
+        columns = topic_columns(decoded, target, publisher=publisher, size=len(raw))
     except SharedSubError as exc:
         raise Refused(str(exc.condition), exc.description) from None
-    columns.update(publisher=publisher, partition=0, size=len(raw))
-    row = dict(columns, seq=0, published_at=dt.datetime.now(dt.UTC), message=raw)
-    return row
+    return Ingested(columns, raw)
 
 
-def to_table(rows: list[dict[str, Any]]) -> pa.Table:
-    """The rows as the committer builds its topic-table commit (sharedsub/runtime/committer.py _append_topic)."""
-    columns: dict[str, list[Any]] = {name: [] for name in schemas.TOPIC.names}
-    for row in rows:
-        assert set(row) == set(schemas.TOPIC.names), set(row) ^ set(schemas.TOPIC.names)
-        for name in schemas.TOPIC.names:
-            columns[name].append(row[name])
-    table = pa.Table.from_pydict(columns, schema=schemas.TOPIC)
-    assert pa.Table.from_pylist(rows, schema=schemas.TOPIC).num_rows == len(rows)
-    return table
+def to_table(rows: list[Ingested]) -> pa.Table:
+    """The rows as the committer's topic-table commit converts them (topic_batch, then Arrow)."""
+    return as_table(topic_batch(0, dt.datetime.now(dt.UTC), rows))
 
 
 def random_uuid() -> str:

@@ -2,7 +2,7 @@
 
 Whatever bytes a publisher sends, the decoder either refuses them with MessageDecodeError or
 InvalidMessage or returns the columns, never anything else; and it agrees with check_encoding +
-proton's Message.decode + translate.message_columns: the same refusals, the same columns, to,
+proton's Message.decode + message_columns (tests/proton_columns.py): the same refusals, the same columns, to,
 subject and routing key, up to the divergences sharedsub/core/publish/amqp_message.py documents
 (tests/message_oracle.assert_same).
 """

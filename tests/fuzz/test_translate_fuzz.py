@@ -1,10 +1,10 @@
-"""Property tests of the publish path's message translation (no server).
+"""Property tests of the publish path's message reading (no server).
 
-Whatever bytes a publisher sends, ``check_encoding`` + proton's decoder + ``message_columns`` +
-the routing key either refuse the transfer (ValueError from check_encoding, a decoder failure,
-a SharedSubError: the handler answers rejected) or give a row that the committer's Arrow
-conversion with ``schemas.TOPIC`` takes: a row that fails there would fail its whole group
-commit, the other publishers' messages with it.
+Whatever bytes a publisher sends, the decoder (sharedsub.core.publish.amqp_message) and the
+topic-row builder (sharedsub.core.publish.topic_row, with the routing key) either refuse the
+transfer (a SharedSubError: the handler answers rejected) or give a row that the committer's
+conversion (sharedsub.storage.topic_rows, then Arrow with ``schemas.TOPIC``) takes: a row that
+fails there would fail its whole group commit, the other publishers' messages with it.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ FUZZ = settings(
 )
 
 
-def _outcome(raw: bytes, address: str | None = "fuzz-topic") -> dict[str, Any] | None:
+def _outcome(raw: bytes, address: str | None = "fuzz-topic") -> m.Ingested | None:
     """The row ``raw`` becomes (checked to convert alone), or None when it is refused."""
     try:
         row = m.ingest(raw, address)
     except m.Refused as exc:
-        assert exc.condition in ("amqp:decode-error", "amqp:invalid-field"), exc
+        assert exc.condition in ("amqp:decode-error", "amqp:invalid-field"), exc  # noqa: PT017 (a refusal is one of two outcomes)
         return None
     m.to_table([row])
     return row
@@ -80,7 +80,7 @@ def test_a_huge_application_properties_map_is_stored(n: int, value: Any) -> None
     props = {f"p{i}": value for i in range(n)} | {proton.symbol("sym"): value, proton.ulong(2**64 - 1): value}
     row = _outcome(m.encode([(m.APPLICATION_PROPERTIES, props), (m.VALUE, "x")]))
     assert row is not None
-    assert len(row["application_properties"]) == n + 2
+    assert len(row.columns["application_properties"]) == n + 2
 
 
 @seed(SEED)
@@ -99,10 +99,10 @@ def test_numbers_at_the_edges_of_their_types_are_stored(big: int, expiry: int, c
     assert row is not None
     for column, ms in (("absolute_expiry_time", expiry), ("creation_time", created)):
         if ms == 0:
-            assert row[column] is None
+            assert row.columns[column] is None
         else:  # exact within float precision (proton hands timestamps out as float seconds)
-            assert math.isclose(row[column], ms, rel_tol=1e-15, abs_tol=1), (column, row[column], ms)
-    u = dict(row["application_properties"])["u"]
+            assert math.isclose(row.columns[column], ms, rel_tol=1e-15, abs_tol=1), (column, row.columns[column], ms)
+    u = dict(row.columns["application_properties"])["u"]
     assert u["type"] == "ulong"
     assert (u["long"] == big) if big < 2**63 else (u["double"] == float(big))
 
@@ -128,28 +128,28 @@ def test_well_typed_fields_land_in_their_columns(header: list[Any], props: list[
         return  # refused (e.g. a routing key past the limit); refusals are checked elsewhere
     h = header + [None] * (5 - len(header))
     p = props + [None] * (13 - len(props))
-    assert row["durable"] is bool(h[0])
-    assert row["priority"] == (4 if h[1] is None else int(h[1]))
-    assert row["ttl"] == (int(h[2]) or None if h[2] is not None else None)
-    assert row["message_id"] == _id_text(p[0])
-    assert row["user_id"] == (p[1] or None)
-    assert row["to"] == _c_string(p[2])
-    assert row["subject"] == _c_string(p[3])
-    assert row["reply_to"] == _c_string(p[4])
-    assert row["correlation_id"] == _id_text(p[5])
-    assert row["content_type"] == (None if p[6] is None else str(p[6]))
-    assert row["content_encoding"] == (None if p[7] is None else str(p[7]))
+    assert row.columns["durable"] is bool(h[0])
+    assert row.columns["priority"] == (4 if h[1] is None else int(h[1]))
+    assert row.columns["ttl"] == (int(h[2]) or None if h[2] is not None else None)
+    assert row.columns["message_id"] == _id_text(p[0])
+    assert row.columns["user_id"] == (p[1] or None)
+    assert row.columns["to"] == _c_string(p[2])
+    assert row.columns["subject"] == _c_string(p[3])
+    assert row.columns["reply_to"] == _c_string(p[4])
+    assert row.columns["correlation_id"] == _id_text(p[5])
+    assert row.columns["content_type"] == (None if p[6] is None else str(p[6]))
+    assert row.columns["content_encoding"] == (None if p[7] is None else str(p[7]))
     for column, ms in (("absolute_expiry_time", p[8]), ("creation_time", p[9])):
         if not ms:
-            assert row[column] is None
+            assert row.columns[column] is None
         else:
-            assert math.isclose(row[column], int(ms), rel_tol=1e-15, abs_tol=1), (column, row[column], ms)
-    assert row["group_id"] == _c_string(p[10])
-    assert row["group_sequence"] == (int(p[11]) or None if p[11] is not None else None)
-    assert row["reply_to_group_id"] == _c_string(p[12])
+            assert math.isclose(row.columns[column], int(ms), rel_tol=1e-15, abs_tol=1), (column, row.columns[column], ms)
+    assert row.columns["group_id"] == _c_string(p[10])
+    assert row.columns["group_sequence"] == (int(p[11]) or None if p[11] is not None else None)
+    assert row.columns["reply_to_group_id"] == _c_string(p[12])
     if "Described(" not in repr(app):
         # (proton's decoder loses map entries after a nested described value: not checked)
-        assert [k for k, _ in row["application_properties"]] == [str(k) for k in app]
+        assert [k for k, _ in row.columns["application_properties"]] == [str(k) for k in app]
 
 
 def _c_string(value: str | None) -> str | None:

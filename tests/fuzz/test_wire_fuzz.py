@@ -217,7 +217,7 @@ def test_no_client_stops_the_service_and_nothing_accepted_is_lost(tmp_path: Path
                     if outcome.state == "accepted":
                         accepted[raw] += 1
                         row = ingest(raw, topic)
-                        if row["ttl"] is not None or row["absolute_expiry_time"] is not None:
+                        if row.columns["ttl"] is not None or row.columns["absolute_expiry_time"] is not None:
                             may_expire.add(raw)  # a mutation may make it expire before delivery
                     elif outcome.state != "rejected":
                         failures.append(f"{raw.hex()}: {outcome}")

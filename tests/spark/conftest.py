@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.fanout import FanoutSink, build_fanout_query
+from jobs.fanout import build_fanout_query
+from jobs.fanout_sink import FanoutSink
 from jobs.session import build_session
 from sharedsub.core.config import Settings, parse_settings
 

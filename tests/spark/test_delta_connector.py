@@ -20,15 +20,17 @@ import pytest
 from pyspark.sql import SparkSession
 
 from connectors.amqp.translate import message_columns
-from jobs import delta_connector
-from jobs.delta_source import routed_version
-from jobs.fanout import FanoutSink, build_fanout_query
+from jobs import delta_jars
+from jobs.fanout import build_fanout_query
+from jobs.fanout_sink import FanoutSink
 from jobs.session import delta_enabled, spark_conf
+from jobs.sources.delta_streaming import routed_version
 from jobs.spark_tables import backlog_sql, register_tables, table_ref, view_name
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
-from sharedsub.runtime.committer import Ack, Committer, Publish, Result, SaveSubscription
+from sharedsub.runtime.commit_requests import Ack, Publish, Result, SaveSubscription
+from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import retention as stored
 from sharedsub.storage.commits.commit_store import DeltaStore
@@ -46,7 +48,7 @@ pytestmark = pytest.mark.spark
 @pytest.fixture(scope="module")
 def dspark(spark: SparkSession) -> SparkSession:
     """The shared session; it has the connector, since bootstrap.py fetched it."""
-    assert delta_enabled(spark), f"no Delta connector jars in {delta_connector.JARS_DIR} (run python3 bootstrap.py setup)"
+    assert delta_enabled(spark), f"no Delta connector jars in {delta_jars.JARS_DIR} (run python3 bootstrap.py setup)"
     return spark
 
 
@@ -107,15 +109,15 @@ def _deltars_seqs(table: str, version: int | None = None) -> list[int]:
 
 def test_the_connector_is_configured_only_when_its_jars_are_there(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> None:
     settings = make_settings(str(tmp_path))
-    monkeypatch.setenv(delta_connector.ENV, "off")
+    monkeypatch.setenv(delta_jars.ENV, "off")
     off = spark_conf(settings)
     assert "spark.jars" not in off and "spark.sql.extensions" not in off
-    monkeypatch.setenv(delta_connector.ENV, str(tmp_path))  # an empty directory: jars missing
+    monkeypatch.setenv(delta_jars.ENV, str(tmp_path))  # an empty directory: jars missing
     assert "spark.sql.extensions" not in spark_conf(settings)
-    monkeypatch.delenv(delta_connector.ENV)
+    monkeypatch.delenv(delta_jars.ENV)
     on = spark_conf(settings)
-    assert on["spark.sql.extensions"] == delta_connector.EXTENSION
-    assert on["spark.sql.catalog.spark_catalog"] == delta_connector.CATALOG
+    assert on["spark.sql.extensions"] == delta_jars.EXTENSION
+    assert on["spark.sql.catalog.spark_catalog"] == delta_jars.CATALOG
     assert [p.rsplit("/", 1)[1] for p in on["spark.jars"].split(",")] == [
         "delta-spark_4.2_2.13-4.4.0.jar",
         "delta-storage-4.4.0.jar",

@@ -1,5 +1,5 @@
 """``[fanout] driver_reads``: a micro-batch read on the driver from the offsets Spark logged for it
-(jobs/deltars_source.py DriverBatchReader) holds exactly the rows the source's Spark tasks read
+(jobs/sources/deltars_topics.py DriverBatchReader) holds exactly the rows the source's Spark tasks read
 for the same batch, batch by batch: capped batches, several topics, a topic created while the
 query runs, one dropped and created again. And routing gives the same tables either way."""
 
@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.deltars_source import SOURCE_NAME, DriverBatchReader
+from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.runtime.offline_admin import drop_topic
 from tests import builders as b

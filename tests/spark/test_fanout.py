@@ -11,11 +11,13 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
-from jobs.deltars_source import SPARK_SCHEMA, TopicsStreamReader
-from jobs.fanout import FanoutSink, ParkedRows, build_fanout_query
+from jobs.fanout import build_fanout_query
+from jobs.fanout_sink import FanoutSink
+from jobs.sources.deltars_topics import SPARK_SCHEMA, TopicsStreamReader
 from sharedsub.core import layout
 from sharedsub.storage import schemas
 from sharedsub.storage.fanout_stats import read_stats
+from sharedsub.storage.parked_rows import ParkedRows
 from tests import builders as b
 from tests.spark.conftest import make_settings, run_available_now, wait_until
 

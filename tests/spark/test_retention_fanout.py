@@ -12,7 +12,7 @@ from pyspark.sql import SparkSession
 from sharedsub.core import layout
 from sharedsub.runtime import maintenance
 from sharedsub.storage import schemas
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_reads import read_seqs, read_table
 from tests import builders as b
 from tests.builders import maintenance_policy
@@ -25,7 +25,7 @@ def _ack_all(root: str, record: object, seqs: list[int]) -> None:
     n = len(seqs)
     data = {"seq": seqs, "outcome": ["accepted"] * n, "acked_at": [b.T0] * n, "consumer": ["c"] * n}
     table = layout.join(root, layout.ack_table_rel(record.key, record.generation))  # type: ignore[attr-defined]
-    TableAppender(table, schemas.ACK).append(pa.table(data, schema=schemas.ACK))
+    DeltaAppender(table, schemas.ACK).append(pa.table(data, schema=schemas.ACK))
 
 
 def _held(root: str, record: object) -> list[int]:

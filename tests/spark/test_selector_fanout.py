@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pyspark.sql import SparkSession
 
-from jobs.fanout import FanoutSink
+from jobs.fanout_sink import FanoutSink
 from tests import builders as b
 from tests.spark.test_fanout import source_frame
 

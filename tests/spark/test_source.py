@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
 
-from jobs.deltars_source import (
+from jobs.sources.deltars_topics import (
     ARROW_SCHEMA,
     SPARK_SCHEMA,
     TopicFiles,

@@ -25,10 +25,10 @@ from sharedsub.core import layout
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
-from sharedsub.storage.commits.append_process import AppendProcess, RemoteAppenderError
+from sharedsub.storage.commits.append_process import AppendProcess, ChildProcessAppendError
 from sharedsub.storage.commits.commit_store import DeltaStore
 from sharedsub.storage.commits.py_columns import PyColumns
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
@@ -74,9 +74,9 @@ def test_a_child_that_died_between_appends_is_started_again(tmp_path: Path, appe
 def test_a_retry_after_the_trying_process_died_finds_its_commit(tmp_path: Path) -> None:
     """The child's half of the restart: a fresh appender told where to look finds the commit."""
     table = _topic(tmp_path)
-    before = TableAppender(table, schemas.TOPIC).append(_rows(0), commit_id="first")
-    landed = TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply")
-    again = TableAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply", tried_after=before)
+    before = DeltaAppender(table, schemas.TOPIC).append(_rows(0), commit_id="first")
+    landed = DeltaAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply")
+    again = DeltaAppender(table, schemas.TOPIC).append(_rows(5), commit_id="lost-reply", tried_after=before)
     assert again == landed
     assert _seqs(table) == list(range(10))  # the rows once
 
@@ -85,7 +85,7 @@ def test_an_error_in_the_child_comes_back_with_its_message(tmp_path: Path, appen
     table = _topic(tmp_path)
     wrong = pa.table({"seq": pa.array([1], pa.int64())})  # not the topic schema
     bad = appends.appender(table, wrong.schema)
-    with pytest.raises(RemoteAppenderError, match="[Ss]chema"):
+    with pytest.raises(ChildProcessAppendError, match="[Ss]chema"):
         bad.append(wrong, commit_id="x")
     bad.close()  # what the committer does with an appender that failed
     assert appends.appender(table, schemas.TOPIC).append(_rows(0), commit_id="y") >= 1  # and it goes on
@@ -127,7 +127,7 @@ def test_column_lists_that_do_not_fit_the_schema_come_back_as_the_childs_error(
     appender = appends.appender(table, schemas.TOPIC)
     cols = _columns(0, 2)
     cols["seq"] = ["not a number", 1]
-    with pytest.raises(RemoteAppenderError, match="Arrow"):
+    with pytest.raises(ChildProcessAppendError, match="Arrow"):
         appender.append(PyColumns(schemas.TOPIC, cols), commit_id="x")
     appender.close()
     assert appends.appender(table, schemas.TOPIC).append(PyColumns(schemas.TOPIC, _columns(0, 2)), commit_id="y") >= 1

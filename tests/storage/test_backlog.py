@@ -11,7 +11,7 @@ import pyarrow as pa
 from sharedsub.core import layout
 from sharedsub.storage import schemas
 from sharedsub.storage.backlog import PartitionBacklog, subscription_backlog
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 KEY = "shared-durable~c~s~0123456789"
@@ -29,7 +29,7 @@ def _routed(root: str, generation: int, rows: list[tuple[int, int, int]]) -> Non
         table["size"][-1] = size
         table["published_at"][-1] = T0 + dt.timedelta(seconds=seq)
     path = layout.join(root, layout.generation_table_rel(KEY, generation))
-    TableAppender(path, schemas.SUBSCRIPTION).append(pa.Table.from_pydict(table, schema=schemas.SUBSCRIPTION))
+    DeltaAppender(path, schemas.SUBSCRIPTION).append(pa.Table.from_pydict(table, schema=schemas.SUBSCRIPTION))
 
 
 def _acks(root: str, generation: int, rows: list[tuple[int, str]]) -> None:
@@ -40,7 +40,7 @@ def _acks(root: str, generation: int, rows: list[tuple[int, str]]) -> None:
         "acked_at": [T0] * len(rows),
         "consumer": ["c"] * len(rows),
     }
-    TableAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
+    DeltaAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
 
 
 def test_backlog_is_routed_minus_final_acks_per_partition(tmp_path: Path) -> None:

@@ -15,8 +15,8 @@ from deltalake import DeltaTable, write_deltalake
 
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import blind_append
-from sharedsub.storage.delta.appender import COMMIT_MARK, TableAppender
-from sharedsub.storage.delta.blind_append import BlindAppender, TableChanged
+from sharedsub.storage.delta.appender import COMMIT_MARK, DeltaAppender
+from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import read_log_entry
 from sharedsub.storage.delta.table_maintenance import compact, delete_rows
 from sharedsub.storage.delta.table_reads import read_table
@@ -42,7 +42,7 @@ def _entry_actions(table: str, version: int) -> list[dict[str, object]]:
 def test_appends_are_delta_commits_every_reader_takes(tmp_path: Path) -> None:
     table = str(tmp_path / "acks")
     write_deltalake(table, _acks(range(0, 2)))  # version 0, made by delta-rs
-    appender = BlindAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
+    appender = FastPathAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
 
     assert appender.append(_acks(range(2, 5)), "m1") == 1
     assert appender.append(_acks(range(5, 9)), "m2") == 2
@@ -76,7 +76,7 @@ def test_topic_statistics_serve_the_seq_and_age_readers(tmp_path: Path) -> None:
     rows = first.set_column(0, "seq", pa.array([7], pa.int64()))
     stamp = pa.array([T0], schemas.TOPIC.field("published_at").type)
     rows = rows.set_column(rows.schema.get_field_index("published_at"), "published_at", stamp)
-    BlindAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK).append(rows, "m")
+    FastPathAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK).append(rows, "m")
 
     _, files = topic_files(table)
     mine = [f for f in files if f.first_seq == 7]
@@ -87,7 +87,7 @@ def test_topic_statistics_serve_the_seq_and_age_readers(tmp_path: Path) -> None:
 def test_other_writers_commits_are_stepped_over_and_a_metadata_change_is_refused(tmp_path: Path) -> None:
     table = str(tmp_path / "acks")
     write_deltalake(table, _acks(range(0, 10)))
-    appender = BlindAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
+    appender = FastPathAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
     appender.append(_acks(range(10, 20)), "a")  # version 1
     # Maintenance's kinds of commit meanwhile: a delete (version 2) and a compaction (version 3).
     delete_rows(table, "seq <= 4", "acknowledged")
@@ -98,12 +98,12 @@ def test_other_writers_commits_are_stepped_over_and_a_metadata_change_is_refused
     data = read_table(table, ["seq"])
     assert data is not None and sorted(data.column("seq").to_pylist()) == list(range(5, 25))
 
-    # A metadata commit (table properties) meanwhile: this append refuses; TableAppender then
+    # A metadata commit (table properties) meanwhile: this append refuses; DeltaAppender then
     # commits through delta-rs, and the next blind append goes on after it.
     DeltaTable(table).alter.set_table_properties({"delta.logRetentionDuration": "interval 2 hours"})
     with pytest.raises(TableChanged):
         appender.append(_acks(range(25, 26)), "c")
-    both = TableAppender(table, schemas.ACK)
+    both = DeltaAppender(table, schemas.ACK)
     assert both.append(_acks(range(25, 27)), commit_id="d") == 6  # delta-rs (after the property commit)
     assert both.append(_acks(range(27, 28)), commit_id="e") == 7  # blind again
     assert read_log_entry(table, 7) is not None and read_log_entry(table, 7).info.get("isBlindAppend") is True  # type: ignore[union-attr]
@@ -114,7 +114,7 @@ def test_other_writers_commits_are_stepped_over_and_a_metadata_change_is_refused
 def test_a_checkpoint_every_interval_and_tables_it_cannot_write(tmp_path: Path) -> None:
     table = str(tmp_path / "acks")
     write_deltalake(table, _acks(range(0, 1)))
-    appender = BlindAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
+    appender = FastPathAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
     for v in range(1, blind_append.CHECKPOINT_INTERVAL + 1):
         assert appender.append(_acks(range(v, v + 1)), f"m{v}") == v
     deadline = time.monotonic() + 60
@@ -127,22 +127,22 @@ def test_a_checkpoint_every_interval_and_tables_it_cannot_write(tmp_path: Path) 
 
     partitioned = str(tmp_path / "partitioned")
     write_deltalake(partitioned, _acks(range(0, 2)), partition_by=["outcome"])
-    refused = BlindAppender(partitioned, schemas.ACK, commit_mark=COMMIT_MARK)
+    refused = FastPathAppender(partitioned, schemas.ACK, commit_mark=COMMIT_MARK)
     for attempt in ("p1", "p2"):  # the second without looking at the table again
         with pytest.raises(TableChanged):
             refused.append(_acks(range(2, 3)), attempt)
-    assert TableAppender(partitioned, schemas.ACK).append(_acks(range(2, 4)), commit_id="q") == 1  # delta-rs
+    assert DeltaAppender(partitioned, schemas.ACK).append(_acks(range(2, 4)), commit_id="q") == 1  # delta-rs
     with pytest.raises(TableChanged):  # no table there yet: delta-rs creates it
-        BlindAppender(str(tmp_path / "none"), schemas.ACK, commit_mark=COMMIT_MARK).append(_acks(range(1)), "n")
+        FastPathAppender(str(tmp_path / "none"), schemas.ACK, commit_mark=COMMIT_MARK).append(_acks(range(1)), "n")
 
 
 def test_an_app_transaction_is_recorded_with_the_rows(tmp_path: Path) -> None:
     table = str(tmp_path / "sub")
-    appender = TableAppender(table, schemas.ACK)
+    appender = DeltaAppender(table, schemas.ACK)
     appender.append(_acks(range(0, 2)), app_transaction=("fanout", 3))  # creates the table: delta-rs
     appender.append(_acks(range(2, 4)), app_transaction=("fanout", 4))  # blind
     entry = read_log_entry(table, 1)
     assert entry is not None and entry.info.get("isBlindAppend") is True and entry.transactions == {"fanout": 4}
     assert DeltaTable(table).transaction_version("fanout") == 4
-    assert TableAppender(table, schemas.ACK).transaction_version("fanout") == 4
+    assert DeltaAppender(table, schemas.ACK).transaction_version("fanout") == 4
     assert appender.transaction_version("fanout") == 4

@@ -10,7 +10,7 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.storage import catalog, schemas
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_reads import read_table
 from tests.builders import register, subscription
 
@@ -21,7 +21,7 @@ def test_an_older_catalog_gains_the_owner_column(tmp_path: Path) -> None:
     root = str(tmp_path)
     old = dataclasses.replace(subscription("t", name="old"), revision=1)
     row = {k: v for k, v in old.to_row().items() if k != "owner"}
-    TableAppender(layout.catalog_table(root), OLD_CATALOG).append(pa.Table.from_pylist([row], schema=OLD_CATALOG))
+    DeltaAppender(layout.catalog_table(root), OLD_CATALOG).append(pa.Table.from_pylist([row], schema=OLD_CATALOG))
     assert "owner" not in read_table(layout.catalog_table(root)).schema.names
     reader = catalog.CatalogReader(root)
     assert reader.refresh()[old.key].owner is None

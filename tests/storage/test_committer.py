@@ -4,16 +4,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import threading
 from pathlib import Path
 
 import proton
 import pytest
 
-from connectors.amqp.translate import message_columns, property_value
 from sharedsub.core import layout
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.runtime.committer import Barrier, Committer, CommitTransaction, Publish, Result, SaveSubscription
+from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, Publish, SaveSubscription
+from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.catalog import load_catalog
 from sharedsub.storage.commits.commit_store import DeltaStore
@@ -21,30 +20,11 @@ from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.delta.tables import log_file
 from sharedsub.storage.topics import create_topic
-
-
-class Collector:
-    def __init__(self) -> None:
-        self.results: list[Result] = []
-        self.cond = threading.Condition()
-
-    def __call__(self, results: list[Result]) -> None:
-        with self.cond:
-            self.results.extend(results)
-            self.cond.notify_all()
-
-    def wait(self, n: int) -> list[Result]:
-        with self.cond:
-            assert self.cond.wait_for(lambda: len(self.results) >= n, 120), f"{len(self.results)} of {n} results"
-            return list(self.results)
+from tests.builders import Collector, publish_request
 
 
 def _publish(topic: str, body: str, token: object, **props: object) -> Publish:
-    msg = proton.Message(body=body, properties=props or None, subject="s")
-    raw = msg.encode()
-    cols = message_columns(msg)
-    cols.update(routing_key="k", publisher="c1", partition=0, size=len(raw))
-    return Publish(topic, cols, raw, token)
+    return publish_request(topic, proton.Message(body=body, properties=props or None, subject="s"), token)  # type: ignore[arg-type]
 
 
 def _record(topic: str) -> SubscriptionRecord:
@@ -157,7 +137,10 @@ def test_typed_columns_are_stored(root: str) -> None:
     ],
 )
 def test_property_value_types(value: object, type_: str, field: str, expected: object) -> None:
-    out = property_value(value)
+    """The stored struct of an application property's value, by its AMQP type."""
+    columns = _publish("t", "m", None, p=value).columns
+    (name, out), = columns["application_properties"]  # type: ignore[misc]
+    assert name == "p"
     assert out["type"] == type_
     assert out[field] == expected
 

@@ -1,6 +1,6 @@
 """Writes on a full or read-only data dir: a real tmpfs (tests/tmpfs.py), real Delta tables.
 
-TableAppender: a commit that did not make it into the log is not a version and its retry stores
+DeltaAppender: a commit that did not make it into the log is not a version and its retry stores
 its rows once; a commit that landed although delta-rs raised is found, not made again. Committer:
 held writes go through once space returns (nothing lost, seqs gap-free and assigned once);
 past full_disk_timeout publishes are refused with StorageUnavailable and settlement records
@@ -17,19 +17,20 @@ import proton
 import pyarrow as pa
 import pytest
 
-from connectors.amqp.translate import message_columns
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
-from sharedsub.runtime.committer import Ack, Barrier, Committer, Publish
+from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
+from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.commit_store import DeltaStore
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic, last_seq
 from tests.amqp_peer import wait_for
+from tests.builders import publish_request
 from tests.storage.test_committer import Collector
 from tests.tmpfs import Tmpfs
 
@@ -72,7 +73,7 @@ def test_a_commit_whose_log_entry_did_not_fit_is_no_version_and_its_retry_stores
     outcomes = []
     for pages in range(8):
         table = create_topic(str(disk.path / f"d{pages}"), "t")
-        appender = TableAppender(table, schemas.TOPIC, fsync=True)
+        appender = DeltaAppender(table, schemas.TOPIC, fsync=True)
         appender.append(_rows(0))
         disk.fill(leave=pages * PAGE)
         try:
@@ -96,7 +97,7 @@ def test_a_commit_that_landed_although_delta_rs_raised_is_not_made_again(disk: T
     with no space for the checkpoint the append raises for a commit that is visible. Blindly
     retried, its rows would be stored twice; the commit id finds it instead."""
     table = create_topic(str(disk.path / "d"), "t")
-    appender = TableAppender(table, schemas.TOPIC, fsync=True)
+    appender = DeltaAppender(table, schemas.TOPIC, fsync=True)
     for i in range(98):
         before = disk.free_bytes()
         appender.append(_rows(5 * i, size=100))
@@ -112,11 +113,7 @@ def test_a_commit_that_landed_although_delta_rs_raised_is_not_made_again(disk: T
 
 
 def _publish(i: int) -> Publish:
-    msg = proton.Message(body=f"m{i}")
-    raw = msg.encode()
-    cols = message_columns(msg)
-    cols.update(routing_key="k", publisher="c1", partition=0, size=len(raw))
-    return Publish("t", cols, raw, i)
+    return publish_request("t", proton.Message(body=f"m{i}"), i)
 
 
 @pytest.fixture(params=["in-thread", "append-process"])
@@ -203,7 +200,7 @@ def test_maintenance_on_a_read_only_data_dir_logs_one_line_for_the_run(disk: Tmp
 
     root = disk.path / "data"
     table = create_topic(str(root), "t")
-    appender = TableAppender(table, schemas.TOPIC)
+    appender = DeltaAppender(table, schemas.TOPIC)
     for i in range(4):
         appender.append(_rows(5 * i, size=100))
     policy = maintenance_policy(compact_min_files=2, history_retention_hours=0, topic_retention_hours=0)

@@ -17,7 +17,7 @@ from sharedsub.core.model import SubscriptionRecord, SubscriptionState
 from sharedsub.runtime import inspection
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import table_history
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_reads import read_table
 from tests import builders as b
 
@@ -29,7 +29,7 @@ def _route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
     rows = [r for r in topic.to_pylist() if r["seq"] in set(seqs)]
     out = [{**{c: r[c] for c in schemas.SUBSCRIPTION_FROM_TOPIC}, "topic": record.topic, "routed_at": b.T0} for r in rows]
     data = pa.Table.from_pylist(out, schema=schemas.SUBSCRIPTION)
-    TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(data)
+    DeltaAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(data)
 
 
 def _ack(root: str, record: SubscriptionRecord, rows: list[tuple[int, str]]) -> None:
@@ -40,7 +40,7 @@ def _ack(root: str, record: SubscriptionRecord, rows: list[tuple[int, str]]) -> 
         "acked_at": [b.T0] * len(rows),
         "consumer": ["c"] * len(rows),
     }
-    TableAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
+    DeltaAppender(path, schemas.ACK).append(pa.Table.from_pydict(data, schema=schemas.ACK))
 
 
 def test_find_subscription_by_key_qualified_or_bare_name() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from deltalake import CommitProperties, write_deltalake
 
 from sharedsub.storage import schemas
-from sharedsub.storage.delta.appender import TableAppender, find_commit
+from sharedsub.storage.delta.appender import DeltaAppender, find_commit
 from sharedsub.storage.delta.commit_log import read_commit
 from tests.storage.test_disk_faults import _rows
 
@@ -20,7 +20,7 @@ PERSISTED_COMMIT_KEY = "sharedsub.commit"
 
 def test_a_maintenance_commit_of_an_older_release_adds_no_rows(tmp_path: Path) -> None:
     table = str(tmp_path / "t")
-    TableAppender(table, schemas.TOPIC).append(_rows(0))
+    DeltaAppender(table, schemas.TOPIC).append(_rows(0))
     # a rewrite as an earlier release's maintenance marked it (the rows it re-adds are not new)
     write_deltalake(table, _rows(0), mode="append",
                     commit_properties=CommitProperties(custom_metadata={PERSISTED_MAINTENANCE_KEY: "delete"}))

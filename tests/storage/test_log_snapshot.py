@@ -25,8 +25,8 @@ from deltalake import DeltaTable, TableFeatures, write_deltalake
 from deltalake.exceptions import DeltaError, TableNotFoundError
 
 from sharedsub.storage import schemas
-from sharedsub.storage.delta.appender import COMMIT_MARK, TableAppender
-from sharedsub.storage.delta.blind_append import BlindAppender
+from sharedsub.storage.delta.appender import COMMIT_MARK, DeltaAppender
+from sharedsub.storage.delta.blind_append import FastPathAppender
 from sharedsub.storage.delta.commit_log import latest_version
 from sharedsub.storage.delta.log_snapshot import Snapshot, SnapshotCache, UnsupportedLog, read_snapshot
 from sharedsub.storage.delta.table_reads import snapshot_files
@@ -111,13 +111,13 @@ def _added_in(table: str, version: int) -> int:
 def test_every_step_of_a_tables_life_reads_as_delta_rs_reads_it(tmp_path: Path) -> None:
     table = str(tmp_path.resolve() / "topic")
     cache = SnapshotCache()
-    appender = TableAppender(table, schemas.TOPIC)
-    blind = BlindAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK)
+    appender = DeltaAppender(table, schemas.TOPIC)
+    blind = FastPathAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK)
     steps: list[tuple[str, Any]] = [
         ("create (delta-rs)", lambda: write_deltalake(table, _rows(range(0, 3)))),
         ("append (delta-rs)", lambda: write_deltalake(table, _rows(range(3, 6)), mode="append")),
-        ("append (TableAppender, blind)", lambda: appender.append(_rows(range(6, 9)))),
-        ("append with a txn (BlindAppender)", lambda: blind.append(_rows(range(9, 12)), "m", ("fanout", 1))),
+        ("append (DeltaAppender, blind)", lambda: appender.append(_rows(range(6, 9)))),
+        ("append with a txn (FastPathAppender)", lambda: blind.append(_rows(range(9, 12)), "m", ("fanout", 1))),
         ("append of several files in one commit", lambda: write_deltalake(
             table, _rows(range(12, 20012), distinct=True), mode="append", target_file_size=200_000)),
         ("delete", lambda: DeltaTable(table).delete("seq <= 4 or (seq >= 100 and seq < 200)")),
@@ -152,7 +152,7 @@ def test_timestamps_as_delta_rs_reads_them_whoever_wrote_them(tmp_path: Path) ->
     nanoseconds, offsets, no zone; instants before the epoch round differently (int truncates)."""
     table = str(tmp_path.resolve() / "t")
     write_deltalake(table, _rows(range(0, 3)))  # delta-rs: ms
-    BlindAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK).append(_rows(range(3, 5)), "b")  # ms
+    FastPathAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK).append(_rows(range(3, 5)), "b")  # ms
     spellings = [
         "2026-11-24T13:00:00.123456Z", "2026-11-24T13:00:00.123456789Z", "2026-11-24T13:00:00Z",
         "2026-11-24T13:00:00.1Z", "2026-11-24T13:00:00.123+02:00", "2026-11-24T13:00:00.123-05:30",
@@ -315,7 +315,7 @@ def test_a_protocol_the_reader_refuses_is_read_by_delta_rs(tmp_path: Path) -> No
 def test_the_cache_reads_only_the_commits_after_the_cached_version(tmp_path: Path) -> None:
     table = str(tmp_path.resolve() / "t")
     write_deltalake(table, _rows(range(0, 1)))
-    appender = BlindAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK)
+    appender = FastPathAppender(table, schemas.TOPIC, commit_mark=COMMIT_MARK)
     for v in range(1, 6):
         appender.append(_rows(range(v, v + 1)), f"m{v}")
     cache = SnapshotCache()
@@ -461,7 +461,7 @@ def test_threads_sharing_a_cache_see_whole_snapshots(tmp_path: Path) -> None:
     readers = [threading.Thread(target=read) for _ in range(3)]
     for reader in readers:
         reader.start()
-    appender = TableAppender(table, schemas.TOPIC)
+    appender = DeltaAppender(table, schemas.TOPIC)
     for v in range(1, 30):
         appender.append(_rows(range(v, v + 1)))
         if v % 10 == 0:

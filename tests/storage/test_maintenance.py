@@ -12,7 +12,7 @@ from sharedsub.core import layout
 from sharedsub.runtime import maintenance
 from sharedsub.storage import schemas
 from sharedsub.storage.backlog import subscription_backlog
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_maintenance import data_file_count
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
@@ -52,16 +52,16 @@ def _seqs(table: str, version: int | None = None) -> list[int]:
     return sorted(data.column("seq").to_pylist()) if data is not None else []
 
 
-def _setup(root: str, *, commits: int = 20, per_commit: int = 100) -> tuple[str, str, TableAppender]:
+def _setup(root: str, *, commits: int = 20, per_commit: int = 100) -> tuple[str, str, DeltaAppender]:
     """One active subscription with ``commits`` small routed commits; acks for 0..1499 but 700
     (plus a failed delivery of 700 and of 1600, which settle nothing)."""
     (record,) = register(root, subscription("t", name="m"))
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
-    appender = TableAppender(table, schemas.SUBSCRIPTION)
+    appender = DeltaAppender(table, schemas.SUBSCRIPTION)
     for c in range(commits):
         appender.append(_routed_rows("t", range(c * per_commit, (c + 1) * per_commit)))
-    ack_appender = TableAppender(acks, schemas.ACK)
+    ack_appender = DeltaAppender(acks, schemas.ACK)
     ack_appender.append(_acks([s for s in range(1500) if s != 700], "accepted"))
     ack_appender.append(_acks([700, 1600], "failed"))
     return table, acks, appender
@@ -120,10 +120,10 @@ def test_old_generations_go_after_the_retention_and_the_current_one_stays(tmp_pa
     root = str(tmp_path)
     old = subscription("t", name="g", generation=1)
     (first,) = register(root, dataclasses.replace(old, created_at=T0))
-    TableAppender(layout.join(root, first.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5)))
-    TableAppender(layout.join(root, layout.ack_table_rel(first.key, 1)), schemas.ACK).append(_acks([0], "accepted"))
+    DeltaAppender(layout.join(root, first.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5)))
+    DeltaAppender(layout.join(root, layout.ack_table_rel(first.key, 1)), schemas.ACK).append(_acks([0], "accepted"))
     (second,) = register(root, dataclasses.replace(first, generation=2, created_at=T0 + dt.timedelta(hours=1)))
-    TableAppender(layout.join(root, second.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5, 8)))
+    DeltaAppender(layout.join(root, second.table), schemas.SUBSCRIPTION).append(_routed_rows("t", range(5, 8)))
     base = os.path.join(root, "subscriptions", first.key)
 
     soon = maintenance.run_once(root, maintenance_policy(history_retention_hours=24), now=T0 + dt.timedelta(hours=2))

@@ -23,7 +23,7 @@ from sharedsub.runtime import maintenance
 from sharedsub.storage import ack_log_lock, schemas
 from sharedsub.storage import replay_tables as replay_module
 from sharedsub.storage.backlog import subscription_backlog
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_reads import read_seqs, read_table
 from tests.builders import maintenance_policy, register, subscription
 
@@ -52,10 +52,10 @@ def test_maintenance_right_after_a_replays_reads_leaves_every_replayed_message_s
     (record,) = register(root, subscription("t", name="m"))
     table = layout.join(root, record.table)
     acks = layout.join(root, layout.ack_table_rel(record.key, record.generation))
-    routed = TableAppender(table, schemas.SUBSCRIPTION)
+    routed = DeltaAppender(table, schemas.SUBSCRIPTION)
     routed.append(_routed(range(0, 50)))  # version 0
     routed.append(_routed(range(50, 100)))
-    log = TableAppender(acks, schemas.ACK)
+    log = DeltaAppender(acks, schemas.ACK)
     # 0..49 acknowledged and deleted by maintenance: the replay from version 0 restores them.
     log.append(_acks(list(range(50))))
     assert maintenance.run_once(root, POLICY).acked_rows_deleted == 50

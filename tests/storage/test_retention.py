@@ -20,7 +20,7 @@ from sharedsub.core.model import SubscriptionRecord
 from sharedsub.runtime import maintenance
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader, load_catalog
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import file_changes, latest_version, read_commit, table_id
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
 from sharedsub.storage.payload_index import TopicIndex, read_messages
@@ -58,7 +58,7 @@ def route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
         "topic": [record.topic] * n, "seq": seqs, "partition": [0] * n, "published_at": [b.T0] * n, "routed_at": [b.T0] * n,
         "size": [8] * n,
     }
-    TableAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(
+    DeltaAppender(layout.join(root, record.table), schemas.SUBSCRIPTION).append(
         pa.table({f.name: pa.array(rows.get(f.name, [None] * n), f.type) for f in schemas.SUBSCRIPTION})
     )
 
@@ -66,7 +66,7 @@ def route(root: str, record: SubscriptionRecord, seqs: list[int]) -> None:
 def ack(root: str, record: SubscriptionRecord, seqs: list[int], outcome: str = "accepted") -> None:
     n = len(seqs)
     data = {"seq": seqs, "outcome": [outcome] * n, "acked_at": [b.T0] * n, "consumer": ["c"] * n}
-    TableAppender(layout.join(root, layout.ack_table_rel(record.key, record.generation)), schemas.ACK).append(
+    DeltaAppender(layout.join(root, layout.ack_table_rel(record.key, record.generation)), schemas.ACK).append(
         pa.table(data, schema=schemas.ACK)
     )
 

@@ -8,13 +8,13 @@ import time
 
 import pyarrow as pa
 
-from connectors.amqp.delivery import Row, Tailer
 from sharedsub.core import layout
 from sharedsub.core.delivery.acked_seqs import AckedSeqs
 from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.runtime.tailer import Row, Tailer
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import log_snapshot
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.table_maintenance import compact
 from sharedsub.storage.delta.table_reads import snapshot_files
 from tests.amqp_peer import wait_for
@@ -26,7 +26,7 @@ def _route(root: str, table: str, seqs: list[int]) -> None:
     rows = {
         "topic": ["t"] * n, "seq": seqs, "partition": [0] * n, "published_at": [T0] * n, "routed_at": [T0] * n, "size": [8] * n,
     }
-    TableAppender(layout.join(root, table), schemas.SUBSCRIPTION).append(
+    DeltaAppender(layout.join(root, table), schemas.SUBSCRIPTION).append(
         pa.table({f.name: pa.array(rows.get(f.name, [None] * n), f.type) for f in schemas.SUBSCRIPTION})
     )
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.storage import payload_index, schemas
-from sharedsub.storage.delta.appender import TableAppender
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import read_commit
 from sharedsub.storage.delta.table_maintenance import compact, vacuum
 from sharedsub.storage.delta.table_reads import read_files
@@ -18,7 +18,7 @@ from tests import builders as b
 
 def _append(path: str, seqs: list[int]) -> None:
     rows = [{"seq": s, "published_at": b.T0, "message": f"m{s}".encode()} for s in seqs]
-    TableAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
+    DeltaAppender(path, schemas.TOPIC).append(pa.Table.from_pylist(rows, schema=schemas.TOPIC))
 
 
 def test_a_seq_in_overlapping_ranges_is_read_from_the_file_that_holds_it(tmp_path: Path) -> None:
@@ -72,7 +72,7 @@ def test_a_table_of_several_chunks_is_stored_in_its_row_order(tmp_path: Path) ->
     first = pa.Table.from_pylist([{"seq": s} for s in range(3)], schema=schema)
     later = pa.Table.from_pylist([{"seq": s} for s in range(3, 5)], schema=schema)
     path = str(tmp_path / "t")
-    appender = TableAppender(path, schema)
+    appender = DeltaAppender(path, schema)
     for _ in range(10):
         appender.append(pa.concat_tables([first, later]))
     for version in range(10):

@@ -1,5 +1,5 @@
 """sharedsub.core.publish.amqp_message against the path it replaces (check_encoding, proton's Message.decode,
-translate.message_columns): differential tests on messages proton encodes, and table tests of
+tests/proton_columns.message_columns): differential tests on messages proton encodes, and table tests of
 malformed transfers, each refused with the typed error the old path gave."""
 
 from __future__ import annotations

@@ -503,7 +503,7 @@ def test_selector_validation_errors_other_than_sharedsub_propagate() -> None:
 
 
 def test_limit_below_one_is_a_programming_error() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="shared_consumer_limit must be None"):
         decide_attach(attach("sub"), {}.get, shared_consumer_limit=0, new_name=NEW, validate_selector=validate_selector)
 
 
@@ -543,7 +543,7 @@ def test_reply_source_round_trips_through_json() -> None:
 @pytest.mark.parametrize("text", ["not json", "[]", '{"durable": "lots"}', '{"expiry_policy": "sometimes"}',
                                   '{"address": 5}'])
 def test_source_from_json_rejects_garbage(text: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="stored source|must be a string"):
         source_from_json(text)
 
 
@@ -570,7 +570,7 @@ def test_separate_subscription_namespaces() -> None:
 
 
 def test_identity_needs_a_new_name_for_a_plain_consumer() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="needs new_name"):
         identity_for(attach(PLAIN_LINK, TOPIC, durable=0))
 
 

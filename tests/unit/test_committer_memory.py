@@ -10,14 +10,16 @@ import errno
 import time
 from collections.abc import Callable, Iterator
 
+import proton
 import pytest
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
-from sharedsub.runtime.committer import Ack, Barrier, Committer
+from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
+from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.commits.memory_store import MemoryStore
-from tests.storage.test_committer import Collector, _publish
+from tests.builders import Collector, publish_request
 
 ACKS = "subscriptions/k/g1-acks"
 
@@ -28,6 +30,10 @@ def store() -> MemoryStore:
     made.create_topic("t")
     return made
 
+
+
+def _publish(topic: str, body: str, token: int) -> Publish:
+    return publish_request(topic, proton.Message(body=body, subject="s"), token)
 
 def _start(store: MemoryStore, done: Collector, *, timeout: float = 30.0, min_interval: float = 0.0) -> Committer:
     committer = Committer(

@@ -39,6 +39,15 @@ from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limit
 
 NOW = 1_000_000
 TEN = Limits(max_delivery_count=10)
+
+
+def _tables(name: str) -> Any:
+    from connectors.amqp.dispatcher import GenerationTables
+
+    return GenerationTables(f"{name}-table", f"{name}-acks", f"{name}-dead")
+
+
+TABLES = _tables("k")
 T = b"txn-1"
 ACCEPTED, FAILED, EXPIRED = AckOutcome.ACCEPTED, AckOutcome.FAILED, AckOutcome.EXPIRED
 REJECTED, MAX = DeadLetterReason.REJECTED, DeadLetterReason.MAX_DELIVERY_COUNT
@@ -405,7 +414,7 @@ def test_credit_of_is_read_when_a_pass_starts_and_only_then() -> None:
 
 
 # ------------------------------------------------------------------------ the adapter
-# connectors.amqp.delivery.Dispatcher applies the effects to proton links: real ones here, each
+# connectors.amqp.dispatcher.Dispatcher applies the effects to proton links: real ones here, each
 # with a client on the other end (tests/proton_pair.py). What the client receives is read back as
 # stand-ins with __slots__ for the dispositions the adapter is handed (the adapter may not hang
 # attributes on them); how proton's own deliveries read as those is tests/unit/test_proton_events.py.
@@ -436,7 +445,7 @@ class _Delivery:
 
     @property
     def delivery(self) -> _Delivery:
-        """As connectors.amqp.proton_events ``Transfer.delivery``: proton's view of the same."""
+        """As connectors.amqp.wire.proton_events ``Transfer.delivery``: proton's view of the same."""
         return self
 
 
@@ -477,31 +486,46 @@ class _Link:
 
 
 class _Adapter:
-    """A Dispatcher with recording callbacks and one subscription ``k`` opened."""
+    """A Dispatcher recording what it submits to the committer, with one subscription ``k``
+    opened as generation :data:`TABLES`."""
 
     def __init__(self, limits: Limits = TEN) -> None:
-        from connectors.amqp.delivery import Dispatcher
+        from connectors.amqp.dispatcher import Dispatcher
 
-        self.acks: list[tuple[str, int, str, str]] = []
-        self.dead: list[tuple[int, str, int, Any, str]] = []
+        self.submitted: list[Any] = []
         self.sent_counts: list[int] = []
-        self.acked = AckedSeqs()
-        self.failures: dict[int, int] = {}
-        self.d = Dispatcher(
-            lambda _k, n: self.sent_counts.append(n),
-            lambda k, seq, outcome, c: self.acks.append((k, seq, str(outcome), c)),
-            lambda _k, row, decision, error, c: self.dead.append(
-                (row.seq, str(decision.reason), decision.delivery_count, error, c)
-            ),
-            limits=limits,
-            clock=lambda: NOW,
-        )
-        self.d.open("k", self.acked, self.failures)
+        self.d = Dispatcher(self.submitted.append, lambda _k, n: self.sent_counts.append(n), limits=limits, clock=lambda: NOW)
+        self.acked = self.d.open("k", TABLES)
+
+    @property
+    def acks(self) -> list[tuple[str, int, str, str]]:
+        """The acknowledgements recorded in TABLES' ack log: (key, seq, outcome, consumer)."""
+        from sharedsub.runtime.commit_requests import Ack
+
+        out = []
+        for req in self.submitted:
+            if isinstance(req, Ack):
+                assert req.table == TABLES.ack_table
+                out += [("k", seq, str(req.outcome), req.consumer) for seq in req.seqs]
+        return out
+
+    @property
+    def dead(self) -> list[tuple[object, ...]]:
+        """The dead letters recorded: (seq, reason, delivery count, error condition, consumer)."""
+        from sharedsub.runtime.commit_requests import DeadLetterMessage
+
+        out: list[tuple[object, ...]] = []
+        for req in self.submitted:
+            if isinstance(req, DeadLetterMessage):
+                assert (req.table, req.ack_table) == (TABLES.dead_letter_table, TABLES.ack_table)
+                row = req.row
+                out.append((row["seq"], row["reason"], row["delivery_count"], row["error_condition"], row["consumer"]))
+        return out
 
     def rows(self, *seqs: int) -> list[Any]:
         from proton import Message
 
-        from connectors.amqp.delivery import Row
+        from sharedsub.runtime.tailer import Row
 
         return [Row("t", s, Message(body=f"m{s}").encode()) for s in seqs]
 
@@ -567,9 +591,7 @@ def test_adapter_transaction_commit_applies_the_held_outcomes() -> None:
     assert other.sent == []
     a.d.discharge(b"T1", True)
     assert a.acks == [("k", 1, "accepted", "c1")]
-    assert [(seq, reason, count, error.name, c) for seq, reason, count, error, c in a.dead] == [
-        (2, "rejected", 0, "app:no", "c1")
-    ]
+    assert a.dead == [(2, "rejected", 0, "app:no", "c1")]
     a.d.discharge(b"T1", True)  # already discharged: unknown now, nothing happens
     a.d.discharge(b"never", False)
     assert len(a.acks) == 1 and len(a.dead) == 1
@@ -591,7 +613,7 @@ def test_adapter_transaction_rollback_redelivers_marked_redelivered() -> None:
     assert a.acks == [("k", 1, "failed", "c1")]
     (again,) = other.sent
     assert _header(again.payload) == (1, False)
-    assert a.failures == {1: 1}
+    assert a.d.delivery_state_sizes() == {TABLES.table: 1}  # its failed delivery, no acknowledged seq
 
 
 def test_adapter_transaction_outlives_the_subscriptions_last_consumer() -> None:
@@ -611,7 +633,7 @@ def test_adapter_transaction_outlives_the_subscriptions_last_consumer() -> None:
     assert a.d.consumers("k") == 0
     a.d.discharge(b"C", True)
     assert a.acks == [("k", 1, "accepted", "c1")]
-    a.d.open("k", a.acked, a.failures)
+    a.d.open("k", TABLES)
     again = _Link("c3", 5)
     a.d.add_consumer("k", again.sender)
     a.d.offer("k", a.rows(2))  # the backlog loaded again: row 2 is still held by R
@@ -627,7 +649,7 @@ def test_adapter_refuses_an_unknown_outcome_code() -> None:
     link = _Link("c1", 1)
     a.d.add_consumer("k", link.sender)
     a.d.offer("k", a.rows(1))
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="not an outcome"):
         a.d.settle_transactional(link.sent[0], b"T", 0x23)  # type: ignore[arg-type]
 
 

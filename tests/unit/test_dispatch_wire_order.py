@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from proton import Collector, Event, Message
 
-from connectors.amqp.delivery import Dispatcher, Row
-from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from connectors.amqp.dispatcher import Dispatcher, GenerationTables
+from sharedsub.runtime.tailer import Row
 from tests.proton_pair import LinkedPair, drain
 
 
@@ -20,8 +20,8 @@ def test_a_pass_over_consumers_on_separate_connections_costs_one_transport_event
     collector = Collector()
     pairs = [LinkedPair(collector, f"c{i}", credit=10) for i in range(3)]
     list(drain(collector))
-    d = Dispatcher(lambda _k, _n: None, lambda *_a: None, lambda *_a: None)
-    d.open("k", AckedSeqs(), {})
+    d = Dispatcher(lambda _request: None, lambda _k, _n: None)
+    d.open("k", GenerationTables("k-table", None, "k-dead"))
     for pair in pairs:
         d.add_consumer("k", pair.sender)
     d.offer("k", [Row("t", seq, Message(body=seq).encode()) for seq in range(1, 13)])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import proton
 
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState, PublisherLink
-from connectors.amqp.proton_events import c_object
+from connectors.amqp.wire.proton_events import c_object
 
 
 def _links() -> tuple[proton.Connection, proton.Sender, proton.Receiver]:

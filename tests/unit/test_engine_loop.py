@@ -1,9 +1,10 @@
-"""connectors.amqp.engine_loop: timers, events injected from other threads, stopping. A real loop
+"""connectors.amqp.wire.engine_loop: timers, events injected from other threads, stopping. A real loop
 on this thread (a real selector and socket pair); proton events are tested in test_proton_events
 and the sockets in tests/e2e/test_listener_loop.py."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import signal
 import threading
@@ -12,9 +13,8 @@ from typing import Any
 
 import pytest
 from proton import Handler
-from proton.reactor import ApplicationEvent
 
-from connectors.amqp.engine_loop import EngineLoop, Injector
+from connectors.amqp.wire.engine_loop import EngineLoop, Injector
 
 
 class _Recorder(Handler):
@@ -23,12 +23,12 @@ class _Recorder(Handler):
         self.loop: EngineLoop | None = None
         self.stop_after: int | None = None
 
-    def on_test_item(self, event: Any) -> None:
-        self.got.append(event.subject)
+    def item(self, subject: Any) -> None:
+        self.got.append(subject)
         if self.stop_after is not None and len(self.got) >= self.stop_after and self.loop is not None:
             self.loop.stop()
 
-    def on_test_fail(self, event: Any) -> None:
+    def fail(self) -> None:
         raise RuntimeError("handler fault")
 
 
@@ -84,7 +84,7 @@ def test_events_from_other_threads_arrive_each_thread_in_order() -> None:
 
     def produce(k: int) -> None:
         for i in range(per_thread):
-            loop.injector.trigger(ApplicationEvent("test_item", subject=(k, i)))
+            loop.injector.call(functools.partial(handler.item, (k, i)))
 
     producers = [threading.Thread(target=produce, args=(k,)) for k in range(threads)]
     for p in producers:
@@ -102,8 +102,8 @@ def test_an_event_that_fails_is_logged_and_the_next_one_is_handled(caplog: pytes
     loop = EngineLoop(handler)
     handler.loop = loop
     handler.stop_after = 1
-    loop.injector.trigger(ApplicationEvent("test_fail"))
-    loop.injector.trigger(ApplicationEvent("test_item", subject="next"))
+    loop.injector.call(handler.fail)
+    loop.injector.call(functools.partial(handler.item, "next"))
     with caplog.at_level(logging.ERROR):
         _run(loop)
     assert handler.got == ["next"]
@@ -115,7 +115,7 @@ def test_a_waiting_loop_is_woken_by_a_trigger() -> None:
     loop = EngineLoop(handler)
     handler.loop = loop
     handler.stop_after = 1
-    threading.Timer(0.2, lambda: loop.injector.trigger(ApplicationEvent("test_item", subject=1))).start()
+    threading.Timer(0.2, lambda: loop.injector.call(functools.partial(handler.item, 1))).start()
     _run(loop)  # with no timer the loop waits an hour unless the trigger wakes it
     assert handler.got == [1]
 
@@ -124,9 +124,9 @@ def test_a_closed_injector_drops_what_comes_after() -> None:
     injector = Injector()
     handler = _Recorder()
     loop = EngineLoop(handler, injector=injector)
-    injector.trigger(ApplicationEvent("test_item", subject="kept"))
+    injector.call(functools.partial(handler.item, "kept"))
     injector.close()
-    injector.trigger(ApplicationEvent("test_item", subject="dropped"))
+    injector.call(functools.partial(handler.item, "dropped"))
     loop.schedule(0.05, loop.stop)
     _run(loop)
     assert handler.got == ["kept"]
@@ -147,11 +147,11 @@ def test_triggers_from_a_signal_handler_on_the_loops_own_thread_all_arrive() -> 
 
     def on_signal(signum: int, frame: Any) -> None:
         sent[0] += 1
-        loop.injector.trigger(ApplicationEvent("test_item", subject=sent[0]))
+        loop.injector.call(functools.partial(handler.item, sent[0]))
 
-    def spin(event: Any) -> None:  # keeps the loop in take() and dispatch, where signals land
+    def spin() -> None:  # keeps the loop in take() and dispatch, where signals land
         if spinning.is_set():
-            loop.injector.trigger(ApplicationEvent("test_spin"))
+            loop.injector.call(spin)
 
     def signaller(target: int) -> None:
         while spinning.is_set():
@@ -162,12 +162,11 @@ def test_triggers_from_a_signal_handler_on_the_loops_own_thread_all_arrive() -> 
         spinning.clear()
         loop.schedule(0.1, loop.stop)
 
-    handler.on_test_spin = spin  # type: ignore[attr-defined]
     old = signal.signal(signal.SIGUSR1, on_signal)
     kill = threading.Thread(target=signaller, args=(threading.get_ident(),))
     try:
         kill.start()
-        loop.injector.trigger(ApplicationEvent("test_spin"))
+        loop.injector.call(spin)
         loop.schedule(1.5, finish)
         loop.run()  # on this thread, the one Python runs signal handlers on
     finally:
@@ -184,10 +183,9 @@ def test_a_steady_stream_of_injected_events_does_not_starve_timers() -> None:
     handler = _Recorder()
     loop = EngineLoop(handler)
 
-    def spin(event: Any) -> None:
-        loop.injector.trigger(ApplicationEvent("test_spin"))
+    def spin() -> None:
+        loop.injector.call(spin)
 
-    handler.on_test_spin = spin  # type: ignore[attr-defined]
-    loop.injector.trigger(ApplicationEvent("test_spin"))
+    loop.injector.call(spin)
     loop.schedule(0.1, loop.stop)
     _run(loop)

@@ -91,7 +91,7 @@ def test_build_and_parse_back(
     ids=["pipe", "empty", "plain", "unshared-global", "unshared-second", "ordinal-0"],
 )
 def test_build_refuses(name: str, kwargs: dict[str, bool | int]) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="must|has no subscription name|needs an explicit ClientID"):
         build_link_name(name, **kwargs)  # type: ignore[arg-type]
 
 

@@ -1,12 +1,12 @@
-"""connectors.amqp.translate.message_columns on messages proton decodes but cannot read whole."""
+"""tests/proton_columns.message_columns (the decoder's oracle) on messages proton decodes but cannot read whole."""
 
 from __future__ import annotations
 
 import pytest
 from proton import Data, Described, Message, ulong
 
-from connectors.amqp.translate import check_encoding, message_columns
 from sharedsub.core.errors import MessageDecodeError
+from tests.proton_columns import check_encoding, message_columns
 
 # properties fields (AMQP 1.0 §3.2.4) that proton hands out as str, decoding UTF-8 only when read
 _TEXT_FIELDS = {2: "to", 3: "subject", 4: "reply-to", 10: "group-id", 12: "reply-to-group-id"}

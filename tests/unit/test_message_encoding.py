@@ -1,11 +1,11 @@
-"""connectors.amqp.translate.check_encoding: what a published transfer must be before it is stored."""
+"""tests/proton_columns.check_encoding (the decoder's oracle): what a published transfer must be before it is stored."""
 
 from __future__ import annotations
 
 import pytest
 from proton import Described, Message, symbol, ulong
 
-from connectors.amqp.translate import check_encoding
+from tests.proton_columns import check_encoding
 
 
 @pytest.mark.parametrize(

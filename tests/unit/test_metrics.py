@@ -39,5 +39,5 @@ def test_snapshot_is_a_copy() -> None:
 
 @pytest.mark.parametrize("bad", ["x 1", "# TYPE a counter\nb 1\n", "# TYPE a counter\na{l=1} 1\n", "# TYPE a gauge\na one\n"])
 def test_the_parser_rejects_bad_expositions(bad: str) -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="bad|duplicate|newline|could not convert"):
         parse(bad if bad.endswith("\n") else bad + "\n")

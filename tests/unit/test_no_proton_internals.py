@@ -6,20 +6,21 @@ no attribute with a name proton keeps private state under that an earlier listen
 proton's Container) once reached into (``_selectable``, ``_acceptor``, ``_transport``,
 ``_delegate``, ``_setupsocket``), on any object: the scan is syntactic, so our own classes do not
 use these names either. Such reaching in breaks silently when proton changes its internals
-(connectors/amqp/engine_loop.py and listener.py keep their own tables instead).
+(connectors/amqp/wire/engine_loop.py and listener.py keep their own tables instead).
 
-The exceptions, listed in :data:`C_API` by module: connectors/amqp/proton_events.py reads the
+The exceptions, listed in :data:`C_API` by module: connectors/amqp/wire/proton_events.py reads the
 events a message costs through ``cproton``, and reads and accepts a published transfer (its
 docstring says why: a quarter of the loop's time went into building proton's event objects, a
-fifth of a publish's into its delivery's wrapper), connectors/amqp/outgoing.py sends a consumer's
-messages (an eighth of the loop's time while consuming went into delivery wrappers nobody read),
-and connectors/amqp/translate.py reads two message fields proton's Message misreports. Each may
-use the C functions and constants listed for it and nothing else of ``cproton``; no other module
+fifth of a publish's into its delivery's wrapper), connectors/amqp/wire/outgoing.py sends a consumer's
+messages (an eighth of the loop's time while consuming went into delivery wrappers nobody read).
+Each may use the C functions and constants listed for it and nothing else of ``cproton``; no other module
 may import it. They are functions of Proton's public C API (proton/event.h, proton/delivery.h,
-proton/link.h, proton/message.h), which python-qpid-proton's own Python layer calls the same way.
+proton/link.h), which python-qpid-proton's own Python layer calls the same way.
 The C object a proton wrapper wraps (its ``_impl`` attribute, which every wrapper has and
 ``Connection.collect`` reads of a collector) is read only in those modules too: ``_impl`` of
-anything but ``self`` elsewhere is reported.
+anything but ``self`` elsewhere is reported. Any other ``_``-prefixed attribute of anything but
+``self`` or ``cls`` is reported everywhere (a proton ``Message``'s ``_msg``, for one: proton keeps
+private state under such names, and the scan cannot tell a proton object from ours).
 
 Run it on other sources with ``python tests/unit/test_no_proton_internals.py FILE_OR_DIR...``.
 """
@@ -34,6 +35,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCANNED = ("connectors", "sharedsub")
 PRIVATE_NAMES = frozenset({"_selectable", "_acceptor", "_transport", "_delegate", "_setupsocket"})
+# Public names that start with an underscore (documented API of the standard library).
+PUBLIC_UNDERSCORED = frozenset({("os", "_exit")})
 _ATTR_FUNCTIONS = frozenset({"getattr", "setattr", "hasattr", "delattr"})
 C_API: dict[str, frozenset[str]] = {
     "proton_events.py": frozenset({
@@ -48,7 +51,6 @@ C_API: dict[str, frozenset[str]] = {
         "pn_delivery", "pn_link_send", "pn_link_advance", "pn_link_credit", "pn_link_state", "pn_delivery_settle",
         "PN_LOCAL_ACTIVE",
     }),
-    "translate.py": frozenset({"pn_message_get_content_type", "pn_message_get_content_encoding"}),
 }
 C_API_MODULE = "proton_events.py"
 
@@ -96,11 +98,16 @@ def findings_in_source(source: str, filename: str = "<source>") -> list[str]:
             found.append(f"{filename}:{line}: attribute {node.attr}")
         elif (
             isinstance(node, ast.Attribute)
-            and node.attr == "_impl"
-            and not c_api_allowed
-            and not (isinstance(node.value, ast.Name) and node.value.id == "self")
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"))
+            and not (node.attr == "_impl" and c_api_allowed)
+            and not (isinstance(node.value, ast.Name) and (node.value.id, node.attr) in PUBLIC_UNDERSCORED)
         ):
-            found.append(f"{filename}:{line}: _impl of a proton wrapper outside the C API modules")
+            if node.attr == "_impl":
+                found.append(f"{filename}:{line}: _impl of a proton wrapper outside the C API modules")
+            else:
+                found.append(f"{filename}:{line}: private attribute {node.attr}")
         elif (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Name)
@@ -185,6 +192,11 @@ def test_the_c_api_is_used_in_its_module_only_and_only_as_listed(tmp_path: Path)
     assert f"{C_API_MODULE}:4: cproton.pn_delivery_abort is not in C_API" in text
     assert "pn_event_type" not in text
     assert f"{C_API_MODULE}:1:" not in text
+
+
+def test_any_private_attribute_of_another_object_is_reported(tmp_path: Path) -> None:
+    (tmp_path / "translate.py").write_text("def f(msg, self):\n    return msg._msg, self._x, msg.__class__\n")
+    assert findings([tmp_path]) == [f"{tmp_path / 'translate.py'}:2: private attribute _msg"]
 
 
 def test_a_wrappers_c_object_is_read_in_the_c_api_modules_only(tmp_path: Path) -> None:

@@ -1,4 +1,4 @@
-"""connectors.amqp.outgoing: what a consumer receives when the dispatcher sends through the C API,
+"""connectors.amqp.wire.outgoing: what a consumer receives when the dispatcher sends through the C API,
 beside what proton's own methods send. Real proton engines joined in memory (tests/proton_pair.py)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import gc
 import proton
 from proton import Collector, Event, Message
 
-from connectors.amqp.outgoing import Outgoing
+from connectors.amqp.wire.outgoing import Outgoing
 from tests.proton_pair import LinkedPair, body, drain, pump
 
 

@@ -1,4 +1,4 @@
-"""connectors.amqp.proton_events: what reaches the handler and what the loop's sockets, and that the
+"""connectors.amqp.wire.proton_events: what reaches the handler and what the loop's sockets, and that the
 short cut for message events hands the handler what proton's own events would. Events come from
 real proton engines joined in memory (tests/proton_pair.py)."""
 
@@ -12,7 +12,7 @@ import proton
 import pytest
 from proton import Transport
 
-from connectors.amqp.proton_events import EventCollector, EventPump, c_object, link_key_of, transfer_of
+from connectors.amqp.wire.proton_events import EventCollector, EventPump, c_object, link_key_of, transfer_of
 from tests.proton_pair import LinkedPair, publisher_engines, pump
 
 

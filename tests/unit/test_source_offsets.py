@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from jobs.deltars_source import continue_from, make_offset, offset_ids, offset_versions
+from jobs.sources.deltars_topics import continue_from, make_offset, offset_ids, offset_versions
 
 
 @pytest.mark.parametrize(

@@ -13,7 +13,7 @@ import pytest
 
 from connectors.amqp.topic_gate import TopicGate
 from sharedsub.core.errors import TopicNotFound
-from sharedsub.runtime.committer import CreateTopic, DropTopic, Result
+from sharedsub.runtime.commit_requests import CreateTopic, DropTopic, Result
 
 
 class Harness:

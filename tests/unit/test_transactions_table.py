@@ -51,13 +51,13 @@ def test_fail_true_rolls_back_without_reason() -> None:
 def test_another_connections_transaction_is_unknown(action: str) -> None:
     txns = _registry()
     t = txns.declare(CONN_A, COORD_A)
+    calls = {
+        "enlist": lambda: txns.enlist(t, CONN_B, "m", 1),
+        "check": lambda: txns.check(t, CONN_B),
+        "discharge": lambda: txns.discharge(t, CONN_B, fail=False),
+    }
     with pytest.raises(UnknownTransaction) as info:
-        if action == "enlist":
-            txns.enlist(t, CONN_B, "m", 1)
-        elif action == "check":
-            txns.check(t, CONN_B)
-        else:
-            txns.discharge(t, CONN_B, fail=False)
+        calls[action]()
     assert info.value.condition == AmqpCondition.TRANSACTION_UNKNOWN_ID
     assert t.hex() in info.value.description
     # ... and A's transaction is untouched by the attempt

@@ -3,7 +3,7 @@
 The front end keeps one :class:`SubscriptionDispatch` per subscription with consumers on it,
 names each consumer link by an int, turns what happens on the wire into an :data:`Event`, hands
 it to :meth:`SubscriptionDispatch.handle` with the current time, and applies the returned
-:data:`Effect` values in order (connectors/amqp/delivery.py ``Dispatcher``). Nothing here does
+:data:`Effect` values in order (connectors/amqp/dispatcher.py ``Dispatcher``). Nothing here does
 I/O or reads a clock; rows are whatever the tailer produced (:class:`Offered` says which of
 their fields the rules read) and come back untouched inside the effects.
 
@@ -94,7 +94,7 @@ from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limit
 
 
 class Offered(Protocol):
-    """What the rules read of a row (connectors.amqp.delivery.Row has these and more)."""
+    """What the rules read of a row (sharedsub.runtime.tailer.Row has these and more)."""
 
     @property
     def seq(self) -> int:

@@ -3,7 +3,7 @@
 Every micro-batch of the fan-out costs Spark a fixed amount of work (planning, progress, two
 checkpoint files), whatever it routes. A topic that no subscription listens to has nothing to
 route, yet each of its commits would start another micro-batch. So the source
-(jobs/deltars_source.py) moves such a topic's offset forward at most every ``interval`` seconds:
+(jobs/sources/deltars_topics.py) moves such a topic's offset forward at most every ``interval`` seconds:
 its commits are held, not read. Moving it at all keeps what the offset stands for (how far the
 topic has been looked at) close to the table, so retention can drop those rows and a
 subscription created later does not make the job go through a long run of commits it skips.

@@ -1,12 +1,12 @@
 """Pure decoder of AMQP 1.0 messages as they arrive in a transfer (no proton, no I/O).
 
 ``decode(raw)`` reads the bytes of a published message once and returns the topic-table columns
-(the dict ``connectors.amqp.translate.message_columns`` builds from a proton-decoded message),
+(the dict ``message_columns`` of the previous path, kept in tests/proton_columns.py, builds from a proton-decoded message),
 ``properties.to`` and ``properties.subject`` for routing, and the string-valued application
 properties the routing key may come from. Body, annotations and footer are walked to validate
 them but never turned into Python objects (only their strings are checked to be UTF-8/ASCII).
 
-It accepts and refuses what the previous path did (``translate.check_encoding``, then proton's
+It accepts and refuses what the previous path did (``check_encoding``, then proton's
 ``Message.decode`` and ``message_columns``), reading the fields as proton 0.40 does:
 
 * Acceptance is that of proton's ``pn_data_decode`` section by section: every byte belongs to a
@@ -192,8 +192,9 @@ class _Walk:
             return self.compound(code, pos, depth, semantic)
         raise _fail(pos - 1, f"unknown constructor 0x{code:02x}")
 
-    def compound(self, code: int, pos: int, depth: int, semantic: bool,
-                 collect: list[tuple[int, int, int]] | None = None) -> int:
+    def compound(  # noqa: C901 (one pass over a compound's wire forms: the decoder's hot path, ~7 us a message)
+        self, code: int, pos: int, depth: int, semantic: bool, collect: list[tuple[int, int, int]] | None = None
+    ) -> int:
         """Offset after the list, map or array whose constructor ``code`` was at ``pos - 1``;
         ``collect`` receives (constructor, start, stop) of each element of a list or map."""
         raw, end = self.raw, self.end
@@ -321,7 +322,7 @@ _Fields = tuple[int, list[tuple[int, int, int]] | None]
 class Decoded(NamedTuple):
     """What the publish path needs of a message.
 
-    ``columns``: exactly the keys and value types of ``translate.message_columns`` (a fresh
+    ``columns``: exactly the keys and value types of ``message_columns`` (tests/proton_columns.py) (a fresh
     dict the caller may extend). ``to`` / ``subject``: properties.address and
     properties.subject (also in ``columns``). ``routing_properties``: the application
     properties whose key and value are strings (string, symbol or char), for
@@ -336,7 +337,7 @@ class Decoded(NamedTuple):
     nested_described: bool
 
 
-def decode(raw: bytes | bytearray | memoryview) -> Decoded:
+def decode(raw: bytes | bytearray | memoryview) -> Decoded:  # noqa: C901 (one pass, one branch per section kind)
     """Validate and read a transfer's bytes (one AMQP message, sections as sent).
 
     Raises:
@@ -772,7 +773,9 @@ def _fast_id(raw: bytes, code: int, start: int, stop: int, name: str) -> str | N
     return False
 
 
-def _properties_fast(raw: bytes, fields: list[tuple[int, int, int]]) -> _PropertyFields | None:
+def _properties_fast(  # noqa: C901 (one branch per properties field, in wire order)
+    raw: bytes, fields: list[tuple[int, int, int]]
+) -> _PropertyFields | None:
     """The properties fields when each is null or of its usual encoding (else None)."""
     message_id: str | None = None
     correlation_id: str | None = None
@@ -1177,7 +1180,7 @@ def _key_text(value: Any) -> str:
 
 
 def _property_struct(code: int, value: Any) -> dict[str, Any]:
-    """translate.property_value of proton's object for a scalar of constructor ``code``."""
+    """property_value (tests/proton_columns.py) of proton's object for a scalar of constructor ``code``."""
     if value is None:
         return _struct("null")
     if isinstance(value, bool):

@@ -8,11 +8,11 @@ to itself; the committer thread only writes the rows to a pipe as an Arrow IPC s
 for the answer, with the GIL released.
 
     appends = AppendProcess()
-    appender = appends.appender(path, schema, fsync=True)   # like appender.TableAppender
+    appender = appends.appender(path, schema, fsync=True)   # like appender.DeltaAppender
     version = appender.append(table, commit_id=commit_id)
     appends.stop()
 
-The contract of :meth:`RemoteAppender.append` is :meth:`appender.TableAppender.append`'s: the same
+The contract of :meth:`ChildProcessAppender.append` is :meth:`appender.DeltaAppender.append`'s: the same
 commit id on a retry finds a commit that landed although the try failed. If the child dies
 during an append it is started again and the append retried once, told to look for its commit
 after the last version this process saw, so rows are never written twice.
@@ -43,12 +43,12 @@ import struct
 import subprocess
 import sys
 import threading
-from typing import Any, BinaryIO
+from typing import IO, Any, BinaryIO
 
 import pyarrow as pa
 
 from sharedsub.storage.commits.py_columns import PyColumns
-from sharedsub.storage.delta.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ class AppendProcessDied(Exception):
     """The append child process exited during an append (after its one retry)."""
 
 
-class RemoteAppenderError(Exception):
+class ChildProcessAppendError(Exception):
     """An append failed in the child; the message is the child's (delta-rs's ``os error N``
     included, so sharedsub.core.publish.write_faults still recognises a storage fault)."""
 
@@ -75,9 +75,9 @@ class AppendProcess:
         self._lock = threading.Lock()
         self._last_version: dict[str, int] = {}  # by table: newest version an append returned
 
-    def appender(self, path: str, schema: pa.Schema, *, fsync: bool = False) -> RemoteAppender:
+    def appender(self, path: str, schema: pa.Schema, *, fsync: bool = False) -> ChildProcessAppender:
         """An appender of the table at ``path`` whose commits run in the child."""
-        return RemoteAppender(self, path, schema, fsync)
+        return ChildProcessAppender(self, path, schema, fsync)
 
     def start(self) -> None:
         """Start the child now (otherwise the first append does)."""
@@ -155,8 +155,9 @@ class AppendProcess:
                 self.request({"op": "forget", "path": path}, b"")
 
 
-class RemoteAppender:
-    """:class:`appender.TableAppender`'s ``append`` for one table, done by the child process."""
+class ChildProcessAppender:
+    """The :class:`Appender` of a store with a child process: ``DeltaAppender.append`` for one
+    table, done by the child (the rows cross a pipe, pickled as column lists)."""
 
     def __init__(self, process: AppendProcess, path: str, schema: pa.Schema, fsync: bool) -> None:
         self.path = path
@@ -170,7 +171,7 @@ class RemoteAppender:
 
         Raises:
             CommitNotSynced: the commit landed, its fsync failed (retry with the same id).
-            RemoteAppenderError: the append failed in the child (the child's message).
+            ChildProcessAppendError: the append failed in the child (the child's message).
             AppendProcessDied: the child died twice during this append.
         """
         header: dict[str, Any] = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
@@ -189,7 +190,7 @@ class RemoteAppender:
             version = int(reply["version"])
             self._process.saw(self.path, version)
             return version
-        cause: BaseException = RemoteAppenderError(error["message"])
+        cause: BaseException = ChildProcessAppendError(error["message"])
         if error.get("errno") is not None:
             cause = OSError(int(error["errno"]), error["message"])
         if error.get("not_synced") is not None:
@@ -201,7 +202,7 @@ class RemoteAppender:
         self._process.forget(self.path)
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes:
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
     data = stream.read(n)
     if data is None or len(data) < n:
         raise EOFError("the pipe closed")
@@ -232,7 +233,7 @@ def _error_reply(exc: BaseException) -> dict[str, Any]:
 
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """The child's loop: answer requests until ``requests`` closes."""
-    appenders: dict[str, TableAppender] = {}
+    appenders: dict[str, DeltaAppender] = {}
     while True:
         raw = requests.read(_HEADER.size)
         if not raw or len(raw) < _HEADER.size:
@@ -249,10 +250,10 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 data = _rows(header, body)
                 appender = appenders.get(path)
                 if appender is None:
-                    appender = appenders[path] = TableAppender(path, data.schema, fsync=bool(header["fsync"]))
+                    appender = appenders[path] = DeltaAppender(path, data.schema, fsync=bool(header["fsync"]))
                 version = appender.append(data, commit_id=header["commit_id"], tried_after=header.get("tried_after"))
                 reply = {"version": version}
-            except Exception as exc:  # reported to the parent, which decides (retry, fail, park)
+            except Exception as exc:  # noqa: BLE001 (reported to the parent, which decides (retry, fail, park))
                 reply = _error_reply(exc)
         out = json.dumps(reply).encode()
         replies.write(_HEADER.pack(len(out)) + out)

@@ -26,7 +26,7 @@ from sharedsub.core import layout
 from sharedsub.storage import catalog, diskspace
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
-from sharedsub.storage.delta.appender import CommitNotSynced, TableAppender
+from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
 from sharedsub.storage.delta.tables import remove_table
 from sharedsub.storage.topics import create_topic, last_seq
 
@@ -119,10 +119,10 @@ class DeltaStore:
     def appender(self, path: str, schema: pa.Schema) -> Appender:  # noqa: D102
         if self.appends is not None:
             return self.appends.appender(path, schema, fsync=self.fsync)
-        return _LocalAppender(TableAppender(path, schema, fsync=self.fsync))
+        return InProcessAppender(DeltaAppender(path, schema, fsync=self.fsync))
 
     def catalog_appender(self) -> Appender:  # noqa: D102
-        return _LocalAppender(catalog.catalog_appender(self.root, fsync=self.fsync))
+        return InProcessAppender(catalog.catalog_appender(self.root, fsync=self.fsync))
 
     def catalog_revision(self) -> int:  # noqa: D102
         records = catalog.load_catalog(self.root)
@@ -149,17 +149,18 @@ class DeltaStore:
         diskspace.probe_write(self.root)
 
 
-class _LocalAppender:
-    """A :class:`TableAppender` as an :class:`Appender` (it holds nothing to close)."""
+class InProcessAppender:
+    """The :class:`Appender` of a store without a child process: a :class:`DeltaAppender` in this
+    process (it holds nothing to close)."""
 
-    def __init__(self, appender: TableAppender) -> None:
+    def __init__(self, appender: DeltaAppender) -> None:
         self.path = appender.path
         self._appender = appender
 
     def append(self, data: pa.Table | PyColumns, *, commit_id: str) -> int:  # noqa: D102 (Appender documents it)
         return self._appender.append(as_table(data), commit_id=commit_id)
 
-    def close(self) -> None:
+    def close(self) -> None:  # noqa: D102
         pass
 
 

@@ -62,7 +62,7 @@ class MemoryAppender:
         nothing again."""
         retry = self._tried == commit_id
         self._tried = commit_id
-        version = self._store._append(self.path, self.schema, as_table(data), commit_id, retry=retry)
+        version = self._store.commit(self.path, self.schema, as_table(data), commit_id, retry=retry)
         self._tried = None
         return version
 
@@ -178,7 +178,10 @@ class MemoryStore:
             kind = CommitLandedUnsynced if landed else OSError
             raise kind(fault.code, os.strerror(fault.code), path)
 
-    def _append(self, path: str, schema: pa.Schema, data: pa.Table, commit_id: str, *, retry: bool) -> int:
+    def commit(self, path: str, schema: pa.Schema, data: pa.Table, commit_id: str, *, retry: bool) -> int:
+        """Commit ``data`` to table ``path`` (made with ``schema`` on its first commit) as commit
+        ``commit_id``; the new version. ``retry``: a retry of that commit, which returns its
+        version without writing again when it landed. Faults set with :meth:`fail` apply."""
         table = self.tables.get(path)
         if retry and table is not None and commit_id in table.ids:
             self._check(path, landed=True)  # the retry forces it to disk again

@@ -1,4 +1,4 @@
-"""Appending to a table: :class:`TableAppender`, commit ids, and forcing commits to disk."""
+"""Appending to a table: :class:`DeltaAppender`, commit ids, and forcing commits to disk."""
 
 from __future__ import annotations
 
@@ -11,25 +11,18 @@ from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
 
 from sharedsub.core.layout import local_path
-from sharedsub.storage.delta.blind_append import BlindAppender, TableChanged
+from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_log_entry
 from sharedsub.storage.delta.log_snapshot import file_stamp
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
+from sharedsub.storage.durable_files import fsync_path
 
-# commitInfo key of the id TableAppender gives each commit (finds a commit that landed although
+# commitInfo key of the id DeltaAppender gives each commit (finds a commit that landed although
 # the append raised).
 COMMIT_MARK = "sharedsub.commit"
 
 # Tries of an append refused for a commit made since its table was loaded (CommitFailedError).
 APPEND_ATTEMPTS = 5
-
-
-def _fsync_path(path: str, *, directory: bool = False) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _next_entry(table: str, version: int) -> LogEntry | None:
@@ -68,11 +61,11 @@ def sync_commit(table: str, version: int) -> None:
         return
     dirs = {os.path.dirname(log_file(table, version))}
     for path in entry.added:
-        _fsync_path(path)
+        fsync_path(path)
         dirs.add(os.path.dirname(path))
-    _fsync_path(log_file(table, version))
+    fsync_path(log_file(table, version))
     for directory in dirs:
-        _fsync_path(directory, directory=True)
+        fsync_path(directory, directory=True)
 
 
 class CommitNotSynced(Exception):
@@ -85,8 +78,10 @@ class CommitNotSynced(Exception):
         self.version = version
 
 
-class TableAppender:
-    """Appends Arrow tables to one Delta table, reusing the loaded ``DeltaTable``.
+class DeltaAppender:
+    """Appends Arrow tables to one Delta table in this process: the writer every other appender
+    ends in (the committer's, in the service or in its append child; the fan-out's sink; tests'
+    builders). Reuses the loaded ``DeltaTable``.
 
     The table object is re-opened every ``reopen_every`` commits because a long-lived one gets
     slower as the log grows: measured by bench/append_cost.py (bench/RESULTS.md), an appender
@@ -94,7 +89,7 @@ class TableAppender:
     slower until it re-opened; every 100 commits (the default) or 50 keeps it flat. With ``fsync``, each commit is forced to disk
     before :meth:`append` returns (:func:`sync_commit`).
 
-    Appends to an existing local table go through :class:`sharedsub.storage.delta.blind_append.BlindAppender`
+    Appends to an existing local table go through :class:`sharedsub.storage.delta.blind_append.FastPathAppender`
     (``blind``, the default): a Parquet file and a commit file, without loading the table, whose
     cost does not grow with the log (delta-rs lists the log directory on every write). The first
     commit, schema evolution, other storage and a table whose metadata changed meanwhile take
@@ -131,7 +126,7 @@ class TableAppender:
         # app id -> (version read up to, stamp of that version's log file, its transaction version)
         self._transactions: dict[str, tuple[int, tuple[int, int, int], int | None]] = {}
         self._local = local_path(path) is not None
-        self._blind = BlindAppender(path, schema, commit_mark=COMMIT_MARK) if blind and not evolve and self._local else None
+        self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK) if blind and not evolve and self._local else None
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:

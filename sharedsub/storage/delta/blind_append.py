@@ -87,7 +87,7 @@ def _stats(data: pa.Table) -> str:
 
 
 def supported(table: DeltaTable, schema: pa.Schema) -> bool:
-    """Whether :class:`BlindAppender` may write ``table`` with rows of ``schema``."""
+    """Whether :class:`FastPathAppender` may write ``table`` with rows of ``schema``."""
     protocol = table.protocol()
     if protocol.min_reader_version > 1 or protocol.min_writer_version > 2:
         return False
@@ -108,8 +108,9 @@ def _changes_table(entry_path: str) -> bool:
     return False
 
 
-class BlindAppender:
-    """Blind appends to one existing local table (see the module docstring). One thread."""
+class FastPathAppender:
+    """The fast path of :class:`~sharedsub.storage.delta.appender.DeltaAppender`: blind appends to
+    one existing local table, without loading it (see the module docstring). One thread."""
 
     def __init__(self, path: str, schema: pa.Schema, *, commit_mark: str) -> None:
         """``path``: the table's directory. ``commit_mark``: the commitInfo key of the marker."""
@@ -203,7 +204,7 @@ class BlindAppender:
     def _write_checkpoint(self, version: int) -> None:
         try:
             DeltaTable(self.path, version=version).create_checkpoint()
-        except Exception as exc:  # the commits stand; readers replay more log until the next one
+        except Exception as exc:  # noqa: BLE001 (the commits stand; readers replay more log until the next one)
             log.warning("checkpoint of %s at version %d failed: %s", self.path, version, exc)
 
     def _link(self, temp: str) -> int:

@@ -3,7 +3,7 @@
 ``spark.readStream.format("delta")`` reads one table per stream, and a streaming query cannot
 gain sources once it has a checkpoint, so this runs **one streaming query per topic**, each with
 its own checkpoint ``<checkpoint>/<topic table id>`` (default checkpoint:
-``<data>/_checkpoints/fanout-delta``), all feeding the one :class:`jobs.fanout.FanoutSink`,
+``<data>/_checkpoints/fanout-delta``), all feeding the one :class:`jobs.fanout_sink.FanoutSink`,
 which takes their micro-batches one at a time (its lock). A watcher thread starts the query of
 a topic created while the job runs and stops the query of a dropped topic; a topic created again
 under the same name is a new table with a new id, so its query starts from its beginning.
@@ -157,7 +157,7 @@ class DeltaTopicQueries:
         while not self._stopping.wait(TOPIC_WATCH_INTERVAL):
             try:
                 self._sync_topics()
-            except Exception as exc:  # a query that cannot start: the job fails (and is restarted)
+            except Exception as exc:  # noqa: BLE001 (a query that cannot start: the job fails (and is restarted))
                 log.error("starting the Delta streaming query of a new topic failed: %s", exc)
                 self._failed = exc
                 self.stop()

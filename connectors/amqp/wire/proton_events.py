@@ -337,7 +337,9 @@ class EventPump:
                 elif kind == _PN_LINK_FLOW and on_link_flow is not None:
                     on_link_flow(MessageEvent(_event_link(raw), None))
                 elif kind == _PN_TRANSPORT:
-                    self._sockets.transport_changed(Transport.wrap(_event_transport(raw)))
+                    transport = Transport.wrap(_event_transport(raw))
+                    if transport is not None:  # a TRANSPORT event always has one
+                        self._sockets.transport_changed(transport)
                 elif kind not in ignored:
                     self._dispatch(raw, kind)
             except Exception:

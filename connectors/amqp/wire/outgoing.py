@@ -3,13 +3,13 @@
 Sending a row through proton's Python layer (``Link.delivery(tag)``, ``Sender.send``,
 ``Link.advance``) builds a ``proton.Delivery`` wrapper per message (a record lookup, an attribute
 dict and two disposition objects, freed again when the wrapper goes), which nobody reads: the
-consumer's disposition comes back as a DELIVERY event that connectors/amqp/proton_events.py reads
+consumer's disposition comes back as a DELIVERY event that connectors/amqp/wire/proton_events.py reads
 through the C API by its tag. Profiled while consuming, building and dropping those wrappers was
 about an eighth of the loop's time. :class:`Outgoing` makes the same C calls proton's methods make
 (``pn_delivery``, ``pn_link_send``, ``pn_link_advance``, ``pn_delivery_settle``, and
 ``pn_link_credit`` / ``pn_link_state`` for the credit) and no wrapper.
 
-It takes the link's C object as connectors/amqp/proton_events.py ``c_object`` reads it and keeps
+It takes the link's C object as connectors/amqp/wire/proton_events.py ``c_object`` reads it and keeps
 the ``proton.Sender`` itself, whose reference keeps that object alive.
 tests/unit/test_no_proton_internals.py lists the C functions this module may use;
 tests/unit/test_outgoing.py checks that a peer receives what it sends as from proton's methods.
@@ -24,7 +24,7 @@ from typing import Any
 import cproton
 from proton import LinkException
 
-from connectors.amqp.proton_events import c_object
+from connectors.amqp.wire.proton_events import c_object
 
 _new_delivery = cproton.pn_delivery
 _link_send = cproton.pn_link_send

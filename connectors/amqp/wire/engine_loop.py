@@ -3,7 +3,7 @@
     loop = EngineLoop(handler)
     loop.add(channel)                       # a socket: connectors.amqp.amqp_socket
     loop.schedule(0.5, task)                # task.on_timer_task(event), or task() for a callable
-    loop.injector.trigger(ApplicationEvent("name", subject=...))   # from any thread
+    loop.injector.call(fn)                  # fn() on the loop's thread; from any thread
     loop.run()                              # until loop.stop()
 
 It takes the place of proton's ``Container`` (python-qpid-proton's pure-Python reactor) and does
@@ -17,13 +17,14 @@ what the front end needs of it, with less Python work per message:
   proton event dispatched through its handler chain (selectable readable/updated/..., transport,
   reactor quiesced); here the loop calls the socket's methods directly.
 * **Events the handler does not take are not built.** Proton events go to the handler through
-  :class:`~connectors.amqp.proton_events.EventPump`, which reads each event's type first and
+  :class:`~connectors.amqp.wire.proton_events.EventPump`, which reads each event's type first and
   wraps only those the handler has a method for (see that module).
 
 Everything runs on the thread that calls :meth:`run`; other threads reach it only through
-:attr:`injector`. The handler sees the events of the Container's: the same ``on_*`` methods with
-the same event attributes (``connection``, ``session``, ``link``, ``delivery``, ``transport``;
-``subject`` for application events), TRANSPORT_CLOSED once a connection's socket is gone.
+:attr:`injector`, whose calls are plain typed callables (a bound method and its arguments), not
+events named by strings. The handler sees the proton events of the Container's: the same ``on_*``
+methods with the same event attributes (``connection``, ``session``, ``link``, ``delivery``,
+``transport``), TRANSPORT_CLOSED once a connection's socket is gone.
 """
 
 from __future__ import annotations
@@ -35,12 +36,12 @@ import logging
 import selectors
 import socket
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from proton import Connection, Transport
-from proton.reactor import ApplicationEvent
 
-from connectors.amqp.proton_events import EventCollector, EventPump
+from connectors.amqp.wire.proton_events import EventCollector, EventPump
 
 log = logging.getLogger(__name__)
 
@@ -88,33 +89,37 @@ class Channel(Protocol):
         """Close the channel at once (its handling failed)."""
 
 
-class Injector:
-    """Any thread -> the loop: ``ApplicationEvent``s, dispatched to the loop's handler in the
-    order they were triggered (``proton.reactor.EventInjector``'s interface).
+Call = Callable[[], None]
+"""Work another thread hands the loop: run once on the loop's thread (what it raises is logged)."""
 
-    A trigger appends to a deque and, unless a wake-up is already on its way, writes one byte to
-    a socket pair the loop watches: many triggers between two passes cost one wake-up. No lock:
-    a signal handler may trigger (``sharedsub serve`` stops on SIGTERM that way), and it runs on
+
+class Injector:
+    """Any thread -> the loop: calls (:data:`Call`), run on the loop's thread in the order they
+    were queued.
+
+    A call appends to a deque and, unless a wake-up is already on its way, writes one byte to
+    a socket pair the loop watches: many calls between two passes cost one wake-up. No lock:
+    a signal handler may call it (``sharedsub serve`` stops on SIGTERM that way), and it runs on
     the loop's own thread, between two bytecodes of whatever the loop was doing, so a lock the
     loop held there would never be released. The deque's append and popleft are atomic; the
-    order of the steps in :meth:`trigger` and :meth:`take` is what makes a lost wake-up
+    order of the steps in :meth:`call` and :meth:`take` is what makes a lost wake-up
     impossible (see there).
     """
 
     def __init__(self) -> None:
-        self._queue: collections.deque[ApplicationEvent] = collections.deque()
+        self._queue: collections.deque[Call] = collections.deque()
         self._signalled = False
         self._closed = False
         self.reader, self._writer = socket.socketpair()
         self.reader.setblocking(False)
         self._writer.setblocking(False)
 
-    def trigger(self, event: ApplicationEvent) -> None:
-        """Queue ``event`` for the loop (any thread, a signal handler too; dropped once
+    def call(self, fn: Call) -> None:
+        """Queue ``fn`` for the loop (any thread, a signal handler too; dropped once
         :meth:`close` was called)."""
         if self._closed:
             return
-        self._queue.append(event)  # first: a take() that clears the flag after this finds it
+        self._queue.append(fn)  # first: a take() that clears the flag after this finds it
         if self._signalled:
             return  # a wake-up is on its way, and the take() it leads to comes after this append
         self._signalled = True
@@ -125,11 +130,11 @@ class Injector:
         except OSError:
             pass  # disposed of while we got here: the loop has ended
 
-    def take(self) -> list[ApplicationEvent]:
+    def take(self) -> list[Call]:
         """Everything queued (the loop's thread), oldest first; clears the wake-up.
 
-        The flag is cleared before the wake-up bytes are read and the queue is emptied: an
-        event appended after the emptying was appended after the clearing, so its trigger saw
+        The flag is cleared before the wake-up bytes are read and the queue is emptied: a
+        call appended after the emptying was appended after the clearing, so its :meth:`call` saw
         the flag down and wrote a wake-up byte of its own.
         """
         self._signalled = False
@@ -145,11 +150,11 @@ class Injector:
         return items
 
     def pending(self) -> bool:
-        """Whether events are queued."""
+        """Whether calls are queued."""
         return bool(self._queue)
 
     def close(self) -> None:
-        """Take no more events (those queued are still dispatched)."""
+        """Take no more calls (those queued still run)."""
         self._closed = True
 
     def dispose(self) -> None:
@@ -182,11 +187,11 @@ class _TimerEvent:
 
 
 class EngineLoop:
-    """One thread's loop over channels (sockets), proton's events, timers and injected events."""
+    """One thread's loop over channels (sockets), proton's events, timers and injected calls."""
 
     def __init__(self, handler: Any, injector: Injector | None = None) -> None:
-        """Dispatch proton and application events to ``handler``; other threads reach the loop
-        through ``injector`` (a new one when None)."""
+        """Dispatch proton's events to ``handler``; other threads reach the loop through
+        ``injector`` (a new one when None)."""
         self.handler = handler
         self.collector = EventCollector()
         self.injector = injector if injector is not None else Injector()
@@ -240,7 +245,8 @@ class EngineLoop:
     def connection(self) -> Connection:
         """A new connection whose events go to the loop's handler."""
         conn = Connection()
-        conn.collect(self.collector)
+        # EventCollector stands in for proton's Collector (proton_events: collect reads its C object).
+        conn.collect(self.collector)  # type: ignore[arg-type]
         return conn
 
     def bind(self, channel: Channel, connection: Connection, transport: Transport) -> None:
@@ -349,18 +355,18 @@ class EngineLoop:
         self.injector.dispose()
 
     def _pass(self) -> None:
-        """Dispatch the injected events queued now and every proton event, then flush the
-        channels those events gave output to.
+        """Run the injected calls queued now and dispatch every proton event, then flush the
+        channels those gave output to.
 
-        Injected events are taken once per pass: what other threads trigger meanwhile waits for
-        the next pass, after the sockets and timers had their turn (the select does not wait
-        then), so a steady stream of them cannot starve the clients.
+        Injected calls are taken once per pass: what other threads queue meanwhile waits for the
+        next pass, after the sockets and timers had their turn (the select does not wait then),
+        so a steady stream of them cannot starve the clients.
         """
-        for event in self.injector.take():
+        for fn in self.injector.take():
             try:
-                event.dispatch(self.handler)
+                fn()
             except Exception:
-                log.exception("application event %s failed", event.type)
+                log.exception("injected call %r failed", fn)
         self._pump.drain()
         dirty = self._dirty
         while dirty:

@@ -1,0 +1,555 @@
+"""The dispatcher: the proton adapter of the dispatch rules, and the one owner of delivery state.
+
+Front end's thread only, except :meth:`Dispatcher.first_open_in_memory` and
+:meth:`Dispatcher.delivery_state_sizes` (any thread; each says what it reads).
+
+It applies the dispatch rules of :mod:`sharedsub.core.delivery.dispatch` (one pure state machine
+per subscription, over consumers named by ints) to proton links. Rows go round-robin to the links
+that have credit; a link with no credit gets nothing and holds nothing back; a row is
+outstanding on at most one link. What a settlement does is decided by
+:func:`sharedsub.core.delivery.outcomes.decide` (accepted → acknowledged; released and modified →
+back to the front of the queue; rejected, or too many failed deliveries → the dead-letter table);
+the unsettled rows of a link that goes away count as failed deliveries. A row past its expiry is
+not sent but acknowledged as ``expired``.
+
+modified(undeliverable-here) parks the row for the links that refused it: it goes to any other
+consumer link of the subscription on this front end. When every current link refused it, it
+waits for another link to attach (or for a refusing link to go away, which lifts its refusal);
+it never returns to a link that said undeliverable-here while that link lives. Add
+delivery-failed to the outcome (as Qpid JMS does after its client-side maxRedeliveries) to make
+such refusals count towards ``max_delivery_count``.
+
+Transactions (:meth:`Dispatcher.settle_transactional`, :meth:`Dispatcher.discharge`): a delivery
+settled inside a transaction is held by it until the discharge; commit applies its outcome as a
+plain settlement, rollback returns it redelivered with its count + 1.
+
+**Delivery state has one owner.** Per subscription generation (named by its table) the dispatcher
+keeps the acknowledged seqs (:class:`~sharedsub.core.delivery.acked_seqs.AckedSeqs`) and the
+failed deliveries per seq (the AMQP delivery-count); they outlive the generation's idle periods
+and go with :meth:`Dispatcher.end_generation`. Only the front end's thread writes them: the rules
+as settlements come, and :meth:`Dispatcher.reopen` when a replay opens seqs again. The tailer
+thread reads the acknowledged seqs (:meth:`Dispatcher.open` returns them for
+``Tailer.watch``) as a hint only: every row it offers is checked against them here again.
+
+What is settled is recorded through the committer (sharedsub.runtime.commit_requests): a final
+outcome or a failed delivery as an ``Ack`` in the generation's ack log (durable generations only;
+a non-durable one's acknowledgements live in this memory), a dead letter as a
+``DeadLetterMessage``. A generation that was ended records nothing more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Container
+from typing import Protocol
+
+import proton
+
+from connectors.amqp.transactions import TRANSACTIONAL_STATE
+from connectors.amqp.translate import with_delivery_count
+from connectors.amqp.wire.outgoing import Outgoing
+from connectors.amqp.wire.proton_events import c_object
+from sharedsub.core import layout
+from sharedsub.core.delivery import dispatch as rules
+from sharedsub.core.delivery.acked_seqs import AckedSeqs
+from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.ops import metrics
+from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage, DeadLetterRow, Request
+from sharedsub.runtime.tailer import Row
+
+log = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GenerationTables:
+    """Where a subscription generation's rows and settlements are, relative to the data dir."""
+
+    table: str  # the generation's table; also the name its delivery state is kept under
+    ack_table: str | None  # its ack log; None: not durable (acknowledgements kept in memory only)
+    dead_letter_table: str
+
+    @classmethod
+    def of(cls, rec: SubscriptionRecord) -> GenerationTables:
+        """The tables of ``rec``'s generation."""
+        return cls(
+            rec.table,
+            layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
+            layout.dead_letter_table_rel(rec.key, rec.generation),
+        )
+
+
+@dataclasses.dataclass(slots=True)
+class _Open:
+    """A subscription generation the dispatcher serves: its rules and where it records."""
+
+    key: str
+    tables: GenerationTables
+    state: rules.SubscriptionDispatch  # the pure dispatch state (sharedsub.core.delivery.dispatch)
+    ended: bool = False  # end_generation was called: nothing more is recorded
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# Limits is a frozen dataclass, so one shared instance can be the default of every Dispatcher.
+_DEFAULT_LIMITS = Limits()
+
+
+_TERMINAL = frozenset(
+    (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED),
+)
+
+
+class Settled(Protocol):
+    """What :meth:`Dispatcher.settled` reads of a settled delivery (connectors.amqp.wire.proton_events
+    ``Transfer``; ``delivery`` only for a modified or rejected outcome's fields)."""
+
+    @property
+    def remote_state(self) -> int:
+        """The type code of the peer's state (0x24 accepted ... 0x34 transactional; 0 none)."""
+
+    @property
+    def settled(self) -> bool:
+        """The peer settled it."""
+
+    @property
+    def tag(self) -> str:
+        """Its delivery-tag."""
+
+    @property
+    def delivery(self) -> proton.Delivery:
+        """Proton's wrapper of it."""
+
+    def settle(self) -> None:
+        """Settle it locally."""
+
+# Delivery state codes of the outcome inside a transactional state (AMQP 0x34), as proton
+# numbers them, and the settlement each means. 0: settled inside the transaction with no outcome.
+_TXN_OUTCOMES = {
+    0: Settlement.ACCEPTED,
+    proton.Delivery.ACCEPTED: Settlement.ACCEPTED,
+    proton.Delivery.REJECTED: Settlement.REJECTED,
+    proton.Delivery.RELEASED: Settlement.RELEASED,
+    proton.Delivery.MODIFIED: Settlement.MODIFIED,
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Sent:
+    """A delivery sent and not settled: which subscription, consumer and row."""
+
+    key: str
+    consumer: int
+    seq: int
+
+
+@dataclasses.dataclass(slots=True)
+class _Txn:
+    """An open transaction: the generations holding its rows, and the container of each
+    consumer that settled in it (the consumer may be gone when it is discharged)."""
+
+    held: dict[int, _Open] = dataclasses.field(default_factory=dict)  # by id()
+    containers: dict[int, str] = dataclasses.field(default_factory=dict)
+
+
+class Dispatcher:
+    """Applies the dispatch rules to proton links and owns delivery state (module docstring).
+
+    Consumer links are named by ints in typed side tables (never attributes on proton objects):
+    ``_links`` (key -> consumer -> link), ``_consumer_of`` (the link's C object, proton_events
+    ``c_object`` -> (key, consumer)),
+    ``_sent`` (unsettled delivery's tag -> key, consumer, seq; tags are this dispatcher's
+    counter, unique across its links, and only it sends on the service's sender links).
+    """
+
+    def __init__(
+        self,
+        submit: Callable[[Request], None],
+        on_sent: Callable[[str, int], None],
+        *,
+        limits: Limits = _DEFAULT_LIMITS,
+        clock: Callable[[], int] = _now_ms,
+        counters: metrics.Counters | None = None,
+        stages: StageTimes | None = None,
+    ) -> None:
+        """``submit``: where settlement records go (the committer's queue); ``on_sent(key, n)``:
+        ``n`` rows of ``key`` left the queue (the tailer's in-flight bound); ``stages``: where the
+        ``publish_to_send`` times go (sharedsub.core.ops.stage_timing)."""
+        self._stages = stages if stages is not None else StageTimes()
+        self._open: dict[str, _Open] = {}
+        # Generations without consumers whose rows an open transaction holds.
+        self._dropped: dict[str, _Open] = {}
+        # Delivery state per generation table (module docstring: one owner).
+        self._acked: dict[str, AckedSeqs] = {}
+        self._failures: dict[str, dict[int, int]] = {}  # seq -> failed deliveries
+        self._links: dict[str, dict[int, Outgoing]] = {}
+        self._consumer_of: dict[object, tuple[str, int]] = {}
+        self._containers: dict[int, str] = {}
+        self._sent: dict[str, _Sent] = {}
+        self._txns: dict[bytes, _Txn] = {}
+        self._counters = counters if counters is not None else metrics.Counters()
+        self._submit = submit
+        self._on_sent = on_sent
+        self._limits = limits
+        self._clock = clock
+        self._tag = 0
+        self._next_consumer = 0
+        self._stopped = False
+
+    # ------------------------------------------------------------------ generations
+
+    def open(self, key: str, tables: GenerationTables) -> Container[int]:
+        """Make ``key`` dispatchable as the generation ``tables`` (idempotent). Returns its
+        acknowledged seqs, for the tailer to read (module docstring)."""
+        acked = self._acked.get(tables.table)
+        if acked is None:
+            acked = self._acked[tables.table] = AckedSeqs()
+        if key in self._open:
+            return acked
+        gen = self._dropped.pop(key, None)
+        if gen is None or gen.tables.table != tables.table:  # another generation: start afresh
+            sub = rules.SubscriptionDispatch(acked, self._failures.setdefault(tables.table, {}), self._limits)
+            if self._stopped:
+                sub.handle(rules.Shutdown(), self._clock())
+            gen = _Open(key, tables, sub)
+        self._open[key] = gen
+        self._links.setdefault(key, {})
+        return acked
+
+    def consumers(self, key: str) -> int:
+        """Number of consumer links on ``key``."""
+        gen = self._open.get(key)
+        return len(gen.state.consumers) if gen else 0
+
+    def drop(self, key: str) -> None:
+        """No consumer of ``key`` is left here: forget its pending rows (they stay in the table
+        unless acknowledged); its delivery state is kept. Rows an open transaction holds stay
+        held until it is discharged."""
+        gen = self._open.pop(key, None)
+        for consumer, outgoing in self._links.pop(key, {}).items():
+            self._consumer_of.pop(c_object(outgoing.link), None)
+            self._containers.pop(consumer, None)
+        self._sent = {d: s for d, s in self._sent.items() if s.key != key}
+        if gen is not None and gen.state.holds_transactions():
+            gen.state.handle(rules.Drop(), self._clock())
+            self._dropped[key] = gen
+
+    def end_generation(self, key: str, table: str) -> None:
+        """The generation ``table`` of ``key`` ended (deleted, or replaced by another): drop it,
+        forget its delivery state, and record nothing more for it (a transaction holding its
+        rows is still discharged, without records)."""
+        gen = self._open.get(key)
+        if gen is not None and gen.tables.table == table:
+            self.drop(key)
+        held = self._dropped.get(key)
+        if held is not None and held.tables.table == table:
+            held.ended = True
+        for txn in self._txns.values():
+            for gen in txn.held.values():
+                if gen.tables.table == table:
+                    gen.ended = True
+        self._acked.pop(table, None)
+        self._failures.pop(table, None)
+
+    def reopen(self, table: str, seqs: frozenset[int]) -> None:
+        """A replay opened ``seqs`` of generation ``table`` again (their ``replayed`` ack rows are
+        committed): they are no longer acknowledged, and go out marked redelivered (their
+        failed-delivery count + 1 here at once; the ack log's count may say more)."""
+        acked = self._acked.get(table)
+        if acked is not None:
+            acked.reopen(seqs)
+        counts = self._failures.setdefault(table, {})
+        for seq in seqs:
+            counts[seq] = counts.get(seq, 0) + 1
+
+    def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
+        """For a non-durable subscription generation consumed here, the lowest seq that may still
+        be open: every row below it is settled (its acknowledgements live only in this memory,
+        sharedsub.core.delivery.acked_seqs). None for a durable one (its ack log says) or one this
+        front end has not consumed. Any thread (maintenance): reads one consistent state."""
+        acked = self._acked.get(rec.table)
+        if acked is None or rec.identity.durable:
+            return None
+        return acked.lowest_unsettled()
+
+    def delivery_state_sizes(self) -> dict[str, int]:
+        """Seqs held in memory per subscription generation table (acknowledged ones above the
+        floor, reopened ones, failure counts): bounded by the open window, not by history
+        (sharedsub.core.delivery.acked_seqs). Any thread: the dicts are copied in one C call each."""
+        acked, failures = self._acked.copy(), self._failures.copy()
+        return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
+
+    # ------------------------------------------------------------------ consumers
+
+    def add_consumer(self, key: str, link: proton.Link) -> None:
+        """Attach a consumer link to subscription ``key`` (opened before)."""
+        self._next_consumer += 1
+        consumer = self._next_consumer
+        outgoing = self._links[key][consumer] = Outgoing(link)
+        self._consumer_of[c_object(link)] = (key, consumer)
+        self._containers[consumer] = link.connection.remote_container or ""
+        presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
+        self._handle(self._open[key], rules.AddConsumer(consumer, outgoing.credit, presettled))
+
+    def remove_consumer(self, key: str, link: proton.Link) -> int:
+        """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
+
+        Its unsettled deliveries failed (docs/design.md §5): each is requeued with its delivery count + 1,
+        or dead-lettered at ``max_delivery_count``. Its undeliverable-here refusals are lifted.
+        Rows it settled inside a transaction stay with the transaction.
+        """
+        gen = self._open.get(key)
+        if gen is None:
+            return 0
+        found = self._consumer_of.get(c_object(link))
+        if found is None or found[0] != key:
+            return len(gen.state.consumers)
+        consumer = found[1]
+        del self._consumer_of[c_object(link)]
+        del self._links[key][consumer]
+        self._sent = {d: s for d, s in self._sent.items() if s.consumer != consumer}
+        self._handle(gen, rules.RemoveConsumer(consumer))
+        self._containers.pop(consumer, None)
+        return len(gen.state.consumers)
+
+    def fail_outstanding(self) -> None:
+        """Shutting down: every unsettled delivery failed (recorded now, while the ack log can
+        still be written), and nothing more is sent. Rows held by transactions not discharged
+        yet fail the same way."""
+        self._stopped = True
+        containers = {c: name for txn in self._txns.values() for c, name in txn.containers.items()}
+        for gen in [*self._open.values(), *self._dropped.values()]:
+            self._handle(gen, rules.Shutdown(), containers)
+        self._sent.clear()
+        self._txns.clear()
+        self._dropped.clear()
+
+    # ------------------------------------------------------------------ rows
+
+    def offer(self, key: str, rows: list[Row]) -> None:
+        """Queue rows read by the tailer and dispatch what credit allows.
+
+        A row that is acknowledged, outstanding, parked, held by a transaction or already waiting
+        is not queued (a backlog loaded again after a replay repeats rows that are open); the
+        skipped ones count as sent for the tailer's in-flight bound. A row older than the newest
+        waiting one (a replay's) is queued in seq order.
+        """
+        gen = self._open.get(key)
+        if gen is not None:
+            self._handle(gen, rules.Offer(tuple(rows)))
+
+    def credit_arrived(self, link: proton.Link) -> None:
+        """The peer of consumer ``link`` sent a flow: read that link's credit, then dispatch.
+
+        Only this link's credit is read. Every other consumer's stays what the dispatch state
+        holds, which is exact: a link's credit changes by a flow from its peer (which comes here),
+        by the sends this dispatcher makes (the state counts them), and by the front end draining
+        it (:meth:`credit_drained`). With N consumers each flow would otherwise read N links
+        (profiled: 4 consumers consumed ~10% slower than 1)."""
+        found = self._consumer_of.get(c_object(link))
+        if found is None:
+            return
+        key, consumer = found
+        gen, outgoing = self._open.get(key), self._links.get(key, {}).get(consumer)
+        if outgoing is not None and gen is not None:
+            self._handle(gen, rules.Credit({consumer: outgoing.credit}), read_credit=False)
+
+    def credit_drained(self, link: proton.Link) -> None:
+        """Consumer ``link``'s credit was given back (``drained``): the state holds it as read now.
+        (Every other event's dispatch pass reads all the links' credit anyway; this keeps the
+        state exact for a flow on another link that comes before any of those.)"""
+        found = self._consumer_of.get(c_object(link))
+        if found is None:
+            return
+        key, consumer = found
+        gen, outgoing = self._open.get(key), self._links.get(key, {}).get(consumer)
+        if gen is not None and outgoing is not None:
+            gen.state.set_credit(consumer, outgoing.credit)
+
+    # ------------------------------------------------------------------ settlements
+
+    def settled(self, transfer: Settled) -> None:
+        """A consumer's disposition: decide (sharedsub.core.delivery.dispatch and .outcomes) and
+        apply. ``transfer``: the delivery as connectors.amqp.wire.proton_events ``Transfer`` reads it."""
+        state = transfer.remote_state
+        if state == TRANSACTIONAL_STATE:
+            # Its outcome counts only if the transaction commits: the coordinator calls
+            # settle_transactional (then discharge).
+            return
+        if state not in _TERMINAL and not transfer.settled:
+            return  # e.g. a received state: not an outcome yet
+        transfer.settle()
+        sent = self._sent.pop(transfer.tag, None)
+        gen = None if sent is None else self._open.get(sent.key)
+        if sent is None or gen is None:
+            return
+        error = None
+        failed = undeliverable = False
+        if state == proton.Delivery.RELEASED:
+            settlement = Settlement.RELEASED
+        elif state == proton.Delivery.MODIFIED:
+            settlement = Settlement.MODIFIED
+            remote = transfer.delivery.remote
+            failed, undeliverable = bool(remote.failed), bool(remote.undeliverable)
+        elif state == proton.Delivery.REJECTED:
+            settlement = Settlement.REJECTED
+            error = transfer.delivery.remote.condition
+        else:  # accepted, or settled with no outcome
+            settlement = Settlement.ACCEPTED
+        self._handle(gen, rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error))
+
+    def settle_transactional(
+        self,
+        dlv: proton.Delivery,
+        txn_id: bytes,
+        outcome: int,
+        *,
+        failed: bool = False,
+        undeliverable: bool = False,
+        condition: proton.Condition | None = None,
+    ) -> None:
+        """A consumer settled ``dlv`` with a transactional state (AMQP 0x34) of transaction
+        ``txn_id`` whose outcome is ``outcome`` (proton's state code: 0x24 accepted, 0x25
+        rejected, 0x26 released, 0x27 modified with ``failed`` / ``undeliverable``; 0 none, as
+        accepted). ``dlv`` is settled locally now; its row is no longer outstanding on its link
+        and is held by the transaction until :meth:`discharge`: not sent again, and not
+        requeued when its link, session or connection goes."""
+        settlement = _TXN_OUTCOMES.get(outcome)
+        if settlement is None:
+            raise ValueError(f"not an outcome: {outcome!r}")
+        dlv.settle()
+        sent = self._sent.pop(dlv.tag, None)
+        if sent is None:
+            return
+        gen = self._open.get(sent.key)
+        if gen is None:
+            return
+        event = rules.SettleTransactional(
+            bytes(txn_id),
+            rules.Settle(
+                sent.consumer,
+                sent.seq,
+                settlement,
+                delivery_failed=failed and settlement == Settlement.MODIFIED,
+                undeliverable_here=undeliverable and settlement == Settlement.MODIFIED,
+                error=condition if settlement == Settlement.REJECTED else None,
+            ),
+        )
+        self._handle(gen, event)
+        txn = self._txns.setdefault(bytes(txn_id), _Txn())
+        txn.held[id(gen)] = gen
+        txn.containers[sent.consumer] = self._containers.get(sent.consumer, "")
+
+    def discharge(self, txn_id: bytes, commit: bool) -> None:
+        """Transaction ``txn_id`` ends. Commit: each outcome settled in it is applied as a plain
+        settlement would have been (acknowledgements recorded, dead letters, requeues).
+        Rollback: every row it holds goes back to its subscription marked redelivered with its
+        delivery count + 1 (dead-lettered at ``max_delivery_count``), then dispatch. Unknown
+        ``txn_id``: nothing happens."""
+        txn = self._txns.pop(bytes(txn_id), None)
+        if txn is None:
+            return
+        event = rules.Discharge(bytes(txn_id), commit)
+        for gen in txn.held.values():
+            self._handle(gen, event, txn.containers)
+            if not gen.state.holds_transactions() and self._dropped.get(gen.key) is gen:
+                del self._dropped[gen.key]
+
+    # ------------------------------------------------------------------ effects
+
+    def _handle(
+        self,
+        gen: _Open,
+        event: rules.Event,
+        containers: dict[int, str] | None = None,
+        *,
+        read_credit: bool = True,
+    ) -> None:
+        """Hand ``gen``'s dispatch state ``event`` (it reads the links' credit if it dispatches,
+        unless ``read_credit`` is false: then the credit it holds is used), apply the effects."""
+        key = gen.key
+        links = self._links.get(key, {}) if self._open.get(key) is gen else {}
+
+        def credit_of(consumer: int) -> int:
+            outgoing = links.get(consumer)
+            return 0 if outgoing is None else outgoing.credit
+
+        # Sends are applied link by link, each link's in the order decided. Proton queues a
+        # transport event for every send whose connection differs from the last one's, so
+        # round-robin order across consumers on separate connections would cost one transport
+        # event (and its output pass) per message instead of one per connection.
+        sends: dict[int, list[rules.Send]] = {}
+        for effect in gen.state.handle(event, self._clock(), credit_of if read_credit else None):
+            match effect:
+                case rules.Send():
+                    sends.setdefault(effect.consumer, []).append(effect)
+                case rules.Record(row=row, outcome=outcome, consumer=consumer):
+                    if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
+                        name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
+                        self._counters.inc(name, row.topic, key)
+                    if gen.tables.ack_table is not None and not gen.ended:
+                        # A non-durable generation's acknowledgements live in memory only.
+                        self._submit(Ack(gen.tables.ack_table, [row.seq], outcome, self._container(consumer, containers)))
+                case rules.DeadLetterRow(row=row, reason=reason, delivery_count=count, consumer=consumer):
+                    self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
+                    if not gen.ended:
+                        decision = DeadLetter(reason, count)
+                        self._dead_letter(gen, row, decision, effect.error, self._container(consumer, containers))
+                case rules.CountSent(count=count):
+                    self._on_sent(key, count)
+        for receiver, effects in sends.items():
+            outgoing = links[receiver]
+            for send in effects:
+                self._send(key, outgoing, send)
+
+    def _dead_letter(
+        self, gen: _Open, row: Row, decision: DeadLetter, error: proton.Condition | None, consumer: str
+    ) -> None:
+        """Record a dead-lettered row: in the generation's dead-letter table (so it can be
+        inspected), and in its ack log when durable (so a restart does not deliver it again)."""
+        log.info("subscription %s: seq %d of %s dead-lettered (%s)", gen.key, row.seq, row.topic, decision.reason)
+        self._submit(
+            DeadLetterMessage(
+                gen.tables.dead_letter_table,
+                gen.tables.ack_table,
+                DeadLetterRow(
+                    topic=row.topic,
+                    seq=row.seq,
+                    reason=str(decision.reason),
+                    error_condition=str(error.name) if error is not None and error.name else None,
+                    error_description=str(error.description) if error is not None and error.description else None,
+                    delivery_count=decision.delivery_count,
+                    consumer=consumer,
+                    message_id=row.message_id,
+                ),
+            )
+        )
+
+    def _container(self, consumer: int | None, containers: dict[int, str] | None) -> str:
+        """The container-id of ``consumer``'s connection ("" for none)."""
+        if consumer is None:
+            return ""
+        found = self._containers.get(consumer)
+        if found is None and containers is not None:
+            found = containers.get(consumer)
+        return found or ""
+
+    def _send(self, key: str, outgoing: Outgoing, effect: rules.Send) -> None:
+        row: Row = effect.row
+        self._tag += 1
+        tag = str(self._tag)
+        self._counters.inc(metrics.DELIVERED, row.topic, key)
+        if not effect.first_acquirer:
+            self._counters.inc(metrics.REDELIVERED, row.topic, key)
+        # An at-most-once consumer's delivery is settled on sending (acknowledged by the next effect).
+        message = row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count)
+        outgoing.send(tag, message, effect.presettled)
+        if effect.first_acquirer and row.published_ms is not None:
+            self._stages.observe("publish_to_send", time.time() - row.published_ms / 1000)
+        if not effect.presettled:
+            self._sent[tag] = _Sent(key, effect.consumer, row.seq)

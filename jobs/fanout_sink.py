@@ -1,0 +1,446 @@
+"""The fan-out's ``foreachBatch`` sink: route a micro-batch, commit each subscription table once.
+
+:class:`FanoutSink` holds what one fan-out query needs between batches: the catalog reader and
+the routing plan compiled from it (:meth:`sharedsub.core.fanout.routing.RoutingPlan.route`), one
+appender per subscription table, a small pool of commit threads, the failing tables' states
+(:mod:`sharedsub.core.fanout.fanout_faults`) with their rows parked on disk
+(:class:`sharedsub.storage.parked_rows.ParkedRows`), and the statistics file. The contracts it
+keeps (registered before committed ⇒ routed, exactly once per subscription table, seq order, one
+failing table does not stop the others) are in the docstring of jobs/fanout.py, the script that
+runs it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from jobs.sources.deltars_topics import ARROW_SCHEMA, DriverBatchReader, offset_versions
+from sharedsub.core import layout
+from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.fanout.routing import ROUTE_COLUMN, RoutingPlan, plan_for
+from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.ops.logthrottle import ThrottledLog
+from sharedsub.storage import schemas
+from sharedsub.storage.catalog import CatalogReader
+from sharedsub.storage.delta.appender import DeltaAppender
+from sharedsub.storage.fanout_stats import StatsRecorder
+from sharedsub.storage.parked_rows import ParkedRows
+
+# Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
+DEFAULT_COMMIT_THREADS = 4
+# A retry commits parked rows in commits of at most this many rows (bounds the driver's memory).
+RETRY_ROWS_PER_COMMIT = 100_000
+
+log = logging.getLogger("sharedsub.fanout")
+
+_SOURCE_COLUMNS = ("topic", *schemas.SUBSCRIPTION_FROM_TOPIC)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _TableResult:
+    """What one table's part of a batch came to (computed on a commit thread)."""
+
+    state: TableState  # the table's state after the batch
+    written: int = 0  # rows committed (parked rows included)
+    parked: int = 0  # rows of this batch parked
+    error: BaseException | None = None  # the failed commit's error
+    fail_batch: BaseException | None = None  # set when the rows could be neither committed nor parked
+
+
+class FanoutSink:
+    """The ``foreachBatch`` function of one fan-out query; holds its catalog reader, appenders and
+    the failing tables' states.
+
+    Create one per query (the catalog reader applies only new catalog commits on each refresh)
+    and :meth:`close` it when the query has stopped. Batches and :meth:`tick` run one at a time
+    (a lock; Spark runs one micro-batch at a time per query, ticks come from the main thread).
+    """
+
+    def __init__(
+        self,
+        root: str,
+        *,
+        commit_threads: int = DEFAULT_COMMIT_THREADS,
+        retry_interval: float = 5.0,
+    ) -> None:
+        self.root = root
+        self.retry_interval = retry_interval
+        self.catalog = CatalogReader(root)
+        self._appenders: dict[str, DeltaAppender] = {}
+        self._pool = ThreadPoolExecutor(max_workers=commit_threads, thread_name_prefix="fanout-commit")
+        self._warned: set[tuple[str, int]] = set()
+        self._lock = threading.Lock()
+        self.stats = StatsRecorder(root)  # read by the /metrics endpoint of serve/frontend
+        self.parked = ParkedRows(root)
+        # Per subscription table (relative path): tables that are not healthy (failing or with
+        # parked rows); a table missing here is healthy. Rows parked before a restart are due.
+        self.tables: dict[str, TableState] = {
+            rel: TableState(parked_rows=rows, failing_since=oldest)
+            for rel, (rows, oldest) in self.parked.scan().items()
+        }
+        self._subscriptions: dict[str, SubscriptionRecord] = {}  # table rel -> record, from the last plan
+        self._faults = ThrottledLog(log)
+        self._last_progress: int | None = None
+        self._last_end_wall: float | None = None  # when the previous micro-batch's routing ended
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """The ``foreachBatch`` callback: :meth:`route_batch`."""
+        self.route_batch(df, batch_id)
+
+    def close(self) -> None:
+        """Stop the commit threads."""
+        self._pool.shutdown(wait=True)
+
+    def plan(self) -> RoutingPlan:
+        """Routing plan from the catalog as it is now (refreshed); logs records it must skip."""
+        plan = plan_for(tuple(self.catalog.active()))
+        for skipped in plan.skipped:
+            mark = (skipped.record.key, skipped.record.revision)
+            if mark not in self._warned:
+                self._warned.add(mark)
+                log.warning("%s", skipped.reason)
+        self._subscriptions = {r.record.table: r.record for r in plan.routes}
+        return plan
+
+    def route_batch(self, df: DataFrame, batch_id: int) -> dict[str, int]:
+        """Route one micro-batch of source rows; return rows committed per subscription table.
+
+        Reads the source DataFrame once (it is not cached: every action would read the topic
+        files again) and does not read it when no subscription is active. The rows of the batch
+        are collected on the driver (``toArrow``), so ``max_commits_per_batch`` is what bounds
+        the driver's memory (docs/feasibility.md gotcha 6).
+        """
+        return self.route(lambda topics: df.where(F.col("topic").isin(sorted(topics))).toArrow(), batch_id)
+
+    def route(self, read: Callable[[Collection[str]], pa.Table], batch_id: int) -> dict[str, int]:
+        """Route micro-batch ``batch_id``, whose rows of the given topics ``read`` returns (called
+        once, and only when a subscription is active); see :meth:`route_batch`."""
+        with self._lock:
+            started = time.monotonic()
+            started_wall = time.time()
+            plan = self.plan()
+            if not plan.routes:
+                log.debug("batch %d: no active subscriptions", batch_id)
+                reported = self.stats.failing
+                self.write_routed(_route(plan, ARROW_SCHEMA.empty_table()), plan, batch_id)  # drops stale parked rows
+                if self.stats.failing != reported:
+                    self.stats.write()
+                return {}
+            source = read(plan.topics)
+            fetched = time.monotonic()
+            routed = _route(plan, source)
+            evaluated = time.monotonic()
+            written = self.write_routed(routed, plan, batch_id)
+            stages = self.stats.stages
+            stages.observe("fanout_source_read", fetched - started)
+            stages.observe("fanout_route", evaluated - fetched)
+            stages.observe("fanout_commit", time.monotonic() - evaluated)
+            stages.observe("fanout_batch", time.monotonic() - started)
+            oldest = _oldest_published(source)
+            if oldest is not None:
+                stages.observe("fanout_wait", started_wall - oldest)
+                previous = self._last_end_wall
+                if previous is not None and oldest < previous:
+                    # Its messages were there when the previous batch ended: the whole gap is
+                    # Spark's own work between batches (logs, latestOffset, planning).
+                    stages.observe("fanout_between_batches", started_wall - previous)
+            self._last_end_wall = time.time()
+            # One INFO line per batch that routed something; idle batches only at DEBUG.
+            log.log(
+                logging.INFO if routed.num_rows else logging.DEBUG,
+                "batch %d: %d messages, %d routed rows for %d subscriptions in %.0f ms, "
+                "%d rows committed to %d tables in %.0f ms",
+                batch_id,
+                source.num_rows,
+                routed.num_rows,
+                len(plan.routes),
+                (evaluated - started) * 1000,
+                sum(written.values()),
+                len(written),
+                (time.monotonic() - evaluated) * 1000,
+            )
+            self.stats.record(batch_id, source, written, (r.record for r in plan.routes), time.monotonic() - started)
+            return written
+
+    def tick(self, progress: Any = None) -> bool:
+        """Between batches (the driver's main thread): record the routed versions of the query's
+        last completed micro-batch (``progress``, ``StreamingQuery.lastProgress``) and retry the
+        failing tables whose retry is due. Does nothing while a batch runs (that batch retries
+        them). Returns whether it retried anything. Never raises (a failure is logged)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            changed = self._note_progress(progress)
+            now = time.time()
+            due = any(not s.healthy and now >= s.retry_at for s in self.tables.values())
+            if due:
+                plan = self.plan()
+                written = self.write_routed(_route(plan, ARROW_SCHEMA.empty_table()), plan, -1)
+                self.stats.count(written, (r.record for r in plan.routes))
+            if changed or due:
+                self.stats.write()
+        except Exception as exc:  # noqa: BLE001 (a tick's fault is logged and retried at the next tick)
+            self._faults.fault("tick", "retrying parked rows between batches failed", error=exc)
+            return False
+        finally:
+            self._lock.release()
+        self._faults.clear("tick", "retrying parked rows between batches works again")
+        return due
+
+    def _note_progress(self, progress: Any) -> bool:
+        """Take the routed versions from a progress report; True when they changed."""
+        if progress is None:
+            return False
+        try:
+            batch = int(progress["batchId"])
+            end = progress["sources"][0]["endOffset"]
+            versions = offset_versions(json.loads(end) if isinstance(end, str) else end)
+        except (KeyError, IndexError, TypeError, ValueError):
+            return False
+        if versions == self.stats.routed_versions and batch == self._last_progress:
+            return False
+        self._last_progress = batch
+        self.stats.routed_versions = versions
+        return True
+
+    def write_routed(self, routed: pa.Table, plan: RoutingPlan, batch_id: int) -> dict[str, int]:
+        """Commit ``routed`` (source columns + route index) to the subscription tables; return
+        the rows committed per table (absolute path), parked rows committed by a retry included.
+
+        Rows already in a table (``seq`` ≤ its app-transaction version) are dropped first, so
+        calling this again with the same rows writes nothing. Tables are committed concurrently;
+        a table whose commit fails gets its rows parked instead (module docstring), and the
+        failing tables whose retry is due are retried, with or without rows in this batch.
+
+        Raises:
+            Exception: the error of a table whose rows could be neither committed nor parked,
+                after every other table finished (the batch is replayed, and the tables that did
+                commit drop their rows then).
+        """
+        self._forget_unplanned(plan)
+        routed_at = dt.datetime.now(dt.UTC)
+        ordered = routed.sort_by([(ROUTE_COLUMN, "ascending"), ("seq", "ascending")])
+        batch: dict[str, pa.Table] = {}
+        offset = 0
+        # value_counts lists values in order of first appearance: ascending, as ``ordered`` is.
+        for entry in pc.value_counts(ordered.column(ROUTE_COLUMN)).to_pylist():
+            index, count = int(entry["values"]), int(entry["counts"])
+            rows = ordered.slice(offset, count)
+            offset += count
+            batch[plan.routes[index].record.table] = _subscription_rows(rows, routed_at, batch_id)
+        now = time.time()
+        jobs: list[tuple[str, pa.Table | None, TableState, Step]] = []
+        for rel in [*batch, *(t for t in self.tables if t not in batch)]:
+            rows = batch.get(rel)
+            state = self.tables.get(rel, HEALTHY)
+            step = decide(state, has_rows=rows is not None, now=now)
+            if step is not Step.DONE:
+                jobs.append((rel, rows, state, step))
+        futures = [self._pool.submit(self._route_table, *job, batch_id, now) for job in jobs]
+        results = [f.result() for f in futures]  # _route_table returns its errors; waits for all
+        written: dict[str, int] = {}
+        failed: BaseException | None = None
+        for (rel, _, before, _), result in zip(jobs, results, strict=True):
+            self._report(rel, before, result)
+            if result.state.healthy:
+                self.tables.pop(rel, None)
+            else:
+                self.tables[rel] = result.state
+            if result.written:
+                written[layout.join(self.root, rel)] = result.written
+            if result.fail_batch is not None and failed is None:
+                failed = result.fail_batch
+        self.stats.failing = self.failing_report()
+        if failed is not None:
+            self.stats.write()  # the failing tables, before the batch fails
+            raise failed
+        return written
+
+    def _route_table(
+        self, rel: str, rows: pa.Table | None, state: TableState, step: Step, batch_id: int, now: float
+    ) -> _TableResult:
+        """One table's part of a batch, as :func:`sharedsub.core.fanout.fanout_faults.decide` directs (a commit
+        thread). Returns, never raises, what came of it."""
+        table = layout.join(self.root, rel)
+        committed: bool | None = None
+        parked: bool | None = None
+        written = parked_rows = 0
+        error: BaseException | None = None
+        while step not in (Step.DONE, Step.FAIL_BATCH):
+            if step is Step.PARK:
+                assert rows is not None
+                try:
+                    self.parked.park(rel, rows, batch_id)
+                    parked, parked_rows = True, rows.num_rows
+                    state = after_park(state, rows.num_rows)
+                except Exception as exc:  # noqa: BLE001 (a park that fails for any reason fails the batch, which Spark retries)
+                    parked = False
+                    log.error("subscription table %s: could not park %d rows: %s", rel, rows.num_rows, exc)
+                    return _TableResult(state, written, error=error, fail_batch=exc)
+            else:
+                try:
+                    if step is Step.RETRY_PARKED:
+                        written = self._commit_parked(rel, table, rows)
+                    else:
+                        assert rows is not None
+                        written = self._commit(table, rows)
+                    committed = True
+                    state = after_commit(state, ok=True, now=now, retry_interval=self.retry_interval)
+                except Exception as exc:  # noqa: BLE001 (any failed commit parks the table's rows (fanout_faults))
+                    committed, error = False, exc
+                    state = after_commit(state, ok=False, now=now, retry_interval=self.retry_interval, error=_error_text(exc))
+            step = decide(state, has_rows=rows is not None, now=now, committed=committed, parked=parked)
+        return _TableResult(state, written, parked_rows, error)
+
+    def _commit_parked(self, rel: str, table: str, rows: pa.Table | None) -> int:
+        """Commit the parked rows of ``rel``, then ``rows``, in seq order, and remove the parked
+        files; return the rows committed. Raises what a commit raises (the files stay)."""
+        files = self.parked.files(rel)
+        highest = -1
+        parts: list[pa.Table] = []
+        size = committed = 0
+        for part in [*(ParkedRows.read(p) for p in files), *([rows] if rows is not None else [])]:
+            if highest >= 0:
+                part = part.filter(pc.greater(part.column("seq"), highest))  # rows a replay parked again
+            if part.num_rows == 0:
+                continue
+            highest = int(pc.max(part.column("seq")).as_py())
+            parts.append(part)
+            size += part.num_rows
+            if size >= RETRY_ROWS_PER_COMMIT:
+                committed += self._commit(table, pa.concat_tables(parts))
+                parts, size = [], 0
+        if parts:
+            committed += self._commit(table, pa.concat_tables(parts))
+        try:
+            self.parked.remove(rel, files)
+        except OSError as exc:
+            # Committed: the files are only dead weight now. A restarted job reads them again and
+            # its commits drop every row (app transactions), then removes them.
+            log.warning("subscription table %s: could not remove its committed parked rows: %s", rel, exc)
+        return committed
+
+    def _report(self, rel: str, before: TableState, result: _TableResult) -> None:
+        """Log a table's fault when it starts, at most every few minutes while it lasts, and when it clears."""
+        rec = self._subscriptions.get(rel)
+        name = rec.key if rec is not None else rel
+        if result.error is not None:
+            self._faults.fault(
+                rel,
+                "subscription %s: commit to %s failed; its rows are parked in %s and retried every %.0f s",
+                name,
+                rel,
+                layout.FANOUT_PENDING,
+                self.retry_interval,
+                error=result.error,
+            )
+        elif not before.healthy and result.state.healthy:
+            if not self._faults.clear(rel, "subscription %s: %s takes commits again", name, rel):
+                log.info("subscription %s: rows parked before the job started are committed to %s", name, rel)
+
+    def failing_report(self) -> dict[str, dict[str, Any]]:
+        """The failing tables for the statistics file, by subscription key (tables of unknown
+        subscriptions, before the first plan, by table path)."""
+        out: dict[str, dict[str, Any]] = {}
+        for rel, state in sorted(self.tables.items()):
+            rec = self._subscriptions.get(rel)
+            out[rec.key if rec is not None else rel] = {
+                "topic": rec.topic if rec is not None else None,
+                "table": rel,
+                "since": state.failing_since,
+                "error": state.last_error,
+                "parked_rows": state.parked_rows,
+                "failures": state.failures,
+                "retry_at": state.retry_at,
+            }
+        return out
+
+    def _commit(self, table: str, rows: pa.Table) -> int:
+        appender = self._appenders.get(table)
+        if appender is None:
+            appender = self._appenders[table] = DeltaAppender(table, schemas.SUBSCRIPTION)
+        done = appender.transaction_version(schemas.SPARK_APP_ID)
+        if done is not None:
+            rows = rows.filter(pc.greater(rows.column("seq"), done))
+        if rows.num_rows == 0:
+            return 0
+        highest = int(pc.max(rows.column("seq")).as_py())
+        appender.append(rows, app_transaction=(schemas.SPARK_APP_ID, highest))
+        return rows.num_rows
+
+    def _forget_unplanned(self, plan: RoutingPlan) -> None:
+        # Appenders of deleted subscriptions hold a loaded DeltaTable each; drop them.
+        live = {r.record.table for r in plan.routes}
+        live_paths = {layout.join(self.root, rel) for rel in live}
+        for table in [t for t in self._appenders if t not in live_paths]:
+            del self._appenders[table]
+        # Rows parked for a subscription that was deleted (or got a new generation) have no table
+        # to go to any more: the subscription's messages went with it.
+        for rel in [t for t in self.tables if t not in live]:
+            state = self.tables.pop(rel)
+            self._faults.forget(rel)
+            try:
+                self.parked.remove(rel)
+            except OSError as exc:
+                log.warning("could not remove the parked rows of %s: %s", rel, exc)
+            log.info("%s is no longer routed (its subscription was deleted): %d parked rows dropped", rel, state.parked_rows)
+
+
+def _error_text(exc: BaseException) -> str:
+    """One line naming a failed commit's error (for the statistics file and /health)."""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
+
+
+def _oldest_published(source: pa.Table) -> float | None:
+    """The oldest ``published_at`` of a batch's source rows, as epoch seconds (None: no rows)."""
+    if source.num_rows == 0 or "published_at" not in source.column_names:
+        return None
+    oldest = pc.min(source.column("published_at")).as_py()
+    return None if oldest is None else float(oldest.timestamp())
+
+
+def _route(plan: RoutingPlan, source: pa.Table) -> pa.Table:
+    """The routed rows of the collected micro-batch ``source`` (source columns + route index)."""
+    if source.num_rows == 0:
+        empty = source.select(list(_SOURCE_COLUMNS)).slice(0, 0)
+        return empty.append_column(ROUTE_COLUMN, pa.array([], pa.int32()))
+    return plan.route(source.combine_chunks().to_batches()[0], _SOURCE_COLUMNS)
+
+
+def _subscription_rows(rows: pa.Table, routed_at: dt.datetime, batch_id: int) -> pa.Table:
+    """Rows of schemas.SUBSCRIPTION from routed source rows of one subscription."""
+    n = rows.num_rows
+    columns: dict[str, Any] = {name: rows.column(name) for name in _SOURCE_COLUMNS}
+    columns["routed_at"] = pa.array([routed_at] * n, schemas.TIMESTAMP)
+    columns["fanout_batch"] = pa.array([batch_id] * n, pa.int64())
+    return pa.table([columns[f.name] for f in schemas.SUBSCRIPTION], names=schemas.SUBSCRIPTION.names).cast(
+        schemas.SUBSCRIPTION
+    )
+
+
+class ReadOnDriver:
+    """A ``foreachBatch`` callback that routes each micro-batch with ``sink``, its rows read on
+    the driver by ``reader`` (``[fanout] driver_reads``): the DataFrame Spark passes is never
+    run, so the source's tasks never start."""
+
+    def __init__(self, sink: FanoutSink, reader: DriverBatchReader) -> None:
+        self.sink = sink
+        self.reader = reader
+
+    def __call__(self, df: DataFrame, batch_id: int) -> None:
+        """Route micro-batch ``batch_id`` (``df`` unused)."""
+        self.sink.route(lambda topics: self.reader.read(batch_id, topics), batch_id)

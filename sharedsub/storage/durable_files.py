@@ -1,0 +1,36 @@
+"""Files and directories forced to disk: what makes a write survive a crash or power loss.
+
+A rename or a new file is durable only once its directory is fsynced too; these are the two steps
+every durable local write here takes (Delta commits: sharedsub.storage.delta.appender.sync_commit;
+the fan-out's parked rows: sharedsub.storage.parked_rows).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+def fsync_path(path: str, *, directory: bool = False) -> None:
+    """Force the file (or, with ``directory``, the directory) at ``path`` to disk.
+
+    Raises:
+        OSError: it cannot be opened or synced (ENOSPC, EIO, ...).
+    """
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if directory else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def makedirs_synced(path: str) -> None:
+    """``os.makedirs(path)``, with the parent of every directory it creates fsynced."""
+    missing = []
+    while not os.path.isdir(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(directory)
+        fsync_path(os.path.dirname(directory), directory=True)
