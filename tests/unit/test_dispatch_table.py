@@ -231,6 +231,20 @@ ROWS: list[Row] = [
     Row("§5/#12 #13 a lost delivery reaching max_delivery_count: dead-lettered",
         (add(1, 5), offer(1)), RemoveConsumer(1), (dead(1, MAX, 2, 1),), {"pending": ()},
         limits=Limits(2), failures={1: 1}),
+    # ---- rows given back go to whoever the round-robin reaches (#21)
+    Row("§5/#13/#21 requeued rows go round-robin to the consumers with credit, one that joined since included",
+        (add(1, 1000), add(2, 1000), offer(1, 2, 3, 4, 5, 6, 7, 8), add(3, 1000)), RemoveConsumer(2),
+        (record(8, FAILED, 2), record(6, FAILED, 2), record(4, FAILED, 2), record(2, FAILED, 2),
+         send(1, 2, 1, first=False), send(3, 4, 1, first=False), send(1, 6, 1, first=False),
+         send(3, 8, 1, first=False), CountSent(4)),
+        {"outstanding": {1: 1, 3: 1, 5: 1, 7: 1, 2: 1, 4: 3, 6: 1, 8: 3}, "consumers": (1, 3)}),
+    Row("§5/#8/#21 released rows go round-robin to the consumers with credit, one that joined since included",
+        (add(1, 1000), add(2, 2), offer(1, 2, 3, 4), add(3, 1000), settle(2, 2, "released")),
+        settle(2, 4, "released"),
+        (send(3, 4, 0, first=False), CountSent(1)), {"outstanding": {1: 1, 2: 1, 3: 1, 4: 3}}),
+    Row("§5/#14/#21 a requeued row waiting for credit goes to a consumer that joined since, when its credit comes",
+        (add(1, 1), offer(1), add(2, 0), RemoveConsumer(1)), Credit({2: 5}),
+        (send(2, 1, 1, first=False), CountSent(1)), {"outstanding": {1: 2}}),
     # ---- shutdown (#19)
     Row("#19 shutdown: every outstanding row fails (count + 1)",
         (add(1, 1), offer(1, 2)), Shutdown(),
@@ -381,6 +395,43 @@ def test_a_row_is_never_outstanding_on_two_consumers_or_sent_twice_while_open() 
         assert len(places) == len(set(places)), step
         assert not set(places) & done
         assert set(places) | done == set(seqs), step
+
+
+GIVE_BACK: dict[str, tuple[bool, list[Event]]] = {
+    # how consumer 2 gives its rows (the even seqs) back: (keeps its credit, the events)
+    "released after a drain (Qpid JMS closing a consumer)": (
+        False, [Credit({2: 0}), *(settle(2, s, "released") for s in range(2, 21, 2))]),
+    "released, the releaser keeps its credit": (True, [settle(2, s, "released") for s in range(2, 21, 2)]),
+    "modified(delivery-failed) after a drain": (
+        False, [Credit({2: 0}), *(settle(2, s, "modified-failed") for s in range(2, 21, 2))]),
+    "link lost": (False, [RemoveConsumer(2)]),
+    "rollback after a drain": (
+        False, [*(txn_settle(2, s, "accepted") for s in range(2, 21, 2)), Credit({2: 0}), Discharge(T, commit=False)]),
+}
+
+
+@pytest.mark.parametrize("how", GIVE_BACK)
+def test_given_back_rows_spread_over_the_consumers_with_credit(how: str) -> None:
+    """#21: consumers 1 and 2 share rows 1-20; consumer 3 joins; 2 gives its ten back one way or
+    another. They go round-robin over the consumers with credit, the one that joined after they
+    were first sent included (and 2 itself if it kept credit), not all to one of them."""
+    keeps_credit, events = GIVE_BACK[how]
+    sub = SubscriptionDispatch(AckedSeqs(), {}, TEN)
+    setup: list[Event] = [add(1, 1000), add(2, 1000), offer(*range(1, 21)), add(3, 1000)]
+    for given in setup:
+        sub.handle(given, NOW)
+    assert sub.outstanding == {s: 2 - s % 2 for s in range(1, 21)}
+    got: dict[int, list[int]] = {1: [], 2: [], 3: []}
+    for event in events:
+        for effect in sub.handle(event, NOW):
+            if isinstance(effect, Send):
+                got[effect.consumer].append(effect.row.seq)
+    takers = [1, 2, 3] if keeps_credit else [1, 3]
+    assert sorted(s for seqs in got.values() for s in seqs) == list(range(2, 21, 2)), got
+    counts = [len(got[c]) for c in takers]
+    assert min(counts) >= 10 // len(takers) and max(counts) - min(counts) <= 1, got
+    if not keeps_credit:
+        assert got[2] == [], got
 
 
 def test_credit_of_is_read_when_a_pass_starts_and_only_then() -> None:

@@ -64,6 +64,14 @@ Events and what they do, first match wins where several could apply:
                                                                   as 13; nothing is sent again
 20    :class:`Drop` (no consumer left)                            consumers and queued rows
                                                                   forgotten (held rows kept)
+21    dispatch pass: a row given back (8, 9, 13, 17)             as any waiting row (3): to the
+                                                                  consumer the round-robin
+                                                                  reaches among those with
+                                                                  credit then, whoever held it:
+                                                                  one that joined after it was
+                                                                  first sent included, and the
+                                                                  one that gave it back if it
+                                                                  still has credit
 ====  =========================================================  ==============================
 
 Redelivery marking (``Send.first_acquirer``, ``Send.delivery_count``): the count is the row's
@@ -453,7 +461,11 @@ class SubscriptionDispatch:
             out.append(CountSent(sent))
 
     def _take(self, consumer: int) -> Any:
-        """Next row for ``consumer``: a parked row it did not refuse, else the head of the queue."""
+        """Next row for ``consumer``: a parked row it did not refuse, else the head of the queue.
+
+        Only an undeliverable-here refusal ties a row to consumers: a row given back (row 21)
+        goes to whichever consumer with credit the round-robin reaches, so it never waits for
+        the link that held it, nor skips one that joined after it was first sent."""
         for i, row in enumerate(self._parked):
             if consumer not in self._excluded.get(row.seq, ()):
                 del self._parked[i]
