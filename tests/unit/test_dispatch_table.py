@@ -535,6 +535,15 @@ class _Link:
         pump(self._pair.client_transport, self._pair.server_transport)
         assert self.credit == credit
 
+    def drain(self) -> None:
+        """The client asks for a drain (as Qpid JMS does before it closes a consumer); the
+        sender's link then has its drain mode set, credit unchanged until it is ``drained``."""
+        from tests.proton_pair import pump
+
+        self._pair.receiver.drain(0)
+        pump(self._pair.client_transport, self._pair.server_transport)
+        assert self.sender.drain_mode
+
 
 class _Adapter:
     """A Dispatcher recording what it submits to the committer, with one subscription ``k``
@@ -768,3 +777,53 @@ def _body(payload: bytes) -> str:
     msg = Message()
     msg.decode(payload)
     return str(msg.body)
+
+
+def test_adapter_requeued_rows_spread_to_a_link_that_joined_since() -> None:
+    """#21 on proton links: a link that attached after the rows were first sent, with its credit
+    coming in a flow after the attach (as Qpid JMS grants it), shares the rows a detached link
+    gave back with the link that was there before."""
+    a = _Adapter()
+    one, two = _Link("c1", 1000), _Link("c2", 1000)
+    a.d.add_consumer("k", one.sender)
+    a.d.add_consumer("k", two.sender)
+    a.d.offer("k", a.rows(*range(1, 9)))
+    assert [_body(d.payload) for d in two.sent] == ["m2", "m4", "m6", "m8"]
+    three = _Link("c3", 0)
+    a.d.add_consumer("k", three.sender)
+    three.credit = 1000
+    a.d.credit_arrived(three.sender)
+    assert a.d.remove_consumer("k", two.sender) == 2
+    again = one.sent[4:]
+    assert [_body(d.payload) for d in again] == ["m2", "m6"]
+    assert [_body(d.payload) for d in three.sent] == ["m4", "m8"]
+    assert {_header(d.payload) for d in again + three.sent} == {(1, False)}
+
+
+def test_adapter_released_rows_spread_after_the_releasing_link_drained() -> None:
+    """#21 on proton links, as Qpid JMS closes a consumer: its link drains, then releases what
+    it prefetched. The released rows alternate between the link that was there before and one
+    that attached after they were first sent; none goes back to the drained link."""
+    import proton
+
+    a = _Adapter()
+    one, two = _Link("c1", 1000), _Link("c2", 1000)
+    a.d.add_consumer("k", one.sender)
+    a.d.add_consumer("k", two.sender)
+    a.d.offer("k", a.rows(*range(1, 9)))
+    three = _Link("c3", 1000)
+    a.d.add_consumer("k", three.sender)
+    two.drain()
+    # What the handler does with a drain flow (connectors/amqp/handler.py on_link_flow).
+    a.d.credit_arrived(two.sender)
+    two.sender.drained()
+    a.d.credit_drained(two.sender)
+    assert two.credit == 0
+    for dlv in list(two.sent):
+        dlv.remote_state, dlv.settled = proton.Delivery.RELEASED, True
+        a.d.settled(dlv)  # type: ignore[arg-type]
+    assert len(two.sent) == 4
+    again = one.sent[4:]
+    assert [_body(d.payload) for d in again] == ["m2", "m6"]
+    assert [_body(d.payload) for d in three.sent] == ["m4", "m8"]
+    assert {_header(d.payload) for d in again + three.sent} == {(0, False)}
