@@ -7,6 +7,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 
 import jakarta.jms.Connection;
 import jakarta.jms.Message;
@@ -140,6 +141,54 @@ class AcknowledgeTest extends JmsTierSupport {
     @Test
     void closingAConsumerWithPrefetchedMessagesAutoAcknowledge() throws Exception {
         closeWithPrefetched(Session.AUTO_ACKNOWLEDGE);
+    }
+
+    /**
+     * A consumer of a shared subscription closes with prefetched messages; they go to both other
+     * consumers, one of which joined after they were first sent (dispatch rule 21,
+     * sharedsub/core/dispatch.py). Proved by counts, not timing: every given-back message arrives
+     * once, and each remaining consumer gets at least one of them (round-robin: about half).
+     */
+    @Test
+    void messagesAClosedConsumerGivesBackSpreadOverTheOthersOneThatJoinedSinceIncluded() throws Exception {
+        String topic = newTopicName("spread");
+        String name = subName("sd");
+        Connection a = connect(null);
+        Session as = autoSession(a);
+        MessageConsumer ca = as.createSharedDurableConsumer(as.createTopic(topic), name);
+        // C takes at most 10 and never hands one to the application, so it never asks for more:
+        // of the 40 it holds 10 (round-robin with A), and the rest, the marker too, go to A.
+        Connection c = connect(null, "jms.prefetchPolicy.all=10");
+        Session cs = autoSession(c);
+        MessageConsumer cc = cs.createSharedDurableConsumer(cs.createTopic(topic), name);
+        String[] sent = texts("g", 40);
+        publish(topic, sent);
+        publish(topic, "marker");
+        List<String> atA = textsUntil(ca, "marker");
+        Set<String> held = setOf(sent);
+        atA.forEach(held::remove);
+        assertEquals(40 - held.size(), atA.size(), "A got a message twice: " + atA);
+        assertTrue(held.size() >= 4, "C should hold about 10 of the 40 prefetched; it holds " + held);
+
+        // B joins after all 40 were sent. It is live with credit once it has received a probe
+        // (C has no credit left, so each probe goes to A or B, in turn).
+        Connection b = connect(null);
+        Session bs = autoSession(b);
+        MessageConsumer cb = bs.createSharedDurableConsumer(bs.createTopic(topic), name);
+        List<MessageConsumer> remaining = List.of(ca, cb);
+        for (int i = 0; ; i++) {
+            assertTrue(i < 6, "B got none of " + i + " probes");
+            String probe = "probe-" + i;
+            publish(topic, probe);
+            if (!collectSplit(remaining, setOf(probe)).get(1).isEmpty()) {
+                break;
+            }
+        }
+
+        cc.close();   // its prefetched messages go back to the subscription
+        List<List<String>> per = collectSplit(remaining, held);
+        assertEveryConsumerGotSome(per);
+        expectNothing(remaining, "every given-back message once");
     }
 
     @Test
