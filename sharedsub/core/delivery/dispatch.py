@@ -28,7 +28,10 @@ Events and what they do, first match wins where several could apply:
                                                                   consumers with credit; one
                                                                   without credit is skipped and
                                                                   holds nothing back; then
-                                                                  ``CountSent(sent)``
+                                                                  ``CountSent(n)`` for the rows
+                                                                  taken for the first time (one
+                                                                  given back and sent again was
+                                                                  counted when first taken)
  4    ... a parked row, this consumer did not refuse it           it goes before the queue head
  5    ... the row is past its expiry at ``now_ms``                ``Record(expired)``, not sent
                                                                   (counted in ``CountSent``)
@@ -449,8 +452,12 @@ class SubscriptionDispatch:
                 continue
             idle = 0
             # Every row taken off the queue leaves the tailer's in-flight window, sent or not:
-            # uncounted expired rows would hold that window shut and stall the subscription.
-            sent += 1
+            # uncounted expired rows would hold that window shut and stall the subscription. A
+            # row sent before and given back (released, failed, its link gone, rolled back) left
+            # the window when it was first taken: counted again, the window would open wider
+            # than max_in_flight with every redelivery.
+            if row.seq not in self._acquired:
+                sent += 1
             if row.seq in self.acked:
                 continue
             if outcomes.is_expired(row.expires_at, now_ms):
