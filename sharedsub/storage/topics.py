@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from sharedsub.core import layout
-from sharedsub.core.errors import TopicExists, TopicNotFound
+from sharedsub.core.errors import TopicExists
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import log_snapshot
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, os_path, table_exists
@@ -44,13 +44,6 @@ def list_topics(root: str) -> list[str]:
 def topic_exists(root: str, name: str) -> bool:
     """True when topic ``name`` exists under ``root``."""
     return layout.is_valid_topic_name(name) and table_exists(layout.topic_table(root, name))
-
-
-def require_topic(root: str, name: str) -> str:
-    """Path of topic ``name``; raise TopicNotFound when it does not exist."""
-    if not topic_exists(root, name):
-        raise TopicNotFound(name)
-    return layout.topic_table(root, name)
 
 
 def last_seq(path: str) -> int:
