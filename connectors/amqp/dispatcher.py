@@ -88,7 +88,7 @@ class _Open:
 
     key: str
     tables: GenerationTables
-    state: rules.SubscriptionDispatch  # the pure dispatch state (sharedsub.core.delivery.dispatch)
+    state: rules.SubscriptionDispatch[Row, proton.Condition]  # the pure dispatch state (sharedsub.core.delivery.dispatch)
     ended: bool = False  # end_generation was called: nothing more is recorded
 
 
@@ -213,6 +213,7 @@ class Dispatcher:
             return acked
         gen = self._dropped.pop(key, None)
         if gen is None or gen.tables.table != tables.table:  # another generation: start afresh
+            sub: rules.SubscriptionDispatch[Row, proton.Condition]
             sub = rules.SubscriptionDispatch(acked, self._failures.setdefault(tables.table, {}), self._limits)
             if self._stopped:
                 sub.handle(rules.Shutdown(), self._clock())

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
-from typing import Any
 
 from sharedsub.core.errors import InvalidAddress
 from sharedsub.core.fanout import binding
@@ -55,7 +54,7 @@ def binding_of(address: Address) -> str:
     return pattern
 
 
-def routing_key(address: Address, application_properties: Mapping[str, Any] | None, subject: str | None) -> str:
+def routing_key(address: Address, application_properties: Mapping[str, object] | None, subject: str | None) -> str:
     """Routing key of a published message (see module docstring for the order).
 
     Raises:
@@ -69,7 +68,7 @@ def routing_key(address: Address, application_properties: Mapping[str, Any] | No
     return key
 
 
-def _routing_key(address: Address, application_properties: Mapping[str, Any] | None, subject: str | None) -> str:
+def _routing_key(address: Address, application_properties: Mapping[str, object] | None, subject: str | None) -> str:
     if address.suffix is not None:
         return address.suffix
     if isinstance(application_properties, Mapping):

@@ -203,7 +203,10 @@ _SECTIONS: dict[str, type] = {
 }
 
 
-def _coerce(key: str, value: Any, kind: Any) -> Any:
+# ``value`` is what tomllib (its documents are dict[str, Any]), the environment or a flag gave; int() and
+# float() are the check (their TypeError or ValueError is the ConfigError), so no narrower type fits.
+# Any: tomllib's untyped values, tried with int() / float()
+def _coerce(key: str, value: Any, kind: type | str) -> bool | int | float | str:
     kind_name = kind if isinstance(kind, str) else kind.__name__
     try:
         if kind_name == "bool":
@@ -347,16 +350,16 @@ def _check_observability(s: Settings) -> None:
 
 
 def parse_settings(
-    document: Mapping[str, Any],
+    document: Mapping[str, object],
     environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
 ) -> Settings:
     """Build Settings from a TOML document, SHAREDSUB_SECTION_KEY variables and ``section.key`` overrides.
 
     Raises:
         ConfigError: an unknown section or key, or a value of the wrong type or range.
     """
-    values: dict[str, dict[str, Any]] = {name: dict(body) for name, body in default_document().items()}
+    values: dict[str, dict[str, object]] = {name: dict(body) for name, body in default_document().items()}
     for section, body in document.items():
         if section not in _SECTIONS:
             raise ConfigError(section, f"unknown section (known: {', '.join(_SECTIONS)})")
@@ -376,7 +379,7 @@ def parse_settings(
             continue
         section, _, key = dotted.partition(".")
         values.setdefault(section, {})[key] = value
-    built: dict[str, Any] = {}
+    built: dict[str, Any] = {}  # Any: Settings(**built) takes a different class per key, picked by the loop
     for section, cls in _SECTIONS.items():
         fields = {f.name: f for f in dataclasses.fields(cls)}
         kwargs = {}
@@ -393,7 +396,7 @@ def parse_settings(
 
 
 @functools.cache
-def default_document() -> Mapping[str, Mapping[str, Any]]:
+def default_document() -> Mapping[str, Mapping[str, object]]:
     """The packaged defaults as a TOML document (read once; the single source of every default).
 
     Raises:
@@ -418,7 +421,7 @@ def defaults() -> Settings:
 def load_settings(
     path: str | os.PathLike[str] | None = None,
     environ: Mapping[str, str] | None = None,
-    overrides: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, object] | None = None,
 ) -> Settings:
     """Read ``path`` (a TOML file of overrides) over the packaged defaults, then apply environment
     and flag overrides.
@@ -426,7 +429,7 @@ def load_settings(
     Raises:
         ConfigError: ``path`` does not exist or is not valid TOML, or a value is invalid.
     """
-    document: dict[str, Any] = {}
+    document: dict[str, object] = {}
     if path is not None:
         if not os.path.exists(path):
             raise ConfigError("--config", f"file {str(path)!r} does not exist")

@@ -84,7 +84,7 @@ class SubscriptionRecord:
         """True unless the subscription was deleted."""
         return self.state is SubscriptionState.ACTIVE
 
-    def to_row(self) -> dict[str, Any]:
+    def to_row(self) -> dict[str, object]:
         """Row of the catalog table (schemas.CATALOG)."""
         return {
             "key": self.key,
@@ -109,7 +109,7 @@ class SubscriptionRecord:
         }
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> SubscriptionRecord:
+    def from_row(cls, row: dict[str, Any]) -> SubscriptionRecord:  # Any: a row as pyarrow's to_pylist() gives it
         """Inverse of :meth:`to_row`."""
         return cls(
             identity=SubscriptionKey(row["namespace"], row["name"], bool(row["shared"]), bool(row["durable"])),

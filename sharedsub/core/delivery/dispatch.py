@@ -97,7 +97,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
 from sharedsub.core.delivery import outcomes
 from sharedsub.core.delivery.acked_seqs import AckedSeqs
@@ -124,14 +124,20 @@ class Offered(Protocol):
         """Loaded after an unclean stop: the row may have been sent already."""
 
 
+R = TypeVar("R", bound=Offered)
+"""A row, as the tailer produced it (sharedsub.runtime.tailer.Row): handed back untouched in the effects."""
+E = TypeVar("E")
+"""A rejected outcome's error (the adapter's condition), opaque here: handed back in :class:`DeadLetterRow`."""
+
+
 # ---------------------------------------------------------------------------------- events
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Offer:
+class Offer(Generic[R]):
     """Rows read by the tailer, in seq order (a replay's may be older than what waits)."""
 
-    rows: tuple[Any, ...]
+    rows: tuple[R, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -158,7 +164,7 @@ class Credit:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Settle:
+class Settle(Generic[E]):
     """``consumer`` settled its delivery of ``seq`` with ``settlement`` (the fields of a
     modified outcome in ``delivery_failed`` / ``undeliverable_here``; ``error``: a rejected
     outcome's condition, opaque here, handed back in :class:`DeadLetterRow`)."""
@@ -168,15 +174,15 @@ class Settle:
     settlement: Settlement
     delivery_failed: bool = False
     undeliverable_here: bool = False
-    error: Any = None
+    error: E | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class SettleTransactional:
+class SettleTransactional(Generic[E]):
     """``settle`` made inside transaction ``txn``: held until :class:`Discharge`."""
 
     txn: bytes
-    settle: Settle
+    settle: Settle[E]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -197,44 +203,49 @@ class Drop:
     """No consumer is left: forget consumers and queued rows (they stay in the table)."""
 
 
-Event = Offer | AddConsumer | RemoveConsumer | Credit | Settle | SettleTransactional | Discharge | Shutdown | Drop
+if TYPE_CHECKING:  # generic in the row and error types; at run time the plain union of the classes
+    Event: TypeAlias = (
+        Offer[R] | AddConsumer | RemoveConsumer | Credit | Settle[E] | SettleTransactional[E] | Discharge | Shutdown | Drop
+    )
+else:
+    Event = Offer | AddConsumer | RemoveConsumer | Credit | Settle | SettleTransactional | Discharge | Shutdown | Drop
 
 
 # ---------------------------------------------------------------------------------- effects
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Send:
+class Send(Generic[R]):
     """Send ``row`` to ``consumer``: header delivery-count ``delivery_count``; when
     ``first_acquirer`` is false the header says so (and the count); ``presettled``: settle the
     delivery on sending (a :class:`Record` of ``accepted`` follows)."""
 
     consumer: int
-    row: Any
+    row: R
     delivery_count: int
     first_acquirer: bool
     presettled: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Record:
+class Record(Generic[R]):
     """Record ``outcome`` for ``row`` in the ack log (``failed`` counts a failed delivery;
     the others settle it for good). ``consumer``: whose settlement it was (None: nobody's)."""
 
-    row: Any
+    row: R
     outcome: AckOutcome
     consumer: int | None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class DeadLetterRow:
+class DeadLetterRow(Generic[R, E]):
     """Move ``row`` to the dead-letter table (never delivered again)."""
 
-    row: Any
+    row: R
     reason: DeadLetterReason
     delivery_count: int
     consumer: int | None
-    error: Any = None
+    error: E | None = None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -244,7 +255,10 @@ class CountSent:
     count: int
 
 
-Effect = Send | Record | DeadLetterRow | CountSent
+if TYPE_CHECKING:  # as Event
+    Effect: TypeAlias = Send[R] | Record[R] | DeadLetterRow[R, E] | CountSent
+else:
+    Effect = Send | Record | DeadLetterRow | CountSent
 
 
 # ---------------------------------------------------------------------------------- state
@@ -258,14 +272,14 @@ _DEFAULT_LIMITS = Limits()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class _Held:
+class _Held(Generic[R, E]):
     """A settlement held by a transaction, with the row it settles."""
 
-    row: Any
-    settle: Settle
+    row: R
+    settle: Settle[E]
 
 
-class SubscriptionDispatch:
+class SubscriptionDispatch(Generic[R, E]):
     """One subscription's dispatch state (see module docstring).
 
     ``acked`` (acknowledged seqs) and ``failures`` (failed deliveries per seq, the AMQP
@@ -283,14 +297,14 @@ class SubscriptionDispatch:
         self._consumers: list[int] = []
         self._credit: dict[int, int] = {}
         self._presettled: set[int] = set()
-        self._pending: collections.deque[Any] = collections.deque()
+        self._pending: collections.deque[R] = collections.deque()
         # Rows refused with undeliverable-here, waiting for a consumer that did not refuse them.
-        self._parked: list[Any] = []
+        self._parked: list[R] = []
         self._excluded: dict[int, set[int]] = {}  # seq -> consumers that refused it
-        self._outstanding: dict[int, tuple[int, Any]] = {}  # seq -> (consumer, row)
+        self._outstanding: dict[int, tuple[int, R]] = {}  # seq -> (consumer, row)
         self._acquired: set[int] = set()  # seqs sent before, not settled for good
         self._maybe_delivered: set[int] = set()  # see Offered.maybe_delivered
-        self._held: dict[bytes, list[_Held]] = {}  # txn id -> settlements, in arrival order
+        self._held: dict[bytes, list[_Held[R, E]]] = {}  # txn id -> settlements, in arrival order
         self._cursor = 0
         self._stopped = False
         self._credit_of: Callable[[int], int] | None = None  # during handle() only
@@ -337,7 +351,9 @@ class SubscriptionDispatch:
         if consumer in self._credit:
             self._credit[consumer] = credit
 
-    def handle(self, event: Event, now_ms: int, credit_of: Callable[[int], int] | None = None) -> list[Effect]:
+    def handle(
+        self, event: Event[R, E], now_ms: int, credit_of: Callable[[int], int] | None = None
+    ) -> list[Effect[R, E]]:
         """Apply ``event`` at ``now_ms`` (ms since the epoch); return the effects, in order.
 
         ``credit_of(consumer)``: its link's credit now, read for every consumer when the
@@ -350,8 +366,8 @@ class SubscriptionDispatch:
         finally:
             self._credit_of = None
 
-    def _handle(self, event: Event, now_ms: int) -> list[Effect]:
-        out: list[Effect] = []
+    def _handle(self, event: Event[R, E], now_ms: int) -> list[Effect[R, E]]:
+        out: list[Effect[R, E]] = []
         match event:
             case Offer(rows=rows):
                 self._offer(rows, now_ms, out)
@@ -400,7 +416,7 @@ class SubscriptionDispatch:
 
     # ------------------------------------------------------------------ rules
 
-    def _offer(self, rows: Iterable[Any], now_ms: int, out: list[Effect]) -> None:
+    def _offer(self, rows: Iterable[R], now_ms: int, out: list[Effect[R, E]]) -> None:
         rows = list(rows)
         parked = {r.seq for r in self._parked}
         held = {h.row.seq for hs in self._held.values() for h in hs}
@@ -427,7 +443,7 @@ class SubscriptionDispatch:
             out.append(CountSent(skipped))
         self._dispatch(now_ms, out)
 
-    def _dispatch(self, now_ms: int, out: list[Effect]) -> None:
+    def _dispatch(self, now_ms: int, out: list[Effect[R, E]]) -> None:
         """Round-robin pass: rows to consumers with credit until rows or credit run out."""
         if self._stopped or not (self._pending or self._parked) or not self._consumers:
             return
@@ -467,7 +483,7 @@ class SubscriptionDispatch:
         if sent:
             out.append(CountSent(sent))
 
-    def _take(self, consumer: int) -> Any:
+    def _take(self, consumer: int) -> R | None:
         """Next row for ``consumer``: a parked row it did not refuse, else the head of the queue.
 
         Only an undeliverable-here refusal ties a row to consumers: a row given back (row 21)
@@ -480,7 +496,7 @@ class SubscriptionDispatch:
                 return row
         return self._pending.popleft() if self._pending else None
 
-    def _send(self, consumer: int, row: Any, out: list[Effect]) -> None:
+    def _send(self, consumer: int, row: R, out: list[Effect[R, E]]) -> None:
         self._credit[consumer] -= 1
         count = self.failures.get(row.seq, 0)
         if row.seq in self._maybe_delivered:
@@ -495,7 +511,7 @@ class SubscriptionDispatch:
             self._outstanding[row.seq] = (consumer, row)
             self._acquired.add(row.seq)
 
-    def _settle_for_good(self, row: Any, outcome: AckOutcome, consumer: int | None, out: list[Effect]) -> None:
+    def _settle_for_good(self, row: R, outcome: AckOutcome, consumer: int | None, out: list[Effect[R, E]]) -> None:
         self._forget(row.seq)
         out.append(Record(row, outcome, consumer))
 
@@ -528,11 +544,11 @@ class SubscriptionDispatch:
 
     def _apply(
         self,
-        row: Any,
+        row: R,
         decision: outcomes.Decision,
         consumer: int | None,
-        error: Any,
-        out: list[Effect],
+        error: E | None,
+        out: list[Effect[R, E]],
     ) -> bool:
         """Carry out a settlement decision for ``row`` (no longer outstanding); True when it
         went back to the queue (a dispatch may send it)."""
@@ -564,7 +580,7 @@ class SubscriptionDispatch:
             undeliverable_here=undeliverable_here,
         )
 
-    def _settle(self, event: Settle, now_ms: int, out: list[Effect]) -> None:
+    def _settle(self, event: Settle[E], now_ms: int, out: list[Effect[R, E]]) -> None:
         entry = self._outstanding.get(event.seq)
         if entry is None or entry[0] != event.consumer:
             return  # not (or no longer) outstanding on that consumer
@@ -574,12 +590,12 @@ class SubscriptionDispatch:
         if self._apply(entry[1], decision, event.consumer, error, out):
             self._dispatch(now_ms, out)
 
-    def _fail(self, rows: list[tuple[int, Any]], out: list[Effect]) -> None:
+    def _fail(self, rows: list[tuple[int, R]], out: list[Effect[R, E]]) -> None:
         """Failed deliveries (link lost, rollback, shutdown), requeued at the queue head in seq order."""
         for consumer, row in sorted(rows, key=lambda cr: -cr[1].seq):
             self._apply(row, self._decide(Settlement.LINK_LOST, row.seq, False, False), consumer, None, out)
 
-    def _remove(self, consumer: int, now_ms: int, out: list[Effect]) -> None:
+    def _remove(self, consumer: int, now_ms: int, out: list[Effect[R, E]]) -> None:
         if consumer in self._credit:
             self._consumers.remove(consumer)
             del self._credit[consumer]
@@ -601,7 +617,7 @@ class SubscriptionDispatch:
         if back or unparked:
             self._dispatch(now_ms, out)
 
-    def _discharge(self, txn: bytes, commit: bool, now_ms: int, out: list[Effect]) -> None:
+    def _discharge(self, txn: bytes, commit: bool, now_ms: int, out: list[Effect[R, E]]) -> None:
         held = self._held.pop(txn, None)
         if held is None:
             return
@@ -619,7 +635,7 @@ class SubscriptionDispatch:
                 return
         self._dispatch(now_ms, out)
 
-    def _shutdown(self, out: list[Effect]) -> None:
+    def _shutdown(self, out: list[Effect[R, E]]) -> None:
         self._stopped = True
         rows = list(self._outstanding.values())
         self._outstanding.clear()

@@ -36,9 +36,12 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections.abc import Callable, Hashable
-from typing import Any
+from typing import Generic, TypeVar
 
 from sharedsub.core.errors import TransactionTooLarge, UnknownTransaction
+
+P = TypeVar("P")
+"""A held publish, opaque here (the adapter's commit request: sharedsub.runtime.commit_requests.Publish)."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -50,20 +53,20 @@ class Limits:
 
 
 @dataclasses.dataclass(slots=True)
-class _Transaction:
+class _Transaction(Generic[P]):
     owner: Hashable
     controller: Hashable
-    publishes: list[Any] = dataclasses.field(default_factory=list)
+    publishes: list[P] = dataclasses.field(default_factory=list)
     size: int = 0
     rollback_only: str | None = None  # why it can no longer commit
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Commit:
+class Commit(Generic[P]):
     """Store ``publishes`` (in one group commit), then apply the held settlements."""
 
     txn_id: bytes
-    publishes: tuple[Any, ...]
+    publishes: tuple[P, ...]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,13 +83,13 @@ def _counter_ids() -> Callable[[], bytes]:
     return lambda: next(counter).to_bytes(8, "big")
 
 
-class Transactions:
+class Transactions(Generic[P]):
     """The transactions of one front end, keyed by id (reactor thread only)."""
 
     def __init__(self, limits: Limits = Limits(), new_id: Callable[[], bytes] | None = None) -> None:
         self._limits = limits
         self._new_id = new_id or _counter_ids()
-        self._open: dict[bytes, _Transaction] = {}
+        self._open: dict[bytes, _Transaction[P]] = {}
 
     def __len__(self) -> int:
         return len(self._open)
@@ -97,7 +100,7 @@ class Transactions:
         self._open[txn_id] = _Transaction(owner, controller)
         return txn_id
 
-    def _get(self, txn_id: bytes, owner: Hashable) -> _Transaction:
+    def _get(self, txn_id: bytes, owner: Hashable) -> _Transaction[P]:
         txn = self._open.get(txn_id)
         if txn is None or txn.owner != owner:
             raise UnknownTransaction(txn_id)
@@ -107,7 +110,7 @@ class Transactions:
         """Raise :class:`UnknownTransaction` unless ``owner`` has ``txn_id`` open."""
         self._get(txn_id, owner)
 
-    def enlist(self, txn_id: bytes, owner: Hashable, publish: Any, size: int) -> None:
+    def enlist(self, txn_id: bytes, owner: Hashable, publish: P, size: int) -> None:
         """Hold ``publish`` (``size`` bytes) until ``txn_id`` is discharged.
 
         Raises:
@@ -128,7 +131,7 @@ class Transactions:
         txn.publishes.append(publish)
         txn.size += size
 
-    def discharge(self, txn_id: bytes, owner: Hashable, *, fail: bool) -> Commit | Rollback:
+    def discharge(self, txn_id: bytes, owner: Hashable, *, fail: bool) -> Commit[P] | Rollback:
         """End ``txn_id``: commit (``fail`` false) or roll back. Raises :class:`UnknownTransaction`."""
         txn = self._get(txn_id, owner)
         del self._open[txn_id]
@@ -138,7 +141,7 @@ class Transactions:
             return Rollback(txn_id, reason=txn.rollback_only)
         return Commit(txn_id, tuple(txn.publishes))
 
-    def _end_where(self, keep: Callable[[_Transaction], bool]) -> list[Rollback]:
+    def _end_where(self, keep: Callable[[_Transaction[P]], bool]) -> list[Rollback]:
         gone = [txn_id for txn_id, txn in self._open.items() if not keep(txn)]
         for txn_id in gone:
             del self._open[txn_id]

@@ -10,7 +10,6 @@ application property, and the Spark SQL condition the selector is equivalent to.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from sharedsub.core.selector import ast, parse_selector, to_spark_sql
 
@@ -49,7 +48,7 @@ class SelectorExplanation:
     identifiers: tuple[IdentifierUse, ...]  # in order of first use
     spark_sql: str | None
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """JSON-ready dict (``sharedsub selector check --json``)."""
         return {
             "selector": self.text,

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import NotRequired, TypedDict
 
 from sharedsub.core.errors import (
     AmbiguousSubscription,
@@ -136,11 +136,21 @@ def exit_code(error: BaseException) -> int:
     return ERROR_CODES[error_code(error)][0]
 
 
-def error_body(error: BaseException) -> dict[str, Any]:
+class ErrorBody(TypedDict):
+    """JSON body of an admin error reply (:func:`error_body`)."""
+
+    ok: bool
+    error: str
+    exit_code: int
+    message: str
+    candidates: NotRequired[list[str]]
+
+
+def error_body(error: BaseException) -> ErrorBody:
     """JSON body of an admin error reply: ``{ok: false, error, exit_code, message[, candidates]}``."""
     code = error_code(error)
     message = error.description if isinstance(error, SharedSubError) else f"internal error: {error}"
-    body: dict[str, Any] = {"ok": False, "error": code, "exit_code": ERROR_CODES[code][0], "message": message}
+    body: ErrorBody = {"ok": False, "error": code, "exit_code": ERROR_CODES[code][0], "message": message}
     if isinstance(error, AmbiguousSubscription):
         body["candidates"] = list(error.candidates)
     return body
@@ -151,7 +161,7 @@ def http_status(code: str) -> int:
     return ERROR_CODES.get(code, ERROR_CODES["error"])[1]
 
 
-def error_from_body(body: Mapping[str, Any]) -> tuple[int, str]:
+def error_from_body(body: Mapping[str, object]) -> tuple[int, str]:
     """``(exit code, message)`` of an admin error reply (the CLI's side of :func:`error_body`)."""
     code = str(body.get("error", "error"))
     return ERROR_CODES.get(code, ERROR_CODES["error"])[0], str(body.get("message", "the service refused"))

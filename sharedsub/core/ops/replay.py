@@ -53,7 +53,6 @@ import bisect
 import dataclasses
 import datetime as dt
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 from sharedsub.core.errors import ConfigError, HistoryUnavailable, VersionNotFound
 
@@ -69,7 +68,7 @@ class Commit:
     timestamp_ms: int
 
 
-def parse_point(version: Any, timestamp: Any) -> tuple[int | None, int | None]:
+def parse_point(version: object, timestamp: object) -> tuple[int | None, int | None]:
     """``(version, timestamp_ms)`` of a replay request: exactly one of an int ``version`` (>= 0)
     and an ISO-8601 ``timestamp`` string (no zone: UTC).
 
@@ -200,7 +199,7 @@ class ReplayReport:
     restored: int  # of those, appended to the table again
     consumers: int  # consumer links attached on this service when it started
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """JSON-ready dict."""
         return dataclasses.asdict(self)
 

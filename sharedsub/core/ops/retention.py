@@ -81,7 +81,7 @@ class FanoutProgress:
         return self.planned_ms is None or self.planned_ms > catalog_written_ms
 
 
-def parse_offset_file(text: str) -> dict[str, Any] | None:
+def parse_offset_file(text: str) -> dict[str, Any] | None:  # Any: json.loads's document, read by key
     """The source offset of a Spark ``offsets/<batch>`` file (``v1``, the batch metadata, then one
     JSON line per source: the fan-out has one); None when it has none."""
     lines = [line for line in text.splitlines() if line.strip()]

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from sharedsub.core.ops.metrics import SUFFIX, Family
 
@@ -117,12 +116,12 @@ class Histogram:
             seen += c
         return BUCKETS[-1]
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """``{"counts": [...], "sum": s}`` (the bounds are :data:`BUCKETS`)."""
         return {"counts": self.counts.copy(), "sum": self.total}
 
     @classmethod
-    def from_json(cls, doc: Mapping[str, Any]) -> Histogram | None:
+    def from_json(cls, doc: Mapping[str, object]) -> Histogram | None:
         """Inverse of :meth:`to_json`; None for a document of other buckets or a broken one."""
         counts = doc.get("counts")
         total = doc.get("sum")
@@ -150,12 +149,12 @@ class StageTimes:
         """Copies of every stage's histogram (any thread)."""
         return {name: hist.copy() for name, hist in self._stages.copy().items()}
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, dict[str, object]]:
         """Every stage as :meth:`Histogram.to_json`."""
         return {name: hist.to_json() for name, hist in self.snapshot().items()}
 
 
-def stages_from_json(doc: Any) -> dict[str, Histogram]:
+def stages_from_json(doc: object) -> dict[str, Histogram]:
     """The histograms of a :meth:`StageTimes.to_json` document (broken entries skipped)."""
     if not isinstance(doc, Mapping):
         return {}

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import struct
 import uuid
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeAlias, TypedDict
 
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError
 
@@ -318,6 +318,19 @@ def _check_text(raw: bytes, code: int, start: int, stop: int) -> None:
 # when its value is not a list or map).
 _Fields = tuple[int, list[tuple[int, int, int]] | None]
 
+class PropertyValue(TypedDict):
+    """One application property's value as the ``application_properties`` column stores it (the
+    PROPERTY_VALUE struct of sharedsub.storage.schemas.TOPIC, as property_value builds it)."""
+
+    type: str
+    long: int | None
+    double: float | None
+    string: str | None
+    bool: bool | None
+
+_Properties = tuple[list[tuple[str, PropertyValue]], dict[str, str]]
+# (the application_properties column, the string-valued properties by string key)
+
 
 class Decoded(NamedTuple):
     """What the publish path needs of a message.
@@ -330,7 +343,7 @@ class Decoded(NamedTuple):
     described occurs (see the module docstring).
     """
 
-    columns: dict[str, Any]
+    columns: dict[str, object]
     to: str | None
     subject: str | None
     routing_properties: dict[str, str]
@@ -411,7 +424,7 @@ def decode(raw: bytes | bytearray | memoryview) -> Decoded:  # noqa: C901 (one p
     for group in (DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS):
         if (error := deferred.get(group)) is not None:
             raise error
-    entries: tuple[list[tuple[str, dict[str, Any]]], dict[str, str]] = ([], {})
+    entries: _Properties = ([], {})
     not_a_map: InvalidMessage | None = None
     if application is not None:
         try:
@@ -453,7 +466,7 @@ def _section_descriptor(walk: _Walk, pos: int) -> tuple[int | None, int]:
         raise _underflow(pos)
     code = raw[pos]
     after = walk.descriptor(pos, 0, False)
-    value: Any = None
+    value: int | float | str | None = None
     if code in _INT_NAMES:
         value = int.from_bytes(raw[pos + 1 : after], signed=code in _SIGNED)
     elif code == 0x72:
@@ -818,9 +831,9 @@ def _properties_fast(  # noqa: C901 (one branch per properties field, in wire or
 
 
 def _columns(raw: bytes, header: _Fields | None, properties: _Fields | None,
-             application: tuple[list[tuple[str, dict[str, Any]]], dict[str, str]], nested: bool) -> Decoded:
+             application: _Properties, nested: bool) -> Decoded:
     durable, priority, ttl = _header_fields(raw, header) if header is not None else (False, 4, 0)
-    columns: dict[str, Any]
+    columns: dict[str, object]
     if properties is None or properties[1] == []:  # none, or a list without fields: all null
         columns = {
             "durable": durable, "priority": priority, "ttl": _ms(ttl) if ttl else None, "message_id": None,
@@ -864,7 +877,7 @@ def _columns(raw: bytes, header: _Fields | None, properties: _Fields | None,
 
 
 def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, int]] | None
-                            ) -> tuple[list[tuple[str, dict[str, Any]]], dict[str, str]]:
+                            ) -> _Properties:
     """(the application_properties column, the string-valued properties by string key) of the
     section value at ``pos`` (``fields``: extents of its map's keys and values when the walk
     collected them), as proton's get_object, message_columns and property_value give them.
@@ -883,10 +896,11 @@ def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, i
     if fields is None:
         fields = []
         _Walk(raw).compound(code, pos + 1, 1, False, fields)
-    column: list[tuple[str, dict[str, Any]]] = []
+    column: list[tuple[str, PropertyValue]] = []
     routing: dict[str, str] = {}
-    index: dict[Any, int] = {}  # a dict keeps the first key (its text) and the last value
+    index: dict[object, int] = {}  # a dict keeps the first key (its text) and the last value
     count = len(fields)
+    key: object  # a key as compared (reader.key)
     for i in range(0, count, 2):
         code, start, stop = fields[i]
         if code == 0xA1 or code == 0xA3:
@@ -896,7 +910,7 @@ def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, i
         else:
             key, text, _ = reader.key(start)
         string: str | None = None
-        struct_: dict[str, Any]
+        struct_: PropertyValue
         if i + 1 < count:
             code, start, stop = fields[i + 1]
             if code == 0xA1:
@@ -931,18 +945,18 @@ def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, i
 
 
 def _struct(kind: str, long: int | None = None, double: float | None = None, string: str | None = None,
-            boolean: bool | None = None) -> dict[str, Any]:
+            boolean: bool | None = None) -> PropertyValue:
     return {"type": kind, "long": long, "double": double, "string": string, "bool": boolean}
 
 
-def _falsy(value: Any) -> bool:
+def _falsy(value: object) -> bool:
     """``not value`` of proton's object (Described and Array objects are always true)."""
     if isinstance(value, (_Described, _Array)):
         return False
     return not value
 
 
-def _type_name(raw: bytes, pos: int, value: Any) -> str:
+def _type_name(raw: bytes, pos: int, value: object) -> str:
     """type(value).__name__ of the object proton decodes the value at ``pos`` into."""
     code = raw[pos]
     names = {0x40: "NoneType", 0x41: "bool", 0x42: "bool", 0x56: "bool", 0x81: "int", 0x55: "int",
@@ -993,11 +1007,17 @@ class _Binary(bytes):
     __hash__ = None  # type: ignore[assignment]
 
 
+_Object: TypeAlias = (
+    "None | bool | int | float | str | bytes | uuid.UUID | _Described | _Array | list[_Object] | dict[_Object, _Object]"
+)
+"""A value as proton's ``Data.get_object`` returns it (the classes below stand in for proton's)."""
+
+
 class _Described:
     __slots__ = ("descriptor", "value")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, descriptor: Any, value: Any) -> None:
+    def __init__(self, descriptor: _Object, value: _Object) -> None:
         self.descriptor, self.value = descriptor, value
 
     def __eq__(self, other: object) -> bool:
@@ -1019,7 +1039,7 @@ class _Array:
     __slots__ = ("descriptor", "elements", "type")
     __hash__ = None  # type: ignore[assignment]
 
-    def __init__(self, descriptor: Any, type_: int, elements: list[Any]) -> None:
+    def __init__(self, descriptor: _Object | _Undescribed, type_: int, elements: list[_Object]) -> None:
         self.descriptor, self.type, self.elements = descriptor, type_, elements
 
     def __eq__(self, other: object) -> bool:
@@ -1040,7 +1060,7 @@ class _Reader:
     def __init__(self, raw: bytes) -> None:
         self.raw = raw
 
-    def key(self, pos: int) -> tuple[Any, str, int]:
+    def key(self, pos: int) -> tuple[object, str, int]:
         """(key as compared, str() of proton's key object, offset after it)."""
         raw = self.raw
         code = raw[pos]
@@ -1051,7 +1071,7 @@ class _Reader:
         value, stop = self.scalar(code, pos + 1)
         return value, _key_text(value), stop
 
-    def property(self, pos: int) -> tuple[dict[str, Any], str | None, int]:
+    def property(self, pos: int) -> tuple[PropertyValue, str | None, int]:
         """(PROPERTY_VALUE struct, the value when it is text, offset after it)."""
         raw = self.raw
         code = raw[pos]
@@ -1074,6 +1094,9 @@ class _Reader:
             _check_text(self.raw, code, start, stop)
             raise  # pragma: no cover (_check_text raised)
 
+    # The value's class follows from ``code`` (as in proton's decoder) and callers rely on that
+    # (``_property_struct``, a char's text); the decode path takes no isinstance checks to tell mypy.
+    # Any: one of proton's decoded classes, picked by ``code``
     def scalar(self, code: int, pos: int) -> tuple[Any, int]:
         """A non-compound value whose constructor ``code`` was at ``pos - 1``."""
         raw = self.raw
@@ -1111,7 +1134,7 @@ class _Reader:
         name = _CLASS_NAMES.get(code)
         return (_NUM_CLASSES[name](number) if name else number), stop
 
-    def obj(self, pos: int, depth: int) -> tuple[Any, int]:
+    def obj(self, pos: int, depth: int) -> tuple[_Object, int]:
         """Any value as proton's object."""
         raw = self.raw
         code = raw[pos]
@@ -1121,7 +1144,7 @@ class _Reader:
             return _Described(descriptor, value), pos
         return self.body(code, pos + 1, depth)
 
-    def body(self, code: int, pos: int, depth: int) -> tuple[Any, int]:
+    def body(self, code: int, pos: int, depth: int) -> tuple[_Object, int]:
         """The value whose constructor ``code`` was at ``pos - 1`` (or is an array's)."""
         if code not in _COMPOUND:
             return self.scalar(code, pos)
@@ -1138,7 +1161,7 @@ class _Reader:
             items.append(item)
         if code in (0xC0, 0xD0):
             return items, pos
-        out: dict[Any, Any] = {}
+        out: dict[_Object, _Object] = {}
         for i in range(0, len(items), 2):
             try:
                 out[items[i]] = items[i + 1] if i + 1 < len(items) else None
@@ -1146,11 +1169,11 @@ class _Reader:
                 raise _fail(pos, "a map key that is a binary, list, map, array or described value") from None
         return out, pos
 
-    def array(self, pos: int, count: int, depth: int) -> tuple[Any, int]:
+    def array(self, pos: int, count: int, depth: int) -> tuple[_Object, int]:
         raw = self.raw
         code = raw[pos]
         pos += 1
-        descriptors: list[Any] = []
+        descriptors: list[_Object] = []
         while code == 0x00:
             descriptor, pos = self.scalar(raw[pos], pos + 1)
             descriptors.append(descriptor)
@@ -1170,7 +1193,7 @@ def _extent(raw: bytes, code: int, pos: int) -> tuple[int, int]:
     return pos + 4, pos + 4 + int.from_bytes(raw[pos : pos + 4])
 
 
-def _key_text(value: Any) -> str:
+def _key_text(value: object) -> str:
     """str() of proton's object for a key (``ulong(3)``, ``float32(1.5)``, the text of a symbol)."""
     if isinstance(value, (_Num, _Float32)):
         return repr(value)
@@ -1179,7 +1202,8 @@ def _key_text(value: Any) -> str:
     return str(value)
 
 
-def _property_struct(code: int, value: Any) -> dict[str, Any]:
+# Any: a scalar of :meth:`_Reader.scalar`, whose class follows from ``code`` (see there)
+def _property_struct(code: int, value: Any) -> PropertyValue:
     """property_value (tests/proton_columns.py) of proton's object for a scalar of constructor ``code``."""
     if value is None:
         return _struct("null")

@@ -28,7 +28,6 @@ from __future__ import annotations
 import dataclasses
 import enum
 from collections.abc import Mapping
-from typing import Any
 
 from sharedsub.core.errors import ConfigError, Unauthorized
 
@@ -127,7 +126,7 @@ OPEN = Policy(open=True)
 """No permissions file: publish and consume for every connection, manage for nobody."""
 
 
-def _strings(value: Any, where: str) -> tuple[str, ...]:
+def _strings(value: object, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
@@ -135,7 +134,7 @@ def _strings(value: Any, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def parse_policy(document: Mapping[str, Any], *, source: str = "permissions file") -> Policy:
+def parse_policy(document: Mapping[str, object], *, source: str = "permissions file") -> Policy:
     """The policy of a permissions file's TOML document (``[groups]`` and ``[[grant]]``).
 
     Raises:

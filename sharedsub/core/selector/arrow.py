@@ -195,7 +195,7 @@ def compile_arrow(selector: ast.Selector) -> ArrowSelector:
     return ArrowSelector(selector.text, _compile(selector.expression))
 
 
-def _constant(**columns: Any) -> _Compiled:
+def _constant(**columns: pa.Scalar) -> _Compiled:
     value = _Value(constant=True, **columns)
     return lambda rows: value
 
@@ -315,6 +315,9 @@ def _numbers(rows: Rows, value: _Value) -> list[int | float | None]:
     return [lv if lv is not None else dv for lv, dv in zip(longs, doubles, strict=True)]
 
 
+# ``op`` is the reference's negate or arithmetic, typed to return any selector Value; on numbers it
+# returns a number or None, which the float() below relies on.
+# Any: evaluate.negate / arithmetic return Value, narrower here than their annotation says
 def _row_by_row(rows: Rows, op: Callable[..., Any], *operands: _Value) -> _Value:
     """Apply the reference's number operation ``op`` row by row; back to typed columns."""
     results = [op(*args) for args in zip(*(_numbers(rows, o) for o in operands), strict=True)]

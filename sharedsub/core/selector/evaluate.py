@@ -61,6 +61,10 @@ class _Opaque:
 
 OPAQUE = _Opaque()
 Value: TypeAlias = int | float | str | bool | _Opaque | None
+# A schemas.TOPIC row, and a PROPERTY_VALUE struct in it, as pyarrow's ``Table.to_pylist()`` gives them
+# (the rules read them by column, as the module docstring says).
+TopicRow: TypeAlias = Mapping[str, Any]  # Any: pyarrow's to_pylist() values are untyped
+PropertyStruct: TypeAlias = Mapping[str, Any]  # Any: as TopicRow
 
 # AMQP type names (schemas.PROPERTY_VALUE.type) of the values a selector can compare.
 NUMERIC_TYPES = frozenset(
@@ -69,7 +73,7 @@ NUMERIC_TYPES = frozenset(
 STRING_TYPES = frozenset({"string", "symbol", "char"})
 
 
-def evaluate(selector: ast.Selector, row: Mapping[str, Any]) -> bool | None:
+def evaluate(selector: ast.Selector, row: TopicRow) -> bool | None:
     """True if ``selector`` matches ``row``, False if it does not, None when unknown (no match)."""
     return _truth(_eval(selector.expression, row))
 
@@ -91,7 +95,7 @@ def _zero_if_null(value: int | None) -> int:
     return 0 if value is None else int(value)
 
 
-HEADERS: dict[str, Callable[[Mapping[str, Any]], Value]] = {
+HEADERS: dict[str, Callable[[TopicRow], Value]] = {
     "JMSMessageID": lambda row: row.get("message_id"),
     "JMSCorrelationID": lambda row: row.get("correlation_id"),
     "JMSType": lambda row: row.get("subject"),
@@ -106,12 +110,12 @@ HEADERS: dict[str, Callable[[Mapping[str, Any]], Value]] = {
 }
 
 
-def property_value(row: Mapping[str, Any], name: str) -> Value:
+def property_value(row: TopicRow, name: str) -> Value:
     """Application property ``name`` of ``row`` as a selector value (see the module rules)."""
     props = row.get("application_properties")
     if props is None:
         return None
-    entry: Mapping[str, Any] | None
+    entry: PropertyStruct | None
     if isinstance(props, Mapping):
         entry = props.get(name)
     else:
@@ -145,7 +149,7 @@ def _is_number(value: Value) -> bool:
     return type(value) is int or type(value) is float
 
 
-def _eval(expr: ast.Expr, row: Mapping[str, Any]) -> Value:
+def _eval(expr: ast.Expr, row: TopicRow) -> Value:
     match expr:
         case ast.Exact(value=v) | ast.Approx(value=v) | ast.String(value=v) | ast.Boolean(value=v):
             return v
@@ -258,6 +262,8 @@ def _double_arithmetic(op: str, x: float, y: float) -> float | None:
     return None if math.isnan(result) else result
 
 
+# Each is applied to two values of one type (two ints, two floats, two strings or two booleans):
+# Any: no single Callable type states "two of one type"; compare() picks the pairs
 _ORDER: dict[str, Callable[[Any, Any], bool]] = {
     "=": lambda x, y: x == y,
     "<>": lambda x, y: x != y,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import json
-from typing import Any
+from collections.abc import Mapping
 
 from sharedsub.core.conditions import Capability
 from sharedsub.core.model import ExpiryPolicy
@@ -113,7 +113,7 @@ def source_from_json(text: str) -> SourceSpec:
         ValueError: the text is not a JSON object of that shape.
     """
     try:
-        data: Any = json.loads(text)
+        data: object = json.loads(text)
     except json.JSONDecodeError as exc:
         msg = f"stored source is not JSON: {exc}"
         raise ValueError(msg) from exc
@@ -135,7 +135,7 @@ def source_from_json(text: str) -> SourceSpec:
         raise ValueError(msg) from exc
 
 
-def _optional_str(data: dict[str, Any], key: str) -> str | None:
+def _optional_str(data: Mapping[str, object], key: str) -> str | None:
     value = data.get(key)
     if value is not None and not isinstance(value, str):
         msg = f"{key} must be a string or null, not {value!r}"
