@@ -18,7 +18,7 @@ import socket
 import sys
 import threading
 import time
-from typing import Any
+import types
 
 from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.parts import build_parts
@@ -41,7 +41,7 @@ from sharedsub.runtime.discovery import (
 from sharedsub.runtime.fanout_process import FanoutProcess
 from sharedsub.runtime.gc_tuning import tune_for_serving
 from sharedsub.runtime.logformat import configure_logging
-from sharedsub.runtime.maintenance import MaintenanceThread
+from sharedsub.runtime.maintenance import MaintenanceThread, SettledBelow
 from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
@@ -58,7 +58,7 @@ def configure_logging_from(settings: Settings) -> None:
     os.environ["SHAREDSUB_LOG_LEVEL"] = settings.log.level
 
 
-def start_http(server: Any, settings: Settings) -> Any:
+def start_http(server: FrontEndServer, settings: Settings) -> AdminHttpServer | None:
     """Start the HTTP endpoint (metrics, health, admin) unless ``[server] http_port`` is -1.
 
     Raises:
@@ -85,7 +85,9 @@ def start_http(server: Any, settings: Settings) -> Any:
     return http
 
 
-def announce_service(settings: Settings, host: str, port: int, http: Any, tls_port: int | None = None) -> None:
+def announce_service(
+    settings: Settings, host: str, port: int, http: AdminHttpServer | None, tls_port: int | None = None
+) -> None:
     """Write ``<data>/_service.json``: pid, the amqp (and amqps, ``tls_port``) and HTTP
     addresses, the admin token (sharedsub.runtime.discovery)."""
     info = ServiceInfo(
@@ -117,7 +119,7 @@ def previous_stop_was_unclean(settings: Settings) -> bool:
     return unclean
 
 
-def start_maintenance(settings: Settings, settled_below: Any = None) -> Any:
+def start_maintenance(settings: Settings, settled_below: SettledBelow | None = None) -> MaintenanceThread | None:
     """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs);
     ``settled_below``: the front end's word on its non-durable subscriptions (maintenance.run_once)."""
     if settings.maintenance.interval <= 0 or "://" in settings.data_dir:
@@ -227,7 +229,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     if fanout is not None:
         server.fanout_status = fanout.status
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: types.FrameType | None) -> None:
         logging.getLogger("sharedsub").info("signal %d: stopping", signum)
         server.request_stop()
 

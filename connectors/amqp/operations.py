@@ -16,6 +16,7 @@ from sharedsub.core.config import Settings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.metrics import CounterKey
 from sharedsub.core.ops.stage_timing import Histogram
+from sharedsub.runtime.fanout_process import FanoutStatus
 
 
 class FrontEndOperations:
@@ -53,7 +54,7 @@ class FrontEndOperations:
     def write_errors(self) -> Mapping[str, int]:  # noqa: D102
         return self._server.handler.committer.write_errors.copy()
 
-    def fanout_status(self) -> dict[str, Any] | None:  # noqa: D102
+    def fanout_status(self) -> FanoutStatus | None:  # noqa: D102
         status = self._server.fanout_status
         return status() if status is not None else None
 

@@ -30,6 +30,7 @@ from connectors.amqp.wire.engine_loop import EngineLoop
 from connectors.amqp.wire.listener import Listener, tls_context
 from sharedsub.core.errors import ConfigError, ServiceUnavailable
 from sharedsub.core.security.sasl_rules import PASSWORD_MECHANISMS, SaslPolicy, anonymous_allowed
+from sharedsub.runtime.fanout_process import FanoutStatus
 from sharedsub.runtime.users import UserStore, users_path
 
 log = logging.getLogger(__name__)
@@ -109,7 +110,7 @@ class FrontEndServer:
         self._stopping = False
         # State of the embedded fan-out job for /health and /metrics (sharedsub.runtime.fanout_process
         # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
-        self.fanout_status: Callable[[], dict[str, Any]] | None = None
+        self.fanout_status: Callable[[], FanoutStatus] | None = None
 
     def listen(self) -> tuple[str, int]:
         """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a

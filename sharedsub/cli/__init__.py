@@ -140,7 +140,7 @@ def _json(p: argparse.ArgumentParser) -> None:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    overrides: dict[str, Any] = {
+    overrides: dict[str, object] = {
         "storage.data_dir": getattr(args, "data_dir", None),
         "server.host": getattr(args, "host", None),
         "server.port": getattr(args, "port", None),
@@ -198,13 +198,14 @@ def _progress(what: str) -> Callable[[int, int], None] | None:
     return report
 
 
+# Any: the lazily imported sharedsub.runtime.offline_admin module (no type of a module object keeps its functions)
 def _offline() -> Any:
     from sharedsub.runtime import offline_admin
 
     return offline_admin
 
 
-def _done_line(result: dict[str, Any], where: str) -> str:
+def _done_line(result: dict[str, Any], where: str) -> str:  # Any: an admin reply (json.loads's), read by key
     if "subscription" in result:
         sub = result["subscription"]
         return f"unsubscribed {sub['name']} (key {sub['key']}, generation {sub['generation']}, topic {sub['topic']}) {where}"
@@ -217,8 +218,8 @@ def _admin_call(
     args: argparse.Namespace,
     settings: Settings,
     path: str,
-    body: dict[str, Any],
-    offline: Callable[[], dict[str, Any]],
+    body: dict[str, object],
+    offline: Callable[[], dict[str, object]],
 ) -> int:
     """Run an admin command through the running service, or ``offline()`` when none runs."""
     from sharedsub.core.ops.admin_rules import error_body, error_from_body
@@ -229,7 +230,7 @@ def _admin_call(
         if sys.stderr.isatty():
             print(f"asking the service (pid {service.pid})...", file=sys.stderr, flush=True)
         result = call_admin(service, path, body, timeout=args.timeout)
-        mode: dict[str, Any] = {"mode": "service", "pid": service.pid}
+        mode: dict[str, object] = {"mode": "service", "pid": service.pid}
         where = f"through the running service (pid {service.pid})"
         if not result.get("ok"):
             code, message = error_from_body(result)
@@ -323,7 +324,7 @@ def cmd_selector(args: argparse.Namespace) -> int:
 # sharedsub.runtime.users). A running service reads it again when it changes.
 
 
-def _users_parser(sub: Any) -> None:
+def _users_parser(sub: Any) -> None:  # Any: argparse's add_subparsers() returns a private class
     users = sub.add_parser(
         "users", help="users who may authenticate (SASL PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)", epilog=EPILOG
     ).add_subparsers(dest="action", required=True)
@@ -391,7 +392,7 @@ def cmd_users(args: argparse.Namespace) -> int:
 # ``replay SUB --version V | --timestamp T``: through the running service only (sharedsub.cli.replay_client).
 
 
-def _replay_parser(sub: Any) -> None:
+def _replay_parser(sub: Any) -> None:  # Any: as _users_parser
     p = sub.add_parser(
         "replay",
         help="re-deliver a durable subscription's messages from its Delta history (needs the running service)",

@@ -27,7 +27,7 @@ def request_replay(
     version: int | None = None,
     timestamp: str | dt.datetime | None = None,
     timeout: float = 120.0,
-) -> dict[str, Any]:
+) -> dict[str, Any]:  # Any: the service's reply as json.loads gives it
     """Replay ``subscription`` (key, ``<namespace>:<name>`` or a unique name) from table
     ``version`` or from ``timestamp`` (ISO-8601 or an aware datetime; exactly one), through the
     service running on ``data_dir``. Returns the service's reply: ``{"ok": true, "replay":
@@ -49,7 +49,7 @@ def request_replay(
     service = running_service(data_dir)
     if service is None:
         raise ReplayNeedsService(data_dir)
-    body: dict[str, Any] = {"subscription": record.key}
+    body: dict[str, object] = {"subscription": record.key}
     if version is not None:
         body["version"] = version
     if stamp is not None:

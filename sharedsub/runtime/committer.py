@@ -28,7 +28,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import NotRequired, TypedDict, TypeVar
 
 import pyarrow as pa
 
@@ -58,6 +58,14 @@ from sharedsub.storage.topic_rows import topic_batch
 log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
+
+
+class _RecordChanges(TypedDict):
+    """What a catalog save changes in a record (``dataclasses.replace``)."""
+
+    revision: int
+    updated_at: dt.datetime
+    start_seq: NotRequired[int]
 
 
 class _DeadLetterAck(Ack):
@@ -140,7 +148,7 @@ class Committer:
         """The storage fault in progress (None while the data dir takes writes); any thread."""
         return self._faults.fault
 
-    def storage_status(self) -> dict[str, Any]:
+    def storage_status(self) -> dict[str, object]:
         """The data dir's state for /health (any thread): ``writable``; during a fault also
         ``error``, ``errno``, ``path`` (what failed first), ``since`` (epoch seconds),
         ``refusing`` (past full_disk_timeout: publishes are refused) and ``parked`` (settlement
@@ -396,7 +404,7 @@ class Committer:
 
     def _append_acks(self, table: str, items: list[Ack], parked: list[Request]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
-        rows: dict[str, list[Any]] = {"seq": [], "outcome": [], "acked_at": [], "consumer": []}
+        rows: dict[str, list[object]] = {"seq": [], "outcome": [], "acked_at": [], "consumer": []}
         for item in items:
             for seq in item.seqs:
                 rows["seq"].append(seq)
@@ -456,7 +464,7 @@ class Committer:
         records = []
         for s in saves:
             self._revision += 1
-            changes: dict[str, Any] = {"revision": self._revision, "updated_at": now}
+            changes: _RecordChanges = {"revision": self._revision, "updated_at": now}
             if s.assign_start:
                 changes["start_seq"] = self.next_seq(s.record.topic)
             records.append(dataclasses.replace(s.record, **changes))

@@ -175,7 +175,8 @@ def running_service(root: str) -> ServiceInfo | None:
     return info if info is not None and pid_alive(info.pid) else None
 
 
-def call_admin(info: ServiceInfo, path: str, body: dict[str, Any], *, timeout: float = 60.0) -> dict[str, Any]:
+# Any: the reply is json.loads's document, which callers read by key
+def call_admin(info: ServiceInfo, path: str, body: dict[str, object], *, timeout: float = 60.0) -> dict[str, Any]:
     """POST ``body`` to ``path`` of the service's endpoint with the admin token ``_service.json``
     recorded; return its JSON reply, success (``ok`` true) or a refusal (``ok`` false, see
     sharedsub.core.ops.admin_rules.error_body; ``unauthorized`` when the token is missing or wrong).

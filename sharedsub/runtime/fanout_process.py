@@ -33,7 +33,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import TypedDict
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,22 @@ def _die_with_parent(parent: int) -> None:
         return
     if os.getppid() != parent:
         os._exit(1)  # before exec: no Python cleanup to run in this forked copy of the supervisor
+
+
+class FanoutExit(TypedDict):
+    """An unexpected exit of the job: its code (None: unknown) and wall time (epoch seconds)."""
+
+    code: int | None
+    at: float
+
+
+class FanoutStatus(TypedDict):
+    """:meth:`FanoutProcess.status` (for /health and /metrics)."""
+
+    state: str
+    pid: int | None
+    restarts: int
+    last_exit: FanoutExit | None
 
 
 class FanoutProcess:
@@ -120,7 +136,7 @@ class FanoutProcess:
         self._settled.wait(timeout)
         return self.ready.is_set()
 
-    def status(self) -> dict[str, Any]:
+    def status(self) -> FanoutStatus:
         """The job's state for /health and /metrics (any thread).
 
         ``state``: ``starting`` (spawned, no micro-batch yet), ``running`` (its query completed

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -47,6 +47,53 @@ class Consumer:
     connection: str
     generation: int
     attached_at: dt.datetime
+
+
+class PartitionJSON(TypedDict):
+    """One partition's backlog in :meth:`SubscriptionStatus.to_json`."""
+
+    partition: int
+    messages: int
+    bytes: int
+    routed: int
+    oldest_published_at: str | None
+
+
+class BacklogJSON(TypedDict):
+    """The ``backlog`` of :meth:`SubscriptionStatus.to_json`."""
+
+    messages: int
+    bytes: int
+    routed: int
+    exact: bool
+    oldest_published_at: str | None
+    oldest_age_s: float | None
+    partitions: list[PartitionJSON]
+
+
+class SubscriptionJSON(TypedDict):
+    """:meth:`SubscriptionStatus.to_json` (the CLI's ``--json`` output)."""
+
+    key: str
+    name: str
+    namespace: str
+    subscription: str
+    shared: bool
+    durable: bool
+    owner: str | None
+    state: str
+    generation: int
+    topic: str
+    binding: str
+    selector: str | None
+    no_local: bool
+    expiry_policy: str
+    start_seq: int
+    table: str
+    created_at: str
+    updated_at: str
+    consumers: list[dict[str, object]]
+    backlog: BacklogJSON
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,7 +154,7 @@ class SubscriptionStatus:
             return None
         return (now or dt.datetime.now(dt.UTC)) - oldest
 
-    def to_json(self, now: dt.datetime | None = None) -> dict[str, Any]:
+    def to_json(self, now: dt.datetime | None = None) -> SubscriptionJSON:
         """JSON-ready dict (``--json`` output of the CLI)."""
         rec, ident = self.record, self.record.identity
         age = self.oldest_age(now)
@@ -145,7 +192,7 @@ class SubscriptionStatus:
         }
 
 
-def _partition_json(p: PartitionBacklog) -> dict[str, Any]:
+def _partition_json(p: PartitionBacklog) -> PartitionJSON:
     return {
         "partition": p.partition,
         "messages": p.messages,
@@ -332,7 +379,7 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     files = list(index.files_for(seqs)) if seqs else []
     details = read_files(files, _MESSAGE_COLUMNS)
     extra = [c for c in _MESSAGE_COLUMNS if c != "seq"]
-    by_seq: dict[int, dict[str, Any]] = {}
+    by_seq: dict[int, dict[str, Any]] = {}  # Any: rows as pyarrow's to_pylist() gives them
     if details is not None:
         wanted = set(seqs)
         for row in details.to_pylist():
@@ -345,11 +392,11 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
     return pending
 
 
-def plain_properties(entries: Any) -> dict[str, Any]:
+def plain_properties(entries: Any) -> dict[str, object]:  # Any: a to_pylist() value of application_properties
     """An ``application_properties`` value (list of ``(name, typed value)`` pairs, or a dict) as
     ``{name: python value}``: the typed field that is set, else the string rendering. Pure."""
     items = entries.items() if isinstance(entries, Mapping) else (entries or [])
-    out: dict[str, Any] = {}
+    out: dict[str, object] = {}
     for name, value in items:
         if value is None:
             out[name] = None

@@ -18,7 +18,7 @@ import datetime as dt
 import json
 import logging
 import sys
-from typing import Any, TextIO
+from typing import TextIO
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -26,7 +26,7 @@ TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _STANDARD = set(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime", "taskName"}
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (list, tuple)):
@@ -41,7 +41,7 @@ class JsonFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         """The record as one line of JSON."""
-        document: dict[str, Any] = {
+        document: dict[str, object] = {
             "ts": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(timespec="milliseconds").replace(
                 "+00:00", "Z"
             ),

@@ -22,7 +22,6 @@ import threading
 import time
 import tracemalloc
 from collections.abc import Mapping
-from typing import Any
 
 ENV_DIR = "SHAREDSUB_TRACEMALLOC_DIR"
 ENV_INTERVAL = "SHAREDSUB_TRACEMALLOC_INTERVAL"
@@ -55,9 +54,9 @@ def _rss() -> int | None:
         return None
 
 
-def sample() -> dict[str, Any]:
+def sample() -> dict[str, object]:
     """One line of counters: RSS, traced Python heap (when tracing), Arrow pool, glibc heap."""
-    line: dict[str, Any] = {"t": round(time.time(), 1), "rss": _rss()}
+    line: dict[str, object] = {"t": round(time.time(), 1), "rss": _rss()}
     if tracemalloc.is_tracing():
         line["traced"], line["traced_peak"] = tracemalloc.get_traced_memory()
     try:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord, SubscriptionState
@@ -25,7 +24,7 @@ from sharedsub.storage.delta.tables import remove_table
 from sharedsub.storage.topics import topic_exists
 
 
-def _describe(rec: SubscriptionRecord) -> dict[str, Any]:
+def _describe(rec: SubscriptionRecord) -> dict[str, object]:
     return {"key": rec.key, "name": display_name(rec), "topic": rec.topic, "generation": rec.generation}
 
 
@@ -48,7 +47,7 @@ def _delete_records(
         progress(len(deleted), len(deleted))
 
 
-def unsubscribe(root: str, name: str) -> dict[str, Any]:
+def unsubscribe(root: str, name: str) -> dict[str, object]:
     """Delete subscription ``name`` (key, ``<namespace>:<name>`` or unique name).
 
     Raises:
@@ -64,7 +63,7 @@ def unsubscribe(root: str, name: str) -> dict[str, Any]:
 
 def drop_topic(
     root: str, topic: str, *, force: bool, progress: Callable[[int, int], None] | None = None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Drop ``topic``: with ``force`` delete its active subscriptions first, then remove its table.
 
     Raises:

@@ -9,12 +9,13 @@ thread and block the caller until they are done or ``timeout`` seconds have pass
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from sharedsub.core.config import Settings
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.metrics import CounterKey
 from sharedsub.core.ops.stage_timing import Histogram
+from sharedsub.runtime.fanout_process import FanoutStatus
 
 
 class ServiceOperations(Protocol):
@@ -50,7 +51,7 @@ class ServiceOperations(Protocol):
         """Entries the front end holds about links, connections and transfers, per table."""
         ...
 
-    def storage_status(self) -> dict[str, Any]:
+    def storage_status(self) -> dict[str, object]:
         """Whether the data dir takes the front end's writes, and the current fault if not."""
         ...
 
@@ -58,18 +59,18 @@ class ServiceOperations(Protocol):
         """Failed write tries because of the data dir, by errno name (a copy)."""
         ...
 
-    def fanout_status(self) -> dict[str, Any] | None:
+    def fanout_status(self) -> FanoutStatus | None:
         """The embedded fan-out job's state and restarts; None when it runs elsewhere (``frontend``)."""
         ...
 
-    def unsubscribe(self, name: str, *, timeout: float) -> dict[str, Any]:
+    def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:
         """Delete the subscription ``name`` designates (sharedsub.core.ops.admin_rules); the JSON result."""
         ...
 
-    def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, Any]:
+    def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, object]:
         """Drop ``topic`` (with its subscriptions when ``force``); the JSON result."""
         ...
 
-    def replay(self, name: str, *, version: int | None, timestamp_ms: int | None, timeout: float) -> dict[str, Any]:
+    def replay(self, name: str, *, version: int | None, timestamp_ms: int | None, timeout: float) -> dict[str, object]:
         """Replay the durable subscription ``name`` from a version or time; the JSON report."""
         ...

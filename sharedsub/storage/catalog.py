@@ -83,10 +83,11 @@ def load_catalog(root: str) -> dict[str, SubscriptionRecord]:
     return CatalogReader(root).refresh()
 
 
+# Any: rows of the links table as pyarrow's to_pylist() gives them (iter_rows)
 def attached_links(root: str) -> dict[tuple[str, str, str, str], dict[str, Any]]:
     """Consumer links whose last event is ``attached``, by (key, link, container, connection)."""
     data = read_table(layout.join(root, layout.LINKS_TABLE))
-    last: dict[tuple[str, str, str, str], dict[str, Any]] = {}
+    last: dict[tuple[str, str, str, str], dict[str, Any]] = {}  # Any: as above
     for row in iter_rows(data):
         ident = (row["key"], row["link"], row["container"], row["connection"])
         cur = last.get(ident)

@@ -42,7 +42,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 import pyarrow as pa
 
@@ -73,6 +73,13 @@ def _newest_published(source: pa.Table) -> dict[str, float]:
     return out
 
 
+class RoutedEntry(TypedDict):
+    """Rows routed to one subscription (the ``routed`` entries of the document)."""
+
+    topic: str
+    rows: int
+
+
 @dataclasses.dataclass(slots=True)
 class StatsRecorder:
     """Running totals of one job process, written after each batch (one thread at a time)."""
@@ -81,12 +88,12 @@ class StatsRecorder:
     started_at: float = dataclasses.field(default_factory=time.time)
     batches: int = 0
     messages: int = 0
-    routed: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    routed: dict[str, RoutedEntry] = dataclasses.field(default_factory=dict)
     routed_published_at: dict[str, float] = dataclasses.field(default_factory=dict)
-    last_batch: dict[str, Any] | None = None
+    last_batch: dict[str, object] | None = None
     # Set by the job before it calls record/write (see the module docstring).
     routed_versions: dict[str, int] | None = None
-    failing: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    failing: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     # Time per stage of the job's part of the message path (sharedsub.core.ops.stage_timing), observed by
     # the batch thread; written as "stages" with the rest of the document.
     stages: StageTimes = dataclasses.field(default_factory=StageTimes)
@@ -136,7 +143,7 @@ class StatsRecorder:
     def write(self) -> None:
         """Replace the file with the current document. Never raises (a failed write is logged
         when it starts failing and when it works again)."""
-        document: dict[str, Any] = {
+        document: dict[str, object] = {
             "pid": os.getpid(),
             "started_at": self.started_at,
             "updated_at": time.time(),
@@ -158,7 +165,7 @@ class StatsRecorder:
         else:
             self._faults.clear("write", "the fan-out statistics are written again")
 
-    def _write(self, document: dict[str, Any]) -> None:
+    def _write(self, document: dict[str, object]) -> None:
         path = _local_file(self.root)
         if path is None:
             return
@@ -180,7 +187,7 @@ _read_faults = ThrottledLog(log)
 _read_lock = threading.Lock()
 
 
-def read_stats(root: str) -> dict[str, Any] | None:
+def read_stats(root: str) -> dict[str, Any] | None:  # Any: json.load's document, read by key
     """The last statistics document under ``root`` (None: none written yet, or unreadable; the
     latter is logged, see ``_read_faults``). Any thread."""
     path = _local_file(root)

@@ -42,7 +42,7 @@ def _batch_ids(directory: str) -> list[int]:
         return []
 
 
-def read_batch_offset(offsets_dir: str, batch: int) -> dict[str, Any] | None:
+def read_batch_offset(offsets_dir: str, batch: int) -> dict[str, Any] | None:  # Any: json.loads's, read by key
     """The source offset Spark logged in ``<offsets_dir>/<batch>`` for micro-batch ``batch``
     (sharedsub.core.ops.retention.parse_offset_file); None when the file is not there or has none."""
     try:

@@ -43,6 +43,7 @@ import struct
 import subprocess
 import sys
 import threading
+from collections.abc import Mapping
 from typing import IO, Any, BinaryIO
 
 import pyarrow as pa
@@ -115,6 +116,7 @@ class AppendProcess:
             )
         return self._proc
 
+    # Any: the pipe's JSON messages (module docstring): the reply is json.loads's; the header's "path" is read back as a key
     def request(self, header: dict[str, Any], body: bytes | pa.Buffer) -> dict[str, Any]:
         """Send one request and return the child's reply; a child that dies is started again and
         the request sent once more (``tried_after`` set, so an append that landed is found)."""
@@ -133,6 +135,7 @@ class AppendProcess:
             raise AssertionError("unreachable")
 
     @staticmethod
+    # Any: as request()
     def _exchange(proc: subprocess.Popen[bytes], header: dict[str, Any], body: bytes | pa.Buffer) -> dict[str, Any]:
         assert proc.stdin is not None and proc.stdout is not None
         head = json.dumps(header).encode()
@@ -140,7 +143,7 @@ class AppendProcess:
         proc.stdin.write(body)
         proc.stdin.flush()
         raw = _read_exact(proc.stdout, _HEADER.size)
-        reply: dict[str, Any] = json.loads(_read_exact(proc.stdout, _HEADER.unpack(raw)[0]))
+        reply: dict[str, Any] = json.loads(_read_exact(proc.stdout, _HEADER.unpack(raw)[0]))  # Any: json.loads's
         return reply
 
     def saw(self, path: str, version: int) -> None:
@@ -174,7 +177,7 @@ class ChildProcessAppender:
             ChildProcessAppendError: the append failed in the child (the child's message).
             AppendProcessDied: the child died twice during this append.
         """
-        header: dict[str, Any] = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
+        header: dict[str, object] = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
         body: bytes | pa.Buffer
         if isinstance(data, PyColumns):
             header["rows"] = "pickle"
@@ -220,7 +223,7 @@ def _die_with_parent() -> None:
         os._exit(1)
 
 
-def _error_reply(exc: BaseException) -> dict[str, Any]:
+def _error_reply(exc: BaseException) -> dict[str, object]:
     cause = exc.__cause__ if isinstance(exc, CommitNotSynced) and exc.__cause__ is not None else exc
     return {
         "error": {
@@ -241,7 +244,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         header = json.loads(_read_exact(requests, _HEADER.unpack(raw)[0]))
         body = _read_exact(requests, _BODY.unpack(_read_exact(requests, _BODY.size))[0])
         path = header["path"]
-        reply: dict[str, Any]
+        reply: dict[str, object]
         if header["op"] == "forget":
             appenders.pop(path, None)
             reply = {"version": -1}
@@ -260,7 +263,7 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         replies.flush()
 
 
-def _rows(header: dict[str, Any], body: bytes) -> pa.Table:
+def _rows(header: Mapping[str, object], body: bytes) -> pa.Table:
     """The rows of an append request as an Arrow table (see the module docstring's wire)."""
     if header.get("rows") == "pickle":
         schema_bytes, columns = pickle.loads(body)

@@ -10,7 +10,7 @@ lists as they are, pickled, and converts them there. Every other appender conver
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -20,7 +20,7 @@ class PyColumns(NamedTuple):
     of values ``pa.Table.from_pydict`` takes for that field's type."""
 
     schema: pa.Schema
-    columns: dict[str, list[Any]]
+    columns: dict[str, list[object]]
 
 
 def as_table(data: pa.Table | PyColumns) -> pa.Table:

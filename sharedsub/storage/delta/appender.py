@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from typing import Any
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
@@ -198,7 +197,7 @@ class DeltaAppender:
             app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,
         )
         table = self._open()
-        target: Any = table if table is not None else self.path
+        target: DeltaTable | str = table if table is not None else self.path
         if self._tried is None or self._tried[0] != marker:
             self._tried = (marker, table.version() if table is not None else -1)
         try:

@@ -38,7 +38,6 @@ import os
 import threading
 import time
 import uuid
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -68,8 +67,8 @@ def _iso_ms(value: dt.datetime) -> str:
 def _stats(data: pa.Table) -> str:
     """The ``add`` statistics: row count, and min/max/null count of the integer and timestamp
     columns (``seq`` for the readers here, ``published_at`` for topic retention)."""
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
     nulls: dict[str, int] = {}
     for field in data.schema:
         timestamp = pa.types.is_timestamp(field.type) and field.type.tz is not None
@@ -158,7 +157,7 @@ class FastPathAppender:
         file_path = os.path.join(self.path, name)
         pq.write_table(data, file_path, compression="snappy")
         now_ms = int(time.time() * 1000)
-        info: dict[str, Any] = {
+        info: dict[str, object] = {
             "timestamp": now_ms,
             "operation": "WRITE",
             "operationParameters": {"mode": "Append"},

@@ -37,7 +37,7 @@ class Commit:
 class LogEntry:
     """What one ``_delta_log/<version>.json`` says, as far as sharedsub's readers care."""
 
-    info: dict[str, Any]  # commitInfo ({} when absent)
+    info: dict[str, Any]  # commitInfo ({} when absent). Any: json.loads's values, read by key
     added: tuple[str, ...]  # absolute paths of the data files added with dataChange
     removed: int  # data files removed with dataChange
     transactions: dict[str, int]  # app id -> version
@@ -56,7 +56,7 @@ def read_log_entry(table: str, version: int) -> LogEntry | None:
     except FileNotFoundError:
         return None
     base = os_path(table)
-    info: dict[str, Any] = {}
+    info: dict[str, Any] = {}  # Any: as LogEntry.info
     added: list[str] = []
     rewritten: list[str] = []
     removed = quiet = 0

@@ -89,6 +89,10 @@ _VERSIONED = re.compile(r"(\d{20})\.")  # any log entry of a version: commit, ch
 
 _Stamp = tuple[int, int, int]  # (inode, size, mtime ns) of a log file
 
+# A protocol, metaData, add or remove action of the log as json.loads (or a checkpoint's to_pylist())
+# gives it: read by key, and a missing key or value of another type refuses the log (UnsupportedLog).
+_Action = dict[str, Any]  # Any: json.loads's and pyarrow's to_pylist()'s values are untyped
+
 
 @dataclasses.dataclass(slots=True)
 class _Commit:
@@ -96,8 +100,8 @@ class _Commit:
 
     adds: list[tuple[str, int, str | None]]  # (log path, size, stats JSON), in log order
     removes: list[str]  # log paths
-    protocol: dict[str, Any] | None
-    metadata: dict[str, Any] | None
+    protocol: _Action | None
+    metadata: _Action | None
     stamp: _Stamp
 
 
@@ -122,7 +126,7 @@ def file_stamp(path: str) -> _Stamp | None:
         return None
 
 
-def _no_deletion_vector(action: Mapping[str, Any]) -> None:
+def _no_deletion_vector(action: Mapping[str, object]) -> None:
     # A file with a deletion vector is only part of a file: its rows need the vector.
     if action.get("deletionVector") is not None:
         raise UnsupportedLog("deletion vectors")
@@ -157,7 +161,7 @@ def _read_commit(log_dir: str, version: int) -> _Commit | None:
     return commit
 
 
-def _take_action(commit: _Commit, action: dict[str, Any]) -> None:
+def _take_action(commit: _Commit, action: _Action) -> None:
     if "add" in action:
         add = action["add"]
         _no_deletion_vector(add)
@@ -172,7 +176,7 @@ def _take_action(commit: _Commit, action: dict[str, Any]) -> None:
     # commitInfo, txn, cdc, domainMetadata: no part of the active files.
 
 
-def _check_protocol(protocol: Mapping[str, Any] | None) -> tuple[int, int]:
+def _check_protocol(protocol: _Action | None) -> tuple[int, int]:
     """(min reader, min writer) of a protocol this reader may read."""
     if protocol is None:
         raise UnsupportedLog("no protocol action")
@@ -219,7 +223,7 @@ class _StatsLayout:
     published_at: bool
 
 
-def _stats_layout(metadata: Mapping[str, Any]) -> _StatsLayout:
+def _stats_layout(metadata: _Action) -> _StatsLayout:
     """The layout of ``metadata``'s schema; UnsupportedLog when delta-rs may read ``seq`` or
     ``published_at`` statistics otherwise than the plain way (fewer indexed columns, partition
     columns, nested columns before them, other types)."""
@@ -241,7 +245,7 @@ def _stats_layout(metadata: Mapping[str, Any]) -> _StatsLayout:
     return _StatsLayout(specs, "seq" in specs, "published_at" in specs)
 
 
-def _check_values(values: Any, specs: dict[str, _Spec]) -> None:
+def _check_values(values: object, specs: dict[str, _Spec]) -> None:
     """Raise unless every min/max value of a known column is one delta-rs surely reads as is
     (columns not in the schema are ignored by delta-rs too)."""
     if type(values) is not dict:
@@ -253,7 +257,7 @@ def _check_values(values: Any, specs: dict[str, _Spec]) -> None:
             raise UnsupportedLog(f"statistic {column}: {value!r}")
 
 
-def _check_counts(counts: Any, specs: dict[str, _Spec]) -> None:
+def _check_counts(counts: object, specs: dict[str, _Spec]) -> None:
     if type(counts) is not dict:
         raise UnsupportedLog(f"statistics nullCount {counts!r}")
     for column, count in counts.items():
@@ -275,8 +279,9 @@ def _parse_stats(text: str | None, layout: _StatsLayout) -> tuple[int | None, in
         raise UnsupportedLog(f"statistics {text!r}") from exc
     if type(stats) is not dict or end != len(text):
         raise UnsupportedLog(f"statistics {text!r}")
+    # Any: statistics values as json decodes them (_check_values checked their types)
     mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}  # Any: as mins
     for key, value in stats.items():
         if value is None:
             continue
@@ -342,7 +347,7 @@ def _apply(files: dict[str, _V], removes: Iterable[str], adds: list[tuple[str, _
         files[path] = value
 
 
-def _metadata_key(metadata: Mapping[str, Any]) -> tuple[Any, ...]:
+def _metadata_key(metadata: _Action) -> tuple[object, ...]:
     """What of a metaData action a cached snapshot depends on: the table's id, and what decides
     how statistics are read (schema, partitioning, configuration)."""
     config = tuple(sorted((metadata.get("configuration") or {}).items()))
@@ -356,7 +361,7 @@ class _Loaded:
     snapshot: Snapshot
     files: dict[str, ActiveFile]  # log path -> file (see _apply)
     layout: _StatsLayout | None  # None: read without statistics
-    metadata_key: tuple[Any, ...]
+    metadata_key: tuple[object, ...]
     stamp_path: str  # the log file whose stamp tells the table is still the one read
     stamp: _Stamp | None
 
@@ -423,7 +428,7 @@ def _listed_checkpoint(names: Iterable[str], version: int | None) -> int | None:
     return classic if classic >= 0 else None
 
 
-def _read_checkpoint(path: str) -> tuple[dict[str, Any], dict[str, Any], list[tuple[str, int, str | None]]]:
+def _read_checkpoint(path: str) -> tuple[_Action, _Action, list[tuple[str, int, str | None]]]:
     """(protocol, metaData, adds in row order) of a single-file checkpoint; its remove rows are
     tombstones for vacuum, and no path is both added and removed in one checkpoint."""
     try:
@@ -481,8 +486,8 @@ def _load(table: str, version: int | None, *, stats: bool) -> _Loaded:
     log_dir = _log_dir(table_dir)
     checkpoint, names = _start(log_dir, version)
     raw: dict[str, tuple[int, str | None]] = {}
-    protocol: dict[str, Any] | None = None
-    metadata: dict[str, Any] | None = None
+    protocol: _Action | None = None
+    metadata: _Action | None = None
     if checkpoint is not None:
         protocol, metadata, adds = _read_checkpoint(os.path.join(log_dir, f"{checkpoint:020d}.checkpoint.parquet"))
         _apply(raw, (), [(path, (size, text)) for path, size, text in adds])
@@ -557,7 +562,7 @@ def delta_rs_snapshot(table: str, version: int | None = None) -> Snapshot:
     actions = pa.table(loaded.get_add_actions(flatten=True))
     base = os_path(table)
 
-    def column(name: str) -> list[Any]:
+    def column(name: str) -> list[Any]:  # Any: pyarrow's to_pylist() values
         return actions.column(name).to_pylist() if name in actions.column_names else [None] * actions.num_rows
 
     files = []

@@ -89,7 +89,7 @@ def read_table(table: str, columns: Sequence[str] | None = None, version: int | 
     return read_files(snapshot_files(table, version), columns)
 
 
-def iter_rows(data: pa.Table | None) -> Iterator[dict[str, Any]]:
+def iter_rows(data: pa.Table | None) -> Iterator[dict[str, Any]]:  # Any: pyarrow's to_pylist() values
     """Rows of an Arrow table as dicts (nothing for None)."""
     if data is None:
         return iter(())
