@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
-from typing import Any
 
 from connectors.amqp.handler import FrontEnd, Operation
 from sharedsub.core.errors import SharedSubError, SubscriptionInUse, TopicInUse
@@ -25,11 +24,11 @@ log = logging.getLogger(__name__)
 Op = Operation
 
 
-def _describe(rec: SubscriptionRecord) -> dict[str, Any]:
+def _describe(rec: SubscriptionRecord) -> dict[str, object]:
     return {"key": rec.key, "name": display_name(rec), "topic": rec.topic, "generation": rec.generation}
 
 
-def _fail_on_error(future: concurrent.futures.Future[Any], result: Result, what: str) -> bool:
+def _fail_on_error(future: concurrent.futures.Future[dict[str, object]], result: Result, what: str) -> bool:
     if result.error is None:
         return False
     if not future.done():
@@ -40,7 +39,7 @@ def _fail_on_error(future: concurrent.futures.Future[Any], result: Result, what:
 def unsubscribe(name: str) -> Op:
     """``unsubscribe SUB``: delete the subscription ``name`` designates unless consumers are attached."""
 
-    def op(front: FrontEnd, future: concurrent.futures.Future[Any]) -> None:
+    def op(front: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
         subs = front.subscriptions
         rec = find_subscription(subs.records, name)  # active records only: deleted ones are not held
         if subs.busy(rec.key):
@@ -62,7 +61,7 @@ def unsubscribe(name: str) -> Op:
 def drop_topic(topic: str, *, force: bool) -> Op:
     """``topics drop NAME [--force]``: delete the topic's subscriptions (with ``force``), then its table."""
 
-    def op(front: FrontEnd, future: concurrent.futures.Future[Any]) -> None:
+    def op(front: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
         subs = front.subscriptions
         records = list(subs.records.values())
         busy = [r.key for r in records if r.topic == topic and subs.busy(r.key)]

@@ -13,7 +13,7 @@ nothing to give back).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Protocol
 
 import pyarrow as pa
 from proton import Handler
@@ -24,20 +24,27 @@ INTERVAL = 30.0
 """Seconds between two releases."""
 
 
+class Scheduler(Protocol):
+    """What the release needs of its loop: proton's ``schedule(delay, handler)``."""
+
+    def schedule(self, delay: float, target: ArrowPoolRelease) -> object:
+        """Call ``target.on_timer_task(event)`` in ``delay`` seconds."""
+
+
 class ArrowPoolRelease(Handler):
     """A timer task: release the default pool's unused memory, then schedule itself again
     ``interval`` seconds later on ``loop`` (anything with proton's ``schedule(delay, handler)``:
     the front end's connectors.amqp.wire.engine_loop.EngineLoop). Start it with
     ``loop.schedule(interval, it)``."""
 
-    def __init__(self, loop: Any, interval: float = INTERVAL) -> None:
+    def __init__(self, loop: Scheduler, interval: float = INTERVAL) -> None:
         super().__init__()
         self._loop = loop
         self.interval = interval
         self.releases = 0
         self.stopped = False
 
-    def on_timer_task(self, event: Any) -> None:
+    def on_timer_task(self, event: object) -> None:
         """Release, count, reschedule (unless :meth:`stop` was called)."""
         if self.stopped:
             return

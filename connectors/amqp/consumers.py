@@ -57,6 +57,7 @@ TopicGate = Callable[[str, Callable[[BaseException | None], None]], None]
 """``gate(topic, then)``: run ``then(None)`` once the topic exists, else ``then(error)``."""
 
 
+# Any: proton's Condition takes ``info`` as PythonAMQPData, a type proton keeps in a private module (proton._data)
 def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
     """Refuse an attach: null source in the reply, then detach closed=true with the condition."""
     try:
@@ -153,7 +154,7 @@ class Subscriptions:
 
     # ------------------------------------------------------------------ attach
 
-    def _existing(self, identity: Any) -> attach.Existing | None:
+    def _existing(self, identity: SubscriptionKey) -> attach.Existing | None:
         rec = self.records.get(identity.key)
         if rec is None or not rec.active:
             return None
@@ -348,7 +349,7 @@ class Subscriptions:
                     self._scoped[rec.key] = ("connection", link.connection)
                 reply(reply_closed, None)
 
-    def scope_ended(self, kind: str, obj: Any) -> None:
+    def scope_ended(self, kind: str, obj: proton.Session | proton.Connection) -> None:
         """A session or connection ended: delete subscriptions whose lifetime it was."""
         for key, (k, o) in list(self._scoped.items()):
             if k == kind and o == obj and self._dispatcher.consumers(key) == 0:

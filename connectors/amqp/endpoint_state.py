@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Hashable, Iterator
 
 import proton
 
@@ -53,7 +52,7 @@ class EndpointState:
     """Link states, connection ids and oversized transfers in progress (see the module docstring)."""
 
     def __init__(self) -> None:
-        self._links: dict[Any, tuple[proton.Link, PublisherLink | ConsumerLink]] = {}
+        self._links: dict[Hashable, tuple[proton.Link, PublisherLink | ConsumerLink]] = {}
         self._connection_ids: dict[proton.Connection, str] = {}
         self._oversized: set[proton.Delivery] = set()
 
@@ -65,7 +64,7 @@ class EndpointState:
         if link.connection in self._connection_ids:
             self._links[c_object(link)] = (link, state)
 
-    def attached(self, key: Any) -> tuple[proton.Link, PublisherLink | ConsumerLink] | None:
+    def attached(self, key: Hashable) -> tuple[proton.Link, PublisherLink | ConsumerLink] | None:
         """The wrapper kept of the attached link whose C object is ``key`` (``c_object``,
         proton_events ``link_key_of``) and its state; None for any other link."""
         return self._links.get(key)

@@ -18,7 +18,7 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
@@ -29,7 +29,7 @@ from connectors.amqp.parts import FrontEndParts
 from connectors.amqp.tokens import Continuation, PublishContext, Tokens
 from connectors.amqp.topic_gate import TopicGate
 from connectors.amqp.transactions import TRANSACTIONAL_STATE, Coordinator, is_coordinator, transaction_of
-from connectors.amqp.wire.proton_events import DeliveryTransfer, Transfer, link_key_of, transfer_of
+from connectors.amqp.wire.proton_events import DeliveryTransfer, MessageEvent, Transfer, link_key_of, transfer_of
 from sharedsub.core import addressing
 from sharedsub.core.conditions import CONNECTION_OFFERED, AmqpCondition, Capability
 from sharedsub.core.delivery import transactions as txn_rules
@@ -53,15 +53,16 @@ def _no_reply(_closed: bool, _condition: Condition | None) -> None:
     pass
 
 
-_Callback = Callable[[Any, Any], None]
+_H = TypeVar("_H")  # the handler
+_E = TypeVar("_E")  # the event: a proton.Event, or the pump's MessageEvent (connectors.amqp.wire.proton_events)
 
 
-def _contained(method: _Callback) -> _Callback:
+def _contained(method: Callable[[_H, _E], None]) -> Callable[[_H, _E], None]:
     """Run a client-driven event callback so that what goes wrong in it ends at most the
     connection the event came from, never the reactor (and with it every other client)."""
 
     @functools.wraps(method)
-    def guarded(self: Any, event: Any) -> None:
+    def guarded(self: _H, event: _E) -> None:
         try:
             method(self, event)
         except Exception as exc:
@@ -74,7 +75,7 @@ def _contained(method: _Callback) -> _Callback:
     return guarded
 
 
-def _live(endpoint: Any, most: int) -> int:
+def _live(endpoint: proton.Session | proton.Link | None, most: int) -> int:
     """How many endpoints of a ``*_head(0)`` list the peer opened and neither side closed (an
     attach still waiting for its catalog write counts), counting no further than ``most``."""
     n = 0
@@ -243,8 +244,11 @@ class FrontEnd(Handler):
 
     # ------------------------------------------------------------------ connections
 
+    # The callbacks below that take proton's Event as Any: proton types its connection, session and
+    # link as Optional (one Event class for every event type) and its link as Sender | Receiver, so
+    # each callback would need checks of its own before using what its event type always carries.
     @_contained
-    def on_connection_remote_open(self, event: Any) -> None:
+    def on_connection_remote_open(self, event: Any) -> None:  # Any: proton.Event (see above)
         """Open with the capabilities Qpid JMS looks for (docs/design.md §4.1), or refuse a duplicate container."""
         conn = event.connection
         if not conn.state & Endpoint.LOCAL_UNINIT:
@@ -290,7 +294,7 @@ class FrontEnd(Handler):
         conn.open()
 
     @_contained
-    def on_session_remote_open(self, event: Any) -> None:
+    def on_session_remote_open(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """Accept a session, or answer and end it past ``max_sessions_per_connection``."""
         session = event.session
         if not session.state & Endpoint.LOCAL_UNINIT:
@@ -305,7 +309,7 @@ class FrontEnd(Handler):
             session.close()
 
     @_contained
-    def on_link_remote_open(self, event: Any) -> None:
+    def on_link_remote_open(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """A new link: a publisher (our receiver) or a consumer (our sender)."""
         link = event.link
         if not link.state & Endpoint.LOCAL_UNINIT:
@@ -459,12 +463,13 @@ class FrontEnd(Handler):
         link.flow(1)
 
     @_contained
-    def on_delivery(self, event: Any) -> None:
+    def on_delivery(self, event: proton.Event | MessageEvent) -> None:
         """Incoming transfer (publish) or a consumer's disposition."""
         # An attached link's wrapper is kept (EndpointState): found by the event's C object, the
         # link is not wrapped again for every message.
         found = self.endpoints.attached(link_key_of(event))
-        link: Any  # a Receiver on the publish path, a Sender on the acknowledgement path
+        # A Receiver on the publish path, a Sender on the acknowledgement path; proton.Event's link is Optional.
+        link: Any  # Any: proton's is_receiver does not narrow the Link type, and this path takes no checks
         link, known = found if found is not None else (event.link, None)
         if isinstance(known, PublisherLink) or (known is None and link.is_receiver):
             # Proton queues a DELIVERY event for a delivery with each of its transfer frames, so
@@ -500,7 +505,7 @@ class FrontEnd(Handler):
         self.dispatcher.settled(transfer)
 
     @_contained
-    def on_link_flow(self, event: Any) -> None:
+    def on_link_flow(self, event: Any) -> None:  # Any: proton.Event's link is Optional; this path takes no checks
         """Credit arrived on a consumer link: dispatch."""
         found = self.endpoints.attached(link_key_of(event))
         link, state = found if found is not None else (event.link, None)
@@ -527,7 +532,7 @@ class FrontEnd(Handler):
             link.detach()
 
     @_contained
-    def on_link_remote_close(self, event: Any) -> None:
+    def on_link_remote_close(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """Detach closed=true."""
         link = event.link
         if link.is_receiver:
@@ -540,7 +545,7 @@ class FrontEnd(Handler):
         )
 
     @_contained
-    def on_link_remote_detach(self, event: Any) -> None:
+    def on_link_remote_detach(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """Detach closed=false."""
         link = event.link
         self.coordinator.link_gone(link)
@@ -551,7 +556,7 @@ class FrontEnd(Handler):
         )
 
     @_contained
-    def on_session_remote_close(self, event: Any) -> None:
+    def on_session_remote_close(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """Session end: its links go with it."""
         session = event.session
         self._links_gone(session.connection, session=session)
@@ -560,14 +565,14 @@ class FrontEnd(Handler):
             session.close()
 
     @_contained
-    def on_connection_remote_close(self, event: Any) -> None:
+    def on_connection_remote_close(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """Connection close: its links go."""
         self._connection_gone(event.connection)
         if not event.connection.state & Endpoint.LOCAL_CLOSED:
             event.connection.close()
 
     @_contained
-    def on_transport_closed(self, event: Any) -> None:
+    def on_transport_closed(self, event: Any) -> None:  # Any: proton.Event (see on_connection_remote_open)
         """Connection lost: its links go."""
         if event.connection is not None:
             self._connection_gone(event.connection)
@@ -602,6 +607,6 @@ class FrontEnd(Handler):
             link = link.next(0)
 
 
-Operation = Callable[[FrontEnd, "concurrent.futures.Future[Any]"], None]
+Operation = Callable[[FrontEnd, "concurrent.futures.Future[dict[str, object]]"], None]
 """Work another thread runs on the front end's thread (connectors.amqp.server.FrontEndServer.call):
 ``op(front_end, future)`` completes ``future`` at once or from a later continuation."""

@@ -8,7 +8,6 @@ admin calls go through ``FrontEndServer.call`` onto the reactor thread.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
@@ -48,7 +47,7 @@ class FrontEndOperations:
     def endpoint_state_sizes(self) -> Mapping[str, int]:  # noqa: D102
         return self._server.handler.endpoints.sizes()
 
-    def storage_status(self) -> dict[str, Any]:  # noqa: D102
+    def storage_status(self) -> dict[str, object]:  # noqa: D102
         return self._server.handler.committer.storage_status()
 
     def write_errors(self) -> Mapping[str, int]:  # noqa: D102
@@ -58,14 +57,14 @@ class FrontEndOperations:
         status = self._server.fanout_status
         return status() if status is not None else None
 
-    def unsubscribe(self, name: str, *, timeout: float) -> dict[str, Any]:  # noqa: D102
-        result: dict[str, Any] = self._server.call(admin_ops.unsubscribe(name), timeout)
+    def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:  # noqa: D102
+        result: dict[str, object] = self._server.call(admin_ops.unsubscribe(name), timeout)
         return result
 
-    def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, Any]:  # noqa: D102
-        result: dict[str, Any] = self._server.call(admin_ops.drop_topic(topic, force=force), timeout)
+    def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, object]:  # noqa: D102
+        result: dict[str, object] = self._server.call(admin_ops.drop_topic(topic, force=force), timeout)
         return result
 
-    def replay(self, name: str, *, version: int | None, timestamp_ms: int | None, timeout: float) -> dict[str, Any]:  # noqa: D102
-        result: dict[str, Any] = self._server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), timeout)
+    def replay(self, name: str, *, version: int | None, timestamp_ms: int | None, timeout: float) -> dict[str, object]:  # noqa: D102
+        result: dict[str, object] = self._server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), timeout)
         return result

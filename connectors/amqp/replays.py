@@ -26,7 +26,6 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-from typing import Any
 
 from connectors.amqp.admin_ops import Op
 from connectors.amqp.handler import FrontEnd
@@ -40,7 +39,7 @@ log = logging.getLogger(__name__)
 def replay(name: str, *, version: int | None = None, timestamp_ms: int | None = None) -> Op:
     """``replay SUB --version V | --timestamp T`` (exactly one of the two; T in ms since the epoch)."""
 
-    def op(front: FrontEnd, future: concurrent.futures.Future[Any]) -> None:
+    def op(front: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
         subs = front.subscriptions
         rec = find_subscription(subs.records, name)  # active records only
         shown = display_name(rec)

@@ -21,7 +21,6 @@ import concurrent.futures
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from connectors.amqp.arrow_pool import ArrowPoolRelease
 from connectors.amqp.handler import FrontEnd, Operation
@@ -41,7 +40,7 @@ class _Root(FrontEnd):
 
     server: FrontEndServer
 
-    def run_call(self, fn: Operation, future: concurrent.futures.Future[Any]) -> None:
+    def run_call(self, fn: Operation, future: concurrent.futures.Future[dict[str, object]]) -> None:
         """Run a :meth:`FrontEndServer.call` function; what it raises fails its future."""
         if not future.set_running_or_notify_cancel():
             return  # the caller gave up before the reactor got to it
@@ -198,7 +197,7 @@ class FrontEndServer:
             if not self._stopping:
                 self.handler.stop()
 
-    def call(self, fn: Operation, timeout: float = 30.0) -> Any:
+    def call(self, fn: Operation, timeout: float = 30.0) -> dict[str, object]:
         """Run ``fn(front_end, future)`` on the reactor thread and return the future's result.
 
         ``fn`` completes ``future`` with ``set_result``/``set_exception``, at once or later from
@@ -211,7 +210,7 @@ class FrontEndServer:
         """
         if self._stopping:
             raise ServiceUnavailable("the service is stopping")
-        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        future: concurrent.futures.Future[dict[str, object]] = concurrent.futures.Future()
         self.injector.call(functools.partial(self.handler.run_call, fn, future))
         try:
             return future.result(timeout)

@@ -13,11 +13,12 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import proton
 from proton import Condition, Delivery, Described, Endpoint, Terminus, ulong
 
+from connectors.amqp.tokens import Continuation, Tokens
 from sharedsub.core.delivery import transactions as rules
 from sharedsub.core.errors import MessageDecodeError, NotSupported, SharedSubError, TransactionRolledBack
 from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, Publish, Result
@@ -55,7 +56,7 @@ def transaction_of(dlv: Delivery) -> bytes | None:
     return bytes(data[0])
 
 
-def _descriptor(value: Any) -> Any:
+def _descriptor(value: object) -> object:
     return value.descriptor if isinstance(value, Described) else None
 
 
@@ -80,9 +81,9 @@ class Coordinator:
 
     def __init__(
         self,
-        transactions: rules.Transactions,
+        transactions: rules.Transactions[Publish],
         committer: Committer,
-        tokens: Any,
+        tokens: Tokens[Continuation],
         *,
         hold_settlement: HoldSettlement,
         end_settlements: Callable[[bytes, bool], None],
@@ -229,7 +230,7 @@ class Coordinator:
         data = dlv.remote.data or []
         outcome = data[1] if len(data) > 1 else None
         code = _OUTCOMES.get(_descriptor(outcome), Delivery.ACCEPTED)
-        fields: list[Any] = list(outcome.value) if isinstance(outcome, Described) and isinstance(outcome.value, list) else []
+        fields: list[object] = list(outcome.value) if isinstance(outcome, Described) and isinstance(outcome.value, list) else []
         condition = None
         failed = undeliverable = False
         if code == Delivery.REJECTED and fields and isinstance(fields[0], Described):

@@ -36,7 +36,7 @@ _EXPIRY_IN = {
 _EXPIRY_OUT = {v: k for k, v in _EXPIRY_IN.items()}
 
 
-def read_symbols(data: Any) -> tuple[str, ...]:
+def read_symbols(data: proton.Data | None) -> tuple[str, ...]:
     """Symbols of a capabilities field (array, single symbol, or nothing)."""
     if data is None:
         return ()
@@ -53,7 +53,7 @@ def read_symbols(data: Any) -> tuple[str, ...]:
     return (str(obj),)
 
 
-def write_symbols(data: Any, values: tuple[str, ...] | list[str]) -> None:
+def write_symbols(data: proton.Data, values: tuple[str, ...] | list[str]) -> None:
     """Replace a capabilities field with a symbol array."""
     data.clear()
     data.put_array(False, proton.Data.SYMBOL)
@@ -120,7 +120,7 @@ def apply_reply(link: proton.Link, reply: ReplySource) -> None:
     if reply.distribution_mode == "copy":
         src.distribution_mode = Terminus.DIST_MODE_COPY
     write_symbols(src.capabilities, list(reply.capabilities))
-    filters: dict[Any, Any] = {}
+    filters: dict[symbol, Described] = {}
     if reply.selector is not None:
         filters[symbol("jms-selector")] = Described(ulong(SELECTOR_FILTER_CODE), reply.selector)
     if reply.no_local:
@@ -149,7 +149,7 @@ def with_delivery_count(raw: bytes, delivery_count: int) -> bytes:
     data.rewind()
     data.next()
     first = data.get_object()
-    fields: list[Any]
+    fields: list[Any]  # Any: proton's Described takes PythonAMQPData, a type proton keeps private (proton._data)
     rest = raw
     if isinstance(first, Described) and first.descriptor in (_HEADER_CODE, _HEADER_SYMBOL):
         fields = list(first.value) if isinstance(first.value, list) else []

@@ -49,6 +49,7 @@ write a handler there (or in a module of its own) and add one entry to the dict 
 from __future__ import annotations
 
 import dataclasses
+import email.message
 import hmac
 import json
 import logging
@@ -78,7 +79,7 @@ class Request:
     method: str
     path: str
     query: Mapping[str, str]
-    body: Mapping[str, Any]
+    body: Mapping[str, object]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -90,7 +91,7 @@ class Reply:
     content_type: str = "application/json"
 
     @classmethod
-    def json(cls, document: Any, status: int = 200) -> Reply:
+    def json(cls, document: object, status: int = 200) -> Reply:
         """A JSON reply."""
         return cls(status, (json.dumps(document) + "\n").encode(), "application/json")
 
@@ -135,6 +136,8 @@ class _Server(ThreadingHTTPServer):
         self.max_connections = max_connections
         super().__init__(address, handler)
 
+    # socketserver's request is socket | (bytes, socket) in typeshed, a socket for this TCP server (its
+    # Any: settimeout and sendall are used below); its client address is typeshed's Any
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
             log.warning("HTTP endpoint: %d connections already served; refused %s", self.max_connections, client_address)
@@ -156,18 +159,18 @@ class _Server(ThreadingHTTPServer):
             self._slots.release()
             raise
 
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
+    def process_request_thread(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
             self._slots.release()
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
+    def handle_error(self, request: socket.socket | tuple[bytes, socket.socket], client_address: object) -> None:
         # A client that went away or was cut off at its deadline: not worth a traceback on stderr.
         log.debug("HTTP connection from %s ended with an error", client_address, exc_info=True)
 
 
-def _content_length(headers: Any, method: str) -> tuple[int, Reply | None]:
+def _content_length(headers: email.message.Message, method: str) -> tuple[int, Reply | None]:
     """The body length a request announces, or the refusal of its headers (module docstring)."""
     if headers.get("Transfer-Encoding") is not None:
         return 0, _error("usage", "Transfer-Encoding is not accepted: send the body with a Content-Length", 2, 411)
@@ -262,7 +265,7 @@ class AdminHttpServer:
                 url = urllib.parse.urlsplit(self.path)
                 query = dict(urllib.parse.parse_qsl(url.query))
                 reply: Reply | None = None
-                body: Any = {}
+                body: Mapping[str, object] = {}
                 length = 0
                 if (method not in READ_ONLY_METHODS or url.path.startswith("/admin/")) and not self._authorized():
                     reply = _error(
@@ -308,7 +311,7 @@ class AdminHttpServer:
             def do_POST(self) -> None:  # noqa: N802
                 self._handle("POST")
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+            def log_message(self, format: str, *args: object) -> None:  # noqa: A002
                 log.debug("%s %s", self.address_string(), format % args)
 
         server = _Server((self.host, self.port), _Handler, self.max_connections)

@@ -33,7 +33,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict
 
 from connectors.http.admin import Reply, Request, Routes
 from sharedsub.core.errors import ConfigError
@@ -177,9 +177,10 @@ class MetricsView:
             ),
         ]
 
+    # Any: the fan-out statistics document as json.load gives it (sharedsub.storage.fanout_stats.read_stats)
     def _fanout_families(self, topics: set[str], stats: Mapping[str, Any]) -> list[metrics.Family]:
-        routed: Mapping[str, Any] = stats.get("routed") or {}
-        last: Mapping[str, Any] = stats.get("last_batch") or {}
+        routed: Mapping[str, Any] = stats.get("routed") or {}  # Any: as stats
+        last: Mapping[str, Any] = stats.get("last_batch") or {}  # Any: as stats
         out = [
             metrics.counter(
                 "sharedsub_routed_total",
@@ -229,7 +230,7 @@ class MetricsView:
         return out
 
 
-def topic_lags(root: str, stats: Mapping[str, Any], topics: set[str], now: float) -> dict[str, float]:
+def topic_lags(root: str, stats: Mapping[str, object], topics: set[str], now: float) -> dict[str, float]:
     """``{topic: seconds}`` for ``topics``: how long the oldest commit of each that the fan-out has
     not routed has waited (:func:`sharedsub.storage.fanout_stats.topic_lag`, from the routed
     versions of the fan-out's statistics; a topic they do not name yet is read from its first
@@ -240,7 +241,27 @@ def topic_lags(root: str, stats: Mapping[str, Any], topics: set[str], now: float
     return {t: topic_lag(root, t, int(versions.get(t, -1)), now) for t in topics}
 
 
-def failing_subscriptions(stats: Mapping[str, Any]) -> list[dict[str, Any]]:
+class FailingSubscription(TypedDict):
+    """A subscription table the fan-out reports failing (:func:`failing_subscriptions`)."""
+
+    subscription: str
+    topic: str | None
+    table: str | None
+    since: float | None
+    error: str | None
+    parked_rows: int
+    failures: int
+    retry_at: float | None
+
+
+class FanoutProblems(TypedDict):
+    """What /health reports about routing besides the job's state (:func:`fanout_problems`)."""
+
+    failing_subscriptions: list[FailingSubscription]
+    stalled_topics: list[dict[str, object]]
+
+
+def failing_subscriptions(stats: Mapping[str, object]) -> list[FailingSubscription]:
     """The subscription tables the fan-out's statistics report failing, by subscription key:
     ``subscription, topic, table, since, error, parked_rows, failures, retry_at``."""
     failing = stats.get("failing")
@@ -262,7 +283,7 @@ def failing_subscriptions(stats: Mapping[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def fanout_problems(ops: ServiceOperations, stats: Mapping[str, Any]) -> dict[str, list[dict[str, Any]]]:
+def fanout_problems(ops: ServiceOperations, stats: Mapping[str, object]) -> FanoutProblems:
     """What /health reports about routing besides the job's state.
 
     ``failing_subscriptions``: subscription tables the fan-out cannot commit to

@@ -39,7 +39,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from proton import Connection, Transport
+from proton import Connection, Handler, Transport
 
 from connectors.amqp.wire.proton_events import EventCollector, EventPump
 
@@ -168,7 +168,9 @@ class TimerTask:
 
     __slots__ = ("target", "cancelled")
 
-    def __init__(self, target: Any) -> None:
+    # Proton's timer convention: an object with ``on_timer_task(event)``, or a plain callable; _run_timers
+    # tells them apart by getattr, and the loop's path takes no check that would narrow a union of the two.
+    def __init__(self, target: Any) -> None:  # Any: see above
         self.target = target
         self.cancelled = False
 
@@ -189,7 +191,7 @@ class _TimerEvent:
 class EngineLoop:
     """One thread's loop over channels (sockets), proton's events, timers and injected calls."""
 
-    def __init__(self, handler: Any, injector: Injector | None = None) -> None:
+    def __init__(self, handler: Handler, injector: Injector | None = None) -> None:
         """Dispatch proton's events to ``handler``; other threads reach the loop through
         ``injector`` (a new one when None)."""
         self.handler = handler
@@ -278,7 +280,7 @@ class EngineLoop:
 
     # ------------------------------------------------------------------ timers
 
-    def schedule(self, delay: float, target: Any) -> TimerTask:
+    def schedule(self, delay: float, target: Any) -> TimerTask:  # Any: as TimerTask's target
         """Run ``target`` in ``delay`` seconds on the loop: ``target.on_timer_task(event)``, or
         ``target()`` when it is a plain callable."""
         task = TimerTask(target)

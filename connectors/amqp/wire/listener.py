@@ -61,6 +61,7 @@ _SHORT_NAMES = {
 }
 
 
+# Any: ssl's getpeercert() dict holds str or nested tuples by key (typeshed's private _PeerCertRetDictType)
 def subject_dn(cert: dict[str, Any]) -> str:
     """The subject of ``SSLObject.getpeercert()`` as a DN, most specific first (``CN=a,O=b``)."""
     rdns = []
@@ -69,7 +70,7 @@ def subject_dn(cert: dict[str, Any]) -> str:
     return ",".join(rdns)
 
 
-def subject_cn(cert: dict[str, Any]) -> str | None:
+def subject_cn(cert: dict[str, Any]) -> str | None:  # Any: as subject_dn
     """The subject's (last) common name, or None."""
     cn = None
     for rdn in cert.get("subject", ()):
@@ -232,7 +233,8 @@ class Listener:
 class AmqpSocket:
     """One accepted connection: [TLS] -> [SASL] -> proton Transport, as a loop channel."""
 
-    def __init__(self, sock: socket.socket, listener: Listener, addr: Any) -> None:
+    # ``addr``: what socket.accept() gives for an AF_INET or AF_INET6 socket (typeshed types it Any)
+    def __init__(self, sock: socket.socket, listener: Listener, addr: tuple[str, int] | tuple[str, int, int, int]) -> None:
         self.sock = sock
         self._listener = listener
         self._loop = listener.loop

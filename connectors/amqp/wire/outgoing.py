@@ -19,10 +19,8 @@ Like any proton object it must be touched on the loop's thread only.
 
 from __future__ import annotations
 
-from typing import Any
-
 import cproton
-from proton import LinkException
+from proton import Link, LinkException
 
 from connectors.amqp.wire.proton_events import c_object
 
@@ -40,7 +38,7 @@ class Outgoing:
 
     __slots__ = ("link", "_impl")
 
-    def __init__(self, link: Any) -> None:
+    def __init__(self, link: Link) -> None:
         """``link``: the ``proton.Sender`` (kept, and with it its C object)."""
         self.link = link
         self._impl = c_object(link)

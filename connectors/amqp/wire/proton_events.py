@@ -35,10 +35,11 @@ the failing connection: connectors.amqp.handler ``_contained``).
 from __future__ import annotations
 
 import logging
+from collections.abc import Hashable
 from typing import Any, Protocol
 
 import cproton
-from proton import Delivery, Event, EventType, Handler, Link, Transport
+from proton import Connection, Delivery, Event, EventType, Handler, Link, Session, Transport
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +67,7 @@ _PN_TRANSPORT = cproton.PN_TRANSPORT
 _PN_TRANSPORT_CLOSED = cproton.PN_TRANSPORT_CLOSED
 
 
-def c_object(wrapper: Any) -> Any:
+def c_object(wrapper: Link) -> Hashable:
     """The C object a proton wrapper (``Link``, ``Connection``, ...) wraps, as a dict key: a cffi
     pointer, equal and hashed by address in C. Two wrappers of one object give equal keys, as
     the wrappers themselves are equal; proton's ``Wrapper.__hash__`` gets there through two casts
@@ -112,7 +113,7 @@ class Transfer:
 
     __slots__ = ("_impl", "_delivery")
 
-    def __init__(self, impl: Any) -> None:
+    def __init__(self, impl: Any) -> None:  # Any: a pn_delivery_t, as cproton (no type stubs) gives it
         _incref(impl)
         self._impl = impl
         self._delivery: Delivery | None = None
@@ -217,7 +218,9 @@ class DeliveryTransfer:
         self.delivery.settle()
 
 
-def link_key_of(event: Any) -> Any:
+# ``event``: a proton.Event, whose link proton types as Optional for every event type, or a MessageEvent;
+# this path takes no checks to narrow the first.
+def link_key_of(event: Any) -> Hashable:  # Any: see above
     """The event's link as a dict key (:func:`c_object`), read without wrapping the link on the
     short cut."""
     if isinstance(event, MessageEvent):
@@ -225,7 +228,7 @@ def link_key_of(event: Any) -> Any:
     return c_object(event.link)
 
 
-def transfer_of(event: Any) -> Transfer | DeliveryTransfer:
+def transfer_of(event: Any) -> Transfer | DeliveryTransfer:  # Any: as link_key_of (proton.Event's delivery is Optional)
     """The event's delivery as :class:`Transfer` (short cut) or :class:`DeliveryTransfer`."""
     if isinstance(event, MessageEvent):
         return event.transfer
@@ -241,7 +244,7 @@ class MessageEvent:
 
     __slots__ = ("link_key", "_link", "_impl", "_delivery")
 
-    def __init__(self, link_impl: Any, impl: Any) -> None:
+    def __init__(self, link_impl: Any, impl: Any) -> None:  # Any: pn_link_t, pn_delivery_t from cproton
         self.link_key = link_impl  # the pn_link_t: a key as c_object gives it
         self._link: Link | None = None
         self._impl = impl  # the pn_delivery_t, or None (LINK_FLOW)
@@ -267,17 +270,17 @@ class MessageEvent:
         return Transfer(self._impl)
 
     @property
-    def session(self) -> Any:
+    def session(self) -> Session:
         """The link's session."""
         return self.link.session
 
     @property
-    def connection(self) -> Any:
+    def connection(self) -> Connection:
         """The link's connection."""
         return self.link.connection
 
     @property
-    def transport(self) -> Any:
+    def transport(self) -> Transport | None:
         """The link's connection's transport."""
         return self.link.connection.transport
 
@@ -292,7 +295,7 @@ class Sockets(Protocol):
         """Both ends of the transport are closed: close its socket."""
 
 
-def _ignored_types(handler: Any) -> frozenset[int]:
+def _ignored_types(handler: Handler) -> frozenset[int]:
     """Event type numbers ``handler`` does nothing with: no method of its own and the base
     ``on_unhandled`` (transport events aside: the pump acts on those itself)."""
     if getattr(type(handler), "on_unhandled", Handler.on_unhandled) is not Handler.on_unhandled:
@@ -309,7 +312,7 @@ def _ignored_types(handler: Any) -> frozenset[int]:
 class EventPump:
     """Drains a collector into a handler (see the module docstring)."""
 
-    def __init__(self, collector: EventCollector, handler: Any, sockets: Sockets) -> None:
+    def __init__(self, collector: EventCollector, handler: Handler, sockets: Sockets) -> None:
         """Dispatch what ``collector`` queues to ``handler``; transport events to ``sockets``."""
         self._collector = collector
         self._impl = collector._impl
@@ -346,7 +349,7 @@ class EventPump:
                 log.exception("handling proton event %d failed", kind)
             _pop(impl)
 
-    def _dispatch(self, raw: Any, kind: int) -> None:
+    def _dispatch(self, raw: Any, kind: int) -> None:  # Any: a pn_event_t from cproton
         event = Event.wrap(raw)
         try:
             event.dispatch(self._handler)
