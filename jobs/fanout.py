@@ -55,7 +55,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Sequence
+import types
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 if __package__ in (None, ""):
@@ -72,7 +73,7 @@ if __package__ in (None, ""):
             "PYSPARK_PYTHON=<project>/.venv/bin/python (or with the venv activated)"
         )
 
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
 from jobs.fanout_sink import FanoutSink, ReadOnDriver
 from jobs.session import build_session, delta_enabled
@@ -100,6 +101,7 @@ class FanoutQuery(Protocol):
         """Whether it is running."""
 
     @property
+    # Any: Spark's progress report: pyspark's StreamingQueryProgress is a dict of JSON values (Dict[str, Any])
     def lastProgress(self) -> dict[str, Any] | None:  # noqa: N802 (Spark's name)
         """Its last progress report (None before the first)."""
 
@@ -162,7 +164,7 @@ def build_fanout_query(
     location = checkpoint or layout.fanout_checkpoint(root)
     routing = sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)
     local = local_path(location)
-    batches: Any = routing
+    batches: Callable[[DataFrame, int], None] = routing
     if settings.fanout.driver_reads and local is not None:
         batches = ReadOnDriver(routing, DriverBatchReader(local, options))
     writer = source.writeStream.foreachBatch(batches).option("checkpointLocation", location)
@@ -224,7 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     stop = threading.Event()
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, _frame: types.FrameType | None) -> None:
         log.info("%s: stopping the fan-out", signal.Signals(signum).name)
         stop.set()
 

@@ -175,7 +175,7 @@ class FanoutSink:
             self.stats.record(batch_id, source, written, (r.record for r in plan.routes), time.monotonic() - started)
             return written
 
-    def tick(self, progress: Any = None) -> bool:
+    def tick(self, progress: dict[str, Any] | None = None) -> bool:  # Any: lastProgress's JSON values (see FanoutQuery)
         """Between batches (the driver's main thread): record the routed versions of the query's
         last completed micro-batch (``progress``, ``StreamingQuery.lastProgress``) and retry the
         failing tables whose retry is due. Does nothing while a batch runs (that batch retries
@@ -200,7 +200,7 @@ class FanoutSink:
         self._faults.clear("tick", "retrying parked rows between batches works again")
         return due
 
-    def _note_progress(self, progress: Any) -> bool:
+    def _note_progress(self, progress: dict[str, Any] | None) -> bool:  # Any: as tick
         """Take the routed versions from a progress report; True when they changed."""
         if progress is None:
             return False
@@ -351,10 +351,10 @@ class FanoutSink:
             if not self._faults.clear(rel, "subscription %s: %s takes commits again", name, rel):
                 log.info("subscription %s: rows parked before the job started are committed to %s", name, rel)
 
-    def failing_report(self) -> dict[str, dict[str, Any]]:
+    def failing_report(self) -> dict[str, dict[str, object]]:
         """The failing tables for the statistics file, by subscription key (tables of unknown
         subscriptions, before the first plan, by table path)."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, dict[str, object]] = {}
         for rel, state in sorted(self.tables.items()):
             rec = self._subscriptions.get(rel)
             out[rec.key if rec is not None else rel] = {
@@ -424,7 +424,7 @@ def _route(plan: RoutingPlan, source: pa.Table) -> pa.Table:
 def _subscription_rows(rows: pa.Table, routed_at: dt.datetime, batch_id: int) -> pa.Table:
     """Rows of schemas.SUBSCRIPTION from routed source rows of one subscription."""
     n = rows.num_rows
-    columns: dict[str, Any] = {name: rows.column(name) for name in _SOURCE_COLUMNS}
+    columns: dict[str, pa.ChunkedArray | pa.Array] = {name: rows.column(name) for name in _SOURCE_COLUMNS}
     columns["routed_at"] = pa.array([routed_at] * n, schemas.TIMESTAMP)
     columns["fanout_batch"] = pa.array([batch_id] * n, pa.int64())
     return pa.table([columns[f.name] for f in schemas.SUBSCRIPTION], names=schemas.SUBSCRIPTION.names).cast(

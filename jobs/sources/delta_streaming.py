@@ -64,6 +64,7 @@ def topic_stream(spark: SparkSession, root: str, topic: str, max_files: int) -> 
     return source.select(F.lit(topic).alias("topic"), *[F.col(c) for c in schemas.ROUTING_COLUMNS])
 
 
+# Any: a Delta source's endOffset from Spark's progress report: JSON text, or already decoded (read by key)
 def routed_version(end_offset: Any, snapshot_files: Callable[[int], int] | None = None) -> int | None:
     """The last topic version a Delta source end offset has read completely (-1: none yet;
     None: not a Delta source offset).
@@ -91,7 +92,7 @@ class DeltaTopicQueries:
         self,
         spark: SparkSession,
         root: str,
-        sink: Callable[[DataFrame, int], Any],
+        sink: Callable[[DataFrame, int], None],
         *,
         checkpoint: str,
         max_files: int,
@@ -179,7 +180,7 @@ class DeltaTopicQueries:
         return count
 
     @property
-    def lastProgress(self) -> dict[str, Any] | None:
+    def lastProgress(self) -> dict[str, Any] | None:  # Any: as jobs.fanout.FanoutQuery.lastProgress
         """(StreamingQuery's name.) A progress report in the delta-rs source's form, once every query has reported one
         (with no topic at all: at once): ``batchId`` is the sum of the queries' batch ids, the
         one source's ``endOffset`` has ``topics`` (version read through) and ``ids``."""

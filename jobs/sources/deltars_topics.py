@@ -97,7 +97,8 @@ DEFAULT_UNSUBSCRIBED_TOPIC_INTERVAL = 5.0
 
 log = logging.getLogger("sharedsub.fanout.source")
 
-Offset = dict[str, Any]
+Offset = dict[str, object]
+"""A source offset as :func:`make_offset` builds it (Spark's DataSourceStreamReader takes a ``dict``)."""
 
 
 def make_offset(versions: Mapping[str, int], ids: Mapping[str, str | None] | None = None) -> Offset:
@@ -113,6 +114,7 @@ def make_offset(versions: Mapping[str, int], ids: Mapping[str, str | None] | Non
     return offset
 
 
+# Any: an offset as Spark hands it back or the checkpoint holds it (JSON-decoded), read by key
 def offset_versions(offset: Mapping[str, Any] | None) -> dict[str, int]:
     """``{topic: last version included}`` of an offset dict (empty for None)."""
     if not offset:
@@ -120,7 +122,7 @@ def offset_versions(offset: Mapping[str, Any] | None) -> dict[str, int]:
     return {str(k): int(v) for k, v in offset.get("topics", {}).items()}
 
 
-def offset_ids(offset: Mapping[str, Any] | None) -> dict[str, str]:
+def offset_ids(offset: Mapping[str, Any] | None) -> dict[str, str]:  # Any: as offset_versions
     """``{topic: table id}`` of an offset dict (empty for None and for offsets without ids)."""
     if not offset:
         return {}
@@ -427,6 +429,7 @@ class DriverBatchReader:
         self.offsets_dir = os.path.join(checkpoint, "offsets")
         self._reader = TopicsStreamReader(options)
 
+    # Any: the checkpoint's offsets as json.loads gives them (sharedsub.storage.retention.read_batch_offset)
     def offsets(self, batch_id: int) -> tuple[dict[str, Any], dict[str, Any]]:
         """Start and end offset of micro-batch ``batch_id``.
 
