@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import proton
 from proton import byte, symbol
 
-from connectors.amqp import translate
 from sharedsub.core import addressing
 from sharedsub.core.publish import amqp_message
+from tests import proton_columns as translate  # the pre-issue-13 path, kept as the tests' oracle
 
 ADDRESS = addressing.parse_address("orders")
 

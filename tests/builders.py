@@ -151,12 +151,16 @@ def maintenance_policy(**changes: Any) -> MaintenanceSettings:
 # --------------------------------------------------------------------------- the committer
 
 
-def publish_request(topic: str, msg: proton.Message, token: Token | None, *, key: str = "k", publisher: str = "c1") -> Publish:
+def publish_request(
+    topic: str, msg: proton.Message, token: Token | None, *, key: str = "k", publisher: str = "c1", partition: int = 0
+) -> Publish:
     """The committer request the front end makes of ``msg`` published to ``topic/key`` by the
     connection of container-id ``publisher`` (decoded, its topic row built by the product's
-    functions)."""
+    functions; ``partition`` as a front end writing that partition would set it)."""
     raw = msg.encode()
-    columns = topic_columns(amqp_message.decode(raw), Address(topic, key), publisher=publisher, size=len(raw))
+    columns = topic_columns(
+        amqp_message.decode(raw), Address(topic, key), publisher=publisher, size=len(raw), partition=partition
+    )
     return Publish(topic, columns, raw, token)
 
 

@@ -19,7 +19,6 @@ import proton
 import pytest
 from pyspark.sql import SparkSession
 
-from connectors.amqp.translate import message_columns
 from jobs import delta_jars
 from jobs.fanout import build_fanout_query
 from jobs.fanout_sink import FanoutSink
@@ -38,7 +37,7 @@ from sharedsub.storage.delta.commit_log import latest_version
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests import builders as b
-from tests.builders import maintenance_policy
+from tests.builders import maintenance_policy, publish_request
 from tests.spark.conftest import make_settings, run_available_now, wait_until
 from tests.storage.test_committer import Collector
 
@@ -74,10 +73,7 @@ def _publish(topic: str, n: int, first: int, publisher: str = "shop") -> list[Pu
     for i in range(first, first + n):
         region = "eu" if i % 2 == 0 else "us"
         msg = proton.Message(body=f"order {i}", id=f"order-{i}", subject="order", properties={"region": region, "n": i})
-        raw = msg.encode()
-        cols = message_columns(msg)
-        cols.update(routing_key=f"{region}.new", publisher=publisher, partition=i % 2, size=len(raw))
-        out.append(Publish(topic, cols, raw, token=i))
+        out.append(publish_request(topic, msg, i, key=f"{region}.new", publisher=publisher, partition=i % 2))
     return out
 
 
