@@ -114,7 +114,9 @@ def test_ready_line_and_log_name_both_listeners(secured: ServeProcess) -> None:
     assert secured.url.startswith("amqp://")
     amqp, amqps = _ports(secured)
     assert amqp != amqps
-    assert "anonymous clients refused" in secured.log() and f"amqps://127.0.0.1:{amqps}" in secured.log()
+    # stderr is read on its own thread: a line written before the ready line may still be on its way.
+    secured.wait_log("anonymous clients refused")
+    secured.wait_log(f"amqps://127.0.0.1:{amqps}")
 
 
 @pytest.mark.parametrize("tls", [False, True])
