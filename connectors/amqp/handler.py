@@ -236,11 +236,13 @@ class FrontEnd(Handler):
             if n and flowed.state & Endpoint.LOCAL_ACTIVE and not flowed.state & Endpoint.REMOTE_CLOSED:
                 flowed.flow(n)
 
-    def rows_read(self, key: str, rows: list[Row], posted: float) -> None:
-        """Rows the tailer read from subscription ``key``'s table (posted at ``posted``,
-        ``time.perf_counter()``; through the parts' Inbox): dispatch them."""
+    def rows_read(self, key: str, watch: int, rows: list[Row], posted: float) -> None:
+        """Rows the tailer read from subscription ``key``'s table in its watch ``watch`` (posted
+        at ``posted``, ``time.perf_counter()``; through the parts' Inbox): dispatch them, unless
+        that watch ended meanwhile (sharedsub.runtime.tailer: the next watch reads them again)."""
         self.stages.observe("dispatch_wait", time.perf_counter() - posted)
-        self.dispatcher.offer(key, rows)
+        if self.tailer.current(key, watch):
+            self.dispatcher.offer(key, rows)
 
     # ------------------------------------------------------------------ connections
 

@@ -41,8 +41,8 @@ class ThreadResults(Protocol):
     def committed(self, results: list[Result]) -> None:
         """A group commit's results: settle its publishers, run its requests' continuations."""
 
-    def rows_read(self, key: str, rows: list[Row], posted: float) -> None:
-        """Rows the tailer read for subscription ``key`` (posted at ``time.perf_counter()``)."""
+    def rows_read(self, key: str, watch: int, rows: list[Row], posted: float) -> None:
+        """Rows the tailer read for subscription ``key`` in its watch ``watch`` (posted at ``time.perf_counter()``)."""
 
 
 class _NotConnected:
@@ -51,7 +51,7 @@ class _NotConnected:
     def committed(self, results: list[Result]) -> None:
         raise RuntimeError("Inbox.connect was not called: the committer has no one to report to")
 
-    def rows_read(self, key: str, rows: list[Row], posted: float) -> None:
+    def rows_read(self, key: str, watch: int, rows: list[Row], posted: float) -> None:
         raise RuntimeError("Inbox.connect was not called: the tailer has no one to report to")
 
 
@@ -75,9 +75,9 @@ class Inbox:
         """The committer's results of one group (committer thread)."""
         self._injector.call(functools.partial(self._receiver.committed, results))
 
-    def rows_read(self, key: str, rows: list[Row]) -> None:
-        """Rows the tailer read for ``key`` (tailer thread)."""
-        self._injector.call(functools.partial(self._receiver.rows_read, key, rows, time.perf_counter()))
+    def rows_read(self, key: str, watch: int, rows: list[Row]) -> None:
+        """Rows the tailer read for ``key`` in its watch ``watch`` (tailer thread)."""
+        self._injector.call(functools.partial(self._receiver.rows_read, key, watch, rows, time.perf_counter()))
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

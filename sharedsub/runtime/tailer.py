@@ -4,8 +4,10 @@ For every subscription generation with consumers on this front end it first read
 current snapshot minus the acknowledged rows (its backlog; a slice of files at a time, as the
 consumers take them, so a large backlog is never in memory whole), then probes the Delta log for
 new commits, reads the new rows (references ``(topic, seq)``), resolves each payload from the
-:class:`~sharedsub.runtime.payloads.PayloadCache` or the topic table, and posts ``(key, rows)``
-to the front end. At most ``max_in_flight`` rows per subscription are posted but not yet sent,
+:class:`~sharedsub.runtime.payloads.PayloadCache` or the topic table, and posts ``(key, watch,
+rows)`` to the front end. ``watch`` names the watch that read them (:meth:`Tailer.watch`): rows
+posted before an unwatch may reach the front end after the next watch of the same key began, and
+:meth:`Tailer.current` tells them apart. At most ``max_in_flight`` rows per subscription are posted but not yet sent,
 so a slow consumer bounds memory. While idle it keeps the table snapshots of durable
 subscriptions without consumers here (and their topics' payload indexes) up to date
 (:meth:`Tailer.keep_warm`), so a consumer that attaches to a large backlog is not kept waiting
@@ -22,12 +24,20 @@ seqs a feed is given are owned and written by the dispatcher on the front end's 
 thread only reads them, as a hint that spares resolving payloads of rows already settled. The
 dispatcher filters every offered row against the same state again, so a read that races a
 write can only post a row that is then dropped, never lose one.
+
+Why stale rows must be told apart: a new watch reads the backlog from its first seq, and the
+dispatch rules take rows in seq order (sharedsub.core.delivery.dispatch, "Memory": the
+acknowledged floor rises to below the lowest row that may be open, counting every row above the
+highest one offered as not read yet). Rows of the previous watch arriving first would be offered
+ahead of lower open rows of the new backlog, and a floor raised past those would drop them when
+they come: open rows never delivered.
 """
 
 from __future__ import annotations
 
 import collections
 import dataclasses
+import itertools
 import logging
 import threading
 import time
@@ -92,6 +102,7 @@ _NEW_ROW_COLUMNS = [*_ROW_COLUMNS, "routed_at"]
 @dataclasses.dataclass(slots=True)
 class _Feed:
     key: str
+    watch: int  # which watch of ``key`` this is (Tailer.current)
     table: str
     topic: str
     acked: Container[int]  # the dispatcher's acknowledged seqs: read here, written there
@@ -132,7 +143,7 @@ class Tailer:
         self,
         root: str,
         cache: PayloadCache,
-        post: Callable[[str, list[Row]], None],
+        post: Callable[[str, int, list[Row]], None],
         *,
         poll_interval: float = 0.005,
         max_in_flight: int = 2000,
@@ -156,6 +167,7 @@ class Tailer:
         self._max_in_flight = max_in_flight
         self._feeds: dict[str, _Feed] = {}
         self._lock = threading.Lock()
+        self._watches = itertools.count(1)
         self._stop = threading.Event()
         self._wake = threading.Event()
         self._indexes: dict[str, TopicIndex] = {}
@@ -185,7 +197,7 @@ class Tailer:
         with self._lock:
             if key not in self._feeds:
                 ack_table = layout.join(self.root, ack_table_rel) if ack_table_rel else None
-                self._feeds[key] = _Feed(key, layout.join(self.root, table_rel), topic, acked, ack_table)
+                self._feeds[key] = _Feed(key, next(self._watches), layout.join(self.root, table_rel), topic, acked, ack_table)
         self._wake.set()
 
     def keep_warm(self, tables: Callable[[], list[tuple[str, str]]]) -> None:
@@ -196,6 +208,14 @@ class Tailer:
         (a log replay of a table 292 versions long took 18 ms, its topic's index 24 ms). At most
         :data:`WARM_MAX_TABLES` tables; tables tailed for a consumer are fresh anyway."""
         self._warm_tables = tables
+
+    def current(self, key: str, watch: int) -> bool:
+        """True when rows posted as ``(key, watch)`` come from the watch of ``key`` still going
+        (any thread; the front end's thread asks, where watch and unwatch happen too, so the
+        answer holds while it offers them). Rows of an ended watch are dropped: the next watch
+        reads them again (module docstring)."""
+        feed = self._feeds.get(key)
+        return feed is not None and feed.watch == watch
 
     def unwatch(self, key: str) -> None:
         """Stop tailing a subscription."""
@@ -316,8 +336,13 @@ class Tailer:
     def _load_backlog(self, feed: _Feed) -> None:
         """Take the table's current snapshot as the backlog: its file list (with each file's seq
         range from the log's statistics) and the ack log's state; the rows are read slice by
-        slice (:meth:`_read_backlog`), so a large backlog is never in memory whole."""
+        slice (:meth:`_read_backlog`), so a large backlog is never in memory whole.
+
+        Until it succeeds the feed counts as not loaded (``next_version`` -1), so a load that
+        raises (an unreadable ack log or table, maybe for a moment) is tried again on the next
+        poll: neither a rewind nor the rest of a backlog is given up for new commits."""
         feed.clear_backlog()
+        feed.next_version = -1
         if feed.ack_table is not None:  # (read_table answers None for an ack log not written yet)
             state = ack_state_of(read_table(feed.ack_table, ["seq", "outcome"]))
             feed.backlog_settled = state.settled  # filtered here only: the dispatcher alone changes feed.acked
@@ -425,7 +450,7 @@ class Tailer:
             ]
             if rows:
                 feed.in_flight += len(rows)
-                self._post(feed.key, rows)
+                self._post(feed.key, feed.watch, rows)
                 posted = True
         return posted
 
