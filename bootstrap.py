@@ -9,7 +9,9 @@ Setup is idempotent and only does what is missing: a virtual environment in .ven
 pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` is not on PATH
 (PySpark needs one). Needs nothing but Python 3.11. ``test`` also sets up the client tiers: a
 JDK and Maven (the Qpid JMS tier, tests/jms, whose Maven dependencies are fetched once) and
-Node.js with npm (the rhea tier, tests/rhea, ``npm ci``), through apt-get when missing.
+Node.js with npm (the rhea tier, tests/rhea, ``npm ci``), through apt-get when missing, and a
+real S3 server for the object-storage tests (versitygw, built once with Go into
+~/.cache/sharedsub/gobin).
 
 Setup also fetches the Delta Lake Spark connector's jars (jobs/delta_jars.py) into
 .jars/ with Maven (installed through apt-get when missing) unless they are there, so Spark reads
@@ -113,6 +115,30 @@ def ensure_rhea_tier() -> None:
     say("installing the rhea tier's npm packages (npm ci)")
     run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(tier)])
     stamp.write_text(digest)
+
+
+# The test S3 server (tests/s3_server.py): versitygw, a real S3 implementation (Apache-2.0),
+# built once from the Go module proxy into a cache outside the repository.
+S3_SERVER_MODULE = "github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+S3_SERVER_DIR = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "sharedsub" / "gobin"
+
+
+def ensure_s3_server() -> Path:
+    """The versitygw binary for the object-storage tests; built with ``go install`` when missing
+    (Go through apt-get when missing). Returns its path (the suite finds it in SHAREDSUB_S3_SERVER)."""
+    binary = S3_SERVER_DIR / "versitygw"
+    if binary.is_file():
+        return binary
+    if not shutil.which("go"):
+        say("installing golang-go with apt-get (builds the test S3 server)")
+        apt_install("golang-go")
+    say(f"building the test S3 server {S3_SERVER_MODULE} into {S3_SERVER_DIR} (first time only: 5-10 minutes)")
+    S3_SERVER_DIR.mkdir(parents=True, exist_ok=True)
+    # One package at a time: a 2-core machine building in parallel runs out of neither, but
+    # everything else on it stalls.
+    run(["go", "install", "-p=1", S3_SERVER_MODULE], env=dict(os.environ, GOBIN=str(S3_SERVER_DIR)))
+    say(f"test S3 server ready: {binary}")
+    return binary
 
 
 def _load_delta_connector():  # jobs/delta_jars.py: standard library only, no pyspark
@@ -231,10 +257,11 @@ def main(argv: list[str]) -> int:
         return check(rest)
     setup()
     ensure_delta_connector(required=command != "serve")
+    env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
     if command == "test":
         ensure_jms_tier()
         ensure_rhea_tier()
-    env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
+        env["SHAREDSUB_S3_SERVER"] = str(ensure_s3_server())
     if command == "setup":
         return 0
     if command == "serve":

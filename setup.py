@@ -9,6 +9,9 @@ RUNTIME = [
     "delta-spark==4.4.1",
     "python-qpid-proton==0.40.0",
     "pyarrow==26.0.1",
+    # The object-store client (Rust object_store, as delta-rs uses) for data dirs on S3:
+    # sharedsub.storage.objects.s3_store.
+    "obstore==0.12.1",
     # For the notebooks (data teams read backlogs as DataFrames) and PySpark's pandas-based APIs;
     # 2.x because PySpark 4.2 warns that it does not fully support pandas 3.
     "pandas==2.3.3",

@@ -1,0 +1,140 @@
+"""A real S3 server for the tests: versitygw (Apache-2.0) over a local directory, on 127.0.0.1.
+
+``python3 bootstrap.py test`` builds it once from the Go module proxy into a cache outside the
+repository (bootstrap.ensure_s3_server) and names the binary in ``SHAREDSUB_S3_SERVER``. It is a
+real implementation of the S3 API (SigV4, ``If-None-Match: *`` and ``If-Match`` on PutObject,
+412 otherwise), not a mock: what passes here passes against the protocol.
+
+One server serves a whole pytest session (tests/conftest.py: ``s3_server``); each test takes a
+bucket of its own (:meth:`S3Server.bucket`). Faults: :meth:`S3Server.kill` (SIGKILL),
+:meth:`S3Server.stop_for` (SIGSTOP, then SIGCONT), :meth:`S3Server.start` again on the same
+port and directory (the objects survive, as a restarted S3 endpoint's do).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ENV = "SHAREDSUB_S3_SERVER"
+DEFAULT_BINARY = Path.home() / ".cache" / "sharedsub" / "gobin" / "versitygw"
+ACCESS_KEY = "sharedsub-test"
+SECRET_KEY = "sharedsub-test-secret"  # a test server's key: bound to 127.0.0.1 and a temp dir
+REGION = "us-east-1"
+
+
+def binary() -> Path:
+    """The versitygw binary (``SHAREDSUB_S3_SERVER``, else the bootstrap cache).
+
+    Raises:
+        FileNotFoundError: not built; the message says how to build it.
+    """
+    path = Path(os.environ.get(ENV) or DEFAULT_BINARY)
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"the test S3 server (versitygw) is not at {path}: `python3 bootstrap.py test` builds it "
+            f"(once, from the Go module proxy), or name a binary in {ENV}"
+        )
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class S3Server:
+    """One versitygw process serving the directory ``root`` (a bucket is a sub-directory)."""
+
+    def __init__(self, root: Path, log: Path) -> None:
+        self.root = root
+        self.log_path = log
+        self.port = _free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def env(self) -> dict[str, str]:
+        """The standard AWS variables that point a client (obstore, delta-rs, the service) here."""
+        return {
+            "AWS_ENDPOINT_URL": self.endpoint,
+            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+            "AWS_REGION": REGION,
+            "AWS_ALLOW_HTTP": "true",
+            "AWS_S3_ADDRESSING_STYLE": "path",
+        }
+
+    def start(self, timeout: float = 30.0) -> S3Server:
+        """Start (or start again, on the same port and directory) and wait until it answers."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            str(binary()), "--port", f"127.0.0.1:{self.port}", "--access", ACCESS_KEY, "--secret", SECRET_KEY,
+            "--region", REGION, "--quiet", "posix", str(self.root),
+        ]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"versitygw exited with {self.proc.returncode}:\n{self.log()[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return self
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"versitygw did not listen on {self.port} within {timeout:.0f} s") from None
+                time.sleep(0.05)
+
+    def bucket(self, name: str | None = None) -> str:
+        """A new empty bucket (a directory of the root); returns its name."""
+        name = name or f"b-{uuid.uuid4().hex[:12]}"
+        (self.root / name).mkdir()
+        return name
+
+    def url(self, prefix: str = "data") -> str:
+        """``s3://<new bucket>/<prefix>``: a data dir of its own for one test."""
+        return f"s3://{self.bucket()}/{prefix}"
+
+    def kill(self) -> None:
+        """SIGKILL the server (a crashed S3 endpoint); :meth:`start` brings it back."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    @contextmanager
+    def stopped(self) -> Iterator[None]:
+        """SIGSTOP the server for the block (a hung S3 endpoint), SIGCONT after."""
+        assert self.proc is not None
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            os.kill(self.proc.pid, signal.SIGCONT)
+
+    def stop(self) -> None:
+        """Stop for good (SIGTERM, then SIGKILL)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def log(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
