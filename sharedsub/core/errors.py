@@ -202,12 +202,14 @@ class TopicInUse(SharedSubError):
 
 
 class DataDirInUse(SharedSubError):
-    """A second ``serve``/``frontend`` on a data dir another process owns."""
+    """A second ``serve``/``frontend`` on a data dir another process owns (its ``flock`` on a local
+    dir, its lease on object storage: sharedsub.core.ownership.lease)."""
 
     condition = AmqpCondition.RESOURCE_LOCKED
 
-    def __init__(self, data_dir: str, pid: int | None, address: str | None) -> None:
+    def __init__(self, data_dir: str, pid: int | None, address: str | None, *, host: str | None = None) -> None:
         owner = f"process {pid}" if pid else "another process"
+        owner += f" on {host}" if host else ""
         where = f" serving {address}" if address else ""
         super().__init__(
             f"data dir {data_dir} is in use by {owner}{where}; one service per data dir "

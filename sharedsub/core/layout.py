@@ -33,6 +33,8 @@ FANOUT_STATS = "_checkpoints/fanout-stats.json"
 FANOUT_PENDING = "_fanout/pending"
 SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
+# The lease object of the front end that owns a data dir on object storage (sharedsub.core.ownership.lease).
+OWNER_LEASE = "_cluster/owner"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.

@@ -23,6 +23,10 @@ listed above it):
   ``compact``, ``vacuum``, ``checkpoint_and_clean_log``.
 - ``table_history``: a table's retained history: ``history``, ``read_since``, ``append_restored``.
 
+``storage.objects``: the object-store interface (get, head, list, put, put-if-absent,
+put-if-match, delete) for every byte outside Delta's own API: ``store`` (the contract and its
+errors), ``local_store`` (a directory), ``s3_store`` (an S3 bucket through obstore); ``open_store``.
+
 ``storage.commits``: the group committer's write seam:
 
 - ``commit_store``: the narrow interface the committer writes through (``CommitStore``,
@@ -45,6 +49,7 @@ The domain's tables and files, on top of those:
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
 - ``parked_rows``: the fan-out's routed rows that could not be committed yet, on disk.
 - ``ack_log_lock``: replays and maintenance's acknowledged-row deletes of one generation, one at a time.
+- ``lease_objects``: the owner lease object on the data dir's store (read, create, replace).
 - ``owner_only``: owner-only files: the data dir's mode, the process umask.
 - ``diskspace``: whether a local data dir takes writes, and its free space.
 

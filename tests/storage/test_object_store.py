@@ -35,12 +35,13 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
 
 def test_put_get_head_round_trip(store: ObjectStore) -> None:
     meta = store.put("a/b/x.json", b"hello")
-    assert store.get("a/b/x.json") == b"hello"
+    got = store.get("a/b/x.json")
+    assert got.data == b"hello" and got.meta.etag == meta.etag and got.meta.size == 5
     head = store.head("a/b/x.json")
     assert (head.key, head.size, head.etag) == ("a/b/x.json", 5, meta.etag)
     assert head.etag and head.modified_ms > 0
     replaced = store.put("a/b/x.json", b"hello again")
-    assert store.get("a/b/x.json") == b"hello again" and replaced.etag != meta.etag
+    assert store.get("a/b/x.json").data == b"hello again" and replaced.etag != meta.etag
 
 
 def test_a_missing_object_is_object_not_found_also_a_file_not_found(store: ObjectStore) -> None:
@@ -71,16 +72,16 @@ def test_put_if_absent_creates_once(store: ObjectStore) -> None:
     first = store.put_if_absent("lease", b"one")
     with pytest.raises(AlreadyExists):
         store.put_if_absent("lease", b"two")
-    assert store.get("lease") == b"one" and store.head("lease").etag == first.etag
+    assert store.get("lease").data == b"one" and store.head("lease").etag == first.etag
 
 
 def test_put_if_match_replaces_only_the_version_it_names(store: ObjectStore) -> None:
     v1 = store.put_if_absent("lease", b"epoch 1")
     v2 = store.put_if_match("lease", b"epoch 2", v1.etag)
-    assert store.get("lease") == b"epoch 2" and v2.etag != v1.etag
+    assert store.get("lease").data == b"epoch 2" and v2.etag != v1.etag
     with pytest.raises(PreconditionFailed):
         store.put_if_match("lease", b"stale writer", v1.etag)
-    assert store.get("lease") == b"epoch 2"
+    assert store.get("lease").data == b"epoch 2"
     store.delete("lease")
     with pytest.raises(PreconditionFailed):
         store.put_if_match("lease", b"after delete", v2.etag)
@@ -118,14 +119,14 @@ def _race(n: int, attempt: Callable[[int], ObjectMeta]) -> tuple[list[int], list
 def test_racing_creators_one_wins(store: ObjectStore) -> None:
     won, refused = _race(8, lambda i: store.put_if_absent("raced", f"writer {i}".encode()))
     assert len(won) == 1 and len(refused) == 7 and all(isinstance(e, AlreadyExists) for e in refused)
-    assert store.get("raced") == f"writer {won[0]}".encode()
+    assert store.get("raced").data == f"writer {won[0]}".encode()
 
 
 def test_racing_updaters_of_one_version_one_wins(store: ObjectStore) -> None:
     base = store.put("raced", b"base")
     won, refused = _race(8, lambda i: store.put_if_match("raced", f"writer {i}".encode(), base.etag))
     assert len(won) == 1 and len(refused) == 7
-    assert store.get("raced") == f"writer {won[0]}".encode()
+    assert store.get("raced").data == f"writer {won[0]}".encode()
 
 
 def test_open_store_picks_by_location(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
-from sharedsub.storage.objects.store import AlreadyExists, ObjectMeta, ObjectNotFound, PreconditionFailed
+from sharedsub.storage.objects.store import AlreadyExists, ObjectMeta, ObjectNotFound, PreconditionFailed, StoredObject
 
 HASHED_UP_TO = 4 << 20  # bytes: files up to this size are tagged by their MD5
 _TEMP = ".sharedsub-tmp-"
@@ -59,13 +59,16 @@ class LocalStore:
 
     # ------------------------------------------------------------------ reads
 
-    def get(self, key: str) -> bytes:
-        """ObjectStore.get: The whole object. Raises ObjectNotFound."""
+    def get(self, key: str) -> StoredObject:
+        """ObjectStore.get: The whole object and its meta. Raises ObjectNotFound."""
+        path = self.path(key)
         try:
-            with open(self.path(key), "rb") as fh:
-                return fh.read()
+            with open(path, "rb") as fh:
+                data = fh.read()
+                st = os.fstat(fh.fileno())
         except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
             raise ObjectNotFound(key) from None
+        return StoredObject(data, self._meta(key, path, st, data))
 
     def head(self, key: str) -> ObjectMeta:
         """ObjectStore.head: Its size, tag and time, without the body. Raises ObjectNotFound."""

@@ -30,7 +30,14 @@ from obstore.store import S3Store as _ObstoreS3
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
 
-from sharedsub.storage.objects.store import AlreadyExists, ObjectMeta, ObjectNotFound, PreconditionFailed, StoreFailure
+from sharedsub.storage.objects.store import (
+    AlreadyExists,
+    ObjectMeta,
+    ObjectNotFound,
+    PreconditionFailed,
+    StoredObject,
+    StoreFailure,
+)
 
 RETRY_TIMEOUT = dt.timedelta(seconds=10)  # a request's retries end after this; then StoreFailure
 CONNECT_TIMEOUT = dt.timedelta(seconds=5)
@@ -43,7 +50,7 @@ _RENAMED = {"endpoint_url": "endpoint", "endpoint_url_s3": "aws_endpoint_url_s3"
 _TRUE = {"true", "1", "yes", "on"}
 
 
-def client_settings(options: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:
+def client_settings(options: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, Any]]:  # Any: obstore's configs
     """``[storage] options`` as (S3 configuration, HTTP client options) for obstore. Keys may be
     spelled as delta-rs takes them (``AWS_ENDPOINT_URL``, ``AWS_ALLOW_HTTP``) or as object_store
     names them (``endpoint``, ``allow_http``). ``AWS_S3_ADDRESSING_STYLE=path|virtual`` becomes
@@ -136,10 +143,11 @@ class S3Store:
 
     # ------------------------------------------------------------------ reads
 
-    def get(self, key: str) -> bytes:
-        """ObjectStore.get: The whole object. Raises ObjectNotFound."""
+    def get(self, key: str) -> StoredObject:
+        """ObjectStore.get: The whole object and its meta. Raises ObjectNotFound."""
         try:
-            return bytes(obstore.get(self._store, self._path(key)).bytes())
+            got = obstore.get(self._store, self._path(key))
+            return StoredObject(bytes(got.bytes()), _meta(key, got.meta))
         except FileNotFoundError as exc:
             raise self._missing(exc, key, "GET") from None
         except obx.BaseError as exc:

@@ -9,7 +9,8 @@ object storage offers (GET, HEAD, LIST, PUT, PUT with ``If-None-Match: *``, PUT 
 =====================  ============================================================================
 operation              contract
 =====================  ============================================================================
-``get(key)``           the whole object; :class:`ObjectNotFound` when there is none
+``get(key)``           the whole object and its meta (one request: the tag is the body's);
+                       :class:`ObjectNotFound` when there is none
 ``head(key)``          its :class:`ObjectMeta` (size, entity tag, time), no body; ObjectNotFound
 ``list(prefix)``       every object whose key starts with ``prefix`` (a directory prefix ends in
                        ``/``), in key order; nothing (not an error) when there is none
@@ -48,6 +49,14 @@ class ObjectMeta:
     size: int
     etag: str  # opaque; changes with every write
     modified_ms: int  # last write, ms since the epoch (the store's clock)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StoredObject:
+    """What GET gives: the body and the meta of that very body."""
+
+    data: bytes
+    meta: ObjectMeta
 
 
 class ObjectNotFound(FileNotFoundError):
@@ -91,8 +100,8 @@ class ObjectStore(Protocol):
         """The location the keys are under, as the user named it (never with credentials)."""
         ...
 
-    def get(self, key: str) -> bytes:
-        """The whole object. Raises ObjectNotFound."""
+    def get(self, key: str) -> StoredObject:
+        """The whole object and its meta. Raises ObjectNotFound."""
         ...
 
     def head(self, key: str) -> ObjectMeta:

@@ -1,0 +1,1 @@
+"""Who owns what on shared storage: leases and their decision tables (pure)."""

@@ -1,0 +1,198 @@
+"""Taking and holding the owner lease of a data dir on object storage (the rules are
+sharedsub.core.ownership.lease's; the requests sharedsub.storage.lease_objects's).
+
+:func:`take_lease` runs at start, before anything is written: it creates the lease, takes over
+one that is released, left by a dead process of this host, or not renewed for its TTL, and
+refuses (DataDirInUse, naming the holder's address) one that its holder renews. Watching a lease
+takes at most its TTL; a line says so when it starts.
+
+:class:`LeaseHolder` renews it on its own thread every ``renew_s`` and calls ``on_lost(reason)``
+once when it is lost (taken over, or not renewable for ``ttl_s - renew_s``): the service then
+stops (fail-stop). :meth:`LeaseHolder.release` marks it released on a clean stop, so the next
+front end takes it at once with the next epoch.
+
+A renewal whose answer was lost may have landed: a refused renewal reads the lease back, and
+one that still names this holder (with the renewal count it wrote) is kept, with its tag.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from collections.abc import Callable
+
+from sharedsub.core.errors import DataDirInUse
+from sharedsub.core.ownership.lease import (
+    Create,
+    LeaseRecord,
+    Lost,
+    Refuse,
+    RenewalResult,
+    Seen,
+    TakeOver,
+    Watch,
+    decide_renewal,
+    decide_take,
+)
+from sharedsub.storage.lease_objects import create_lease, read_lease, replace_lease
+from sharedsub.storage.objects.store import ObjectStore, PreconditionFailed, StoreFailure
+
+log = logging.getLogger(__name__)
+
+
+def take_lease(
+    store: ObjectStore,
+    key: str,
+    me: LeaseRecord,
+    *,
+    pid_alive: Callable[[int], bool],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[LeaseRecord, str, float]:
+    """Take the lease at ``key`` for ``me`` (its epoch is decided here): (the record written,
+    its tag, ``clock()`` when the winning request was sent).
+
+    Raises:
+        DataDirInUse: a live front end holds it.
+        StoreFailure: the store did not answer.
+    """
+    first_tag: str | None = None
+    first_at = 0.0
+    told = False
+    while True:
+        found = read_lease(store, key)
+        seen: Seen | None = None
+        if found is not None:
+            record, etag = found
+            if first_tag is None:
+                first_tag, first_at = etag, clock()
+            alive = pid_alive(record.pid) if record.host == me.host else None
+            seen = Seen(record, etag, clock() - first_at, etag != first_tag, alive)
+        decision = decide_take(seen)
+        match decision:
+            case Create(epoch=epoch):
+                mine = dataclasses.replace(me, epoch=epoch, renewals=0, released=False)
+                sent = clock()
+                try:
+                    return mine, create_lease(store, key, mine), sent
+                except PreconditionFailed:
+                    first_tag = None  # someone created it first: watch theirs
+            case TakeOver(epoch=epoch, etag=etag, reason=reason):
+                mine = dataclasses.replace(me, epoch=epoch, renewals=0, released=False)
+                sent = clock()
+                try:
+                    new_tag = replace_lease(store, key, mine, etag)
+                except PreconditionFailed:
+                    first_tag = None  # someone else took it first: watch theirs
+                    continue
+                log.info("took the lease %s over (epoch %d): %s", key, epoch, reason)
+                return mine, new_tag, sent
+            case Refuse(holder=holder):
+                raise DataDirInUse(store.root, holder.pid, holder.amqp, host=holder.host)
+            case Watch(wait_s=wait):
+                if not told and seen is not None:
+                    log.warning(
+                        "data dir %s is leased by %s (pid %d on %s): watching it for up to %.0f s "
+                        "to see whether it is renewed",
+                        store.root, seen.record.amqp or "a front end", seen.record.pid, seen.record.host,
+                        seen.record.ttl_s,
+                    )
+                    told = True
+                sleep(wait)
+
+
+class LeaseHolder:
+    """Renews a lease taken by :func:`take_lease` on its own thread (module docstring)."""
+
+    def __init__(
+        self,
+        store: ObjectStore,
+        key: str,
+        taken: tuple[LeaseRecord, str, float],
+        on_lost: Callable[[str], None],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._store, self._key = store, key
+        self._record, self._etag, self._sent = taken
+        self._on_lost = on_lost
+        self._clock = clock
+        self._stop = threading.Event()
+        self._lost: str | None = None
+        self._thread = threading.Thread(target=self._run, name="sharedsub-lease", daemon=True)
+
+    @property
+    def epoch(self) -> int:
+        """The epoch this holder's writes carry."""
+        return self._record.epoch
+
+    @property
+    def lost(self) -> str | None:
+        """Why the lease was lost, or None while it is held."""
+        return self._lost
+
+    def start(self) -> LeaseHolder:
+        """Start renewing."""
+        self._thread.start()
+        return self
+
+    def renew_once(self) -> None:
+        """One renewal and its decision (the thread's step; tests call it directly)."""
+        if self._lost is not None:
+            return
+        rec = self._record
+        nxt = dataclasses.replace(rec, renewals=rec.renewals + 1)
+        sent = self._clock()
+        result: RenewalResult
+        try:
+            self._etag = replace_lease(self._store, self._key, nxt, self._etag)
+            self._record, self._sent, result = nxt, sent, "renewed"
+        except PreconditionFailed:
+            result = self._read_back(nxt, sent)
+        except StoreFailure as exc:
+            log.warning("renewing the lease %s failed: %s", self._key, exc)
+            result = "unanswered"
+        decision = decide_renewal(
+            result, since_renewed_s=self._clock() - self._sent, ttl_s=rec.ttl_s, renew_s=rec.renew_s
+        )
+        if isinstance(decision, Lost):
+            self._lost = decision.reason
+            self._stop.set()
+            log.error("lost the lease %s (epoch %d): %s; stopping", self._key, rec.epoch, decision.reason)
+            self._on_lost(decision.reason)
+
+    def _read_back(self, written: LeaseRecord, sent: float) -> RenewalResult:
+        """A refused renewal: "renewed" when the lease still names this holder with a renewal
+        count it wrote (an earlier answer was lost); else "refused" (or "unanswered")."""
+        try:
+            found = read_lease(self._store, self._key)
+        except (StoreFailure, ValueError):
+            return "unanswered"
+        if found is None:
+            return "refused"
+        record, etag = found
+        if record.holder == written.holder and record.epoch == written.epoch and not record.released:
+            self._record, self._etag = record, etag
+            if record.renewals == written.renewals:
+                self._sent = sent
+            return "renewed"
+        return "refused"
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._record.renew_s):
+            self.renew_once()
+
+    def release(self) -> None:
+        """Stop renewing and mark the lease released (a clean stop); a failure is logged: the
+        next front end then waits out the TTL instead."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join()
+        if self._lost is not None:
+            return
+        try:
+            replace_lease(self._store, self._key, dataclasses.replace(self._record, released=True), self._etag)
+        except (PreconditionFailed, StoreFailure) as exc:
+            log.warning("could not release the lease %s: %s", self._key, exc)
