@@ -84,6 +84,7 @@ from sharedsub.core.config import Settings, load_settings
 from sharedsub.core.errors import SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.logformat import configure_logging
+from sharedsub.storage.objects.locations import register
 
 READY_LINE = "sharedsub fanout running"
 
@@ -223,6 +224,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobs.fanout: {exc.description}", file=sys.stderr)
         return 2
     configure_logging(settings.log.level, settings.log.format)  # [log] / SHAREDSUB_LOG_* (serve passes its flags so)
+    register(settings.storage.data_dir, settings.storage.options)  # the tables' [storage] options
 
     stop = threading.Event()
 

@@ -150,7 +150,12 @@ def _settings(args: argparse.Namespace) -> Settings:
         "log.level": getattr(args, "log_level", None),
         "log.format": getattr(args, "log_format", None),
     }
-    return load_settings(args.config, os.environ, overrides)
+    settings = load_settings(args.config, os.environ, overrides)
+    # Every table under the data dir is reached with its [storage] options from here on.
+    from sharedsub.storage.objects.locations import register
+
+    register(settings.storage.data_dir, settings.storage.options)
+    return settings
 
 
 def cmd_topics(args: argparse.Namespace) -> int:

@@ -58,6 +58,9 @@ class StorageSettings:
     # before publishes waiting on it are refused (sharedsub.core.publish.write_faults); 0 = refuse at once.
     full_disk_timeout: float
     append_process: bool  # commit the front end's appends in a child process (sharedsub.storage.commits.append_process)
+    # Settings of object storage for a data dir s3://... (endpoint, credentials, ...), as delta-rs
+    # takes storage options; the AWS variables are read as well. Never logged or shown.
+    options: dict[str, str] = dataclasses.field(repr=False)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -206,8 +209,10 @@ _SECTIONS: dict[str, type] = {
 # ``value`` is what tomllib (its documents are dict[str, Any]), the environment or a flag gave; int() and
 # float() are the check (their TypeError or ValueError is the ConfigError), so no narrower type fits.
 # Any: tomllib's untyped values, tried with int() / float()
-def _coerce(key: str, value: Any, kind: type | str) -> bool | int | float | str:
+def _coerce(key: str, value: Any, kind: type | str) -> bool | int | float | str | dict[str, str]:
     kind_name = kind if isinstance(kind, str) else kind.__name__
+    if kind_name == "dict[str, str]":
+        return _string_table(key, value)
     try:
         if kind_name == "bool":
             if isinstance(value, bool):
@@ -232,6 +237,18 @@ def _coerce(key: str, value: Any, kind: type | str) -> bool | int | float | str:
     except (TypeError, ValueError):
         msg = f"expected {kind_name}, got {value!r}"
         raise ConfigError(key, msg) from None
+
+
+def _string_table(key: str, value: object) -> dict[str, str]:
+    """A TOML table of strings, or (from an environment variable or a flag) ``k=v,k=v``."""
+    if isinstance(value, str):
+        pairs = [p for p in (part.strip() for part in value.split(",")) if p]
+        if any("=" not in p for p in pairs):
+            raise ConfigError(key, "expected key=value pairs separated by commas")
+        return {k.strip(): v.strip() for k, _, v in (p.partition("=") for p in pairs)}
+    if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
+    raise ConfigError(key, "expected a table of strings")
 
 
 def _check(settings: Settings) -> None:

@@ -6,14 +6,15 @@ import dataclasses
 import os
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import log_snapshot
-from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, os_path, table_exists
+from sharedsub.storage.delta.table_reads import read_files
+from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, table_exists
+from sharedsub.storage.objects.locations import locate, storage_options
 from sharedsub.storage.owner_only import ensure_data_dir
 
 
@@ -22,10 +23,15 @@ def create_topic(root: str, name: str) -> str:
     path = layout.topic_table(root, name)
     if table_exists(path):
         raise TopicExists(name)
-    ensure_data_dir(root)  # 0700 when this creates it
-    os.makedirs(os_path(path), exist_ok=True)
+    local = layout.local_path(path)
+    if local is not None:
+        ensure_data_dir(root)  # 0700 when this creates it
+        os.makedirs(local, exist_ok=True)
     try:
-        DeltaTable.create(path, schemas.TOPIC, mode="error", name=name, configuration=DEFAULT_TABLE_CONFIG)
+        DeltaTable.create(
+            path, schemas.TOPIC, mode="error", name=name, configuration=DEFAULT_TABLE_CONFIG,
+            storage_options=storage_options(path),
+        )
     except Exception as exc:  # delta-rs reports an existing table with a generic error
         if table_exists(path):
             raise TopicExists(name) from exc
@@ -35,7 +41,16 @@ def create_topic(root: str, name: str) -> str:
 
 def list_topics(root: str) -> list[str]:
     """Names of every topic under ``root``, sorted."""
-    base = os_path(layout.join(root, layout.TOPICS_DIR))
+    topics = layout.join(root, layout.TOPICS_DIR)
+    base = layout.local_path(topics)
+    if base is None:  # one LIST of every topic's log files (a directory listing does not exist there)
+        store, key = locate(topics)
+        names = set()
+        for meta in store.list(f"{key}/"):
+            name, _, rest = meta.key[len(key) + 1 :].partition("/")
+            if rest.startswith("_delta_log/") and rest.endswith((".json", ".parquet")):
+                names.add(name)
+        return sorted(names)
     if not os.path.isdir(base):
         return []
     return sorted(n for n in os.listdir(base) if table_exists(os.path.join(base, n)))
@@ -48,7 +63,7 @@ def topic_exists(root: str, name: str) -> bool:
 
 def last_seq(path: str) -> int:
     """Highest ``seq`` stored in a topic table, or -1 when it is empty."""
-    table = DeltaTable(path)
+    table = delta_table(path)
     actions = pa.table(table.get_add_actions(flatten=True))
     if actions.num_rows == 0:
         return -1
@@ -58,10 +73,9 @@ def last_seq(path: str) -> int:
             highest = max(highest, int(value))
     if highest < 0 and actions.num_rows:
         # No stats: fall back to reading the seq column.
-        for uri in table.file_uris():
-            col = pq.read_table(uri, columns=["seq"]).column("seq")
-            if len(col):
-                highest = max(highest, int(pa.compute.max(col).as_py()))
+        data = read_files(table.file_uris(), ["seq"])
+        if data is not None and data.num_rows:
+            highest = int(pa.compute.max(data.column("seq")).as_py())
     return highest
 
 

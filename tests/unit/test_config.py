@@ -168,3 +168,19 @@ def test_security_refusals(doc: dict[str, dict[str, object]], key: str) -> None:
 def test_fanout_source_defaults_to_delta_rs_and_takes_delta() -> None:
     assert load_settings(None, {}, {}).fanout.source == "deltars"
     assert load_settings(None, {"SHAREDSUB_FANOUT_SOURCE": "delta"}, {}).fanout.source == "delta"
+
+
+def test_storage_options_from_a_table_or_the_environment_and_never_shown(tmp_path: Path) -> None:
+    path = tmp_path / "s3.toml"
+    path.write_text('[storage]\ndata_dir = "s3://lake/ss"\noptions = { AWS_REGION = "eu-west-1", AWS_ALLOW_HTTP = true }\n')
+    s = load_settings(path, environ={})
+    assert s.storage.options == {"AWS_REGION": "eu-west-1", "AWS_ALLOW_HTTP": "true"}
+    env = load_settings(environ={"SHAREDSUB_STORAGE_OPTIONS": "AWS_SECRET_ACCESS_KEY=s3cr3t, AWS_REGION=x"})
+    assert env.storage.options == {"AWS_SECRET_ACCESS_KEY": "s3cr3t", "AWS_REGION": "x"}
+    assert "s3cr3t" not in repr(env) and "s3cr3t" not in str(env.storage)
+    assert defaults().storage.options == {}
+    with pytest.raises(ConfigError, match="'storage.options': expected key=value pairs"):
+        load_settings(environ={"SHAREDSUB_STORAGE_OPTIONS": "AWS_REGION"})
+    path.write_text("[storage]\noptions = 3\n")
+    with pytest.raises(ConfigError, match="'storage.options': expected a table of strings"):
+        load_settings(path, environ={})

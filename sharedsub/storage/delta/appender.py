@@ -13,8 +13,9 @@ from sharedsub.core.layout import local_path
 from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_log_entry
 from sharedsub.storage.delta.log_snapshot import file_stamp
-from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, log_file, table_exists
+from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
+from sharedsub.storage.objects.locations import storage_options
 
 # commitInfo key of the id DeltaAppender gives each commit (finds a commit that landed although
 # the append raised).
@@ -130,7 +131,7 @@ class DeltaAppender:
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
             self._commits = 0
-            self._table = DeltaTable(self.path) if table_exists(self.path) else None
+            self._table = delta_table(self.path) if table_exists(self.path) else None
         return self._table
 
     def append(
@@ -212,6 +213,7 @@ class DeltaAppender:
                         mode="append",
                         commit_properties=props,
                         configuration=DEFAULT_TABLE_CONFIG if table is None else None,
+                        storage_options=storage_options(self.path) if table is None else None,
                         schema_mode="merge" if self._evolve and table is not None else None,
                     )
                     break
@@ -230,7 +232,7 @@ class DeltaAppender:
             return landed
         self._commits += 1
         if table is None:
-            self._table = table = DeltaTable(self.path)
+            self._table = table = delta_table(self.path)
         return table.version()
 
     def transaction_version(self, app_id: str) -> int | None:

@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
-from sharedsub.storage.delta.tables import log_file, table_exists
+from sharedsub.storage.delta.tables import delta_table, log_file, table_exists
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ class FastPathAppender:
         if self._version < 0:
             if not table_exists(self.path):
                 return None
-            table = DeltaTable(self.path)
+            table = delta_table(self.path)
             if not supported(table, self.schema):
                 self._unsupported = True
                 return None
@@ -202,7 +202,7 @@ class FastPathAppender:
 
     def _write_checkpoint(self, version: int) -> None:
         try:
-            DeltaTable(self.path, version=version).create_checkpoint()
+            delta_table(self.path, version).create_checkpoint()
         except Exception as exc:  # noqa: BLE001 (the commits stand; readers replay more log until the next one)
             log.warning("checkpoint of %s at version %d failed: %s", self.path, version, exc)
 

@@ -1,7 +1,8 @@
 """Reading the Delta log of a table: commits, their marks, versions, table identity.
 
 Local data dirs are read by tailing ``_delta_log/<version>.json`` directly, which costs one
-``stat`` per probe and no table reload (docs/feasibility.md §2).
+``stat`` per probe and no table reload (docs/feasibility.md §2); a data dir on object storage
+the same way through its store (a HEAD per probe, a GET per commit read).
 """
 
 from __future__ import annotations
@@ -12,12 +13,13 @@ import os
 import urllib.parse
 from typing import Any
 
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
 from sharedsub.core.layout import local_path
 from sharedsub.storage.delta.log_snapshot import latest_snapshot
-from sharedsub.storage.delta.tables import log_file, os_path, table_exists
+from sharedsub.storage.delta.tables import delta_table, log_file, object_exists, read_object, table_exists
+from sharedsub.storage.objects.locations import locate
+from sharedsub.storage.objects.store import ObjectNotFound
 
 # commitInfo key marking the commits sharedsub's maintenance makes (value: what it did). It is in
 # the logs of every table written so far: never change it (tests/storage/test_log_marks.py).
@@ -49,13 +51,28 @@ class LogEntry:
 def read_log_entry(table: str, version: int) -> LogEntry | None:
     """Parse one commit file; None when that version is not (or no longer) in the log."""
     path = log_file(table, version)
+    if local_path(table) is None:
+        found = read_object(path)
+        if found is None:
+            return None
+        return _parse_entry(table, found.data.decode("utf-8").splitlines(), found.meta.modified_ms)
     try:
         with open(path, encoding="utf-8") as fh:
             lines = fh.read().splitlines()
         mtime_ms = int(os.stat(path).st_mtime * 1000)
     except FileNotFoundError:
         return None
-    base = os_path(table)
+    return _parse_entry(table, lines, mtime_ms)
+
+
+def _data_path(table: str, relative: str) -> str:
+    """A data file's location from its log path (URL-encoded, relative to the table)."""
+    name = urllib.parse.unquote(relative)
+    local = local_path(table)
+    return os.path.join(local, name) if local is not None else f"{table.rstrip('/')}/{name}"
+
+
+def _parse_entry(table: str, lines: list[str], mtime_ms: int) -> LogEntry:
     info: dict[str, Any] = {}  # Any: as LogEntry.info
     added: list[str] = []
     rewritten: list[str] = []
@@ -66,7 +83,7 @@ def read_log_entry(table: str, version: int) -> LogEntry | None:
             continue
         action = json.loads(line)
         if "add" in action:
-            path = os.path.join(base, urllib.parse.unquote(action["add"]["path"]))
+            path = _data_path(table, action["add"]["path"])
             (added if action["add"].get("dataChange", True) else rewritten).append(path)
         elif "remove" in action:
             if action["remove"].get("dataChange", True):
@@ -121,10 +138,10 @@ def latest_version(table: str, known: int = -1) -> int:
     """
     if known < 0:
         if local_path(table) is None:
-            if not table_exists(table):  # (no table is found on other storage)
+            if not table_exists(table):
                 return -1
             try:
-                return DeltaTable(table).version()
+                return delta_table(table).version()
             except TableNotFoundError:
                 return -1
         try:
@@ -132,7 +149,7 @@ def latest_version(table: str, known: int = -1) -> int:
         except TableNotFoundError:
             return -1
     version = known
-    while os.path.exists(log_file(table, version + 1)):
+    while object_exists(log_file(table, version + 1)):
         version += 1
     return version
 
@@ -148,23 +165,29 @@ def table_id(table: str) -> str | None:
     Read from the version-0 commit file when it is still in the log (one small file parse),
     else through delta-rs (the checkpoint holds the metadata once log cleanup removed it).
     """
-    try:
-        with open(log_file(table, 0), encoding="utf-8") as fh:
-            for line in fh:
-                if '"metaData"' in line:
-                    return str(json.loads(line)["metaData"]["id"])
-    except FileNotFoundError:
-        pass
+    first = read_object(log_file(table, 0))
+    if first is not None:
+        for line in first.data.decode("utf-8").splitlines():
+            if '"metaData"' in line:
+                return str(json.loads(line)["metaData"]["id"])
     if not table_exists(table):
         return None
     try:
-        return str(DeltaTable(table).metadata().id)
+        return str(delta_table(table).metadata().id)
     except TableNotFoundError:  # dropped while we looked
         return None
 
 
-def _first_commit_stamp(table: str) -> tuple[int, int] | None:
-    """``(inode, mtime ns)`` of ``table``'s version-0 commit file; None when it is absent."""
+def _first_commit_stamp(table: str) -> tuple[int, int] | str | None:
+    """``(inode, mtime ns)`` of ``table``'s version-0 commit file (its tag on object storage);
+    None when it is absent."""
+    local = local_path(table)
+    if local is None:
+        store, key = locate(log_file(table, 0))
+        try:
+            return store.head(key).etag
+        except ObjectNotFound:
+            return None
     try:
         st = os.stat(log_file(table, 0))
     except FileNotFoundError:
@@ -181,7 +204,7 @@ class TableIds:
     """
 
     def __init__(self) -> None:
-        self._ids: dict[str, tuple[tuple[int, int] | None, str | None]] = {}
+        self._ids: dict[str, tuple[tuple[int, int] | str | None, str | None]] = {}
 
     def get(self, table: str, *, reload: bool = False) -> str | None:
         """The id of ``table`` (None when there is no table), from the cache when still valid."""

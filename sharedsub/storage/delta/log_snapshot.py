@@ -27,7 +27,8 @@ drops a file's whole statistics when one value does not fit its column, so value
 against the schema; ``seq``/``published_at`` outside the columns delta-rs keeps statistics of).
 A table that is not there raises delta-rs's own ``TableNotFoundError``, as ``DeltaTable`` does.
 
-Local tables only (sharedsub.core.layout.local_path): callers keep delta-rs for other storage.
+Local tables only (sharedsub.core.layout.local_path): :meth:`SnapshotCache.latest` answers a
+table on object storage through delta-rs.
 """
 
 from __future__ import annotations
@@ -46,10 +47,9 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 from deltalake.exceptions import TableNotFoundError
 
-from sharedsub.storage.delta.tables import os_path
+from sharedsub.storage.delta.tables import delta_table, os_path
 
 CACHED_TABLES = 256
 """Tables :data:`DEFAULT_CACHE` keeps (least recently used ones go first)."""
@@ -558,7 +558,7 @@ def read_snapshot(table: str, version: int | None = None, *, stats: bool = True)
 
 def delta_rs_snapshot(table: str, version: int | None = None) -> Snapshot:
     """The same snapshot, loaded by delta-rs (any storage, any protocol delta-rs reads)."""
-    loaded = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    loaded = delta_table(table, version)
     actions = pa.table(loaded.get_add_actions(flatten=True))
     base = os_path(table)
 
@@ -614,6 +614,10 @@ class SnapshotCache:
         Raises:
             TableNotFoundError: there is no table at ``table``.
         """
+        if "://" in table and not table.startswith("file://"):
+            # Object storage: delta-rs reads it (a LIST and the new log entries per load).
+            self.delta_rs_reads += 1
+            return delta_rs_snapshot(table)
         with self._lock:
             entry = self._entries.get(table)
             if entry is not None:

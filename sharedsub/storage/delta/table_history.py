@@ -21,6 +21,7 @@ from sharedsub.storage.delta.commit_log import latest_version, read_commit, read
 from sharedsub.storage.delta.table_maintenance import marked_commit
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
 from sharedsub.storage.delta.tables import os_path
+from sharedsub.storage.objects.locations import storage_options
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,7 +111,9 @@ def append_restored(table: str, data: pa.Table, what: str) -> None:
     """Append rows a replay restores (marked: readers tailing the log take them for old rows)."""
     for attempt in range(APPEND_ATTEMPTS):
         try:
-            write_deltalake(table, data, mode="append", commit_properties=marked_commit(what))
+            write_deltalake(
+                table, data, mode="append", commit_properties=marked_commit(what), storage_options=storage_options(table)
+            )
             return
         except CommitFailedError:  # a concurrent maintenance commit: an append may simply retry
             if attempt + 1 == APPEND_ATTEMPTS:

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import os
 
-from deltalake import CommitProperties, DeltaTable, WriterProperties
+from deltalake import CommitProperties, WriterProperties
 
 from sharedsub.storage.delta.commit_log import MAINTENANCE_MARK
 from sharedsub.storage.delta.table_reads import snapshot_files
-from sharedsub.storage.delta.tables import log_file, os_path, table_exists
+from sharedsub.storage.delta.tables import delta_table, log_file, os_path, table_exists
 
 
 def marked_commit(what: str) -> CommitProperties:
@@ -28,7 +28,7 @@ def delete_rows(table: str, predicate: str, what: str) -> int:
     Concurrent appends (the fan-out, the committer) are fine: delta-rs re-checks and commits
     after them; a conflicting commit raises ``CommitFailedError`` (the caller retries later).
     """
-    metrics = DeltaTable(table).delete(predicate, commit_properties=marked_commit(what))
+    metrics = delta_table(table).delete(predicate, commit_properties=marked_commit(what))
     return int(metrics.get("num_deleted_rows", 0))
 
 
@@ -47,7 +47,7 @@ def compact(
     ``CommitFailedError``). ``target_size`` (bytes) and ``row_group_rows`` bound the files and
     their row groups (delta-rs defaults otherwise).
     """
-    dt = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    dt = delta_table(table, version)
     props = WriterProperties(max_row_group_size=row_group_rows) if row_group_rows else None
     metrics = dt.optimize.compact(target_size=target_size, writer_properties=props, commit_properties=marked_commit("compact"))
     return int(metrics.get("numFilesRemoved", 0))
@@ -71,7 +71,7 @@ def version_readable(table: str, version: int) -> bool:
 
 def vacuum(table: str, retention_hours: int) -> int:
     """Delete files no version newer than ``retention_hours`` needs; return how many."""
-    removed = DeltaTable(table).vacuum(
+    removed = delta_table(table).vacuum(
         retention_hours=retention_hours,
         dry_run=False,
         enforce_retention_duration=False,
@@ -89,12 +89,12 @@ def checkpoint_and_clean_log(table: str, retention_hours: int, *, version: int |
     With ``version``, the commit files from that version on stay whatever their age (a reader
     that has read up to it, like the fan-out, still finds every commit after it).
     """
-    dt = DeltaTable(table)
+    dt = delta_table(table)
     wanted = f"interval {int(retention_hours)} hours"
     if dt.metadata().configuration.get("delta.logRetentionDuration") != wanted:
         dt.alter.set_table_properties({"delta.logRetentionDuration": wanted}, commit_properties=marked_commit("retention"))
         dt.update_incremental()
     if version is not None and version < dt.version():
-        dt = DeltaTable(table, version=version)
+        dt = delta_table(table, version)
     dt.create_checkpoint()
     dt.cleanup_metadata()

@@ -12,11 +12,11 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from deltalake import DeltaTable
 
 from sharedsub.core.layout import local_path
 from sharedsub.storage.delta import log_snapshot
-from sharedsub.storage.delta.tables import os_path, table_exists
+from sharedsub.storage.delta.tables import delta_table, os_path, table_exists
+from sharedsub.storage.objects.locations import locate
 
 
 def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa.Table | None:
@@ -33,7 +33,12 @@ def read_files(paths: Sequence[str], columns: Sequence[str] | None = None) -> pa
 
 
 def _read_file(path: str, columns: list[str] | None) -> pa.Table:
-    with pq.ParquetFile(path) as parquet:
+    if local_path(path) is None:  # on object storage: the whole file in one GET, read from memory
+        store, key = locate(path)
+        source: str | pa.BufferReader = pa.BufferReader(store.get(key).data)
+    else:
+        source = path
+    with pq.ParquetFile(source) as parquet:
         return parquet.read(columns=columns)
 
 
@@ -78,7 +83,7 @@ def snapshot_files(table: str, version: int | None = None) -> list[str]:
             return [f.path for f in log_snapshot.read_snapshot(real, version, stats=False).files]
         except log_snapshot.UnsupportedLog:
             pass  # delta-rs answers, or raises as it did before
-    loaded = DeltaTable(table, version=version) if version is not None else DeltaTable(table)
+    loaded = delta_table(table, version)
     return [os_path(u) for u in loaded.file_uris()]
 
 

@@ -1,15 +1,24 @@
-"""Where a table is and whether it is there: local paths, log file names, existence, removal.
+"""Where a table is and whether it is there: local paths, log file names, existence, removal,
+delta-rs handles with the location's storage options.
 
 sharedsub.core.layout.local_path is the one answer to "is this a local path or a URI" for data
-dirs and tables (a path or ``file://`` is local). Nothing here imports deltalake.
+dirs and tables (a path or ``file://`` is local). Local tables are read as files; a table on
+object storage through its store (sharedsub.storage.objects.locations) and delta-rs, with the
+``[storage] options`` registered for its data dir.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+from typing import TYPE_CHECKING
 
 from sharedsub.core.layout import local_path
+from sharedsub.storage.objects.locations import locate, storage_options
+from sharedsub.storage.objects.store import ObjectNotFound, StoredObject
+
+if TYPE_CHECKING:
+    from deltalake import DeltaTable
 
 # History kept for time travel and replay; the log is cleaned at checkpoints after this.
 DEFAULT_TABLE_CONFIG = {
@@ -20,24 +29,78 @@ DEFAULT_TABLE_CONFIG = {
 
 def os_path(path: str) -> str:
     """``path`` as the ``os`` functions take it: its :func:`local_path`, or the URI unchanged for
-    other storage (where they find nothing: no table exists there for :func:`table_exists`)."""
+    other storage (callers that may get a URI check :func:`local_path` first)."""
     local = local_path(path)
     return path if local is None else local
 
 
 def log_file(table: str, version: int) -> str:
-    """Path of the commit file of ``version`` in ``table``."""
-    return os.path.join(os_path(table), "_delta_log", f"{version:020d}.json")
+    """Location of the commit file of ``version`` in ``table`` (a path, or a URI)."""
+    name = f"_delta_log/{version:020d}.json"
+    local = local_path(table)
+    return os.path.join(local, name) if local is not None else f"{table.rstrip('/')}/{name}"
+
+
+def read_object(location: str) -> StoredObject | None:
+    """A small file's bytes and meta (a log entry, a statistics file), local or on a store;
+    None when it is not there."""
+    local = local_path(location)
+    if local is None:
+        store, key = locate(location)
+        try:
+            return store.get(key)
+        except ObjectNotFound:
+            return None
+    from sharedsub.storage.objects.local_store import LocalStore
+
+    try:
+        return LocalStore(os.path.dirname(local)).get(os.path.basename(local))
+    except ObjectNotFound:
+        return None
+
+
+def object_exists(location: str) -> bool:
+    """Whether a file is at ``location`` (a ``stat``, or a HEAD on a store)."""
+    local = local_path(location)
+    if local is not None:
+        return os.path.isfile(local)
+    store, key = locate(location)
+    try:
+        store.head(key)
+    except ObjectNotFound:
+        return False
+    return True
 
 
 def table_exists(table: str) -> bool:
     """True when ``table`` has a Delta log with at least version 0 (or a checkpoint)."""
-    log = os.path.join(os_path(table), "_delta_log")
+    local = local_path(table)
+    if local is None:
+        store, key = locate(table)
+        return any(m.key.endswith((".json", ".parquet")) for m in store.list(f"{key.rstrip('/')}/_delta_log/"))
+    log = os.path.join(local, "_delta_log")
     if not os.path.isdir(log):
         return False
     return any(n.endswith(".json") or n.endswith(".parquet") for n in os.listdir(log))
 
 
 def remove_table(table: str) -> None:
-    """Delete a local table directory and everything in it (no-op when absent)."""
-    shutil.rmtree(os_path(table), ignore_errors=True)
+    """Delete a table and everything under it (no-op when absent)."""
+    local = local_path(table)
+    if local is not None:
+        shutil.rmtree(local, ignore_errors=True)
+        return
+    store, key = locate(table)
+    for meta in list(store.list(f"{key.rstrip('/')}/")):
+        store.delete(meta.key)
+
+
+def delta_table(table: str, version: int | None = None) -> DeltaTable:
+    """delta-rs's handle of ``table`` (at ``version``), with its storage options.
+
+    Raises:
+        TableNotFoundError: there is no table at ``table``.
+    """
+    from deltalake import DeltaTable
+
+    return DeltaTable(table, version=version, storage_options=storage_options(table))

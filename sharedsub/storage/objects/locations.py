@@ -1,0 +1,78 @@
+"""Which store a table location is on, with which settings.
+
+Tables and files are named by location strings throughout (``s3://lake/ssdata/topics/orders``,
+``/var/lib/sharedsub/topics/orders``). A data dir on object storage may come with ``[storage]
+options`` (endpoint, credentials, ...) that every request under it needs, the service's own and
+delta-rs's. Entry points (``serve``, ``frontend``, the CLI, the fan-out job) call
+:func:`register` once with the data dir and its options, as they read their configuration; the
+storage code then finds the store and the options of any location under it with
+:func:`locate` and :func:`storage_options`. A location under no registered root gets a store
+with no options (the AWS variables alone), so a notebook reading a table by URI works too.
+
+Local locations (a path or ``file://``) are never registered: the local code paths read them
+directly (their fast paths: one ``stat`` per probe, ``link(2)`` commits, fsync).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+
+from sharedsub.core import layout
+from sharedsub.storage.objects import open_store
+from sharedsub.storage.objects.store import ObjectStore
+
+_lock = threading.Lock()
+_options: dict[str, dict[str, str]] = {}  # registered root (no trailing /) -> [storage] options
+_stores: dict[tuple[str, str | None], ObjectStore] = {}  # (bucket, registered root) -> its store
+
+
+def register(root: str, options: Mapping[str, str] | None) -> None:
+    """Locations under the data dir ``root`` use ``options`` (no-op for a local ``root``)."""
+    if layout.local_path(root) is not None:
+        return
+    with _lock:
+        _options[root.rstrip("/")] = dict(options or {})
+        _stores.pop((_bucket_of(root), root.rstrip("/")), None)
+
+
+def _bucket_of(location: str) -> str:
+    scheme, rest = location.split("://", 1)
+    return f"{scheme}://{rest.split('/', 1)[0]}"
+
+
+def _root_of(location: str) -> str | None:
+    """The longest registered root that ``location`` is under."""
+    best = None
+    for root in _options:
+        if (location == root or location.startswith(root + "/")) and (best is None or len(root) > len(best)):
+            best = root
+    return best
+
+
+def storage_options(location: str) -> dict[str, str] | None:
+    """The ``[storage] options`` for ``location`` as delta-rs takes them (None: a local location,
+    or no options registered: delta-rs then reads the AWS variables alone)."""
+    if layout.local_path(location) is not None:
+        return None
+    with _lock:
+        root = _root_of(location)
+        return dict(_options[root]) if root is not None and _options[root] else None
+
+
+def locate(location: str) -> tuple[ObjectStore, str]:
+    """The store ``location`` is on (one per bucket and settings) and its key there.
+
+    Raises:
+        ValueError: a local location (its code path reads files), or an unsupported scheme.
+    """
+    if layout.local_path(location) is not None:
+        raise ValueError(f"{location} is local: read it as a file")
+    bucket = _bucket_of(location)
+    with _lock:
+        root = _root_of(location)
+        options = _options.get(root, {}) if root is not None else {}
+        store = _stores.get((bucket, root))
+        if store is None:
+            store = _stores[(bucket, root)] = open_store(bucket, options)
+    return store, location[len(bucket) :].lstrip("/")
