@@ -205,8 +205,20 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", help="a sharedsub TOML file on top of sharedsub/core/defaults.toml")
     parser.add_argument("--trigger-interval", type=float, help="seconds between micro-batches (0 = back to back)")
     parser.add_argument("--available-now", action="store_true", help="route what is there now, then exit 0")
-    parser.add_argument("--checkpoint", help="Spark checkpoint dir (default: <data-dir>/_checkpoints/fanout)")
+    parser.add_argument("--checkpoint", help="Spark checkpoint dir (default: [fanout] checkpoint_dir)")
     return parser.parse_args(argv)
+
+
+def _checkpoint(flag: str | None, settings: Settings) -> str | None:
+    """The checkpoint location: ``--checkpoint``, else ``[fanout] checkpoint_dir``, else the
+    default of sharedsub.core.layout.fanout_checkpoint_dir for a data dir on object storage; None
+    for a local data dir with nothing set (build_fanout_query's defaults, per source)."""
+    if flag:
+        return flag
+    if not settings.fanout.checkpoint_dir and local_path(settings.storage.data_dir) is not None:
+        return None
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return layout.fanout_checkpoint_dir(settings.storage.data_dir, settings.fanout.checkpoint_dir, state_home)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -241,7 +253,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     query: FanoutQuery | None = None
     try:
         query = build_fanout_query(
-            spark, settings, checkpoint=args.checkpoint, available_now=args.available_now, sink=sink
+            spark,
+            settings,
+            checkpoint=_checkpoint(args.checkpoint, settings),
+            available_now=args.available_now,
+            sink=sink,
         )
         if wait_first_trigger(query, stop, settings.fanout.startup_timeout):
             print(READY_LINE, flush=True)

@@ -210,6 +210,14 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         permissions=PolicyStore(settings.security.permissions_file),
     )
     server = FrontEndServer(parts)
+    lease_lost: list[str] = []
+
+    def on_lease_lost(reason: str) -> None:  # the lease's thread: fail-stop (sharedsub.core.ownership.lease)
+        logging.getLogger("sharedsub").error("lost the ownership of %s: %s; stopping", settings.data_dir, reason)
+        lease_lost.append(reason)
+        server.request_stop()
+
+    owner.when_lost(on_lease_lost)
     host, port = server.listen()
     warning = open_warning(host, loopback, server.anonymous, [u for u in (server.url, server.tls_url) if u])
     if warning is not None:
@@ -220,6 +228,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         server.handler.stop()
         raise
     announce_service(settings, host, port, http, server.tls_port)
+    owner.announce(server.url, http.url if http else None)
     fanout = (
         FanoutProcess(settings.data_dir, config=config, startup_timeout=settings.fanout.startup_timeout)
         if with_fanout
@@ -273,4 +282,4 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
             fanout.stop()
     owner.release()
     logging.getLogger("sharedsub").info("stopped")
-    return EXIT_ERROR if fanout_failed else EXIT_OK
+    return EXIT_ERROR if fanout_failed or lease_lost else EXIT_OK

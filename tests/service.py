@@ -24,7 +24,7 @@ class ServeProcess:
 
     def __init__(
         self,
-        data_dir: Path,
+        data_dir: Path | str,
         *,
         command: str = "serve",
         extra_args: list[str] | None = None,

@@ -104,6 +104,9 @@ class FanoutSettings:
     source: str
     # With "deltars": read each micro-batch on the driver (jobs/sources/deltars_topics.py DriverBatchReader).
     driver_reads: bool
+    # The Spark checkpoint's directory; "" = <data_dir>/_checkpoints/fanout for a local data dir,
+    # a directory of the driver host for one on object storage (sharedsub.core.layout.fanout_checkpoint_dir).
+    checkpoint_dir: str
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -76,6 +76,19 @@ def fanout_checkpoint(root: str) -> str:
     return join(root, FANOUT_CHECKPOINT)
 
 
+def fanout_checkpoint_dir(root: str, configured: str, state_home: str) -> str:
+    """The fan-out's Spark checkpoint: ``configured`` when set; else :func:`fanout_checkpoint`
+    for a local data dir, and ``<state_home>/sharedsub/checkpoints/<bucket>/<prefix>/fanout`` for
+    one on object storage (Spark's checkpoint needs atomic renames, which S3 has not)."""
+    if configured:
+        return configured
+    if local_path(root) is not None:
+        return fanout_checkpoint(root)
+    scheme, _, rest = root.partition("://")
+    safe = "/".join(_UNSAFE.sub("_", part) for part in rest.strip("/").split("/") if part not in ("", ".", ".."))
+    return f"{state_home.rstrip('/')}/sharedsub/checkpoints/{scheme}/{safe}/fanout"
+
+
 def fanout_stats_file(root: str) -> str:
     """Location of the fan-out job's batch statistics (sharedsub.storage.fanout_stats)."""
     return join(root, FANOUT_STATS)

@@ -6,8 +6,8 @@ killed service leaves it behind, so :func:`running_service` also checks that the
 is alive. The CLI's admin commands (``unsubscribe``, ``topics drop``) call
 :func:`call_admin` when a service runs, and work on the tables directly when none does.
 
-Only local data dirs (a path or ``file://``) have the file; on other storage no service is
-ever found.
+Only local data dirs (a path or ``file://``) have the file; on object storage the owner is
+found by its lease (:func:`own_data_dir`), which names its addresses but never the token.
 """
 
 from __future__ import annotations
@@ -15,14 +15,21 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import socket
 import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 from sharedsub.core import layout
 from sharedsub.core.errors import DataDirInUse, ServiceUnavailable
+from sharedsub.core.ownership.lease import DEFAULT_RENEW_S, DEFAULT_TTL_S, LeaseRecord
+from sharedsub.runtime.store_lease import LeaseHolder, take_lease
+from sharedsub.storage.objects.locations import locate
+from sharedsub.storage.objects.store import ObjectStore
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -83,36 +90,76 @@ def write_service_file(root: str, info: ServiceInfo) -> None:
 
 
 class DataDirLock:
-    """Exclusive ownership of a local data dir by one ``serve``/``frontend`` process.
+    """Exclusive ownership of a data dir by one ``serve``/``frontend`` process.
 
-    An advisory ``flock`` on ``<data>/_owner.lock``, held for the life of the process: the
-    kernel releases it when the process ends however it ends (a SIGKILLed service never blocks
-    its restart), and a second service on the same dir is refused at start instead of writing
-    the same seqs beside the first.
+    A local dir: an advisory ``flock`` on ``<data>/_owner.lock``, held for the life of the
+    process: the kernel releases it when the process ends however it ends (a SIGKILLed service
+    never blocks its restart), and a second service on the same dir is refused at start instead
+    of writing the same seqs beside the first.
+
+    A data dir on object storage: the owner lease object (sharedsub.core.ownership.lease),
+    renewed on its own thread; when it is lost, :meth:`when_lost`'s callback stops the service.
     """
 
-    def __init__(self, fd: int | None) -> None:
+    def __init__(self, fd: int | None, lease: LeaseHolder | None = None) -> None:
         self._fd = fd
+        self._lease = lease
+        self._on_lost: Callable[[str], None] = lambda _reason: None
+
+    @classmethod
+    def leased(cls, store: ObjectStore, key: str, taken: tuple[LeaseRecord, str, float]) -> DataDirLock:
+        """Ownership by the lease ``taken`` (sharedsub.runtime.store_lease.take_lease), renewed from now."""
+        lock = cls(None)
+        lock._lease = LeaseHolder(store, key, taken, lock._lost).start()
+        return lock
+
+    @property
+    def epoch(self) -> int | None:
+        """The lease's epoch (None for a local dir)."""
+        return self._lease.epoch if self._lease is not None else None
+
+    def announce(self, amqp: str | None, http: str | None) -> None:
+        """Where this front end serves: recorded in the lease (object storage; no-op locally,
+        where ``_service.json`` says it)."""
+        if self._lease is not None:
+            self._lease.announce(amqp, http)
+
+    def when_lost(self, on_lost: Callable[[str], None]) -> None:
+        """Call ``on_lost(reason)`` (once, from the lease's thread) if the lease is lost."""
+        self._on_lost = on_lost
+
+    def _lost(self, reason: str) -> None:
+        self._on_lost(reason)
 
     def release(self) -> None:
-        """Give the dir up (also done by the process ending)."""
+        """Give the dir up (also done by the process ending, for a local dir)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._lease is not None:
+            self._lease.release()
+            self._lease = None
 
 
-def own_data_dir(root: str) -> DataDirLock:
-    """Take the data dir for this process (local dirs only; other storage is not locked).
+def own_data_dir(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFAULT_RENEW_S) -> DataDirLock:
+    """Take the data dir for this process: a ``flock`` on a local dir, the owner lease on
+    object storage (``ttl_s``/``renew_s``: the lease's, see sharedsub.core.ownership.lease).
 
     Raises:
         DataDirInUse: another live process holds it; the message names its pid and address
-            as its ``_service.json`` records them.
+            (as its ``_service.json`` records them for a local dir, as its lease does on a store).
+        StoreFailure: the store did not answer.
     """
     import fcntl
 
     path = _local(root)
     if path is None:
-        return DataDirLock(None)
+        store, key = locate(layout.join(root, layout.OWNER_LEASE))
+        me = LeaseRecord(
+            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}", 0, socket.gethostname(), os.getpid(),
+            ttl_s, renew_s,
+        )
+        return DataDirLock.leased(store, key, take_lease(store, key, me, pid_alive=pid_alive))
     # Read-only: flock needs no write access, and a file held open for writing would keep the
     # file system from being remounted read-only under a running service.
     fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDONLY | os.O_CREAT, 0o600)

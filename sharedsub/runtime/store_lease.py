@@ -121,6 +121,7 @@ class LeaseHolder:
         self._clock = clock
         self._stop = threading.Event()
         self._lost: str | None = None
+        self._announced: tuple[str | None, str | None] | None = None
         self._thread = threading.Thread(target=self._run, name="sharedsub-lease", daemon=True)
 
     @property
@@ -133,6 +134,11 @@ class LeaseHolder:
         """Why the lease was lost, or None while it is held."""
         return self._lost
 
+    def announce(self, amqp: str | None, http: str | None) -> None:
+        """Record where this front end serves, written with the next renewal (a refused second
+        front end names it). Any thread."""
+        self._announced = (amqp, http)
+
     def start(self) -> LeaseHolder:
         """Start renewing."""
         self._thread.start()
@@ -144,6 +150,8 @@ class LeaseHolder:
             return
         rec = self._record
         nxt = dataclasses.replace(rec, renewals=rec.renewals + 1)
+        if self._announced is not None:
+            nxt = dataclasses.replace(nxt, amqp=self._announced[0], http=self._announced[1])
         sent = self._clock()
         result: RenewalResult
         try:

@@ -1,0 +1,60 @@
+"""``sharedsub serve`` on an ``s3://`` data dir on a real S3 server (versitygw): publish, fan-out
+and consume through the bucket; one owner per data dir by its lease (issue 28)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+
+import pytest
+from proton import Message
+
+from sharedsub.core.layout import OWNER_LEASE
+from sharedsub.storage.lease_objects import read_lease
+from sharedsub.storage.objects import open_store
+from sharedsub.storage.topics import create_topic
+from tests.amqp_peer import Subscriber, jms_shared_durable, publish, uid, wait_for
+from tests.s3_server import S3Server
+from tests.service import ROOT, ServeProcess
+
+
+@pytest.fixture(scope="module")
+def s3_service(s3_server: S3Server) -> Iterator[ServeProcess]:
+    """One ``serve`` on a bucket of its own, shared by this module's tests."""
+    proc = ServeProcess(s3_server.url("svc"), env=s3_server.env()).start()
+    try:
+        yield proc
+    finally:
+        code = proc.stop()
+        assert code == 0, f"serve exited with {code}:\n" + "\n".join(proc.stderr_lines[-40:])
+
+
+def test_published_messages_reach_a_durable_shared_subscriber_through_the_bucket(
+    s3_service: ServeProcess, s3_env: dict[str, str]
+) -> None:
+    topic = uid("t")
+    create_topic(str(s3_service.data_dir), topic)
+    with Subscriber(s3_service.url, topic, **jms_shared_durable(uid("sub"))) as sub:
+        assert sub.attached.wait(30)
+        outcomes = publish(s3_service.url, topic, [Message(body=f"m{i}") for i in range(40)])
+        assert [o.state for o in outcomes] == ["accepted"] * 40
+        wait_for(lambda: len(sub.received) >= 40, 120, "40 deliveries through S3")
+    assert sorted(r.message.body for r in sub.received) == sorted(f"m{i}" for i in range(40))
+
+
+def test_a_second_front_end_on_the_same_bucket_is_refused_with_the_owners_address(
+    s3_service: ServeProcess, s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    store = open_store(str(s3_service.data_dir))
+    wait_for(lambda: (read_lease(store, OWNER_LEASE) or (None,))[0].amqp is not None, 30, "the lease to name the owner")  # type: ignore[union-attr]
+    second = subprocess.run(
+        [sys.executable, "-m", "sharedsub", "frontend", "--data-dir", str(s3_service.data_dir), "--port", "0"],
+        env={**s3_server.env(), "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert second.returncode != 0
+    assert f"serving {s3_service.url}" in second.stderr and "in use by process" in second.stderr, second.stderr[-2000:]
