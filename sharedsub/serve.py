@@ -25,12 +25,14 @@ from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
+from sharedsub.core import layout
 from sharedsub.core.config import Settings
-from sharedsub.core.errors import ConfigError, SharedSubError, StorageUnavailable
+from sharedsub.core.errors import ConfigError, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
 from sharedsub.runtime.discovery import (
+    DataDirLock,
     ServiceInfo,
     own_data_dir,
     pid_alive,
@@ -46,6 +48,9 @@ from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
+from sharedsub.storage.objects.locations import locate
+from sharedsub.storage.objects.probe import probe_store
+from sharedsub.storage.objects.store import StoreFailure
 from sharedsub.storage.owner_only import ensure_data_dir, open_to_others
 
 
@@ -182,6 +187,35 @@ def require_writable(data_dir: str) -> None:
         )
 
 
+def require_store(data_dir: str) -> None:
+    """Refuse to start on a data dir on object storage that cannot be used (exit 6): unreachable,
+    credentials refused, no bucket, conditional writes ignored (sharedsub.storage.objects.probe).
+
+    Raises:
+        StoreUnusable: the line names what is wrong and the setting to check.
+    """
+    store, key = locate(data_dir)
+    probe_store(store, key, data_dir=data_dir)
+
+
+def take_data_dir(data_dir: str) -> DataDirLock:
+    """Check that the data dir takes writes (a local dir) or can be used (object storage), then
+    own it (a flock, or the owner lease).
+
+    Raises:
+        StorageUnavailable, StoreUnusable: it cannot take writes, or its store cannot be used.
+        DataDirInUse: another live front end owns it.
+    """
+    if layout.local_path(data_dir) is not None:
+        require_writable(data_dir)
+    else:
+        require_store(data_dir)
+    try:
+        return own_data_dir(data_dir)
+    except StoreFailure as exc:
+        raise StoreUnusable(data_dir, str(exc)) from None
+
+
 def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     """Run the front end (and, ``with_fanout``, the fan-out child) until SIGINT/SIGTERM; the exit code.
 
@@ -200,9 +234,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
     sys.setswitchinterval(0.0005)
     loopback = refuse_anonymous_network(settings)
-    if "://" not in settings.data_dir:
-        require_writable(settings.data_dir)
-    owner = own_data_dir(settings.data_dir)  # held until the process ends (DataDirInUse if taken)
+    owner = take_data_dir(settings.data_dir)  # held until the process ends
     parts = build_parts(
         settings,
         after_unclean_stop=previous_stop_was_unclean(settings),

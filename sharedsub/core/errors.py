@@ -250,6 +250,19 @@ class StorageUnavailable(SharedSubError):
         self.waited = waited
 
 
+class StoreUnusable(SharedSubError):
+    """The object store of a data dir cannot be used: unreachable, credentials refused, no such
+    bucket, or it ignores conditional writes (which the commits and the owner lease rely on).
+    ``serve``/``frontend`` refuse to start with it; the message names the setting to check."""
+
+    condition = AmqpCondition.RESOURCE_LIMIT_EXCEEDED
+
+    def __init__(self, data_dir: str, reason: str) -> None:
+        super().__init__(f"data dir {data_dir}: {reason}")
+        self.data_dir = data_dir
+        self.reason = reason
+
+
 class ServiceUnavailable(SharedSubError):
     """A service runs on the data dir but its admin endpoint cannot be reached or did not answer."""
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from proton import Message
@@ -15,7 +16,7 @@ from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, uid, wait_for
-from tests.s3_server import S3Server
+from tests.s3_server import SECRET_KEY, S3Server
 from tests.service import ROOT, ServeProcess
 
 
@@ -58,3 +59,38 @@ def test_a_second_front_end_on_the_same_bucket_is_refused_with_the_owners_addres
     )
     assert second.returncode != 0
     assert f"serving {s3_service.url}" in second.stderr and "in use by process" in second.stderr, second.stderr[-2000:]
+
+
+@pytest.mark.parametrize(
+    ("case", "says"),
+    [
+        ("missing bucket", "bucket does not exist"),
+        ("wrong secret", "refused the credentials"),
+        ("no server", "did not answer"),
+    ],
+)
+def test_serve_refuses_an_unusable_store_with_one_line_naming_the_setting(
+    s3_server: S3Server, tmp_path: Path, case: str, says: str
+) -> None:
+    env = {**s3_server.env(), "PATH": "/usr/bin:/bin"}
+    data = s3_server.url("svc")
+    if case == "missing bucket":
+        data = "s3://no-such-bucket/svc"
+    elif case == "wrong secret":
+        env["AWS_SECRET_ACCESS_KEY"] = "wrong-secret-value"
+    else:
+        env["AWS_ENDPOINT_URL"] = "http://127.0.0.1:9"
+    done = subprocess.run(
+        [sys.executable, "-m", "sharedsub", "serve", "--data-dir", data, "--port", "0"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert done.returncode == 6, done.stderr[-2000:]
+    assert len(errors) == 1 and says in errors[0] and data in errors[0], done.stderr[-2000:]
+    assert "Traceback" not in done.stderr
+    assert "wrong-secret-value" not in done.stderr and SECRET_KEY not in done.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -66,6 +66,7 @@ from sharedsub.core.errors import (
     ServiceRefused,
     SharedSubError,
     StorageUnavailable,
+    StoreUnusable,
     SubscriptionInUse,
     SubscriptionNotFound,
     TopicExists,
@@ -108,6 +109,7 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (TopicInUse, "in-use"),
     (DataDirInUse, "in-use"),
     (StorageUnavailable, "storage"),
+    (StoreUnusable, "storage"),
     # replay (sharedsub.core.ops.replay)
     (HistoryUnavailable, "not-found"),
     (VersionNotFound, "usage"),

@@ -74,6 +74,9 @@ def _failure(exc: Exception, what: str, root: str) -> StoreFailure:
     """A StoreFailure that names what failed and what to check (never a secret: obstore's
     messages carry the request URL and the server's answer, not the credentials)."""
     text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    # obstore says "<kind>: Error performing PUT <url> in <time> - <cause>: <the server's XML>":
+    # the cause is what helps; the XML and the timing do not.
+    text = text.split(" - ", 1)[-1].split(": <?xml", 1)[0][:200]
     if isinstance(exc, obx.UnauthenticatedError | obx.PermissionDeniedError):
         return StoreFailure(
             f"object store {root} refused the credentials for {what} (check AWS_ACCESS_KEY_ID / "
@@ -81,7 +84,7 @@ def _failure(exc: Exception, what: str, root: str) -> StoreFailure:
             transient=False,
         )
     if "NoSuchBucket" in str(exc):
-        return StoreFailure(f"object store {root}: the bucket does not exist ({what}): {text}", transient=False)
+        return StoreFailure(f"object store {root}: the bucket does not exist ({what})", transient=False)
     if isinstance(exc, obx.UnknownConfigurationKeyError):
         return StoreFailure(f"object store {root}: unknown setting in [storage] options: {text}", transient=False)
     return StoreFailure(
