@@ -36,7 +36,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sharedsub.core.config import Settings, load_settings
-from sharedsub.core.errors import SharedSubError
+from sharedsub.core.errors import SharedSubError, StoreUnusable
 from sharedsub.core.ops.admin_rules import (
     EXIT_ERROR,
     EXIT_EXISTS,
@@ -47,6 +47,7 @@ from sharedsub.core.ops.admin_rules import (
     EXIT_USAGE,
     exit_code,
 )
+from sharedsub.storage.objects.store import StoreFailure
 
 __all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE", "EXIT_USAGE", "main"]
 
@@ -389,7 +390,8 @@ def cmd_users(args: argparse.Namespace) -> int:
         raise UserExists(args.name)
     updated = users_file.add_user(current, args.name, _read_password(args))
     users_file.save_users(path, updated)
-    print(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; mode 0600)")
+    kept = "mode 0600" if "://" not in path or path.startswith("file://") else "readable by who may read the bucket"
+    print(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; {kept})")
     return EXIT_OK
 
 
@@ -465,6 +467,10 @@ def main(argv: list[str] | None = None) -> int:
     except SharedSubError as exc:
         print(f"error: {exc.description}", file=sys.stderr)
         return exit_code(exc)
+    except StoreFailure as exc:  # the data dir's object store did not answer or refused
+        error = StoreUnusable(getattr(args, "data_dir", None) or "the data dir", str(exc))
+        print(f"error: {error.description}", file=sys.stderr)
+        return exit_code(error)
     finally:
         os.umask(previous_umask)
     return EXIT_USAGE

@@ -78,15 +78,22 @@ def fanout_checkpoint(root: str) -> str:
 
 def fanout_checkpoint_dir(root: str, configured: str, state_home: str) -> str:
     """The fan-out's Spark checkpoint: ``configured`` when set; else :func:`fanout_checkpoint`
-    for a local data dir, and ``<state_home>/sharedsub/checkpoints/<bucket>/<prefix>/fanout`` for
-    one on object storage (Spark's checkpoint needs atomic renames, which S3 has not)."""
+    for a local data dir, and ``<host_state_dir>/checkpoints/fanout`` for one on object storage
+    (Spark's checkpoint needs atomic renames, which S3 has not)."""
     if configured:
         return configured
     if local_path(root) is not None:
         return fanout_checkpoint(root)
+    return host_state_dir(root, state_home) + "/checkpoints/fanout"
+
+
+def host_state_dir(root: str, state_home: str) -> str:
+    """This host's directory for what a data dir on object storage keeps locally (the fan-out's
+    Spark checkpoint, the ``_service.json`` of the front end running here):
+    ``<state_home>/sharedsub/stores/<scheme>/<bucket>/<prefix>``."""
     scheme, _, rest = root.partition("://")
     safe = "/".join(_UNSAFE.sub("_", part) for part in rest.strip("/").split("/") if part not in ("", ".", ".."))
-    return f"{state_home.rstrip('/')}/sharedsub/checkpoints/{scheme}/{safe}/fanout"
+    return f"{state_home.rstrip('/')}/sharedsub/stores/{scheme}/{safe}"
 
 
 def fanout_stats_file(root: str) -> str:

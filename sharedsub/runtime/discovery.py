@@ -69,7 +69,14 @@ class ServiceInfo:
 
 
 def _local(root: str) -> str | None:
-    return layout.local_path(layout.service_file(root))
+    """Where ``_service.json`` is: in a local data dir; for one on object storage, in this host's
+    state directory (the file holds the admin token, which never goes to the bucket). The state
+    home follows the XDG base-directory convention of the host, not sharedsub's settings."""
+    local = layout.local_path(layout.service_file(root))
+    if local is not None:
+        return local
+    state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+    return os.path.join(layout.host_state_dir(root, state_home), layout.SERVICE_FILE)
 
 
 def write_service_file(root: str, info: ServiceInfo) -> None:
@@ -77,6 +84,7 @@ def write_service_file(root: str, info: ServiceInfo) -> None:
     path = _local(root)
     if path is None:
         return
+    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)  # (a host state dir may not exist yet)
     # mkstemp creates it 0600; said again here because the file holds the admin token.
     fd, tmp = tempfile.mkstemp(prefix="._service-", suffix=".tmp", dir=os.path.dirname(path))
     try:
@@ -152,7 +160,7 @@ def own_data_dir(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DE
     """
     import fcntl
 
-    path = _local(root)
+    path = layout.local_path(layout.service_file(root))
     if path is None:
         store, key = locate(layout.join(root, layout.OWNER_LEASE))
         me = LeaseRecord(

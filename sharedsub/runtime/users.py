@@ -30,9 +30,11 @@ import stat
 import tempfile
 from collections.abc import Mapping
 
+from sharedsub.core import layout
 from sharedsub.core.errors import ConfigError, InvalidUser, UserExists, UserNotFound
 from sharedsub.core.layout import USERS_FILE
 from sharedsub.core.security import scram
+from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.owner_only import ensure_data_dir
 
 log = logging.getLogger(__name__)
@@ -55,7 +57,7 @@ def is_valid_user_name(name: str) -> bool:
 
 def users_path(data_dir: str, users_file: str) -> str:
     """Where the users file is: ``users_file`` when set, else ``<data_dir>/_users.json``."""
-    return users_file or os.path.join(data_dir, DEFAULT_FILE)
+    return users_file or layout.join(data_dir, DEFAULT_FILE)
 
 
 def parse_users(text: str, *, source: str = "users file") -> UsersTable:
@@ -132,18 +134,27 @@ def load_users(path: str) -> UsersTable:
         ConfigError: the file cannot be read or is not a users file.
     """
     try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
+        if layout.local_path(path) is None:  # on the data dir's object store
+            store, key = locate(path)
+            text = store.get(key).data.decode("utf-8")
+        else:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
     except FileNotFoundError:
         return {}
-    except OSError as exc:
-        raise ConfigError("security.users_file", f"cannot read {path}: {exc.strerror}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError("security.users_file", f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     return parse_users(text, source=path)
 
 
 def save_users(path: str, users: Mapping[str, Mapping[str, scram.Credential]]) -> None:
     """Replace ``path`` with ``users``: written to a temporary file created with mode 0600 in the
-    same directory, synced, then renamed over it (readers see the old or the new file whole)."""
+    same directory, synced, then renamed over it (readers see the old or the new file whole).
+    On object storage: one PUT (atomic there; the bucket's access rules protect it)."""
+    if layout.local_path(path) is None:
+        store, key = locate(path)
+        store.put(key, render_users(users).encode("utf-8"))
+        return
     directory = os.path.dirname(os.path.abspath(path))
     ensure_data_dir(directory)  # 0700 when this creates it (usually the data dir)
     fd, tmp = tempfile.mkstemp(prefix=".users-", dir=directory)  # mkstemp creates it 0600
@@ -180,16 +191,45 @@ class UserStore:
                 open to anonymous clients because its users file is broken).
         """
         self.path = path
-        self._stamp: tuple[int, int, int] | None = None
+        self._stamp: tuple[int, int, int] | str | None = None
         self._users: UsersTable = load_users(path)
+        self._remote = layout.local_path(path) is None
+        if self._remote:
+            self._stamp = self._tag()
+            return
         try:
             st = os.stat(path)
             self._stamp = (st.st_ino, st.st_size, st.st_mtime_ns)
         except OSError:
             pass
 
+    def _tag(self) -> str | None:
+        store, key = locate(self.path)
+        try:
+            return store.head(key).etag
+        except FileNotFoundError:
+            return None
+
+    def _refresh_remote(self) -> None:
+        try:
+            tag = self._tag()
+        except OSError as exc:  # the store did not answer: keep the users read before
+            log.warning("cannot read the users file %s: %s", self.path, exc)
+            return
+        if tag == self._stamp:
+            return
+        try:
+            users = load_users(self.path) if tag is not None else {}
+        except ConfigError as exc:
+            log.error("%s; keeping the %d users read before", exc.description, len(self._users))
+            return
+        self._stamp, self._users = tag, users
+
     def refresh(self) -> None:
         """Read the file again if it changed."""
+        if self._remote:
+            self._refresh_remote()
+            return
         try:
             st = os.stat(self.path)
         except FileNotFoundError:

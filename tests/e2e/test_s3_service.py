@@ -3,6 +3,7 @@ and consume through the bucket; one owner per data dir by its lease (issue 28)."
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from proton import Message
 
 from sharedsub.core.layout import OWNER_LEASE
+from sharedsub.runtime.users import UserStore
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
@@ -94,3 +96,60 @@ def test_serve_refuses_an_unusable_store_with_one_line_naming_the_setting(
     assert "Traceback" not in done.stderr
     assert "wrong-secret-value" not in done.stderr and SECRET_KEY not in done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def _sharedsub(*args: str, env: dict[str, str], stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "sharedsub", *args],
+        env={**env, "PATH": "/usr/bin:/bin"},
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        input=stdin,
+    )
+
+
+def test_the_command_line_inspects_replays_and_unsubscribes_on_s3(s3_service: ServeProcess, s3_server: S3Server) -> None:
+    """subscriptions list, backlog, replay and unsubscribe on an s3:// data dir, the last two
+    through the running service (found by its _service.json in this host's state directory)."""
+    data, env = str(s3_service.data_dir), s3_server.env()
+    topic, name = uid("t"), uid("sub")
+    assert _sharedsub("topics", "create", topic, "--data-dir", data, env=env).returncode == 0
+    with Subscriber(s3_service.url, topic, container_id="app1", **jms_shared_durable(name)) as sub:
+        assert sub.attached.wait(30)
+        publish(s3_service.url, topic, [Message(body=f"a{i}") for i in range(20)])
+        wait_for(lambda: len(sub.received) >= 20, 120, "20 deliveries")
+    publish(s3_service.url, topic, [Message(body=f"b{i}") for i in range(5)])
+    full = f"app1:{name}"
+
+    def backlog() -> int:
+        listed = _sharedsub("subscriptions", "list", "--data-dir", data, "--json", env=env)
+        assert listed.returncode == 0, listed.stderr
+        rows = [r for r in json.loads(listed.stdout) if r["name"] == full]
+        return int(rows[0]["backlog"]["messages"]) if rows else -1
+
+    wait_for(lambda: backlog() == 5, 120, "a backlog of the 5 messages published without a consumer")
+    shown = _sharedsub("backlog", full, "--data-dir", data, env=env)
+    assert shown.returncode == 0 and full in shown.stdout, shown.stderr
+    replayed = _sharedsub("replay", full, "--version", "0", "--data-dir", data, env=env)
+    assert replayed.returncode == 0 and "through the running service" in replayed.stdout, replayed.stderr
+    assert "25 message(s), 20 of them acknowledged before" in replayed.stdout
+    wait_for(lambda: backlog() == 25, 60, "the replayed messages in the backlog")
+    gone = _sharedsub("unsubscribe", full, "--data-dir", data, env=env)
+    assert gone.returncode == 0 and "through the running service" in gone.stdout, gone.stderr
+    assert backlog() == -1
+
+
+def test_users_live_in_the_bucket_and_a_user_store_follows_them(s3_server: S3Server, s3_env: dict[str, str]) -> None:
+    data, env = s3_server.url("users"), s3_server.env()
+    added = _sharedsub("users", "add", "alice", "--password-stdin", "--data-dir", data, env=env, stdin="correct horse\n")
+    assert added.returncode == 0 and f"{data}/_users.json" in added.stdout, added.stderr
+    listed = _sharedsub("users", "list", "--data-dir", data, env=env)
+    assert listed.stdout.split()[0] == "alice"
+    store = open_store(data)
+    assert b"alice" in store.get("_users.json").data and b"correct horse" not in store.get("_users.json").data
+    users = UserStore(f"{data}/_users.json")  # what the listener authenticates against
+    assert set(users.lookup("alice")) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
+    assert _sharedsub("users", "remove", "alice", "--data-dir", data, env=env).returncode == 0
+    assert users.lookup("alice") == {}  # re-read: its tag changed

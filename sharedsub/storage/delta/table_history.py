@@ -9,7 +9,6 @@ before, they are not new.
 from __future__ import annotations
 
 import dataclasses
-import os
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -20,7 +19,7 @@ from sharedsub.storage.delta.appender import APPEND_ATTEMPTS
 from sharedsub.storage.delta.commit_log import latest_version, read_commit, read_log_entry
 from sharedsub.storage.delta.table_maintenance import marked_commit
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
-from sharedsub.storage.delta.tables import os_path
+from sharedsub.storage.delta.tables import log_versions
 from sharedsub.storage.objects.locations import storage_options
 
 
@@ -41,27 +40,15 @@ class HistoryEntry:
         return self.removed == 0
 
 
-def _retained_versions(table: str) -> list[int]:
-    log = os.path.join(os_path(table), "_delta_log")
-    if not os.path.isdir(log):
-        return []
-    out = []
-    for name in os.listdir(log):
-        stem, _, ext = name.partition(".")
-        if ext == "json" and stem.isdigit():
-            out.append(int(stem))
-    return sorted(out)
-
-
 def history(table: str) -> list[HistoryEntry]:
     """Every commit of ``table`` still in its log, oldest first (empty when there is no table).
 
-    Local tables only (it reads ``_delta_log/*.json``, like :func:`read_commit`). When log
-    cleanup removed the first commits, the oldest retained entry stands for everything before
+    It reads ``_delta_log/*.json`` (like :func:`read_commit`; on object storage through the
+    store). When log cleanup removed the first commits, the oldest retained entry stands for everything before
     it too: its ``added`` is the whole snapshot at that version (and it counts as an append).
     """
     entries: list[HistoryEntry] = []
-    for version in _retained_versions(table):
+    for version in log_versions(table):
         entry = read_log_entry(table, version)
         if entry is None:  # cleaned up between listing and reading
             continue

@@ -84,6 +84,24 @@ def table_exists(table: str) -> bool:
     return any(n.endswith(".json") or n.endswith(".parquet") for n in os.listdir(log))
 
 
+def log_versions(table: str) -> list[int]:
+    """The versions of the JSON commits still in ``table``'s log, ascending (empty: no log)."""
+    local = local_path(table)
+    if local is not None:
+        log = os.path.join(local, "_delta_log")
+        names = os.listdir(log) if os.path.isdir(log) else []
+    else:
+        store, key = locate(table)
+        prefix = f"{key.rstrip('/')}/_delta_log/"
+        names = [m.key[len(prefix) :] for m in store.list(prefix)]
+    out = []
+    for name in names:
+        stem, _, ext = name.partition(".")
+        if ext == "json" and stem.isdigit():
+            out.append(int(stem))
+    return sorted(out)
+
+
 def remove_table(table: str) -> None:
     """Delete a table and everything under it (no-op when absent)."""
     local = local_path(table)
