@@ -312,7 +312,7 @@ class FanoutSink:
         highest = -1
         parts: list[pa.Table] = []
         size = committed = 0
-        for part in [*(ParkedRows.read(p) for p in files), *([rows] if rows is not None else [])]:
+        for part in [*(self.parked.read(p) for p in files), *([rows] if rows is not None else [])]:
             if highest >= 0:
                 part = part.filter(pc.greater(part.column("seq"), highest))  # rows a replay parked again
             if part.num_rows == 0:

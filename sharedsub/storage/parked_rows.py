@@ -1,13 +1,14 @@
-"""The fan-out's routed rows that could not be committed yet, on disk until their table takes them.
+"""The fan-out's routed rows that could not be committed yet, kept until their table takes them.
 
 :class:`ParkedRows` is the store the fan-out sink (jobs/fanout_sink.py) parks a failing
 subscription table's rows in, and retries them from (the rule: sharedsub.core.fanout.fanout_faults).
+It writes through the data dir's object store (sharedsub.storage.objects): files on a local dir
+(fsynced), objects on S3 (durable once the PUT is answered).
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
+import io
 from collections.abc import Sequence
 
 import pyarrow as pa
@@ -16,88 +17,79 @@ import pyarrow.parquet as pq
 from sharedsub.core import layout
 from sharedsub.core.layout import local_path
 from sharedsub.storage import schemas
-from sharedsub.storage.durable_files import fsync_path, makedirs_synced
+from sharedsub.storage.objects.local_store import LocalStore
+from sharedsub.storage.objects.locations import locate
+from sharedsub.storage.objects.store import ObjectStore
 
 
 class ParkedRows:
-    """Routed rows of subscription tables whose commits failed, kept on disk until the table takes
-    them (local data dirs only).
+    """Routed rows of subscription tables whose commits failed, kept until the table takes them.
 
-    One Parquet file per (table, batch): ``<data>/_fanout/pending/<table rel>/<first seq>-<batch
+    One Parquet object per (table, batch): ``<data>/_fanout/pending/<table rel>/<first seq>-<batch
     id>.parquet`` (both numbers zero-padded to 20 digits), schema ``schemas.SUBSCRIPTION``, rows
-    in ``seq`` order. A file is written under a temporary name, fsynced, renamed and its directory
-    fsynced (and every directory created for it): after :meth:`park` returns, the rows survive a
-    crash or power loss; a file is whole or absent. Named by first seq, the files of a table sort
-    in seq order; a file holds every row of its table in its seq range, so reading them in name
-    order and keeping rows above the highest seq taken so far yields each row once, in order,
-    even when a replayed batch parked the same rows again.
+    in ``seq`` order. Each is one atomic, durable put (sharedsub.storage.objects.store): after
+    :meth:`park` returns, the rows survive a crash or power loss; an object is whole or absent.
+    Named by first seq, the objects of a table sort in seq order; one holds every row of its
+    table in its seq range, so reading them in name order and keeping rows above the highest seq
+    taken so far yields each row once, in order, even when a replayed batch parked the same rows
+    again. :meth:`files` names them by key (what :meth:`read` and :meth:`remove` take).
     """
 
     def __init__(self, root: str) -> None:
-        self.base: str | None = local_path(layout.fanout_pending(root))
+        pending = layout.fanout_pending(root)
+        local = local_path(pending)
+        self._store: ObjectStore
+        if local is not None:
+            self._store, self._prefix = LocalStore(local), ""
+        else:
+            self._store, key = locate(pending)
+            self._prefix = key.rstrip("/") + "/"
 
     def _dir(self, rel: str) -> str:
-        if self.base is None:
-            raise OSError(f"rows can only be parked under a local data dir, not {layout.FANOUT_PENDING!r} here")
-        return os.path.join(self.base, *rel.split("/"))
+        return f"{self._prefix}{rel.strip('/')}/"
 
     def scan(self) -> dict[str, tuple[int, float]]:
-        """``{table rel: (rows, modification time of its oldest file)}`` of everything parked;
-        leftover temporary files of an interrupted :meth:`park` are removed."""
+        """``{table rel: (rows, modification time of its oldest object, s since the epoch)}`` of
+        everything parked."""
         found: dict[str, tuple[int, float]] = {}
-        if self.base is None or not os.path.isdir(self.base):
-            return found
-        for dirpath, _dirs, names in os.walk(self.base):
-            rows, oldest = 0, float("inf")
-            for name in names:
-                path = os.path.join(dirpath, name)
-                if name.startswith("."):
-                    os.unlink(path)  # a park that did not complete; its batch was not reported done
-                elif name.endswith(".parquet"):
-                    rows += pq.read_metadata(path).num_rows
-                    oldest = min(oldest, os.stat(path).st_mtime)
-            if oldest != float("inf"):
-                found[os.path.relpath(dirpath, self.base).replace(os.sep, "/")] = (rows, oldest)
+        for meta in self._store.list(self._prefix):
+            rel, _, name = meta.key[len(self._prefix) :].rpartition("/")
+            if not rel or not name.endswith(".parquet") or name.startswith("."):
+                continue
+            rows = pq.read_metadata(pa.BufferReader(self._store.get(meta.key).data)).num_rows
+            before = found.get(rel, (0, float("inf")))
+            found[rel] = (before[0] + rows, min(before[1], meta.modified_ms / 1000))
         return found
 
     def files(self, rel: str) -> list[str]:
-        """The parked files of table ``rel``, in seq order (none: [])."""
+        """The parked objects of table ``rel``, in seq order (none: [])."""
         directory = self._dir(rel)
-        try:
-            names = os.listdir(directory)
-        except FileNotFoundError:
-            return []
-        return [os.path.join(directory, n) for n in sorted(names) if n.endswith(".parquet") and not n.startswith(".")]
+        return sorted(
+            m.key for m in self._store.list(directory)
+            if "/" not in m.key[len(directory) :] and m.key.endswith(".parquet") and not m.key[len(directory) :].startswith(".")
+        )
 
     def park(self, rel: str, rows: pa.Table, batch_id: int) -> None:
         """Store ``rows`` (of table ``rel``, seq order) durably; raises OSError when it cannot."""
-        directory = self._dir(rel)
-        makedirs_synced(directory)
         first = int(rows.column("seq")[0].as_py())
-        name = f"{first:020d}-{batch_id:020d}.parquet"
-        tmp = os.path.join(directory, f".{name}.tmp")
-        try:
-            pq.write_table(rows.cast(schemas.SUBSCRIPTION), tmp)
-            fsync_path(tmp)
-            os.replace(tmp, os.path.join(directory, name))
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        fsync_path(directory, directory=True)
+        buffer = io.BytesIO()
+        pq.write_table(rows.cast(schemas.SUBSCRIPTION), buffer)
+        self._store.put(f"{self._dir(rel)}{first:020d}-{batch_id:020d}.parquet", buffer.getvalue())
 
-    @staticmethod
-    def read(path: str) -> pa.Table:
-        """The rows of one parked file."""
-        return pq.read_table(path).cast(schemas.SUBSCRIPTION)
+    def read(self, key: str) -> pa.Table:
+        """The rows of one parked object (a key :meth:`files` gave)."""
+        return pq.read_table(pa.BufferReader(self._store.get(key).data)).cast(schemas.SUBSCRIPTION)
 
     def remove(self, rel: str, files: Sequence[str] | None = None) -> None:
-        """Delete ``files`` (default: all) of table ``rel``, and its directories once empty."""
-        for path in self.files(rel) if files is None else files:
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
-        directory = self._dir(rel)
-        assert self.base is not None
-        while directory != self.base and os.path.isdir(directory) and not os.listdir(directory):
-            os.rmdir(directory)
-            directory = os.path.dirname(directory)
+        """Delete ``files`` (default: all) of table ``rel``."""
+        for key in self.files(rel) if files is None else files:
+            self._store.delete(key)
+
+    def lowest_seq(self, rel: str) -> int | None:
+        """Lowest seq parked for table ``rel`` (from the object names); None when none."""
+        firsts = [
+            int(name.split("-", 1)[0])
+            for name in (k.rsplit("/", 1)[-1] for k in self.files(rel))
+            if name.split("-", 1)[0].isdigit()
+        ]
+        return min(firsts) if firsts else None

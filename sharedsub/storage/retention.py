@@ -22,6 +22,7 @@ from sharedsub.storage.delta.commit_log import file_changes, latest_version, rea
 from sharedsub.storage.delta.table_maintenance import compact, delete_rows, version_readable
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
 from sharedsub.storage.delta.tables import log_file
+from sharedsub.storage.parked_rows import ParkedRows
 from sharedsub.storage.topics import topic_files
 
 log = logging.getLogger(__name__)
@@ -131,17 +132,9 @@ def lowest_retained_seq(table: str) -> int | None:
 
 def lowest_parked_seq(root: str, table_rel: str) -> int | None:
     """Lowest seq of the rows the fan-out parked for subscription table ``table_rel`` because
-    its commit failed (sharedsub.storage.parked_rows.ParkedRows: ``<first seq>-<batch>.parquet`` files, in
-    their micro-batch's committed range but not in the table yet); None when none."""
-    base = local_path(layout.fanout_pending(root))
-    if base is None:
-        return None
-    try:
-        names = os.listdir(os.path.join(base, *table_rel.split("/")))
-    except FileNotFoundError:
-        return None
-    firsts = [int(n.split("-", 1)[0]) for n in names if n.endswith(".parquet") and n.split("-", 1)[0].isdigit()]
-    return min(firsts) if firsts else None
+    its commit failed (sharedsub.storage.parked_rows.ParkedRows: in their micro-batch's committed
+    range but not in the table yet); None when none."""
+    return ParkedRows(root).lowest_seq(table_rel)
 
 
 # --------------------------------------------------------------------------- topics

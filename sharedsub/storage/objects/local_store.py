@@ -26,6 +26,7 @@ import os
 import uuid
 from collections.abc import Iterator
 
+from sharedsub.storage.durable_files import makedirs_synced
 from sharedsub.storage.objects.store import AlreadyExists, ObjectMeta, ObjectNotFound, PreconditionFailed, StoredObject
 
 HASHED_UP_TO = 4 << 20  # bytes: files up to this size are tagged by their MD5
@@ -151,19 +152,29 @@ class LocalStore:
                 os.close(fd)  # (releases the lock)
 
     def delete(self, key: str) -> None:
-        """ObjectStore.delete: Remove ``key`` (no error when it is not there)."""
+        """ObjectStore.delete: Remove ``key`` (no error when it is not there), and the directories
+        it leaves empty up to the root (a key is no directory: none is left behind)."""
+        path = self.path(key)
         try:
-            os.unlink(self.path(key))
+            os.unlink(path)
         except FileNotFoundError:
             return
         except IsADirectoryError:
             raise ObjectNotFound(key) from None
+        directory = os.path.dirname(path)
+        root = os.path.normpath(self._root)
+        while os.path.normpath(directory) != root and directory.startswith(root):
+            try:
+                os.rmdir(directory)
+            except OSError:  # not empty (or gone): stop there
+                break
+            directory = os.path.dirname(directory)
 
     # ------------------------------------------------------------------ helpers
 
     def _write_temp(self, path: str, data: bytes) -> str:
         directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
+        makedirs_synced(directory)  # a new key's directories survive a power loss too
         temp = os.path.join(directory, f"{_TEMP}{uuid.uuid4().hex}")
         fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         try:
