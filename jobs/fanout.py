@@ -80,7 +80,7 @@ from jobs.session import build_session, delta_enabled
 from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
 from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
-from sharedsub.core.config import Settings, load_settings
+from sharedsub.core.config import Settings, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.logformat import configure_logging
@@ -151,7 +151,7 @@ def build_fanout_query(
             checkpoint=checkpoint or checkpoint_base(root),
             max_files=settings.fanout.max_commits_per_batch,
             available_now=available_now,
-            trigger_interval=settings.fanout.trigger_interval,
+            trigger_interval=fanout_trigger_interval(settings),
         ).start()
     options = {
         "data_dir": root,
@@ -172,7 +172,7 @@ def build_fanout_query(
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{settings.fanout.trigger_interval} seconds")
+        writer = writer.trigger(processingTime=f"{fanout_trigger_interval(settings)} seconds")
     return writer.start()
 
 

@@ -20,7 +20,7 @@ import proton
 from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.wire.engine_loop import Injector
-from sharedsub.core.config import Settings
+from sharedsub.core.config import Settings, tail_poll_interval
 from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
@@ -130,7 +130,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
         root,
         cache,
         inbox.rows_read,
-        poll_interval=settings.delivery.poll_interval,
+        poll_interval=tail_poll_interval(settings),
         after_unclean_stop=after_unclean_stop,
         stages=stages,
     )

@@ -71,7 +71,7 @@ from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta import commit_log
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
-from sharedsub.storage.delta.tables import log_file, table_exists
+from sharedsub.storage.delta.tables import log_file, object_exists, table_exists
 from sharedsub.storage.retention import read_batch_offset
 from sharedsub.storage.topics import list_topics
 
@@ -406,8 +406,9 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return table_exists(self._table(topic)) and commit_log.latest_version(self._table(topic)) < version
 
     def _has_log(self, topic: str, version: int) -> bool:
-        # A stat, not a parse: the commit file exists until log cleanup removes it.
-        return os.path.exists(log_file(layout.topic_table(self.root, topic), version))
+        # A stat (a HEAD on object storage), not a parse: the commit file exists until log
+        # cleanup removes it.
+        return object_exists(log_file(layout.topic_table(self.root, topic), version))
 
 
 class DriverBatchReader:

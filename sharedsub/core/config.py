@@ -61,6 +61,9 @@ class StorageSettings:
     # Settings of object storage for a data dir s3://... (endpoint, credentials, ...), as delta-rs
     # takes storage options; the AWS variables are read as well. Never logged or shown.
     options: dict[str, str] = dataclasses.field(repr=False)
+    # Seconds between probes for new commits on a data dir on object storage (the tailer's polls,
+    # the fan-out's shortest trigger): each probe is a request there (sharedsub.core.config.tail_poll_interval).
+    object_poll_interval: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -240,6 +243,26 @@ def _coerce(key: str, value: Any, kind: type | str) -> bool | int | float | str 
     except (TypeError, ValueError):
         msg = f"expected {kind_name}, got {value!r}"
         raise ConfigError(key, msg) from None
+
+
+def on_object_store(settings: Settings) -> bool:
+    """True when the data dir is on object storage (a URI other than ``file://``)."""
+    data_dir = settings.storage.data_dir
+    return "://" in data_dir and not data_dir.startswith("file://")
+
+
+def tail_poll_interval(settings: Settings) -> float:
+    """The tailer's poll interval: ``[delivery] poll_interval``, at least ``[storage]
+    object_poll_interval`` on object storage (a poll there is a request, not a ``stat``)."""
+    poll = settings.delivery.poll_interval
+    return max(poll, settings.storage.object_poll_interval) if on_object_store(settings) else poll
+
+
+def fanout_trigger_interval(settings: Settings) -> float:
+    """The fan-out's trigger interval: ``[fanout] trigger_interval``, at least ``[storage]
+    object_poll_interval`` on object storage (each trigger probes every topic's log)."""
+    trigger = settings.fanout.trigger_interval
+    return max(trigger, settings.storage.object_poll_interval) if on_object_store(settings) else trigger
 
 
 def _string_table(key: str, value: object) -> dict[str, str]:
