@@ -9,6 +9,7 @@ run than the sources define is a failure too.
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.s3_server import S3Server
 from tests.secure_service import start_secure_service
 from tests.service import ROOT, ServeProcess
 from tests.tls_certs import java_truststore
@@ -141,3 +143,62 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
         problems.append(f"mvn test failed without a failing test report:\n{mvn_tail}")
     if problems:
         pytest.fail("\n\n".join([*problems, summary]), pytrace=False)
+
+
+# The representative set run on a bucket (issue 28): every consumer kind, acknowledgement modes,
+# unsubscribe and transactions; the rest is storage-independent (the same front end code).
+S3_CLASSES = ("ConsumerKindsTest", "AcknowledgeTest", "UnsubscribeTest", "TransactionTest")
+
+
+@pytest.mark.timeout(MVN_TIMEOUT + 300)
+def test_qpid_jms_tier_on_an_s3_data_dir(tmp_path: Path, s3_server: S3Server) -> None:
+    """The representative Java test classes pass against a ``serve`` whose data dir is a bucket
+    on a real S3 server (versitygw); the Java tests' topic creation goes to the bucket too."""
+    mvn = shutil.which("mvn")
+    assert mvn is not None, "mvn (Apache Maven) is not on the PATH: the Qpid JMS tier cannot run"
+    expected = {name: n for name, n in defined_tests().items() if name in S3_CLASSES}
+    assert set(expected) == set(S3_CLASSES), f"test classes missing from {TEST_SOURCES}: {set(S3_CLASSES) - set(expected)}"
+    for stale in (REPORTS, JMS_DIR / "target" / "test-classes"):
+        if stale.exists():
+            shutil.rmtree(stale)
+    data = s3_server.url("jms")
+    log_path = tmp_path / "mvn.log"
+    server = ServeProcess(data, env=s3_server.env()).start()
+    try:
+        cmd = [
+            mvn,
+            "-B",
+            "-f",
+            str(POM),
+            "test",
+            f"-Dtest={','.join(S3_CLASSES)}",
+            "-Dsurefire.failIfNoSpecifiedTests=false",
+            f"-Dsharedsub.url={server.url}",
+            f"-Dsharedsub.dataDir={data}",
+            f"-Dsharedsub.python={sys.executable}",
+        ]
+        with log_path.open("w") as log:
+            try:
+                rc: int | None = subprocess.run(
+                    cmd,
+                    cwd=ROOT,
+                    env={**os.environ, **s3_server.env()},
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    timeout=MVN_TIMEOUT,
+                ).returncode
+            except subprocess.TimeoutExpired:
+                rc = None
+    finally:
+        code = server.stop()
+    ran, failed = read_reports(REPORTS)
+    mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
+    total = sum(expected.values())
+    problems = [f"{len(failed)} Java test(s) did not pass:\n" + "\n".join(failed)] if failed else []
+    if code != 0:
+        problems.append(f"sharedsub serve on {data} exited with {code}:\n" + "\n".join(server.stderr_lines[-40:]))
+    if ran < total or rc is None:
+        problems.append(f"{ran} of {total} Java tests ran (mvn exit {rc}):\n{mvn_tail}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.s3_server import S3Server
 from tests.secure_service import start_secure_service
 from tests.service import ServeProcess
 
@@ -156,8 +157,7 @@ def test_rhea_tier(tmp_path: Path) -> None:
     passed, failed, skipped = _results(report)
     if failed:
         problems.append(
-            f"{len(failed)} rhea test(s) failed:\n"
-            + "\n\n".join(f"--- {name}\n{message}" for name, message in failed)
+            f"{len(failed)} rhea test(s) failed:\n" + "\n\n".join(f"--- {name}\n{message}" for name, message in failed)
         )
     if skipped:
         problems.append(f"rhea tests skipped (the tier never skips): {skipped}")
@@ -173,4 +173,44 @@ def test_rhea_tier(tmp_path: Path) -> None:
             problems.append("service log (tail):\n" + "\n".join(service.stderr_lines[-20:]))
         # Node failures first, then the service's exit.
         problems.sort(key=lambda p: p.startswith("sharedsub serve"))
+        pytest.fail("\n\n".join(problems))
+
+
+# The representative set run on a bucket (issue 28): deliveries (redelivery marking, drain,
+# settlement) and the replies a JMS client depends on; the others are storage-independent.
+S3_FILES = ("delivery.test.js", "replies.test.js")
+
+
+@pytest.mark.timeout(NODE_TIMEOUT + 360)
+def test_rhea_tier_on_an_s3_data_dir(tmp_path: Path, s3_server: S3Server) -> None:
+    """The representative rhea test files pass against a ``serve`` whose data dir is a bucket on a
+    real S3 server (versitygw)."""
+    node = _check_setup()
+    files = [TIER / name for name in S3_FILES]
+    expected = _declared_tests(files)
+    assert expected > 0, f"no tests declared in {S3_FILES}"
+    data = s3_server.url("rhea")
+    report = tmp_path / "rhea-junit.xml"
+    service = ServeProcess(data, env=s3_server.env()).start()
+    try:
+        env = dict(
+            os.environ,
+            **s3_server.env(),
+            SHAREDSUB_URL=service.url,
+            SHAREDSUB_DATA_DIR=data,
+            SHAREDSUB_PYTHON=sys.executable,
+            NODE_NO_WARNINGS="1",
+        )
+        cmd = [node, "--test", "--test-concurrency=1", "--test-reporter=junit", f"--test-reporter-destination={report}"]
+        run = subprocess.run([*cmd, *map(str, files)], cwd=TIER, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT)
+    finally:
+        code = service.stop()
+    assert report.exists(), f"node --test wrote no JUnit report (exit {run.returncode}):\n{(run.stdout + run.stderr)[-4000:]}"
+    passed, failed, skipped = _results(report)
+    problems = [f"--- {name}\n{message}" for name, message in failed]
+    if skipped or len(passed) + len(failed) < expected:
+        problems.append(f"{len(passed)} passed, {len(failed)} failed, skipped {skipped}; {expected} declared")
+    if code != 0:
+        problems.append(f"sharedsub serve on {data} exited with {code}:\n" + "\n".join(service.stderr_lines[-40:]))
+    if problems:
         pytest.fail("\n\n".join(problems))
