@@ -4,6 +4,7 @@ and consume through the bucket; one owner per data dir by its lease (issue 28)."
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -153,3 +154,27 @@ def test_users_live_in_the_bucket_and_a_user_store_follows_them(s3_server: S3Ser
     assert set(users.lookup("alice")) == {"SCRAM-SHA-256", "SCRAM-SHA-512"}
     assert _sharedsub("users", "remove", "alice", "--data-dir", data, env=env).returncode == 0
     assert users.lookup("alice") == {}  # re-read: its tag changed
+
+
+def test_storage_options_from_the_config_file_alone_reach_every_process(s3_server: S3Server, tmp_path: Path) -> None:
+    """Endpoint and credentials only in ``[storage] options`` (no AWS variables): the front end,
+    its append child and the fan-out job all reach the bucket."""
+    assert not set(s3_server.env()) & set(os.environ), "this test needs no AWS endpoint or credential variables set"
+    options = ", ".join(f'{k} = "{v}"' for k, v in s3_server.env().items())
+    config = tmp_path / "s3.toml"
+    config.write_text(f"[storage]\noptions = {{ {options} }}\n")
+    data = s3_server.url("cfg")
+    topic = uid("t")
+    made = _sharedsub("topics", "create", topic, "--data-dir", data, "--config", str(config), env={})
+    assert made.returncode == 0, made.stderr
+    proc = ServeProcess(data, extra_args=["--config", str(config)]).start()
+    try:
+        with Subscriber(proc.url, topic, **jms_shared_durable(uid("sub"))) as sub:
+            assert sub.attached.wait(30)
+            outcomes = publish(proc.url, topic, [Message(body=f"c{i}") for i in range(10)])
+            assert [o.state for o in outcomes] == ["accepted"] * 10
+            wait_for(lambda: len(sub.received) >= 10, 120, "10 deliveries with the options from the file")
+    finally:
+        code = proc.stop()
+    assert code == 0, "\n".join(proc.stderr_lines[-30:])
+    assert s3_server.env()["AWS_SECRET_ACCESS_KEY"] not in "\n".join(proc.stderr_lines + proc.stdout_lines)

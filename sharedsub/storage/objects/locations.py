@@ -9,12 +9,20 @@ storage code then finds the store and the options of any location under it with
 :func:`locate` and :func:`storage_options`. A location under no registered root gets a store
 with no options (the AWS variables alone), so a notebook reading a table by URI works too.
 
+The registrations reach child processes (the append child, the fan-out job, Spark's Python
+workers that run the fan-out's data source) through the environment: :func:`register` also
+writes them to ``_SHAREDSUB_STORAGE_REGISTRY`` (JSON; not a ``SHAREDSUB_<SECTION>_<KEY>`` setting),
+which a process reads on its first lookup.
+A process's environment is readable by its user only (``/proc/PID/environ`` is 0400).
+
 Local locations (a path or ``file://``) are never registered: the local code paths read them
 directly (their fast paths: one ``stat`` per probe, ``link(2)`` commits, fsync).
 """
 
 from __future__ import annotations
 
+import json
+import os
 import threading
 from collections.abc import Mapping
 
@@ -22,7 +30,10 @@ from sharedsub.core import layout
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.objects.store import ObjectStore
 
+ENV = "_SHAREDSUB_STORAGE_REGISTRY"
+
 _lock = threading.Lock()
+_inherited = False  # whether ENV was read (once, at the first lookup)
 _options: dict[str, dict[str, str]] = {}  # registered root (no trailing /) -> [storage] options
 _stores: dict[tuple[str, str | None], ObjectStore] = {}  # (bucket, registered root) -> its store
 
@@ -32,8 +43,20 @@ def register(root: str, options: Mapping[str, str] | None) -> None:
     if layout.local_path(root) is not None:
         return
     with _lock:
+        _inherit()
         _options[root.rstrip("/")] = dict(options or {})
         _stores.pop((_bucket_of(root), root.rstrip("/")), None)
+        os.environ[ENV] = json.dumps(_options)  # for the child processes started from now on
+
+
+def _inherit() -> None:
+    """Take the registrations a parent process passed in the environment (under ``_lock``)."""
+    global _inherited
+    if _inherited:
+        return
+    _inherited = True
+    for root, options in json.loads(os.environ.get(ENV) or "{}").items():
+        _options.setdefault(str(root), {str(k): str(v) for k, v in options.items()})
 
 
 def _bucket_of(location: str) -> str:
@@ -56,6 +79,7 @@ def storage_options(location: str) -> dict[str, str] | None:
     if layout.local_path(location) is not None:
         return None
     with _lock:
+        _inherit()
         root = _root_of(location)
         return dict(_options[root]) if root is not None and _options[root] else None
 
@@ -70,6 +94,7 @@ def locate(location: str) -> tuple[ObjectStore, str]:
         raise ValueError(f"{location} is local: read it as a file")
     bucket = _bucket_of(location)
     with _lock:
+        _inherit()
         root = _root_of(location)
         options = _options.get(root, {}) if root is not None else {}
         store = _stores.get((bucket, root))
