@@ -24,15 +24,6 @@ from sharedsub.storage.objects.store import (
 from tests.s3_server import SECRET_KEY, S3Server
 
 
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "local":
-        return LocalStore(str(tmp_path / "data"))
-    server: S3Server = request.getfixturevalue("s3_server")
-    request.getfixturevalue("s3_env")
-    return open_store(server.url())
-
-
 def test_put_get_head_round_trip(store: ObjectStore) -> None:
     meta = store.put("a/b/x.json", b"hello")
     got = store.get("a/b/x.json")

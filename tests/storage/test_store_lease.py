@@ -7,7 +7,6 @@ from __future__ import annotations
 import dataclasses
 import socket
 import threading
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,6 @@ from sharedsub.core.ownership.lease import LeaseRecord
 from sharedsub.runtime.store_lease import LeaseHolder, take_lease
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
-from sharedsub.storage.objects.local_store import LocalStore
 from sharedsub.storage.objects.store import ObjectStore
 from tests.s3_server import S3Server
 
@@ -37,13 +35,6 @@ class Clock:
         self.now += seconds
 
 
-@pytest.fixture(params=["local", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> ObjectStore:
-    if request.param == "local":
-        return LocalStore(str(tmp_path / "data"))
-    server: S3Server = request.getfixturevalue("s3_server")
-    request.getfixturevalue("s3_env")
-    return open_store(server.url())
 
 
 def _me(name: str, *, host: str = "host-a", pid: int = 100, ttl: float = 15.0, renew: float = 3.0) -> LeaseRecord:
