@@ -235,21 +235,23 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     sys.setswitchinterval(0.0005)
     loopback = refuse_anonymous_network(settings)
     owner = take_data_dir(settings.data_dir)  # held until the process ends
+    stopped_by: list[str] = []  # why the service stopped itself, if it did (a lost lease, a fence)
+
+    def fail_stop(reason: str) -> None:  # another thread (the lease's, the committer's)
+        logging.getLogger("sharedsub").error("stopping: %s (data dir %s)", reason, settings.data_dir)
+        stopped_by.append(reason)
+        server.request_stop()
+
     parts = build_parts(
         settings,
+        epoch=owner.epoch,
+        on_fenced=fail_stop,
         after_unclean_stop=previous_stop_was_unclean(settings),
         # A missing or broken permissions file raises ConfigError here: never start more open.
         permissions=PolicyStore(settings.security.permissions_file),
     )
     server = FrontEndServer(parts)
-    lease_lost: list[str] = []
-
-    def on_lease_lost(reason: str) -> None:  # the lease's thread: fail-stop (sharedsub.core.ownership.lease)
-        logging.getLogger("sharedsub").error("lost the ownership of %s: %s; stopping", settings.data_dir, reason)
-        lease_lost.append(reason)
-        server.request_stop()
-
-    owner.when_lost(on_lease_lost)
+    owner.when_lost(lambda reason: fail_stop(f"lost the owner lease: {reason}"))  # (sharedsub.core.ownership.lease)
     host, port = server.listen()
     warning = open_warning(host, loopback, server.anonymous, [u for u in (server.url, server.tls_url) if u])
     if warning is not None:
@@ -314,4 +316,4 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
             fanout.stop()
     owner.release()
     logging.getLogger("sharedsub").info("stopped")
-    return EXIT_ERROR if fanout_failed or lease_lost else EXIT_OK
+    return EXIT_ERROR if fanout_failed or stopped_by else EXIT_OK

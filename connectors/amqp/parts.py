@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import time
+from collections.abc import Callable
 from typing import Protocol
 
 import proton
@@ -99,12 +100,20 @@ class FrontEndParts:
     publish_window: PublishWindow[proton.Link]
 
 
-def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permissions: PolicyStore | None = None) -> FrontEndParts:
+def build_parts(
+    settings: Settings,
+    *,
+    after_unclean_stop: bool = False,
+    permissions: PolicyStore | None = None,
+    epoch: int | None = None,
+    on_fenced: Callable[[str], None] | None = None,
+) -> FrontEndParts:
     """The parts of a front end on ``settings``' data dir (nothing started yet).
 
     ``after_unclean_stop``: the previous front end on the data dir did not stop cleanly (see
     sharedsub.runtime.tailer.Tailer); ``permissions``: the policy store (None: no permissions
-    file, the open policy).
+    file, the open policy); ``epoch``: the owner lease's epoch every commit carries (a data dir
+    on object storage), ``on_fenced``: what stops the service when a commit meets a higher one.
     """
     injector = Injector()
     inbox = Inbox(injector)
@@ -114,7 +123,10 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
     # Time per stage of the message path, exported on /metrics (sharedsub.core.ops.stage_timing).
     stages = StageTimes()
     store = DeltaStore(
-        root, fsync=settings.storage.fsync, appends=AppendProcess() if settings.storage.append_process else None
+        root,
+        fsync=settings.storage.fsync,
+        appends=AppendProcess() if settings.storage.append_process else None,
+        epoch=epoch,
     )
     committer = Committer(
         store,
@@ -125,6 +137,7 @@ def build_parts(settings: Settings, *, after_unclean_stop: bool = False, permiss
         min_commit_interval=settings.publish.min_commit_interval,
         full_disk_timeout=settings.storage.full_disk_timeout,
         stages=stages,
+        on_fenced=on_fenced,
     )
     tailer = Tailer(
         root,

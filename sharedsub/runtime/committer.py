@@ -53,6 +53,7 @@ from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
 from sharedsub.storage.commits.commit_store import Appender, CommitStore
 from sharedsub.storage.commits.py_columns import PyColumns
+from sharedsub.storage.delta.appender import Fenced
 from sharedsub.storage.topic_rows import topic_batch
 
 log = logging.getLogger(__name__)
@@ -88,6 +89,7 @@ class Committer:
         min_commit_interval: float = 0.0,
         full_disk_timeout: float = 60.0,
         stages: StageTimes | None = None,
+        on_fenced: Callable[[str], None] | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -96,8 +98,11 @@ class Committer:
         seconds from one group's start to the next group's (what arrives meanwhile joins the
         next group; a stop does not wait for it). ``stages``: where the
         ``group_commit`` and ``ack_commit`` times go (sharedsub.core.ops.stage_timing; this thread is
-        their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`."""
+        their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`.
+        ``on_fenced(reason)``: called (on this thread) when a write finds the table taken under a
+        higher owner epoch: another front end owns the data dir, this one must stop."""
         self.store = store
+        self._on_fenced = on_fenced
         self.root = store.root
         self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
@@ -243,6 +248,10 @@ class Committer:
         while True:
             try:
                 out = attempt()
+            except Fenced as exc:  # superseded: nothing this front end writes may land any more
+                if self._on_fenced is not None:
+                    self._on_fenced(str(exc))
+                raise
             except Exception as exc:
                 code = write_faults.fault_errno(exc)
                 if code is None:

@@ -30,10 +30,11 @@ def append_records(
     return appender.append(pa.Table.from_pylist(rows, schema=schemas.CATALOG), commit_id=commit_id)
 
 
-def catalog_appender(root: str, *, fsync: bool = False) -> DeltaAppender:
-    """Appender for the catalog table under ``root`` (``fsync``: see appender.sync_commit)."""
+def catalog_appender(root: str, *, fsync: bool = False, epoch: int | None = None) -> DeltaAppender:
+    """Appender for the catalog table under ``root`` (``fsync``: see appender.sync_commit;
+    ``epoch``: the owner epoch its commits carry, see DeltaAppender)."""
     # evolve: catalogs made before the ``owner`` column existed get it with their next commit.
-    return DeltaAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True)
+    return DeltaAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True, epoch=epoch)
 
 
 class CatalogReader:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,10 +16,13 @@ from proton import Message
 
 from sharedsub.core.layout import OWNER_LEASE
 from sharedsub.runtime.users import UserStore
+from sharedsub.storage.delta.appender import EPOCH_MARK
+from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
-from tests.amqp_peer import Subscriber, jms_shared_durable, publish, uid, wait_for
+from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
 from tests.s3_server import SECRET_KEY, S3Server
 from tests.service import ROOT, ServeProcess
 
@@ -178,3 +182,41 @@ def test_storage_options_from_the_config_file_alone_reach_every_process(s3_serve
         code = proc.stop()
     assert code == 0, "\n".join(proc.stderr_lines[-30:])
     assert s3_server.env()["AWS_SECRET_ACCESS_KEY"] not in "\n".join(proc.stderr_lines + proc.stdout_lines)
+
+
+@pytest.mark.timeout(600)
+def test_a_sigstopped_owner_taken_over_writes_nothing_after_sigcont(s3_server: S3Server, s3_env: dict[str, str]) -> None:
+    """Owner A is SIGSTOPped; B watches A's lease for its TTL, takes it over (epoch 2) and
+    publishes to the topic A was publishing to (fencing that topic's table). A publish sent to A
+    while it was stopped is taken by A on SIGCONT: its commit finds B's fence and is refused, A
+    stops with a non-zero exit, and every commit of the topic and the catalog after B's takeover
+    was written under epoch 2."""
+    data = s3_server.url("fenced")
+    topic = uid("t")
+    create_topic(data, topic)
+    a = ServeProcess(data, env=s3_server.env()).start()
+    try:
+        assert [o.state for o in publish(a.url, topic, [Message(body="a0")])] == ["accepted"]
+        store = open_store(data)
+        table = f"{data}/topics/{topic}"
+        assert a.proc is not None
+        os.kill(a.proc.pid, signal.SIGSTOP)
+        b = ServeProcess(data, env=s3_server.env()).start()  # waits out A's TTL, then takes over
+        try:
+            record, _tag = read_lease(store, OWNER_LEASE) or (None, "")
+            assert record is not None and record.epoch == 2
+            taken_at = latest_version(table)
+            assert [o.state for o in publish(b.url, topic, [Message(body="b0")])] == ["accepted"]
+            late = start_publish(a.url, topic, [Message(body="a-late")])  # queued in A's socket
+            os.kill(a.proc.pid, signal.SIGCONT)
+            assert a.proc.wait(60) != 0, "A went on after losing its lease"
+            assert all(o.state != "accepted" for o in late.settled), "A accepted a publish after it was superseded"
+            for version in range(taken_at + 1, latest_version(table) + 1):
+                entry = read_log_entry(table, version)
+                assert entry is not None and entry.info.get(EPOCH_MARK) == "2", (version, entry.info if entry else None)
+            bodies = read_table(table, ["message"])
+            assert bodies is not None and not any(b"a-late" in m for m in bodies.column("message").to_pylist())
+        finally:
+            assert b.stop() == 0
+    finally:
+        a.kill()

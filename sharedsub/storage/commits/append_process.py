@@ -49,7 +49,7 @@ from typing import IO, Any, BinaryIO
 import pyarrow as pa
 
 from sharedsub.storage.commits.py_columns import PyColumns
-from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
+from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender, Fenced
 
 log = logging.getLogger(__name__)
 
@@ -76,9 +76,10 @@ class AppendProcess:
         self._lock = threading.Lock()
         self._last_version: dict[str, int] = {}  # by table: newest version an append returned
 
-    def appender(self, path: str, schema: pa.Schema, *, fsync: bool = False) -> ChildProcessAppender:
-        """An appender of the table at ``path`` whose commits run in the child."""
-        return ChildProcessAppender(self, path, schema, fsync)
+    def appender(self, path: str, schema: pa.Schema, *, fsync: bool = False, epoch: int | None = None) -> ChildProcessAppender:
+        """An appender of the table at ``path`` whose commits run in the child (under owner
+        ``epoch``: see DeltaAppender)."""
+        return ChildProcessAppender(self, path, schema, fsync, epoch)
 
     def start(self) -> None:
         """Start the child now (otherwise the first append does)."""
@@ -162,11 +163,12 @@ class ChildProcessAppender:
     """The :class:`Appender` of a store with a child process: ``DeltaAppender.append`` for one
     table, done by the child (the rows cross a pipe, pickled as column lists)."""
 
-    def __init__(self, process: AppendProcess, path: str, schema: pa.Schema, fsync: bool) -> None:
+    def __init__(self, process: AppendProcess, path: str, schema: pa.Schema, fsync: bool, epoch: int | None = None) -> None:
         self.path = path
         self.schema = schema
         self._process = process
         self._fsync = fsync
+        self._epoch = epoch
 
     def append(self, data: pa.Table | PyColumns, *, commit_id: str) -> int:
         """Commit ``data`` as one Delta commit in the child; the new version (column lists are
@@ -177,7 +179,9 @@ class ChildProcessAppender:
             ChildProcessAppendError: the append failed in the child (the child's message).
             AppendProcessDied: the child died twice during this append.
         """
-        header: dict[str, object] = {"op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync}
+        header: dict[str, object] = {
+            "op": "append", "path": self.path, "commit_id": commit_id, "fsync": self._fsync, "epoch": self._epoch,
+        }
         body: bytes | pa.Buffer
         if isinstance(data, PyColumns):
             header["rows"] = "pickle"
@@ -198,6 +202,9 @@ class ChildProcessAppender:
             cause = OSError(int(error["errno"]), error["message"])
         if error.get("not_synced") is not None:
             raise CommitNotSynced(self.path, int(error["not_synced"]), cause) from cause
+        fenced = error.get("fenced")
+        if fenced is not None:
+            raise Fenced(self.path, int(fenced[0]), int(fenced[1]), int(fenced[2]))
         raise cause
 
     def close(self) -> None:
@@ -230,6 +237,7 @@ def _error_reply(exc: BaseException) -> dict[str, object]:
             "message": f"{type(exc).__name__}: {exc}",
             "errno": cause.errno if isinstance(cause, OSError) else None,
             "not_synced": exc.version if isinstance(exc, CommitNotSynced) else None,
+            "fenced": [exc.version, exc.theirs, exc.mine] if isinstance(exc, Fenced) else None,
         }
     }
 
@@ -253,7 +261,10 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
                 data = _rows(header, body)
                 appender = appenders.get(path)
                 if appender is None:
-                    appender = appenders[path] = DeltaAppender(path, data.schema, fsync=bool(header["fsync"]))
+                    epoch = header.get("epoch")
+                    appender = appenders[path] = DeltaAppender(
+                        path, data.schema, fsync=bool(header["fsync"]), epoch=int(epoch) if epoch is not None else None
+                    )
                 version = appender.append(data, commit_id=header["commit_id"], tried_after=header.get("tried_after"))
                 reply = {"version": version}
             except Exception as exc:  # noqa: BLE001 (reported to the parent, which decides (retry, fail, park))

@@ -23,11 +23,11 @@ from typing import Protocol
 import pyarrow as pa
 
 from sharedsub.core import layout
-from sharedsub.storage import catalog, diskspace
+from sharedsub.storage import catalog, diskspace, schemas
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
-from sharedsub.storage.delta.tables import remove_table
+from sharedsub.storage.delta.tables import remove_table, table_exists
 from sharedsub.storage.topics import create_topic, last_seq
 
 
@@ -103,10 +103,17 @@ class DeltaStore:
     appends (None: the calling thread does); the catalog's are always made by the calling thread.
     """
 
-    def __init__(self, root: str, *, fsync: bool = False, appends: AppendProcess | None = None) -> None:
+    def __init__(
+        self, root: str, *, fsync: bool = False, appends: AppendProcess | None = None, epoch: int | None = None
+    ) -> None:
+        """``epoch``: the owner epoch of the lease this front end holds (a data dir on object
+        storage; None for a local one): every commit carries it, a table is fenced before its
+        state is first read (:meth:`last_seq`, :meth:`catalog_revision`), and an append that
+        meets a higher epoch raises ``Fenced`` (sharedsub.storage.delta.appender)."""
         self.root = root
         self.fsync = fsync
         self.appends = appends
+        self.epoch = epoch
 
     def start(self) -> None:  # noqa: D102 (CommitStore documents each member)
         if self.appends is not None:
@@ -118,18 +125,27 @@ class DeltaStore:
 
     def appender(self, path: str, schema: pa.Schema) -> Appender:  # noqa: D102
         if self.appends is not None:
-            return self.appends.appender(path, schema, fsync=self.fsync)
-        return InProcessAppender(DeltaAppender(path, schema, fsync=self.fsync))
+            return self.appends.appender(path, schema, fsync=self.fsync, epoch=self.epoch)
+        return InProcessAppender(DeltaAppender(path, schema, fsync=self.fsync, epoch=self.epoch))
 
     def catalog_appender(self) -> Appender:  # noqa: D102
-        return InProcessAppender(catalog.catalog_appender(self.root, fsync=self.fsync))
+        return InProcessAppender(catalog.catalog_appender(self.root, fsync=self.fsync, epoch=self.epoch))
+
+    def _fence(self, path: str, schema: pa.Schema) -> None:
+        """Fence ``path`` under this store's epoch before its state is read (no-op without an
+        epoch, or for a table not made yet: its first commit will carry the epoch)."""
+        if self.epoch is not None and table_exists(path):
+            DeltaAppender(path, schema, epoch=self.epoch).fence()
 
     def catalog_revision(self) -> int:  # noqa: D102
+        self._fence(layout.catalog_table(self.root), schemas.CATALOG)
         records = catalog.load_catalog(self.root)
         return max((r.revision for r in records.values()), default=0)
 
     def last_seq(self, topic: str) -> int:  # noqa: D102
-        return last_seq(layout.topic_table(self.root, topic))
+        path = layout.topic_table(self.root, topic)
+        self._fence(path, schemas.TOPIC)
+        return last_seq(path)
 
     def create_topic(self, topic: str) -> str:  # noqa: D102
         return create_topic(self.root, topic)

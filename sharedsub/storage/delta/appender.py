@@ -24,6 +24,36 @@ COMMIT_MARK = "sharedsub.commit"
 # Tries of an append refused for a commit made since its table was loaded (CommitFailedError).
 APPEND_ATTEMPTS = 5
 
+# commitInfo key of the owner epoch an appender writes under (sharedsub.core.ownership.lease): a
+# commit refused because its version was taken by a higher epoch means another front end owns the
+# data dir now, and this writer must stop (fencing at the log, not only at the lease).
+EPOCH_MARK = "sharedsub.epoch"
+
+
+class Fenced(Exception):
+    """A commit found its version taken under a higher owner epoch: this writer is superseded."""
+
+    def __init__(self, table: str, version: int, theirs: int, mine: int) -> None:
+        super().__init__(
+            f"{table}: version {version} was written under owner epoch {theirs}, this writer's is {mine}: "
+            "another front end owns the data dir now"
+        )
+        self.table = table
+        self.version = version
+        self.theirs = theirs
+        self.mine = mine
+
+
+def check_fence(table: str, after: int, epoch: int) -> None:
+    """Raise :class:`Fenced` when a commit of ``table`` after version ``after`` carries an owner
+    epoch higher than ``epoch``."""
+    latest = latest_version(table, after) if after >= 0 else latest_version(table)
+    for version in range(max(after + 1, 0), latest + 1):
+        entry = read_log_entry(table, version)
+        theirs = entry.info.get(EPOCH_MARK) if entry is not None else None
+        if theirs is not None and int(theirs) > epoch:
+            raise Fenced(table, version, int(theirs), epoch)
+
 
 def _next_entry(table: str, version: int) -> LogEntry | None:
     """The log entry of ``version + 1``; None when there is none (yet). A directory under its
@@ -110,8 +140,13 @@ class DeltaAppender:
         fsync: bool = False,
         evolve: bool = False,
         blind: bool = True,
+        epoch: int | None = None,
     ) -> None:
         self.path = path
+        # The owner epoch this appender writes under (None: no owner lease, a local data dir's
+        # flock excludes other writers). With one, delta-rs does not retry a refused commit by
+        # itself: the refusal is read first (check_fence).
+        self._epoch = epoch
         self.schema = schema
         self._fsync = fsync
         # Merge columns ``schema`` has and the table lacks into the table's schema (a table made
@@ -126,7 +161,8 @@ class DeltaAppender:
         # app id -> (version read up to, stamp of that version's log file, its transaction version)
         self._transactions: dict[str, tuple[int, tuple[int, int, int], int | None]] = {}
         self._local = local_path(path) is not None
-        self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK) if blind and not evolve and self._local else None
+        fast = blind and not evolve and self._local and epoch is None
+        self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK) if fast else None
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -193,9 +229,11 @@ class DeltaAppender:
         return version
 
     def _commit_delta_rs(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
+        marks = {COMMIT_MARK: marker} if self._epoch is None else {COMMIT_MARK: marker, EPOCH_MARK: str(self._epoch)}
         props = CommitProperties(
-            custom_metadata={COMMIT_MARK: marker},
+            custom_metadata=marks,
             app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,
+            max_commit_retries=0 if self._epoch is not None else None,
         )
         table = self._open()
         target: DeltaTable | str = table if table is not None else self.path
@@ -220,7 +258,10 @@ class DeltaAppender:
                 except CommitFailedError:
                     # A maintenance commit (delete of acknowledged rows, compaction) landed since this
                     # table object was loaded; delta-rs refuses the append against the old snapshot.
-                    # An append does not depend on what it read: reload and commit again.
+                    # An append does not depend on what it read: reload and commit again, unless
+                    # a higher owner epoch took a version meanwhile (then this writer stops).
+                    if self._epoch is not None:
+                        check_fence(self.path, table.version() if table is not None else -1, self._epoch)
                     if table is None or attempt + 1 == APPEND_ATTEMPTS:
                         raise
                     table.update_incremental()
@@ -234,6 +275,35 @@ class DeltaAppender:
         if table is None:
             self._table = table = delta_table(self.path)
         return table.version()
+
+    def fence(self) -> int:
+        """Write an empty commit under this appender's epoch (a new owner does so before it reads
+        the table's state): a writer of a lower epoch that commits after it finds the fence and
+        stops. Returns its version.
+
+        Raises:
+            Fenced: a higher epoch is there already.
+        """
+        assert self._epoch is not None, "fence() needs an owner epoch"
+        marker = f"fence-{uuid.uuid4().hex}"
+        props = CommitProperties(custom_metadata={EPOCH_MARK: str(self._epoch), COMMIT_MARK: marker}, max_commit_retries=0)
+        for attempt in range(APPEND_ATTEMPTS):
+            self._table = None
+            table = self._open()
+            if table is None:
+                raise FileNotFoundError(f"no table at {self.path} to fence")
+            try:
+                table.create_write_transaction([], mode="append", schema=table.schema(), commit_properties=props)
+            except CommitFailedError:
+                check_fence(self.path, table.version(), self._epoch)
+                if attempt + 1 == APPEND_ATTEMPTS:
+                    raise
+                continue
+            self._table = None
+            landed = find_commit(self.path, marker, after=table.version())
+            assert landed is not None, f"the fence of {self.path} committed but is not in its log"
+            return landed
+        raise AssertionError("unreachable")
 
     def transaction_version(self, app_id: str) -> int | None:
         """Last version recorded for ``app_id`` in this table, or None.
