@@ -109,17 +109,17 @@ class DataDirLock:
     renewed on its own thread; when it is lost, :meth:`when_lost`'s callback stops the service.
     """
 
-    def __init__(self, fd: int | None, lease: LeaseHolder | None = None) -> None:
+    def __init__(self, fd: int | None, lease: Callable[[Callable[[str], None]], LeaseHolder] | None = None) -> None:
+        """``fd``: the flocked file of a local dir; ``lease``: for object storage, makes the
+        started :class:`LeaseHolder` given the callback it reports a loss to."""
         self._fd = fd
-        self._lease = lease
         self._on_lost: Callable[[str], None] = lambda _reason: None
+        self._lease = lease(self._lost) if lease is not None else None
 
     @classmethod
     def leased(cls, store: ObjectStore, key: str, taken: tuple[LeaseRecord, str, float]) -> DataDirLock:
         """Ownership by the lease ``taken`` (sharedsub.runtime.store_lease.take_lease), renewed from now."""
-        lock = cls(None)
-        lock._lease = LeaseHolder(store, key, taken, lock._lost).start()
-        return lock
+        return cls(None, lambda on_lost: LeaseHolder(store, key, taken, on_lost).start())
 
     @property
     def epoch(self) -> int | None:
