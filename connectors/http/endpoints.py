@@ -45,6 +45,7 @@ from sharedsub.runtime.operations import ServiceOperations
 from sharedsub.storage import diskspace
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.fanout_stats import read_stats, topic_lag
+from sharedsub.storage.objects.request_counts import REQUESTS
 
 ADMIN_TIMEOUT = 60.0
 
@@ -156,6 +157,14 @@ class MetricsView:
                 "sharedsub_storage_free_bytes",
                 "Bytes still free for the service on the data dir's file system.",
                 [({}, float(free))] if free is not None else [],
+            ),
+            metrics.counter(
+                "sharedsub_object_store_requests_total",
+                "Requests the front end made to the data dir's object store itself (probes for new "
+                "commits, log and data-file reads, the owner lease, parked rows, the users file), by "
+                "kind and table family; delta-rs's own requests (commits, table loads) are not counted. "
+                "None on a local data dir.",
+                [({"kind": k, "family": f}, float(n)) for (k, f), n in sorted(REQUESTS.snapshot().items())],
             ),
         ]
 

@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
+from tests.http_probe import scrape
 from tests.s3_server import SECRET_KEY, S3Server
 from tests.service import ROOT, ServeProcess
 
@@ -220,3 +222,32 @@ def test_a_sigstopped_owner_taken_over_writes_nothing_after_sigcont(s3_server: S
             assert b.stop() == 0
     finally:
         a.kill()
+
+
+def test_an_idle_service_on_a_bucket_makes_few_requests_and_counts_them(s3_service: ServeProcess, s3_env: dict[str, str]) -> None:
+    """With one topic and one durable consumer attached and nothing published, the front end's
+    own requests are the tailer's probes (one per [storage] object_poll_interval, 0.1 s) and the
+    lease's renewals (one per 3 s): /metrics counts them by kind and family."""
+    topic = uid("t")
+    create_topic(str(s3_service.data_dir), topic)
+    with Subscriber(s3_service.url, topic, **jms_shared_durable(uid("idle"))) as sub:
+        assert sub.attached.wait(30)
+        time.sleep(2.0)  # past the attach's backlog load
+        before, t0 = _requests(s3_service), time.monotonic()
+        time.sleep(20.0)
+        after, t1 = _requests(s3_service), time.monotonic()
+    rates = {key: (after.get(key, 0.0) - before.get(key, 0.0)) / (t1 - t0) for key in after}
+    print(f"idle request rates (per s) by (kind, family): {sorted(rates.items())}")
+    assert rates.get(("put_if_match", "cluster"), 0.0) > 0  # the lease is renewed
+    # Every subscription with consumers on this module's service is tailed (earlier tests left
+    # theirs detached, so one feed here): 10 probes/s each, plus the lease's 0.33/s.
+    assert sum(rates.values()) < 15.0, rates
+
+
+def _requests(svc: ServeProcess) -> dict[tuple[str, str], float]:
+    samples = scrape(svc)
+    return {
+        (dict(labels)["kind"], dict(labels)["family"]): value
+        for (name, labels), value in samples.items()
+        if name == "sharedsub_object_store_requests_total"
+    }

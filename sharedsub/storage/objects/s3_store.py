@@ -30,6 +30,7 @@ from obstore.store import S3Store as _ObstoreS3
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
 
+from sharedsub.storage.objects.request_counts import REQUESTS
 from sharedsub.storage.objects.store import (
     AlreadyExists,
     ObjectMeta,
@@ -148,6 +149,7 @@ class S3Store:
 
     def get(self, key: str) -> StoredObject:
         """ObjectStore.get: The whole object and its meta. Raises ObjectNotFound."""
+        REQUESTS.add("get", self._path(key))
         try:
             got = obstore.get(self._store, self._path(key))
             return StoredObject(bytes(got.bytes()), _meta(key, got.meta))
@@ -158,6 +160,7 @@ class S3Store:
 
     def head(self, key: str) -> ObjectMeta:
         """ObjectStore.head: Its size, tag and time, without the body. Raises ObjectNotFound."""
+        REQUESTS.add("head", self._path(key))
         try:
             return _meta(key, obstore.head(self._store, self._path(key)))
         except FileNotFoundError as exc:
@@ -171,6 +174,7 @@ class S3Store:
         # and the rest of it filtered here.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         listed = self._path(directory) if directory else self._prefix.rstrip("/") or None
+        REQUESTS.add("list", listed or "")
         try:
             for chunk in obstore.list(self._store, listed):
                 for raw in chunk:
@@ -195,6 +199,8 @@ class S3Store:
         return self._put(key, data, {"e_tag": etag})
 
     def _put(self, key: str, data: bytes, mode: Any) -> ObjectMeta:  # Any: obstore's PutMode union
+        kind = "put" if mode is None else "put_if_absent" if mode == "create" else "put_if_match"
+        REQUESTS.add(kind, self._path(key))
         try:
             result = obstore.put(self._store, self._path(key), data, mode=mode, use_multipart=False)
         except obx.AlreadyExistsError:
@@ -211,6 +217,7 @@ class S3Store:
 
     def delete(self, key: str) -> None:
         """ObjectStore.delete: Remove ``key`` (no error when it is not there)."""
+        REQUESTS.add("delete", self._path(key))
         try:
             obstore.delete(self._store, self._path(key))
         except FileNotFoundError as exc:
