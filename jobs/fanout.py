@@ -83,6 +83,7 @@ from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import SharedSubError
 from sharedsub.core.layout import local_path
+from sharedsub.runtime.discovery import state_home
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
@@ -217,8 +218,7 @@ def _checkpoint(flag: str | None, settings: Settings) -> str | None:
         return flag
     if not settings.fanout.checkpoint_dir and local_path(settings.storage.data_dir) is not None:
         return None
-    state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return layout.fanout_checkpoint_dir(settings.storage.data_dir, settings.fanout.checkpoint_dir, state_home)
+    return layout.fanout_checkpoint_dir(settings.storage.data_dir, settings.fanout.checkpoint_dir, state_home())
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -37,6 +37,7 @@ from typing import Any
 
 from sharedsub.core.config import Settings, load_settings
 from sharedsub.core.errors import SharedSubError, StoreUnusable
+from sharedsub.core.layout import local_path
 from sharedsub.core.ops.admin_rules import (
     EXIT_ERROR,
     EXIT_EXISTS,
@@ -390,7 +391,7 @@ def cmd_users(args: argparse.Namespace) -> int:
         raise UserExists(args.name)
     updated = users_file.add_user(current, args.name, _read_password(args))
     users_file.save_users(path, updated)
-    kept = "mode 0600" if "://" not in path or path.startswith("file://") else "readable by who may read the bucket"
+    kept = "mode 0600" if local_path(path) is not None else "readable by who may read the bucket"
     print(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; {kept})")
     return EXIT_OK
 

@@ -17,6 +17,7 @@ import tomllib
 from collections.abc import Mapping
 from typing import Any
 
+from sharedsub.core import layout
 from sharedsub.core.errors import ConfigError
 
 DEFAULTS_RESOURCE = "defaults.toml"
@@ -247,8 +248,7 @@ def _coerce(key: str, value: Any, kind: type | str) -> bool | int | float | str 
 
 def on_object_store(settings: Settings) -> bool:
     """True when the data dir is on object storage (a URI other than ``file://``)."""
-    data_dir = settings.storage.data_dir
-    return "://" in data_dir and not data_dir.startswith("file://")
+    return layout.local_path(settings.storage.data_dir) is None
 
 
 def tail_poll_interval(settings: Settings) -> float:

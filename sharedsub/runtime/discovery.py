@@ -68,15 +68,19 @@ class ServiceInfo:
         return f"http://[{host}]:{self.http_port}" if ":" in host else f"http://{host}:{self.http_port}"
 
 
+def state_home() -> str:
+    """This host's state home: ``$XDG_STATE_HOME``, else ``~/.local/state`` (the XDG
+    base-directory convention of the host, not a sharedsub setting)."""
+    return os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
+
+
 def _local(root: str) -> str | None:
     """Where ``_service.json`` is: in a local data dir; for one on object storage, in this host's
-    state directory (the file holds the admin token, which never goes to the bucket). The state
-    home follows the XDG base-directory convention of the host, not sharedsub's settings."""
+    state directory (the file holds the admin token, which never goes to the bucket)."""
     local = layout.local_path(layout.service_file(root))
     if local is not None:
         return local
-    state_home = os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
-    return os.path.join(layout.host_state_dir(root, state_home), layout.SERVICE_FILE)
+    return os.path.join(layout.host_state_dir(root, state_home()), layout.SERVICE_FILE)
 
 
 def write_service_file(root: str, info: ServiceInfo) -> None:

@@ -50,19 +50,11 @@ class LogEntry:
 
 def read_log_entry(table: str, version: int) -> LogEntry | None:
     """Parse one commit file; None when that version is not (or no longer) in the log."""
-    path = log_file(table, version)
-    if local_path(table) is None:
-        found = read_object(path)
-        if found is None:
-            return None
-        return _parse_entry(table, found.data.decode("utf-8").splitlines(), found.meta.modified_ms)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            lines = fh.read().splitlines()
-        mtime_ms = int(os.stat(path).st_mtime * 1000)
-    except FileNotFoundError:
+    found = read_object(log_file(table, version))
+    if found is None:
         return None
-    return _parse_entry(table, lines, mtime_ms)
+    data, mtime_ms = found
+    return _parse_entry(table, data.decode("utf-8").splitlines(), mtime_ms)
 
 
 def _data_path(table: str, relative: str) -> str:
@@ -167,7 +159,7 @@ def table_id(table: str) -> str | None:
     """
     first = read_object(log_file(table, 0))
     if first is not None:
-        for line in first.data.decode("utf-8").splitlines():
+        for line in first[0].decode("utf-8").splitlines():
             if '"metaData"' in line:
                 return str(json.loads(line)["metaData"]["id"])
     if not table_exists(table):

@@ -49,6 +49,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from deltalake.exceptions import TableNotFoundError
 
+from sharedsub.core.layout import local_path
 from sharedsub.storage.delta.tables import delta_table, os_path
 
 CACHED_TABLES = 256
@@ -614,7 +615,7 @@ class SnapshotCache:
         Raises:
             TableNotFoundError: there is no table at ``table``.
         """
-        if "://" in table and not table.startswith("file://"):
+        if local_path(table) is None:
             # Object storage: delta-rs reads it (a LIST and the new log entries per load).
             self.delta_rs_reads += 1
             return delta_rs_snapshot(table)

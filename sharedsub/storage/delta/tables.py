@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from sharedsub.core.layout import local_path
 from sharedsub.storage.objects.locations import locate, storage_options
-from sharedsub.storage.objects.store import ObjectNotFound, StoredObject
+from sharedsub.storage.objects.store import ObjectNotFound
 
 if TYPE_CHECKING:
     from deltalake import DeltaTable
@@ -41,21 +41,22 @@ def log_file(table: str, version: int) -> str:
     return os.path.join(local, name) if local is not None else f"{table.rstrip('/')}/{name}"
 
 
-def read_object(location: str) -> StoredObject | None:
-    """A small file's bytes and meta (a log entry, a statistics file), local or on a store;
-    None when it is not there."""
+def read_object(location: str) -> tuple[bytes, int] | None:
+    """A small file's bytes and its modification time in ms (a log entry), local (a read and a
+    ``stat``) or on a store (one GET); None when it is not there. A directory under the name
+    raises IsADirectoryError, as ``open`` does."""
     local = local_path(location)
     if local is None:
         store, key = locate(location)
         try:
-            return store.get(key)
+            got = store.get(key)
         except ObjectNotFound:
             return None
-    from sharedsub.storage.objects.local_store import LocalStore
-
+        return got.data, got.meta.modified_ms
     try:
-        return LocalStore(os.path.dirname(local)).get(os.path.basename(local))
-    except ObjectNotFound:
+        with open(local, "rb") as fh:
+            return fh.read(), int(os.fstat(fh.fileno()).st_mtime * 1000)
+    except FileNotFoundError:
         return None
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import stat
 import uuid
 from collections.abc import Iterator
 
@@ -76,11 +77,11 @@ class LocalStore:
         path = self.path(key)
         try:
             st = os.stat(path)
-            if not os.path.isfile(path):
-                raise ObjectNotFound(key)
-            return self._meta(key, path, st)
         except (FileNotFoundError, NotADirectoryError):
             raise ObjectNotFound(key) from None
+        if not stat.S_ISREG(st.st_mode):
+            raise ObjectNotFound(key)
+        return self._meta(key, path, st)
 
     def list(self, prefix: str) -> Iterator[ObjectMeta]:
         """ObjectStore.list: Every object whose key starts with ``prefix``, in key order (nothing when none)."""
