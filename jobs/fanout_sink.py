@@ -27,15 +27,17 @@ import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.sources.deltars_topics import ARROW_SCHEMA, DriverBatchReader, offset_versions
+from jobs.sources.deltars_topics import ARROW_SCHEMA, DriverBatchReader, offset_ids, offset_versions
 from sharedsub.core import layout
 from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
 from sharedsub.core.fanout.routing import ROUTE_COLUMN, RoutingPlan, plan_for
 from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.ops import fanout_progress
 from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta.appender import DeltaAppender
+from sharedsub.storage.fanout_progress import write_progress
 from sharedsub.storage.fanout_stats import StatsRecorder
 from sharedsub.storage.parked_rows import ParkedRows
 
@@ -94,6 +96,12 @@ class FanoutSink:
         self._subscriptions: dict[str, SubscriptionRecord] = {}  # table rel -> record, from the last plan
         self._faults = ThrottledLog(log)
         self._last_progress: int | None = None
+        self._routed_ids: dict[str, str] = {}
+        # On object storage the job keeps a progress record for retention (sharedsub.core.ops.fanout_progress):
+        # when it was last written (monotonic) and whether the versions moved since.
+        self._record_progress = layout.local_path(root) is None
+        self._progress_written: float | None = None
+        self._progress_moved = False
         self._last_end_wall: float | None = None  # when the previous micro-batch's routing ended
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
@@ -184,6 +192,9 @@ class FanoutSink:
             return False
         try:
             changed = self._note_progress(progress)
+            self._progress_moved = self._progress_moved or changed
+            if self._record_progress:
+                self._write_progress_record()
             now = time.time()
             due = any(not s.healthy and now >= s.retry_at for s in self.tables.values())
             if due:
@@ -214,7 +225,28 @@ class FanoutSink:
             return False
         self._last_progress = batch
         self.stats.routed_versions = versions
+        self._routed_ids = offset_ids(json.loads(end) if isinstance(end, str) else end)
         return True
+
+    def _write_progress_record(self) -> None:
+        """Write the progress record when due (sharedsub.core.ops.fanout_progress.due); called with
+        the lock held, so no batch is in the job's hands: ``at_ms`` is such a moment. Nothing
+        before the first completed batch. A failed write is logged (throttled) and retried."""
+        versions, batch = self.stats.routed_versions, self._last_progress
+        if versions is None or batch is None:
+            return
+        now = time.monotonic()
+        since = None if self._progress_written is None else now - self._progress_written
+        if not fanout_progress.due(changed=self._progress_moved, since_last=since):
+            return
+        try:
+            write_progress(self.root, versions, self._routed_ids, batch=batch, at_ms=int(time.time() * 1000))
+        except OSError as exc:
+            self._faults.fault("progress", "could not write the fan-out progress record", error=exc)
+            return
+        self._faults.clear("progress", "the fan-out progress record is written again")
+        self._progress_written = now
+        self._progress_moved = False
 
     def write_routed(self, routed: pa.Table, plan: RoutingPlan, batch_id: int) -> dict[str, int]:
         """Commit ``routed`` (source columns + route index) to the subscription tables; return

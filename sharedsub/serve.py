@@ -125,9 +125,9 @@ def previous_stop_was_unclean(settings: Settings) -> bool:
 
 
 def start_maintenance(settings: Settings, settled_below: SettledBelow | None = None) -> MaintenanceThread | None:
-    """Start the table-maintenance thread (``[maintenance] interval`` > 0, local data dirs);
+    """Start the table-maintenance thread (``[maintenance] interval`` > 0);
     ``settled_below``: the front end's word on its non-durable subscriptions (maintenance.run_once)."""
-    if settings.maintenance.interval <= 0 or "://" in settings.data_dir:
+    if settings.maintenance.interval <= 0:
         return None
     thread = MaintenanceThread(settings.data_dir, settings.maintenance, settled_below)
     thread.start()

@@ -10,6 +10,8 @@ Layout (all Delta tables unless noted)::
     <data>/subscriptions/<key>/dlq-g<gen>    dead-letter table of that generation
     <data>/_checkpoints/fanout               Spark checkpoint of the fan-out query (not Delta)
     <data>/_checkpoints/fanout-stats.json    the fan-out job's batch statistics (JSON, replaced per batch)
+    <data>/_fanout/progress.json             the fan-out's progress, for retention, on object storage only
+                                             (JSON; sharedsub.core.ops.fanout_progress)
     <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
                                              table yet, kept until it can (Parquet; storage/parked_rows.py)
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
@@ -31,6 +33,7 @@ LINKS_TABLE = "catalog/links"
 FANOUT_CHECKPOINT = "_checkpoints/fanout"
 FANOUT_STATS = "_checkpoints/fanout-stats.json"
 FANOUT_PENDING = "_fanout/pending"
+FANOUT_PROGRESS = "_fanout/progress.json"
 SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
 # The lease object of the front end that owns a data dir on object storage (sharedsub.core.ownership.lease).
@@ -99,6 +102,11 @@ def host_state_dir(root: str, state_home: str) -> str:
 def fanout_stats_file(root: str) -> str:
     """Location of the fan-out job's batch statistics (sharedsub.storage.fanout_stats)."""
     return join(root, FANOUT_STATS)
+
+
+def fanout_progress(root: str) -> str:
+    """Location of the fan-out's progress record (sharedsub.core.ops.fanout_progress)."""
+    return join(root, FANOUT_PROGRESS)
 
 
 def fanout_pending(root: str) -> str:

@@ -93,7 +93,7 @@ from sharedsub.storage import retention as stored
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta.table_maintenance import checkpoint_and_clean_log, compact, data_file_count, delete_rows, vacuum
 from sharedsub.storage.delta.table_reads import read_seqs, read_table
-from sharedsub.storage.delta.tables import remove_table, table_exists
+from sharedsub.storage.delta.tables import child_names, remove_table, table_exists
 from sharedsub.storage.topics import list_topics
 
 log = logging.getLogger(__name__)
@@ -247,9 +247,7 @@ def _tidy(table: str, policy: Policy, report: Report) -> None:
 
 def _subscription_dirs(root: str) -> Mapping[str, list[str]]:
     base = layout.join(root, layout.SUBSCRIPTIONS_DIR)
-    if not os.path.isdir(base):
-        return {}
-    return {key: sorted(os.listdir(os.path.join(base, key))) for key in sorted(os.listdir(base))}
+    return {key: child_names(layout.join(base, key)) for key in child_names(base)}
 
 
 def _subscription_tables(
@@ -277,12 +275,14 @@ def _subscription_tables(
                 report.generations_removed += 1
                 log.info("maintenance: removed generation %d of %s", generation, key)
         directory = layout.join(root, layout.SUBSCRIPTIONS_DIR, key)
-        if gone and not os.listdir(directory):
+        local = layout.local_path(directory)
+        if gone and local is not None and not child_names(directory):
             # Nothing left: drop the key's directory too (a writer creating a table in it at the
-            # same moment keeps it: rmdir refuses a directory that is not empty).
+            # same moment keeps it: rmdir refuses a directory that is not empty). A store has no
+            # directories: a prefix with no keys is gone by itself.
             with contextlib.suppress(OSError):
-                os.rmdir(directory)
-        if os.path.isdir(directory) and os.listdir(directory):
+                os.rmdir(local)
+        if child_names(directory):
             left.add(key)
     return left
 
@@ -369,7 +369,7 @@ consumes, a seq every row below which is settled (None: it does not know)."""
 def run_once(
     root: str, policy: Policy, *, now: dt.datetime | None = None, settled_below: SettledBelow | None = None
 ) -> Report:
-    """One maintenance pass over the data dir ``root`` (local paths); see the module docstring.
+    """One maintenance pass over the data dir ``root`` (a local path or a URI); see the module docstring.
     ``settled_below`` lets a running front end vouch for its non-durable subscriptions."""
     now = now or dt.datetime.now(dt.UTC)
     report = Report()

@@ -46,6 +46,7 @@ The domain's tables and files, on top of those:
 - ``backlog``: a subscription generation's backlog (routed minus settled).
 - ``replay_tables``: a replay's reads and writes of a subscription table and its ack log.
 - ``retention``: the fan-out's progress and topic/catalog retention on the tables.
+- ``fanout_progress``: the fan-out's progress record on object storage (for retention).
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
 - ``parked_rows``: the fan-out's routed rows that could not be committed yet, on disk.
 - ``ack_log_lock``: replays and maintenance's acknowledged-row deletes of one generation, one at a time.

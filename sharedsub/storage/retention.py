@@ -2,7 +2,7 @@
 
 Reads the fan-out's progress from its Spark checkpoint, the seq ranges a subscription table still
 keeps, a topic's files; removes a topic's routed files below a cut, compacts a topic's routed
-files, and trims the catalog. Local data dirs only (like the rest of maintenance).
+files, and trims the catalog; on a local data dir or one on object storage.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import logging
 import os
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharedsub.core import layout
@@ -21,7 +22,8 @@ from sharedsub.core.ops.retention import FanoutProgress, Revision, TopicFile
 from sharedsub.storage.delta.commit_log import file_changes, latest_version, read_commit, table_id
 from sharedsub.storage.delta.table_maintenance import compact, delete_rows, version_readable
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
-from sharedsub.storage.delta.tables import log_file
+from sharedsub.storage.delta.tables import data_files, log_file, modified_ms, read_object
+from sharedsub.storage.fanout_progress import read_progress
 from sharedsub.storage.parked_rows import ParkedRows
 from sharedsub.storage.topics import topic_files
 
@@ -54,13 +56,21 @@ def read_batch_offset(offsets_dir: str, batch: int) -> dict[str, Any] | None:  #
 
 
 def read_fanout_progress(root: str) -> FanoutProgress:
-    """The fan-out's progress from ``<data>/_checkpoints/fanout`` (see FanoutProgress).
+    """The fan-out's progress (see FanoutProgress): for a local data dir from its Spark
+    checkpoint ``<data>/_checkpoints/fanout``; for one on object storage from the progress record
+    the job keeps there (sharedsub.storage.fanout_progress: its checkpoint is on the driver's host).
 
     Spark writes ``offsets/<batch>`` when it plans a micro-batch and ``commits/<batch>`` once the
     batch's ``foreachBatch`` (the routing) returned; both by an atomic rename.
+
+    Raises:
+        ValueError: the progress record is not one (nothing may be trimmed on its word).
+        OSError: the store did not answer.
     """
     checkpoint = local_path(layout.fanout_checkpoint(root))
-    if checkpoint is None or not os.path.isdir(checkpoint):
+    if checkpoint is None:
+        return read_progress(root)
+    if not os.path.isdir(checkpoint):
         return FanoutProgress()
     offsets_dir = os.path.join(checkpoint, "offsets")
     committed = _batch_ids(os.path.join(checkpoint, "commits"))
@@ -84,17 +94,24 @@ def read_fanout_progress(root: str) -> FanoutProgress:
 
 def commit_time_ms(table: str, version: int) -> int | None:
     """When commit ``version`` of ``table`` was written (its log file's mtime), None when gone."""
-    try:
-        return int(os.stat(log_file(table, version)).st_mtime * 1000)
-    except FileNotFoundError:
-        return None
+    return modified_ms(log_file(table, version))
 
 
 # --------------------------------------------------------------------------- subscription holds
 
 
-def _file_min_seq(path: str) -> int | None:
-    meta = pq.read_metadata(path)
+def _file_min_seq(location: str) -> int | None:
+    """Lowest ``seq`` of one Parquet file, from its row-group statistics (its rows when a group
+    has none). A file on a store is read whole: subscription tables hold references, small files."""
+    local = local_path(location)
+    if local is not None:
+        source: str | pa.BufferReader = local
+    else:
+        got = read_object(location)
+        if got is None:
+            raise FileNotFoundError(location)
+        source = pa.BufferReader(got[0])
+    meta = pq.read_metadata(source)
     names = meta.schema.names
     if "seq" not in names or meta.num_rows == 0:
         return None
@@ -103,30 +120,38 @@ def _file_min_seq(path: str) -> int | None:
     for i in range(meta.num_row_groups):
         stats = meta.row_group(i).column(column).statistics
         if stats is None or not stats.has_min_max:
-            data = pq.read_table(path, columns=["seq"]).column("seq")
+            if isinstance(source, pa.BufferReader):
+                source.seek(0)
+            data = pq.read_table(source, columns=["seq"]).column("seq")
             return min(data.to_pylist()) if len(data) else None
         lows.append(int(stats.min))
     return min(lows) if lows else None
 
 
+# Lowest seq per data file already read (files never change under a name: every write makes a new
+# one), so that a bucket's files are fetched once, not at every maintenance run. Bounded: cleared
+# when it grows past this many entries.
+_MIN_SEQ_CACHE_LIMIT = 100_000
+_min_seqs: dict[str, int | None] = {}
+
+
 def lowest_retained_seq(table: str) -> int | None:
     """Lowest ``seq`` in any data file under ``table`` (None: none): every file a version inside
     the history retention reads is there until vacuum, so no replay reaches below it."""
-    base = local_path(table)
-    if base is None or not os.path.isdir(base):
-        return None
+    if len(_min_seqs) > _MIN_SEQ_CACHE_LIMIT:
+        _min_seqs.clear()
     lowest: int | None = None
-    for dirpath, dirnames, filenames in os.walk(base):
-        dirnames[:] = [d for d in dirnames if d != "_delta_log"]
-        for name in filenames:
-            if not name.endswith(".parquet"):
-                continue
+    for location in data_files(table):
+        if location in _min_seqs:
+            low = _min_seqs[location]
+        else:
             try:
-                low = _file_min_seq(os.path.join(dirpath, name))
-            except FileNotFoundError:
+                low = _file_min_seq(location)
+            except FileNotFoundError:  # vacuumed between the listing and the read
                 continue
-            if low is not None and (lowest is None or low < lowest):
-                lowest = low
+            _min_seqs[location] = low
+        if low is not None and (lowest is None or low < lowest):
+            lowest = low
     return lowest
 
 

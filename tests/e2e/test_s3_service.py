@@ -18,12 +18,14 @@ from proton import Message
 from sharedsub.core.layout import OWNER_LEASE
 from sharedsub.runtime.users import UserStore
 from sharedsub.storage.delta.appender import EPOCH_MARK
-from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
+from sharedsub.storage.delta.commit_log import latest_version, read_log_entry, table_id
 from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.delta.tables import child_names
+from sharedsub.storage.fanout_progress import read_progress
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
-from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
+from tests.amqp_peer import Subscriber, jms_shared_durable, jms_shared_volatile, publish, start_publish, uid, wait_for
 from tests.http_probe import scrape
 from tests.s3_server import SECRET_KEY, S3Server
 from tests.service import ROOT, ServeProcess
@@ -251,3 +253,60 @@ def _requests(svc: ServeProcess) -> dict[tuple[str, str], float]:
         for (name, labels), value in samples.items()
         if name == "sharedsub_object_store_requests_total"
     }
+
+
+def test_maintenance_on_a_bucket_trims_what_was_acknowledged_and_routed(s3_server: S3Server, s3_env: dict[str, str]) -> None:
+    """Maintenance runs on a bucket (as tests/e2e/test_maintenance.py on a local dir): acknowledged
+    rows leave a durable subscription's table; an ended non-durable subscription's tables go,
+    once the fan-out's progress record (its Spark checkpoint is on this host, not in the bucket)
+    shows no batch planned with the catalog before the end; the topic's routed rows below what
+    the next subscription holds go by whole files; consumers get every message once."""
+    from tests.e2e.test_maintenance import FAST_MAINTENANCE
+    from tests.e2e.test_outcomes import record
+
+    root = s3_server.url("maint")
+    create_topic(root, "trim")
+    create_topic(root, "kept")
+    env = {
+        **s3_server.env(), **FAST_MAINTENANCE,
+        "SHAREDSUB_MAINTENANCE_MIN_ACKED_ROWS": "1", "SHAREDSUB_MAINTENANCE_TOPIC_RETENTION_HOURS": "0",
+    }
+    service = ServeProcess(root, env=env).start()
+    try:
+        with Subscriber(service.url, "kept", container_id="kept-app", **jms_shared_durable("keeper")) as keeper:
+            with Subscriber(service.url, "trim", container_id="trim-app", **jms_shared_volatile("vol")) as vol:
+                assert vol.attached.wait(30) and keeper.attached.wait(30)
+                for batch in range(5):  # several group commits: several topic files
+                    for topic in ("trim", "kept"):
+                        publish(service.url, topic, [Message(body=batch * 10 + i) for i in range(10)])
+                wait_for(lambda: len(vol.received) >= 50 and len(keeper.received) >= 50, 120, "50 deliveries each")
+                kept = f"{root}/{record(root, 'keeper').table}"  # type: ignore[arg-type]
+                wait_for(lambda: _seqs(kept) == [], 120, "acknowledged rows deleted from the bucket")
+                vol_key = record(root, "vol").key  # type: ignore[arg-type]
+            # The non-durable subscription ended with its only link.
+            subscriptions = f"{root}/subscriptions"
+            wait_for(lambda: vol_key not in child_names(subscriptions), 120, "the ended subscription's tables removed")
+            trim = f"{root}/topics/trim"
+            assert read_progress(root).routed_version("trim", table_id(trim)) >= 5
+            with Subscriber(service.url, "trim", container_id="trim-app", **jms_shared_volatile("vol2")) as vol2:
+                assert vol2.attached.wait(30)
+                publish(service.url, "trim", [Message(body=50 + i) for i in range(10)])
+                wait_for(lambda: len(vol2.received) >= 10, 60, "10 deliveries to vol2")
+                # Rows of "trim" below what vol2 holds (its rows start at 50) go.
+                wait_for(lambda: _seqs(trim)[:1] == [50], 120, "rows 0..49 of 'trim' removed")
+                for topic in ("trim", "kept"):
+                    publish(service.url, topic, [Message(body="marker")])
+                wait_for(lambda: len(vol2.received) >= 11 and len(keeper.received) >= 51, 60, "the markers")
+        assert [r.message.body for r in vol.received] == list(range(50))
+        assert [r.message.body for r in vol2.received] == [*range(50, 60), "marker"]
+        assert [r.message.body for r in keeper.received] == [*range(50), "marker"]
+        assert all(r.delivery_count == 0 for r in [*vol.received, *vol2.received, *keeper.received])
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; log:\n{service.log()[-6000:]}") from None
+    finally:
+        assert service.stop() == 0, service.log()[-3000:]
+
+
+def _seqs(table: str) -> list[int]:
+    data = read_table(table, ["seq"])
+    return sorted(data.column("seq").to_pylist()) if data is not None else []

@@ -52,13 +52,16 @@ class FanoutProgress:
     the newest *committed* micro-batch: every row of those versions is in the subscription
     tables it routes to. ``planned_ms``: when the newest planned batch's offsets were written,
     None when that batch is committed (nothing in flight) or nothing was ever planned.
-    ``found``: a checkpoint exists at all.
+    ``found``: a checkpoint exists at all. ``as_of_ms``: when what this says was true, for a
+    progress record the job wrote (sharedsub.core.ops.fanout_progress: no batch was in the job's
+    hands then, ``planned_ms`` is None); None when read live from the checkpoint.
     """
 
     versions: Mapping[str, int] = dataclasses.field(default_factory=dict)
     ids: Mapping[str, str] = dataclasses.field(default_factory=dict)
     planned_ms: int | None = None
     found: bool = False
+    as_of_ms: int | None = None
 
     def routed_version(self, topic: str, table_id: str | None) -> int:
         """Last version of ``topic``'s table ``table_id`` the fan-out has routed (-1: none).
@@ -75,10 +78,14 @@ class FanoutProgress:
         """True when whatever the fan-out writes from now on is decided on a catalog read made
         after ``catalog_written_ms`` (the time of a catalog commit): no batch is in flight, or
         the one in flight was planned after it (a batch reads the catalog after it is planned).
-        False when there is no checkpoint: the fan-out may run with one elsewhere."""
+        False when there is no checkpoint: the fan-out may run with one elsewhere. A record
+        written ``as_of_ms`` vouches only for batches planned after that moment: it must be newer
+        than the catalog commit."""
         if not self.found:
             return False
-        return self.planned_ms is None or self.planned_ms > catalog_written_ms
+        if self.planned_ms is not None:
+            return self.planned_ms > catalog_written_ms
+        return self.as_of_ms is None or self.as_of_ms > catalog_written_ms
 
 
 def parse_offset_file(text: str) -> dict[str, Any] | None:  # Any: json.loads's document, read by key

@@ -8,13 +8,11 @@ rows.
 
 from __future__ import annotations
 
-import os
-
 from deltalake import CommitProperties, WriterProperties
 
 from sharedsub.storage.delta.commit_log import MAINTENANCE_MARK
 from sharedsub.storage.delta.table_reads import snapshot_files
-from sharedsub.storage.delta.tables import delta_table, log_file, os_path, table_exists
+from sharedsub.storage.delta.tables import delta_table, log_file, log_names, object_exists, table_exists
 
 
 def marked_commit(what: str) -> CommitProperties:
@@ -57,15 +55,11 @@ def version_readable(table: str, version: int) -> bool:
     """True when the snapshot at ``version`` can be loaded from the log as it is now: its commit
     file is there, and so is the first commit or a checkpoint at or before it (log cleanup
     removes old commit files up to a checkpoint)."""
-    log = os.path.join(os_path(table), "_delta_log")
-    if not os.path.exists(log_file(table, version)):
+    if not object_exists(log_file(table, version)):
         return False
-    if os.path.exists(log_file(table, 0)):
+    if object_exists(log_file(table, 0)):
         return True
-    try:
-        names = os.listdir(log)
-    except FileNotFoundError:
-        return False
+    names = log_names(table)
     return any(".checkpoint." in n and n.split(".", 1)[0].isdigit() and int(n.split(".", 1)[0]) <= version for n in names)
 
 

@@ -60,6 +60,56 @@ def read_object(location: str) -> tuple[bytes, int] | None:
         return None
 
 
+def modified_ms(location: str) -> int | None:
+    """When the file at ``location`` was last written, in ms (a ``stat``, or a HEAD on a store);
+    None when it is not there."""
+    local = local_path(location)
+    if local is not None:
+        try:
+            return int(os.stat(local).st_mtime * 1000)
+        except FileNotFoundError:
+            return None
+    store, key = locate(location)
+    try:
+        return store.head(key).modified_ms
+    except ObjectNotFound:
+        return None
+
+
+def child_names(location: str) -> list[str]:
+    """The names directly under ``location`` (a directory, or a key prefix on a store: the first
+    segment of every key under it), sorted; empty when there is nothing."""
+    local = local_path(location)
+    if local is not None:
+        try:
+            return sorted(os.listdir(local))
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+    store, key = locate(location)
+    prefix = f"{key.rstrip('/')}/" if key else ""
+    return sorted({m.key[len(prefix) :].split("/", 1)[0] for m in store.list(prefix)})
+
+
+def data_files(table: str) -> list[str]:
+    """Locations of every Parquet file under ``table`` outside its log, whether a version still
+    names it or not (what vacuum has not deleted yet)."""
+    local = local_path(table)
+    if local is None:
+        store, key = locate(table)
+        base = key.rstrip("/")
+        root = table.rstrip("/")
+        return [
+            f"{root}/{m.key[len(base) + 1 :]}"
+            for m in store.list(f"{base}/")
+            if m.key.endswith(".parquet") and not m.key[len(base) + 1 :].startswith("_delta_log/")
+        ]
+    found: list[str] = []
+    for dirpath, dirnames, filenames in os.walk(local):
+        dirnames[:] = [d for d in dirnames if d != "_delta_log"]
+        found.extend(os.path.join(dirpath, n) for n in filenames if n.endswith(".parquet"))
+    return found
+
+
 def object_exists(location: str) -> bool:
     """Whether a file is at ``location`` (a ``stat``, or a HEAD on a store)."""
     local = local_path(location)
@@ -85,18 +135,22 @@ def table_exists(table: str) -> bool:
     return any(n.endswith(".json") or n.endswith(".parquet") for n in os.listdir(log))
 
 
-def log_versions(table: str) -> list[int]:
-    """The versions of the JSON commits still in ``table``'s log, ascending (empty: no log)."""
+def log_names(table: str) -> list[str]:
+    """The file names in ``table``'s ``_delta_log`` (commits, checkpoints, ...), sorted; empty
+    when there is no log."""
     local = local_path(table)
     if local is not None:
         log = os.path.join(local, "_delta_log")
-        names = os.listdir(log) if os.path.isdir(log) else []
-    else:
-        store, key = locate(table)
-        prefix = f"{key.rstrip('/')}/_delta_log/"
-        names = [m.key[len(prefix) :] for m in store.list(prefix)]
+        return sorted(os.listdir(log)) if os.path.isdir(log) else []
+    store, key = locate(table)
+    prefix = f"{key.rstrip('/')}/_delta_log/"
+    return [m.key[len(prefix) :] for m in store.list(prefix)]
+
+
+def log_versions(table: str) -> list[int]:
+    """The versions of the JSON commits still in ``table``'s log, ascending (empty: no log)."""
     out = []
-    for name in names:
+    for name in log_names(table):
         stem, _, ext = name.partition(".")
         if ext == "json" and stem.isdigit():
             out.append(int(stem))
