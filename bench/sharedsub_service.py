@@ -241,7 +241,7 @@ class SharedSubS3Service(SharedSubService):
             self.cleanup()
             raise
         self.server.bucket(self.bucket)
-        # This process reads the bucket too (subscription_counts, the service file's location).
+        # This process reads the bucket too (subscription_counts reads the subscription tables).
         locations.register(self.data_dir, self.server.env())
         return self
 
