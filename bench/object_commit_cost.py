@@ -27,7 +27,9 @@ average half of one) and then its own, so mean ≈ 1.5 and worst ≈ 2 commit la
 the number of topics written in the same group (the committer commits them in turn).
 
 Everything runs in this process (no serve, no Spark); the S3 server is started and stopped by
-the script, on 127.0.0.1, over a temp directory. Prints one JSON line per (store, N) and the
+the script, on 127.0.0.1, over a temp directory on the same disk as the local tables. versitygw
+does not fsync what it stores; the local appenders do, every commit (as ``[storage] fsync``,
+the default, makes the service do): the loopback S3 figures are spared that cost. Prints one JSON line per (store, N) and the
 tables; the command line is printed first.
 """
 

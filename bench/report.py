@@ -26,7 +26,8 @@ VARIANTS = {
                "the same sharedsub with `[storage] append_process = false`"),
     S3: ("sharedsub on S3 (local versitygw)", "s3 ÷ local",
          "the same sharedsub on an `s3://` data dir, a bucket of versitygw v1.8.0 (tests/s3_server.py) over "
-         "this machine's disk on 127.0.0.1 (loopback: no network latency; a real S3 adds 10–30 ms per PUT)"),
+         "this machine's disk on 127.0.0.1 (loopback: no network latency, a real S3 adds 10–30 ms per PUT; "
+         "versitygw does not fsync, the local data dir does)"),
 }
 # Variants whose ratio is variant ÷ default (what the variant costs), not default ÷ variant.
 VARIANT_OVER_DEFAULT = (S3,)
