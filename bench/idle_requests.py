@@ -21,10 +21,12 @@ bracket the access-log window). Nothing else touches the bucket during a window.
 are counted apart (``one_metrics_scrape_requests``: the closing scrape), outside the window,
 while the front end's count over the window includes them.
 
-Printed: one JSON line per configuration, a table of requests/s by (client, verb, family) per
-configuration, and requests/s = base + per_topic × T + per_subscription × S fitted by least
-squares over the configurations (exact with three of them; four or more also show how linear it
-is: the residuals). The command is printed first.
+Printed: one JSON line per configuration (with serve's and the S3 server's CPU over the
+window), a table of requests/s by (client, verb, family) per configuration, and requests/s =
+base + per_topic × T + per_subscription × S fitted by least squares over the configurations
+(exact with three of them; four or more also show how linear it is: the residuals). The
+probes are paced by timers, so a loaded machine makes fewer of them than a quiet one. The
+command is printed first.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
+import procstat  # noqa: E402
 import s3_access_log  # noqa: E402
 import stages  # noqa: E402
 from sharedsub_service import SharedSubS3Service  # noqa: E402
@@ -90,10 +93,15 @@ def window(svc: SharedSubS3Service, access: s3_access_log.AccessLog, clients: di
     """Requests per second over one window: at the server by (client, verb, family), and on the
     front end's /metrics by (kind, family)."""
     url = stages.metrics_url(svc.data_dir)
+    pid = svc.broker_pid()
+    assert pid is not None and svc.server.proc is not None
+    load = procstat.loadavg_1m()
     before = front_end_counts(url)
+    cpu0, s3_cpu0 = procstat.tree_cpu_seconds(pid), procstat.process_cpu_seconds(svc.server.proc.pid) or 0.0
     t0, start = time.monotonic(), access.mark()
     time.sleep(seconds)
     end, t1 = access.mark(), time.monotonic()
+    cpu1, s3_cpu1 = procstat.tree_cpu_seconds(pid), procstat.process_cpu_seconds(svc.server.proc.pid) or 0.0
     after = front_end_counts(url)
     scraped = access.mark()
     span = t1 - t0
@@ -104,6 +112,10 @@ def window(svc: SharedSubS3Service, access: s3_access_log.AccessLog, clients: di
     scrape = s3_access_log.counts(access.since(end, scraped), clients)
     return {
         "window_s": round(span, 2),
+        "loadavg_1m_before": load,
+        # Cores kept busy while idle: serve with its fan-out JVM and workers; the S3 server.
+        "serve_cpu_cores": round((cpu1 - cpu0) / span, 3),
+        "s3_server_cpu_cores": round((s3_cpu1 - s3_cpu0) / span, 3),
         "one_metrics_scrape_requests": {" ".join(k): v for k, v in sorted(scrape.items())},
         "server_per_s": {" ".join(k): round(v / span, 3) for k, v in sorted(at_server.items())},
         "server_total_per_s": round(sum(at_server.values()) / span, 3),
@@ -144,6 +156,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     out.append("| **all, at the server** | " + " | ".join(f"**{r['server_total_per_s']:.2f}**" for r in rows) + " |")
     out.append("| front end's own (/metrics) | "
                + " | ".join(f"{r['front_end_metrics_total_per_s']:.2f}" for r in rows) + " |")
+    out.append("| serve's CPU (cores) | " + " | ".join(f"{r['serve_cpu_cores']:.2f}" for r in rows) + " |")
     out.append("| one /metrics scrape (requests, not per s) | "
                + " | ".join(str(sum(r["one_metrics_scrape_requests"].values())) for r in rows) + " |")
     return "\n".join(out)

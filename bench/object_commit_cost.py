@@ -54,6 +54,7 @@ ROOT = str(Path(__file__).resolve().parents[1])
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import procstat  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import s3_access_log  # noqa: E402
 
@@ -132,6 +133,7 @@ def measure(root: str, n: int, *, on_s3: bool, rows: int, warmup_s: float, secon
     all_latencies = [x for t in timed for x in t]
     line: dict[str, Any] = {
         "store": "s3" if on_s3 else "local", "tables": n, "rows_per_commit": rows, "window_s": round(span, 2),
+        "loadavg_1m_after": procstat.loadavg_1m(),
         "commits": commits, "commits_per_s_all_tables": round(commits / span, 1),
         "commits_per_s_per_table": round(statistics.median(p["commits_per_s"] for p in per_table), 1),
         "p50_ms": round(1000 * _pct(all_latencies, 0.5), 1) if all_latencies else None,
