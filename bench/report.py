@@ -18,12 +18,19 @@ SHAREDSUB, RABBITMQ, ARTEMIS = "sharedsub", "rabbitmq", "artemis"
 FLOOR = "proton-floor"  # bench/proton_floor.py: in-memory broker on the same proton reactor, no work per message
 NOFSYNC = "sharedsub-nofsync"  # sharedsub with [storage] fsync off (bench/run.py --brokers)
 INTHREAD = "sharedsub-inthread"  # sharedsub with [storage] append_process off
+S3 = "sharedsub-s3"  # sharedsub on an s3:// data dir on a local versitygw (bench/sharedsub_service.py)
 # sharedsub variants: (column heading, ratio heading, what it is in the run's description)
 VARIANTS = {
     NOFSYNC: ("sharedsub, fsync off", "fsync on ÷ off", "the same sharedsub with `[storage] fsync = false`"),
     INTHREAD: ("sharedsub, appends in-thread", "child process ÷ in-thread",
                "the same sharedsub with `[storage] append_process = false`"),
+    S3: ("sharedsub on S3 (local versitygw)", "s3 ÷ local",
+         "the same sharedsub on an `s3://` data dir, a bucket of versitygw v1.8.0 (tests/s3_server.py) over "
+         "this machine's disk on 127.0.0.1 (loopback: no network latency, a real S3 adds 10–30 ms per PUT; "
+         "versitygw does not fsync, the local data dir does)"),
 }
+# Variants whose ratio is variant ÷ default (what the variant costs), not default ÷ variant.
+VARIANT_OVER_DEFAULT = (S3,)
 
 
 @dataclass(frozen=True, slots=True)
@@ -191,8 +198,9 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
 
     When the run measured Artemis or the proton floor (:data:`OPTIONAL_PEERS`), two columns per
     peer show it and the ratio sharedsub ÷ it. When
-    it measured a variant of sharedsub too (:data:`VARIANTS`: fsync off, appends in-thread), two
-    more columns per variant show it and the ratio of the default to it.
+    it measured a variant of sharedsub too (:data:`VARIANTS`: fsync off, appends in-thread, on
+    S3), two more columns per variant show it and the ratio of the default to it (of it to the
+    default for :data:`VARIANT_OVER_DEFAULT`: s3 ÷ local).
     """
     variants = [v for v in VARIANTS if any(ln.get("broker") == v for ln in lines)]
     peers = [RABBITMQ, *(b for b, _, _ in OPTIONAL_PEERS if any(ln.get("broker") == b for ln in lines))]
@@ -220,7 +228,8 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         line += f" {row.better} |"
         for variant in variants:
             off, off_failed = _values(lines, row, variant)
-            line += f" {_cell(off, off_failed, row.unit)} | {_ratio(ours, off)} |"
+            ratio = _ratio(off, ours) if variant in VARIANT_OVER_DEFAULT else _ratio(ours, off)
+            line += f" {_cell(off, off_failed, row.unit)} | {ratio} |"
         out.append(line)
     return "\n".join(out)
 

@@ -2,7 +2,8 @@
 run, reported as ratios.
 
     .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
-                                  [--brokers rabbitmq[,artemis][,proton-floor],sharedsub[,sharedsub-nofsync][,sharedsub-inthread]]
+                                  [--brokers rabbitmq[,artemis][,proton-floor],sharedsub[,sharedsub-nofsync]
+                                             [,sharedsub-inthread][,sharedsub-s3]]
                                   [--runs N]
                                   [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
@@ -56,6 +57,12 @@ front end's own, that does no work per message (no decode, no storage). It takes
 and consume only: its figures are the most any broker on that loop reaches here with the same
 client.
 
+sharedsub on object storage (``--brokers sharedsub,sharedsub-s3``; bench/sharedsub_service.py
+``SharedSubS3Service``) is the same serve on an ``s3://`` data dir, a bucket of a versitygw
+(tests/s3_server.py: ``SHAREDSUB_S3_SERVER`` or the bootstrap cache) that the run starts on
+127.0.0.1 over a temp directory; publish, latency and consume are measured on it as on the
+local data dir, and the table shows the ratio s3 ÷ local per row.
+
 RabbitMQ runs first (started and stopped by this script), then Artemis, then the proton floor,
 then sharedsub; never two at once.
 Each measurement prints one JSON line on stdout and appends it to bench/out/results-<UTC>.jsonl;
@@ -88,7 +95,7 @@ import workloads
 from artemis_peer import ArtemisPeer
 from proton_floor import ProtonFloorPeer
 from rabbitmq_peer import RabbitMQPeer, Route
-from sharedsub_service import SharedSubService
+from sharedsub_service import SharedSubS3Service, SharedSubService
 
 BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
@@ -99,7 +106,8 @@ VARIANT_ENV = {
     "sharedsub-nofsync": {"SHAREDSUB_STORAGE_FSYNC": "false"},
     "sharedsub-inthread": {"SHAREDSUB_STORAGE_APPEND_PROCESS": "false"},
 }
-BROKERS = ("rabbitmq", "artemis", "proton-floor", "sharedsub", *VARIANT_ENV)
+S3_VARIANT = "sharedsub-s3"  # on an s3:// data dir (a local versitygw); ratio s3 ÷ local
+BROKERS = ("rabbitmq", "artemis", "proton-floor", "sharedsub", *VARIANT_ENV, S3_VARIANT)
 DEFAULT_BROKERS = ("rabbitmq", "sharedsub")
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -165,6 +173,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "broker on python-qpid-proton and sharedsub's engine loop doing no work per message (publish and "
                         "consume only); sharedsub-nofsync is sharedsub "
                         "with [storage] fsync off, sharedsub-inthread with [storage] append_process off, "
+                        "sharedsub-s3 on an s3:// data dir on a local versitygw started by the run, "
                         "each reported in its own column with the ratio to the default)")
     p.add_argument("--runs", type=int, help="runs per measurement and broker (default 3, --quick 1)")
     p.add_argument("--count", type=int, help="measured messages per publish run (default 20000, --quick 3000)")
@@ -764,6 +773,10 @@ def main(argv: list[str] | None = None) -> int:
                     svc = SharedSubService(log=log, log_path=rec.side_file(f"serve-{variant}.log"),
                                            keep_data=args.keep_state, name=variant, env=env)
                     run_broker(svc, args.only, s, rec, _sharedsub_version)
+            if S3_VARIANT in args.brokers and has_plan:
+                s3 = SharedSubS3Service(log=log, log_path=rec.side_file(f"serve-{S3_VARIANT}.log"),
+                                        server_log_path=rec.side_file("versitygw.log"), keep_data=args.keep_state)
+                run_broker(s3, args.only, s, rec, _sharedsub_version)
             if "sharedsub" in args.brokers:
                 if "fanout" in args.only:
                     log(RABBITMQ_NO_SELECTORS)

@@ -19,9 +19,16 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 
 import procstat
 from rabbitmq_peer import Route
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
+
+from tests.s3_server import S3Server  # noqa: E402  (the test suite's versitygw, shared with it)
 
 READY_PREFIX = "sharedsub ready "
 
@@ -85,7 +92,7 @@ class SharedSubService(procstat.BrokerMetrics):
         for name in names:
             proc = subprocess.run(
                 [exe, "topics", "create", name, "--data-dir", self.data_dir],
-                capture_output=True, text=True, timeout=120,
+                capture_output=True, text=True, timeout=120, env={**os.environ, **self._env},
             )
             if proc.returncode != 0:
                 msg = f"sharedsub topics create {name} failed (rc {proc.returncode}): {proc.stderr[-2000:]}"
@@ -200,3 +207,55 @@ class SharedSubService(procstat.BrokerMetrics):
 def topic_name(label: str) -> str:
     """Map a measurement label to a valid topic name (``[A-Za-z0-9][A-Za-z0-9._-]*``)."""
     return "bench-" + label.replace("/", "-")
+
+
+class SharedSubS3Service(SharedSubService):
+    """The same ``sharedsub serve`` on an ``s3://`` data dir: a bucket of a versitygw (the test
+    suite's S3 server, tests/s3_server.py) that this object starts on 127.0.0.1 over a directory
+    of its own when entered, and stops and deletes (unless ``keep_data``) when left, together
+    with this host's state directory of the data dir (``_service.json``, the fan-out's Spark
+    checkpoint). serve, the CLI and this process reach the bucket with the server's AWS
+    variables; nothing else changes, so a run with both gives the cost of object storage as
+    ratios. The S3 server's CPU is not the broker's (it stands for the disk).
+    """
+
+    def __init__(
+        self, *, log: Callable[[str], None], log_path: str, server_log_path: str, keep_data: bool = False,
+        name: str = "sharedsub-s3", access_log: str | None = None,
+    ) -> None:
+        self.s3_root = tempfile.mkdtemp(prefix="sharedsub-bench-s3-")
+        self.server = S3Server(
+            Path(self.s3_root) / "buckets", Path(server_log_path), Path(access_log) if access_log else None
+        )
+        bucket = f"bench-{os.urandom(4).hex()}"  # its own host state directory, whatever else runs
+        super().__init__(log=log, log_path=log_path, data_dir=f"s3://{bucket}/data", keep_data=keep_data,
+                         name=name, env=self.server.env())
+        self.bucket = bucket
+
+    def __enter__(self) -> SharedSubS3Service:
+        from sharedsub.storage.objects import locations  # the project under test
+
+        try:
+            self.server.start()
+        except BaseException:
+            self.cleanup()
+            raise
+        self.server.bucket(self.bucket)
+        # This process reads the bucket too (subscription_counts reads the subscription tables).
+        locations.register(self.data_dir, self.server.env())
+        return self
+
+    def cleanup(self) -> None:
+        """Stop the S3 server; delete its directory and the data dir's host state directory
+        (unless asked to keep them)."""
+        from sharedsub.core import layout
+        from sharedsub.runtime.discovery import state_home
+
+        self.server.stop()
+        # <state home>/sharedsub/stores/s3/<bucket>/data: the bucket's name is this object's own.
+        state = os.path.dirname(layout.host_state_dir(self.data_dir, state_home()))
+        if self._keep_data:
+            self._log(f"sharedsub-s3 data kept in {self.s3_root} (bucket {self.bucket}), host state in {state}")
+            return
+        shutil.rmtree(self.s3_root, ignore_errors=True)
+        shutil.rmtree(state, ignore_errors=True)

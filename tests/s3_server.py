@@ -5,6 +5,9 @@ repository (bootstrap.ensure_s3_server) and names the binary in ``SHAREDSUB_S3_S
 real implementation of the S3 API (SigV4, ``If-None-Match: *`` and ``If-Match`` on PutObject,
 412 otherwise), not a mock: what passes here passes against the protocol.
 
+The benchmarks start their own (bench/sharedsub_service.py, bench/idle_requests.py,
+bench/object_commit_cost.py), with its access log when they count requests.
+
 One server serves a whole pytest session (tests/conftest.py: ``s3_server``); each test takes a
 bucket of its own (:meth:`S3Server.bucket`). Faults: :meth:`S3Server.kill` (SIGKILL),
 :meth:`S3Server.stop_for` (SIGSTOP, then SIGCONT), :meth:`S3Server.start` again on the same
@@ -55,9 +58,12 @@ def _free_port() -> int:
 class S3Server:
     """One versitygw process serving the directory ``root`` (a bucket is a sub-directory)."""
 
-    def __init__(self, root: Path, log: Path) -> None:
+    def __init__(self, root: Path, log: Path, access_log: Path | None = None) -> None:
         self.root = root
         self.log_path = log
+        # versitygw's S3 server access log (one line per request: operation, key, status, user
+        # agent, ms): what bench/idle_requests.py and bench/object_commit_cost.py count.
+        self.access_log = access_log
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -81,7 +87,9 @@ class S3Server:
         self.root.mkdir(parents=True, exist_ok=True)
         cmd = [
             str(binary()), "--port", f"127.0.0.1:{self.port}", "--access", ACCESS_KEY, "--secret", SECRET_KEY,
-            "--region", REGION, "--quiet", "posix", str(self.root),
+            "--region", REGION, "--quiet",
+            *(["--access-log", str(self.access_log)] if self.access_log is not None else []),
+            "posix", str(self.root),
         ]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
