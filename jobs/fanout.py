@@ -80,7 +80,7 @@ from jobs.session import build_session, delta_enabled
 from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
 from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
-from sharedsub.core.config import Settings, fanout_trigger_interval, load_settings
+from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.discovery import state_home
@@ -88,6 +88,7 @@ from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
 READY_LINE = "sharedsub fanout running"
+ROUTED_LINE = "sharedsub fanout routed"  # sharedsub.runtime.fanout_process reads both lines
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -162,6 +163,11 @@ def build_fanout_query(
             min(settings.fanout.unsubscribed_topic_interval, settings.fanout.stalled_after / 2)
         ),
     }
+    idle = fanout_idle_probe_interval(settings)
+    if idle > 0:  # object storage: every probe is requests (sharedsub.core.ops.poll_backoff)
+        options["probe_interval"] = str(fanout_trigger_interval(settings))
+        options["idle_probe_interval"] = str(idle)
+        options["topic_list_interval"] = str(idle)
     source = spark.readStream.format(SOURCE_NAME).options(**options).load()
     location = checkpoint or layout.fanout_checkpoint(root)
     routing = sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)
@@ -206,6 +212,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", help="a sharedsub TOML file on top of sharedsub/core/defaults.toml")
     parser.add_argument("--trigger-interval", type=float, help="seconds between micro-batches (0 = back to back)")
     parser.add_argument("--available-now", action="store_true", help="route what is there now, then exit 0")
+    parser.add_argument(
+        "--announce-routed", action="store_true",
+        help=f"print {ROUTED_LINE!r} after each micro-batch that wrote rows (sharedsub serve asks, on object storage)",
+    )
     parser.add_argument("--checkpoint", help="Spark checkpoint dir (default: [fanout] checkpoint_dir)")
     return parser.parse_args(argv)
 
@@ -249,7 +259,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     log.info("starting: data dir %s, master %s", settings.data_dir, settings.fanout.spark_master)
     spark = build_session(settings)
-    sink = FanoutSink(settings.data_dir, retry_interval=settings.fanout.table_retry_interval)
+    sink = FanoutSink(
+        settings.data_dir,
+        retry_interval=settings.fanout.table_retry_interval,
+        on_routed=(lambda: print(ROUTED_LINE, flush=True)) if args.announce_routed else None,
+    )
     query: FanoutQuery | None = None
     try:
         query = build_fanout_query(

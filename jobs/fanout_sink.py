@@ -77,9 +77,13 @@ class FanoutSink:
         *,
         commit_threads: int = DEFAULT_COMMIT_THREADS,
         retry_interval: float = 5.0,
+        on_routed: Callable[[], None] | None = None,
     ) -> None:
+        """``on_routed``: called after each batch (or retry) that committed rows to a subscription
+        table (the job's ``--announce-routed``)."""
         self.root = root
         self.retry_interval = retry_interval
+        self.on_routed = on_routed
         self.catalog = CatalogReader(root)
         self._appenders: dict[str, DeltaAppender] = {}
         self._pool = ThreadPoolExecutor(max_workers=commit_threads, thread_name_prefix="fanout-commit")
@@ -296,6 +300,8 @@ class FanoutSink:
             if result.fail_batch is not None and failed is None:
                 failed = result.fail_batch
         self.stats.failing = self.failing_report()
+        if written and self.on_routed is not None:
+            self.on_routed()
         if failed is not None:
             self.stats.write()  # the failing tables, before the batch fails
             raise failed

@@ -26,7 +26,7 @@ from connectors.amqp.server import FrontEndServer
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
-from sharedsub.core.config import Settings
+from sharedsub.core.config import Settings, on_object_store
 from sharedsub.core.errors import ConfigError, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.publish.write_faults import fault_errno
@@ -264,7 +264,13 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     announce_service(settings, host, port, http, server.tls_port)
     owner.announce(server.url, http.url if http else None)
     fanout = (
-        FanoutProcess(settings.data_dir, config=config, startup_timeout=settings.fanout.startup_timeout)
+        FanoutProcess(
+            settings.data_dir,
+            config=config,
+            startup_timeout=settings.fanout.startup_timeout,
+            # On object storage the tailer backs off while idle; the job's word wakes it.
+            on_routed=server.handler.tailer.hint if on_object_store(settings) else None,
+        )
         if with_fanout
         else None
     )

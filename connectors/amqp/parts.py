@@ -21,7 +21,7 @@ import proton
 from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.wire.engine_loop import Injector
-from sharedsub.core.config import Settings, tail_poll_interval
+from sharedsub.core.config import Settings, tail_idle_poll_interval, tail_poll_interval
 from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
@@ -144,6 +144,7 @@ def build_parts(
         cache,
         inbox.rows_read,
         poll_interval=tail_poll_interval(settings),
+        idle_poll_interval=tail_idle_poll_interval(settings),
         after_unclean_stop=after_unclean_stop,
         stages=stages,
     )

@@ -67,6 +67,7 @@ from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
 from sharedsub.core.fanout.fanout_pacing import takes_commits
+from sharedsub.core.ops.poll_backoff import next_interval
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta import commit_log
@@ -196,6 +197,12 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._ids = commit_log.TableIds()  # one stat per topic and probe; a table read when one changes
         self._topics: list[str] = []
         self._listed_at = float("-inf")
+        # On object storage every probe is requests: while nothing comes, probe less often
+        # (sharedsub.core.ops.poll_backoff; 0 = probe at every trigger).
+        self.idle_probe_interval = float(options.get("idle_probe_interval", 0) or 0)
+        self.probe_interval = float(options.get("probe_interval", 0) or 0)  # the trigger interval
+        self._probe_interval = self.probe_interval
+        self._next_probe = float("-inf")
 
     # ------------------------------------------------------------------ offsets (driver side)
 
@@ -223,6 +230,21 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         ``start`` names is started again from -1, a dropped topic keeps its entry unchanged.
         """
         begin, begin_ids = offset_versions(start), offset_ids(start)
+        now = time.monotonic()
+        if self._target is None and self.idle_probe_interval > 0 and now < self._next_probe:
+            return start  # backing off: nothing probed, so nothing new (no micro-batch)
+        offset = self._latest(begin, begin_ids, limit)
+        if self.idle_probe_interval > 0:
+            found = offset != make_offset(begin, begin_ids)
+            self._probe_interval = next_interval(
+                self._probe_interval, found=found, base=self.probe_interval, idle=self.idle_probe_interval
+            )
+            # The trigger after the interval probes (a trigger comes every probe_interval).
+            self._next_probe = now + self._probe_interval - self.probe_interval / 2
+        return offset
+
+    def _latest(self, begin: dict[str, int], begin_ids: dict[str, str], limit: ReadLimit) -> Offset:
+        """LatestOffset's probe of every topic (see latestOffset)."""
         if isinstance(limit, ReadAllAvailable):
             cap: int | None = None
         elif isinstance(limit, ReadMaxFiles):
@@ -462,7 +484,9 @@ class DriverBatchReader:
 class TopicsDataSource(DataSource):
     """``format("sharedsub_topics")``: options ``data_dir`` (required), ``max_commits_per_batch``,
     ``first_batch_max_commits``, ``files_per_partition``, ``topic_list_interval`` (seconds),
-    ``unsubscribed_topic_interval`` (seconds)."""
+    ``unsubscribed_topic_interval`` (seconds), ``probe_interval`` and ``idle_probe_interval``
+    (seconds: while no topic has new commits, probe at most every ``probe_interval`` doubling up
+    to ``idle_probe_interval``; 0, the default: at every trigger)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

@@ -65,6 +65,8 @@ class StorageSettings:
     # Seconds between probes for new commits on a data dir on object storage (the tailer's polls,
     # the fan-out's shortest trigger): each probe is a request there (sharedsub.core.config.tail_poll_interval).
     object_poll_interval: float
+    # The longest of those intervals while nothing new comes (sharedsub.core.ops.poll_backoff).
+    object_idle_poll_interval: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -256,6 +258,22 @@ def tail_poll_interval(settings: Settings) -> float:
     object_poll_interval`` on object storage (a poll there is a request, not a ``stat``)."""
     poll = settings.delivery.poll_interval
     return max(poll, settings.storage.object_poll_interval) if on_object_store(settings) else poll
+
+
+def tail_idle_poll_interval(settings: Settings) -> float:
+    """The longest the tailer waits between polls while nothing comes: ``[storage]
+    object_idle_poll_interval`` on object storage (sharedsub.core.ops.poll_backoff), the poll
+    interval itself locally (no back-off)."""
+    base = tail_poll_interval(settings)
+    return max(base, settings.storage.object_idle_poll_interval) if on_object_store(settings) else base
+
+
+def fanout_idle_probe_interval(settings: Settings) -> float:
+    """The longest the fan-out's source waits between probes of the topics while nothing comes:
+    ``[storage] object_idle_poll_interval`` on object storage, 0 (every trigger probes) locally."""
+    if not on_object_store(settings):
+        return 0.0
+    return max(fanout_trigger_interval(settings), settings.storage.object_idle_poll_interval)
 
 
 def fanout_trigger_interval(settings: Settings) -> float:

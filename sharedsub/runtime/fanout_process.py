@@ -33,11 +33,15 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import TypedDict
 
 log = logging.getLogger(__name__)
 
 READY_LINE = "sharedsub fanout running"
+# What the job prints after a micro-batch that wrote rows to subscription tables, when asked to
+# (``--announce-routed``): the front end's tailer then polls at once (sharedsub.core.ops.poll_backoff).
+ROUTED_LINE = "sharedsub fanout routed"
 START_ATTEMPTS = 3
 """Starts in a row that may end before the job comes up; then the supervisor gives up."""
 START_GRACE = 120.0
@@ -95,14 +99,18 @@ class FanoutProcess:
         startup_timeout: float = 180.0,
         start_attempts: int = START_ATTEMPTS,
         start_grace: float = START_GRACE,
+        on_routed: Callable[[], None] | None = None,
     ) -> None:
-        """``startup_timeout``: the ``[fanout]`` setting the child reads (its first attempt's)."""
+        """``startup_timeout``: the ``[fanout]`` setting the child reads (its first attempt's).
+        ``on_routed``: called (on the relay thread) after each micro-batch that wrote rows to
+        subscription tables; the child is asked to say so only when given."""
         self.data_dir = data_dir
         self.config = config
         self.extra_args = extra_args or []
         self.startup_timeout = startup_timeout
         self.start_attempts = start_attempts
         self.start_grace = start_grace
+        self.on_routed = on_routed
         self.ready = threading.Event()
         self.failed = threading.Event()  # the supervisor gave up starting the job
         self.failure: str | None = None  # why, for serve's last log line
@@ -120,6 +128,8 @@ class FanoutProcess:
         cmd = [sys.executable, "-m", "jobs.fanout", "--data-dir", self.data_dir]
         if self.config:
             cmd += ["--config", self.config]
+        if self.on_routed is not None:
+            cmd.append("--announce-routed")
         return cmd + self.extra_args
 
     def start(self) -> None:
@@ -179,7 +189,10 @@ class FanoutProcess:
         assert proc.stdout is not None
         for line in proc.stdout:
             text = line.rstrip("\n")
-            if text == READY_LINE:
+            if text == ROUTED_LINE:
+                if self.on_routed is not None:
+                    self.on_routed()
+            elif text == READY_LINE:
                 came_up.set()
                 self._state = "running"
                 self.ready.set()

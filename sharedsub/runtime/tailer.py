@@ -50,6 +50,7 @@ from sharedsub.core import layout
 from sharedsub.core.delivery import outcomes
 from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.core.ops.logthrottle import ThrottledLog
+from sharedsub.core.ops.poll_backoff import next_interval
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.delta.commit_log import read_commit
@@ -146,12 +147,15 @@ class Tailer:
         post: Callable[[str, int, list[Row]], None],
         *,
         poll_interval: float = 0.005,
+        idle_poll_interval: float | None = None,
         max_in_flight: int = 2000,
         after_unclean_stop: bool = False,
         stages: StageTimes | None = None,
     ) -> None:
         """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
-        their only writer; sharedsub.core.ops.stage_timing)."""
+        their only writer; sharedsub.core.ops.stage_timing). ``idle_poll_interval``: the longest
+        wait between polls while nothing comes (sharedsub.core.ops.poll_backoff; None: always
+        ``poll_interval``)."""
         self.root = root
         self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
@@ -164,6 +168,7 @@ class Tailer:
         self._after_unclean_stop = after_unclean_stop
         self._first_loads: set[str] = set()
         self._poll = poll_interval
+        self._idle_poll = max(poll_interval, idle_poll_interval or poll_interval)
         self._max_in_flight = max_in_flight
         self._feeds: dict[str, _Feed] = {}
         self._lock = threading.Lock()
@@ -184,6 +189,11 @@ class Tailer:
         self._stop.set()
         self._wake.set()
         self._thread.join(10)
+
+    def hint(self) -> None:
+        """New rows may be in some subscription table (the fan-out says it wrote some): poll now
+        and stop backing off. Any thread."""
+        self._wake.set()
 
     def watch(self, key: str, table_rel: str, topic: str, *, acked: Container[int], ack_table_rel: str | None) -> None:
         """Start delivering a subscription generation's backlog and new rows (idempotent; the
@@ -256,6 +266,7 @@ class Tailer:
         # have read the table at all, e.g. with max_in_flight rows posted: taking that for a
         # recovery would log the fault again at the next failing read.)
         faults = ThrottledLog(log)
+        interval = self._poll
         while not self._stop.is_set():
             busy = False
             with self._lock:
@@ -271,8 +282,13 @@ class Tailer:
                     faults.clear(feed.table, "reading subscription table %s works again", feed.table)
             if not busy:
                 self._warm(feeds)
-                self._wake.wait(self._poll)
+                # A wake (a new watch, a rewind, the fan-out's hint) is news: poll at once and
+                # from then on at the base interval; a quiet spell backs off.
+                woken = self._wake.wait(interval)
                 self._wake.clear()
+                interval = next_interval(interval, found=woken, base=self._poll, idle=self._idle_poll)
+            else:
+                interval = self._poll
 
     def _warm(self, feeds: list[_Feed]) -> None:
         """Refresh the idle durable subscriptions' snapshots (:meth:`keep_warm`) when due."""
