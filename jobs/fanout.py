@@ -81,13 +81,14 @@ from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
 from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
-from sharedsub.core.errors import SharedSubError
+from sharedsub.core.errors import DataDirInUse, SharedSubError
 from sharedsub.core.layout import local_path
-from sharedsub.runtime.discovery import state_home
+from sharedsub.runtime.discovery import DataDirLock, own_fanout, state_home
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
 READY_LINE = "sharedsub fanout running"
+EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
 ROUTED_LINE = "sharedsub fanout routed"  # sharedsub.runtime.fanout_process reads both lines
 
 log = logging.getLogger("sharedsub.fanout")
@@ -247,6 +248,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log.level, settings.log.format)  # [log] / SHAREDSUB_LOG_* (serve passes its flags so)
     register(settings.storage.data_dir, settings.storage.options)  # the tables' [storage] options
+    try:
+        lease = own_fanout(settings.data_dir)  # object storage: one fan-out job per data dir
+    except DataDirInUse as exc:
+        holder = f"process {exc.pid}" + (f" on {exc.host}" if exc.host else "")
+        print(
+            f"jobs.fanout: another fan-out job ({holder}) holds the fan-out lease of {settings.data_dir}: "
+            "one fan-out job per data dir (stop it first)",
+            file=sys.stderr,
+        )
+        return EXIT_IN_USE
+    except OSError as exc:  # StoreFailure: the store did not answer
+        print(f"jobs.fanout: {exc}", file=sys.stderr)
+        return 1
+    try:
+        return _run(args, settings, lease)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None) -> int:
+    """The fan-out query until stopped, under ``lease`` (object storage) when given."""
 
     stop = threading.Event()
 
@@ -256,6 +279,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    lost: list[str] = []
+
+    def on_lost(reason: str) -> None:
+        # Fail-stop: another job may take the tables over once the lease lapses.
+        log.error("the fan-out's lease is lost (%s): stopping", reason)
+        lost.append(reason)
+        stop.set()
+
+    if lease is not None:
+        lease.when_lost(on_lost)
 
     log.info("starting: data dir %s, master %s", settings.data_dir, settings.fanout.spark_master)
     spark = build_session(settings)
@@ -263,6 +296,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings.data_dir,
         retry_interval=settings.fanout.table_retry_interval,
         on_routed=(lambda: print(ROUTED_LINE, flush=True)) if args.announce_routed else None,
+        epoch=lease.epoch if lease is not None else None,
     )
     query: FanoutQuery | None = None
     try:
@@ -285,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             query.stop()
         query.awaitTermination()  # raises the query's error, if it failed
         log.info("stopped")
-        return 0
+        return 1 if lost else 0
     except Exception:
         log.exception("the fan-out query failed")
         return 1

@@ -36,7 +36,8 @@ from sharedsub.core.ops import fanout_progress
 from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
-from sharedsub.storage.delta.appender import DeltaAppender
+from sharedsub.storage.delta.appender import DeltaAppender, Fenced
+from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.fanout_progress import write_progress
 from sharedsub.storage.fanout_stats import StatsRecorder
 from sharedsub.storage.parked_rows import ParkedRows
@@ -78,12 +79,17 @@ class FanoutSink:
         commit_threads: int = DEFAULT_COMMIT_THREADS,
         retry_interval: float = 5.0,
         on_routed: Callable[[], None] | None = None,
+        epoch: int | None = None,
     ) -> None:
         """``on_routed``: called after each batch (or retry) that committed rows to a subscription
-        table (the job's ``--announce-routed``)."""
+        table (the job's ``--announce-routed``). ``epoch``: the job's lease epoch on object
+        storage (sharedsub.runtime.discovery.own_fanout): every subscription commit carries it,
+        each table is fenced under it before this job's first commit to it, and a commit that
+        finds a higher epoch fails the batch (the job is superseded and stops)."""
         self.root = root
         self.retry_interval = retry_interval
         self.on_routed = on_routed
+        self.epoch = epoch
         self.catalog = CatalogReader(root)
         self._appenders: dict[str, DeltaAppender] = {}
         self._pool = ThreadPoolExecutor(max_workers=commit_threads, thread_name_prefix="fanout-commit")
@@ -337,6 +343,9 @@ class FanoutSink:
                         written = self._commit(table, rows)
                     committed = True
                     state = after_commit(state, ok=True, now=now, retry_interval=self.retry_interval)
+                except Fenced as exc:  # superseded: another job owns the tables now; nothing is parked
+                    log.error("subscription table %s: %s", rel, exc)
+                    return _TableResult(state, written, error=exc, fail_batch=exc)
                 except Exception as exc:  # noqa: BLE001 (any failed commit parks the table's rows (fanout_faults))
                     committed, error = False, exc
                     state = after_commit(state, ok=False, now=now, retry_interval=self.retry_interval, error=_error_text(exc))
@@ -409,7 +418,12 @@ class FanoutSink:
     def _commit(self, table: str, rows: pa.Table) -> int:
         appender = self._appenders.get(table)
         if appender is None:
-            appender = self._appenders[table] = DeltaAppender(table, schemas.SUBSCRIPTION)
+            appender = DeltaAppender(table, schemas.SUBSCRIPTION, epoch=self.epoch)
+            if self.epoch is not None and table_exists(table):
+                # A job of a lower epoch (stopped, then resumed) that commits after this finds
+                # the fence and stops; one of a higher epoch makes this raise Fenced.
+                appender.fence()
+            self._appenders[table] = appender
         done = appender.transaction_version(schemas.SPARK_APP_ID)
         if done is not None:
             rows = rows.filter(pc.greater(rows.column("seq"), done))

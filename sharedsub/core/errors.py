@@ -217,6 +217,7 @@ class DataDirInUse(SharedSubError):
         )
         self.data_dir = data_dir
         self.pid = pid
+        self.host = host
 
 
 class StorageUnavailable(SharedSubError):

@@ -14,6 +14,8 @@ Layout (all Delta tables unless noted)::
                                              (JSON; sharedsub.core.ops.fanout_progress)
     <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
                                              table yet, kept until it can (Parquet; storage/parked_rows.py)
+    <data>/_cluster/owner                    the owner lease of the front end (object storage only; JSON)
+    <data>/_cluster/fanout                   the lease of the fan-out job (object storage only; JSON)
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
                                              unless [security] users_file names another path
@@ -38,6 +40,8 @@ SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
 # The lease object of the front end that owns a data dir on object storage (sharedsub.core.ownership.lease).
 OWNER_LEASE = "_cluster/owner"
+# The lease of the fan-out job that writes a data dir's subscription tables on object storage.
+FANOUT_LEASE = "_cluster/fanout"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.

@@ -153,6 +153,29 @@ class DataDirLock:
             self._lease = None
 
 
+def _leased(root: str, lease_rel: str, ttl_s: float, renew_s: float) -> DataDirLock:
+    store, key = locate(layout.join(root, lease_rel))
+    me = LeaseRecord(
+        f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}", 0, socket.gethostname(), os.getpid(),
+        ttl_s, renew_s,
+    )
+    return DataDirLock.leased(store, key, take_lease(store, key, me, pid_alive=pid_alive))
+
+
+def own_fanout(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFAULT_RENEW_S) -> DataDirLock | None:
+    """Take the fan-out's lease of a data dir on object storage (``_cluster/fanout``: one fan-out
+    job writes its subscription tables, wherever it runs); None for a local dir, whose fan-out
+    runs beside its one front end.
+
+    Raises:
+        DataDirInUse: another live fan-out job holds it (its pid and host).
+        StoreFailure: the store did not answer.
+    """
+    if layout.local_path(root) is not None:
+        return None
+    return _leased(root, layout.FANOUT_LEASE, ttl_s, renew_s)
+
+
 def own_data_dir(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFAULT_RENEW_S) -> DataDirLock:
     """Take the data dir for this process: a ``flock`` on a local dir, the owner lease on
     object storage (``ttl_s``/``renew_s``: the lease's, see sharedsub.core.ownership.lease).
@@ -166,12 +189,7 @@ def own_data_dir(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DE
 
     path = layout.local_path(layout.service_file(root))
     if path is None:
-        store, key = locate(layout.join(root, layout.OWNER_LEASE))
-        me = LeaseRecord(
-            f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}", 0, socket.gethostname(), os.getpid(),
-            ttl_s, renew_s,
-        )
-        return DataDirLock.leased(store, key, take_lease(store, key, me, pid_alive=pid_alive))
+        return _leased(root, layout.OWNER_LEASE, ttl_s, renew_s)
     # Read-only: flock needs no write access, and a file held open for writing would keep the
     # file system from being remounted read-only under a running service.
     fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDONLY | os.O_CREAT, 0o600)
