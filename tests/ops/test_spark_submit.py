@@ -32,14 +32,16 @@ SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 class SparkSubmit:
-    """``spark-submit jobs/fanout.py --data-dir URI`` with its stdout lines on a queue."""
+    """``spark-submit [spark_args] jobs/fanout.py --data-dir URI`` (``env`` added to this
+    process's) with its stdout lines on a queue."""
 
-    def __init__(self, data_uri: str) -> None:
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    def __init__(self, data_uri: str, *, env: dict[str, str] | None = None, spark_args: list[str] | None = None) -> None:
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env or {}))
         cmd = [
             str(SPARK_SUBMIT),
             "--properties-file", str(PROJECT / "jobs" / "spark-defaults.conf"),
             "--master", "local[2]",
+            *(spark_args or []),
             str(PROJECT / "jobs" / "fanout.py"),
             "--data-dir", data_uri,
             "--trigger-interval", "0.2",
