@@ -13,19 +13,15 @@ variables, then ``[storage] options`` on top, in any spelling delta-rs or object
 settings ``fs.s3a.bucket.<bucket>.<key>`` for the data dir's bucket only, so other buckets a
 session reads keep their own configuration:
 
-=====================================  ==============================================  ==================================
-service setting (normalized)           S3A setting (after ``fs.s3a.bucket.<b>.``)      why
-=====================================  ==============================================  ==================================
-endpoint (``AWS_ENDPOINT_URL``)        ``endpoint``                                    the same server
-region / default_region                ``endpoint.region``                             SigV4 signs with it
-(no region, an endpoint)               ``endpoint.region`` = us-east-1                 the service client's default
-virtual_hosted_style_request           ``path.style.access`` = its negation            the service's client defaults to
-                                                                                       path style; S3A to virtual hosts
-allow_http = true                      ``connection.ssl.enabled`` = false              plain HTTP endpoints
-access_key_id, secret_access_key       ``access.key``, ``secret.key``                  the same identity
-session_token (or token)               ``session.token`` and the temporary-credentials  S3A's default chain takes the
-                                       provider                                         token only so
-=====================================  ==============================================  ==================================
+* endpoint (``AWS_ENDPOINT_URL``) → ``endpoint``: the same server;
+* region or default_region → ``endpoint.region`` (SigV4 signs with it); with an endpoint and no
+  region, ``us-east-1``, the service client's default;
+* virtual_hosted_style_request → ``path.style.access``, its negation: the service's client
+  defaults to path style, S3A to virtual hosts;
+* allow_http = true → ``connection.ssl.enabled`` = false (plain HTTP endpoints);
+* access_key_id and secret_access_key (both) → ``access.key`` and ``secret.key``; with
+  session_token (or token) also ``session.token`` and the temporary-credentials provider (named,
+  so the token is used whatever provider list a cluster's defaults give).
 
 Without credentials in either source S3A's default chain applies (its own reading of the AWS
 variables, profile files, instance roles). Secrets end up in Spark's configuration (where Spark's
@@ -45,8 +41,14 @@ DEFAULT_REGION = "us-east-1"  # object_store's (the service's S3 client) when no
 TEMPORARY_CREDENTIALS = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
 SECRET_KEYS = frozenset({"access.key", "secret.key", "session.token"})
 # Every S3A key hadoop_settings sets (after the bucket's prefix).
-_KEYS = ("endpoint", "endpoint.region", "path.style.access", "connection.ssl.enabled", *sorted(SECRET_KEYS),
-         "aws.credentials.provider")
+_KEYS = (
+    "endpoint",
+    "endpoint.region",
+    "path.style.access",
+    "connection.ssl.enabled",
+    *sorted(SECRET_KEYS),
+    "aws.credentials.provider",
+)
 _ENV_PREFIX = "AWS_"  # object_store reads every AWS_* variable it knows
 
 

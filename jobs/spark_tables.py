@@ -41,7 +41,8 @@ from sharedsub.storage.topics import list_topics
 
 
 class DeltaUnavailable(RuntimeError):
-    """The session has no Delta Spark connector."""
+    """The session cannot read the tables: it has no Delta Spark connector, or no S3A for a data
+    dir on S3."""
 
 
 def require_delta(spark: SparkSession) -> None:

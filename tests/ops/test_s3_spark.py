@@ -76,7 +76,8 @@ def test_spark_submit_fanout_and_the_backlog_notebook_on_an_s3_data_dir(
         job.kill()
         code = frontend.stop()
         assert code == 0, frontend.log()[-3000:]
-    job_output = "\n".join(list(job.lines.queue)) + job.log()
+    job_output = "\n".join(job.stdout) + job.log()
+    assert "topic orders: Delta streaming query started" in job_output  # the source that reads over s3a://
     assert SECRET_KEY not in job_output and SECRET_KEY not in frontend.log()
 
     monkeypatch.setenv("SHAREDSUB_STORAGE_DATA_DIR", data)

@@ -52,6 +52,7 @@ class SparkSubmit:
             text=True, start_new_session=True,
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
+        self.stdout: list[str] = []  # every stdout line, also those wait_ready took off the queue
         self.stderr: list[str] = []
         threading.Thread(target=self._pump_stdout, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
@@ -59,6 +60,7 @@ class SparkSubmit:
     def _pump_stdout(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            self.stdout.append(line.rstrip("\n"))
             self.lines.put(line.rstrip("\n"))
 
     def _pump_stderr(self) -> None:
