@@ -4,6 +4,7 @@
     python3 bootstrap.py serve [sharedsub serve options]   # set up, then run the service
     python3 bootstrap.py test  [pytest options]            # set up, then run the whole suite
     python3 bootstrap.py check [pytest options]            # the contributors' loop (below)
+    python3 bootstrap.py setup [--object-storage]          # set up only
 
 Setup is idempotent and only does what is missing: a virtual environment in .venv with the
 pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` is not on PATH
@@ -18,6 +19,11 @@ Setup also fetches the Delta Lake Spark connector's jars (jobs/delta_jars.py) in
 the tables with ``format("delta")``, SQL and time travel. ``serve`` goes on without them when
 they cannot be fetched (the fan-out then reads topics through delta-rs, as before); ``test``
 and ``setup`` stop with an error, since tests use them.
+
+``setup --object-storage`` (and ``test``) also fetch Spark's ``s3a://`` support into .jars/
+(jobs/s3a_jars.py: hadoop-aws and the AWS SDK bundle, 690 MB, first time only), with which Spark
+reads a data dir on S3 (``s3://BUCKET/PREFIX``); ``serve`` never fetches it, as the fan-out's
+default source reads topics on a bucket through delta-rs.
 """
 
 from __future__ import annotations
@@ -52,6 +58,7 @@ def venv_python() -> Path:
 
 
 _APT_UPDATED = False
+OBJECT_STORAGE = "--object-storage"  # setup's option: also fetch Spark's s3a:// jars
 
 
 def apt_install(*packages: str) -> None:
@@ -141,59 +148,70 @@ def ensure_s3_server() -> Path:
     return binary
 
 
-def _load_delta_connector():  # jobs/delta_jars.py: standard library only, no pyspark
-    import importlib.util
+def _jar_sets():  # jobs/jar_sets.py and the sets: standard library only, no pyspark
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from jobs import delta_jars, s3a_jars
 
-    spec = importlib.util.spec_from_file_location("_delta_jars", ROOT / "jobs" / "delta_jars.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return delta_jars.CONNECTOR, s3a_jars.S3A
 
 
-def ensure_delta_connector(*, required: bool) -> None:
-    """The Delta Spark connector's jars in .jars/ (Maven, once; offline afterwards).
+def ensure_jars(jar_set, *, required: bool) -> None:
+    """A set of jars (jobs/jar_sets.py) in .jars/ (Maven, once; offline afterwards).
 
     ``mvn dependency:copy`` resolves each jar through ~/.m2 (a second machine-wide cache) and
     copies it into a temporary directory that is renamed into place, so the directory holds
     every jar or none. Raises SystemExit when ``required`` and they cannot be had.
     """
-    connector = _load_delta_connector()
-    target = connector.jars_dir()
+    target = jar_set.directory()
     if target is None:
-        say(f"{connector.ENV}=off: Spark runs without the Delta connector")
+        say(f"{jar_set.env}=off: Spark runs without {jar_set.title}")
         return
-    absent = connector.missing(target)
+    absent = jar_set.missing(target)
     if not absent:
         return
+    from jobs.jar_sets import jar_name
+
     staging = target.with_name(target.name + ".partial")
     try:
         if not shutil.which("mvn"):
-            say("installing maven with apt-get (fetches the Delta Spark connector)")
+            say(f"installing maven with apt-get (fetches {jar_set.title})")
             apt_install("maven")
-        say(f"fetching the Delta Spark connector ({', '.join(absent)}) from Maven Central into {target}")
+        say(f"fetching {jar_set.title} from Maven Central into {target} ({jar_set.size}, first time only)")
         shutil.rmtree(staging, ignore_errors=True)
         staging.mkdir(parents=True)
-        for artifact in connector.ARTIFACTS:
-            if (target / connector.jar_name(artifact)).is_file():
-                shutil.copy2(target / connector.jar_name(artifact), staging)
+        for artifact in jar_set.artifacts:
+            if (target / jar_name(artifact)).is_file():
+                shutil.copy2(target / jar_name(artifact), staging)
                 continue
             say(f"  {artifact}")
             cmd = ["mvn", "-B", "-q", "dependency:copy", f"-Dartifact={artifact}", f"-DoutputDirectory={staging}"]
             done = subprocess.run(cmd, cwd=staging, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if done.returncode != 0 or not (staging / connector.jar_name(artifact)).is_file():
+            if done.returncode != 0 or not (staging / jar_name(artifact)).is_file():
                 plain = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout)
                 errors = [ln.strip() for ln in plain.splitlines() if ln.startswith("[ERROR]") and ln[7:].strip()]
                 raise RuntimeError(f"mvn could not fetch {artifact}: " + (errors[0] if errors else f"exit {done.returncode}"))
         shutil.rmtree(target, ignore_errors=True)
         staging.rename(target)
-        say(f"Delta Spark connector ready: {', '.join(sorted(p.name for p in target.iterdir()))}")
+        say(f"{jar_set.title} ready: {', '.join(sorted(p.name for p in target.iterdir()))}")
     except (RuntimeError, OSError, subprocess.CalledProcessError) as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        message = f"the Delta Spark connector could not be fetched: {exc}"
+        message = f"{jar_set.title} could not be fetched: {exc}"
         if required:
             sys.exit(f"[bootstrap] {message}\n[bootstrap] Maven Central must be reachable once (later runs use {target})")
-        say(f"{message}; going on without it (Spark reads topics through delta-rs; format('delta') is unavailable)")
+        say(f"{message}; going on without it")
+
+
+def ensure_delta_connector(*, required: bool) -> None:
+    """The Delta Spark connector's jars (jobs/delta_jars.py); without them (``serve`` goes on) the
+    fan-out reads topics through delta-rs and format('delta') is unavailable."""
+    ensure_jars(_jar_sets()[0], required=required)
+
+
+def ensure_s3a_jars() -> None:
+    """S3A's jars (jobs/s3a_jars.py: hadoop-aws and the AWS SDK, 690 MB), only when asked:
+    ``setup --object-storage`` and ``test`` (the object-storage tier reads buckets with Spark)."""
+    ensure_jars(_jar_sets()[1], required=True)
 
 
 def ensure_venv() -> None:
@@ -255,8 +273,13 @@ def main(argv: list[str]) -> int:
     if command == "check":
         ensure_venv()
         return check(rest)
+    if command == "setup" and [a for a in rest if a != OBJECT_STORAGE]:
+        print(__doc__)
+        return 2
     setup()
     ensure_delta_connector(required=command != "serve")
+    if command == "test" or (command == "setup" and OBJECT_STORAGE in rest):
+        ensure_s3a_jars()
     env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
     if command == "test":
         ensure_jms_tier()

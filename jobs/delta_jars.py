@@ -1,7 +1,7 @@
 """Where the Delta Lake Spark connector's jars live, and the Spark settings that turn it on.
 
-Standard library only: ``bootstrap.py`` (system Python, no pyspark) imports it to fetch the jars,
-``jobs/session.py`` to configure Spark with them.
+Standard library only (with jobs.jar_sets): ``bootstrap.py`` (system Python, no pyspark) imports it
+to fetch the jars, ``jobs/session.py`` to configure Spark with them.
 
 The connector is ``io.delta:delta-spark_4.2_2.13`` (Delta's artifact for Spark 4.2 and Scala
 2.13) plus ``io.delta:delta-storage``, both :data:`VERSION`. The pinned Python package is
@@ -20,8 +20,7 @@ absent (Spark then runs without it, the delta-rs path only).
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
+from jobs.jar_sets import CACHE, JarSet
 
 VERSION = "4.4.0"
 SCALA_SPARK = "4.2_2.13"
@@ -30,39 +29,18 @@ ARTIFACTS = (
     f"io.delta:delta-spark_{SCALA_SPARK}:{VERSION}",
     f"io.delta:delta-storage:{VERSION}",
 )
-JARS_DIR = Path(__file__).resolve().parent.parent / ".jars" / f"delta-{VERSION}"
+JARS_DIR = CACHE / f"delta-{VERSION}"
 ENV = "SHAREDSUB_DELTA_JARS"
+CONNECTOR = JarSet("the Delta Spark connector", ARTIFACTS, JARS_DIR, ENV, "10 MB")
 
 SNAPSHOT_PARTITIONS = 2
 EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
 CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
 
 
-def jar_name(artifact: str) -> str:
-    """The file name Maven gives the jar of ``group:artifact:version``."""
-    _group, name, version = artifact.split(":")
-    return f"{name}-{version}.jar"
-
-
-def jars_dir() -> Path | None:
-    """The directory the jars are looked for in; None when switched off (``SHAREDSUB_DELTA_JARS=off``)."""
-    given = os.environ.get(ENV, "").strip()
-    if given.lower() == "off":
-        return None
-    return Path(given) if given else JARS_DIR
-
-
-def missing(directory: Path) -> list[str]:
-    """The artifacts whose jar is not in ``directory``."""
-    return [a for a in ARTIFACTS if not (directory / jar_name(a)).is_file()]
-
-
 def jars() -> list[str]:
     """Absolute paths of the connector's jars, or [] when any is missing (or it is switched off)."""
-    directory = jars_dir()
-    if directory is None or missing(directory):
-        return []
-    return [str((directory / jar_name(a)).resolve()) for a in ARTIFACTS]
+    return CONNECTOR.jars()
 
 
 def spark_conf(paths: list[str]) -> dict[str, str]:

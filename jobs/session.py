@@ -12,6 +12,13 @@ streaming source work (:func:`delta_enabled`). Without them the session is what 
 fan-out reads through delta-rs and nothing else changes. Under spark-submit the driver's classpath
 is fixed before this code runs, so the connector is only configured when spark-submit was given
 its jars (``--jars`` or ``--packages``).
+
+Object storage: when ``bootstrap.py setup --object-storage`` fetched S3A's jars
+(:mod:`jobs.s3a_jars`) they join the classpath too, and a data dir ``s3://BUCKET/...`` gets S3A
+settings for its bucket derived from the AWS variables and ``[storage] options``
+(:func:`use_object_storage`, :mod:`jobs.s3a_settings`), so Spark reads the tables at
+``s3a://BUCKET/...`` (:func:`jobs.s3a_settings.spark_path`). They are set on the running
+session, so a session that was already running (a notebook's, the test tier's) gets them too.
 """
 
 from __future__ import annotations
@@ -24,12 +31,13 @@ from pathlib import Path
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from jobs import delta_jars
+from jobs import delta_jars, s3a_jars, s3a_settings
 from jobs.sources.deltars_topics import TopicsDataSource
 from sharedsub.core.config import Settings
 
 SPARK_DEFAULTS = Path(__file__).resolve().parent / "spark-defaults.conf"
 APP_NAME = "sharedsub-fanout"
+S3A_CLASS = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 
 # Only for local masters: bind to loopback so a laptop's odd hostname or VPN does not matter.
 _LOCAL_ONLY = {
@@ -58,14 +66,36 @@ def spark_conf(
     extra: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The Spark configuration sharedsub wants: the defaults file, the master, the Delta
-    connector's settings when its jars are there, ``extra`` on top."""
+    connector's settings when its jars are there (with S3A's jars when those are there too),
+    ``extra`` on top."""
     conf = read_spark_defaults(defaults_path)
     conf["spark.master"] = settings.fanout.spark_master
     if settings.fanout.spark_master.startswith("local"):
         conf.update(_LOCAL_ONLY)
-    conf.update(delta_jars.spark_conf(delta_jars.jars()))
+    delta = delta_jars.spark_conf(delta_jars.jars())
+    conf.update(delta)
+    if delta:  # S3A alone is no use: Spark reads sharedsub's tables through the connector
+        conf.update(s3a_classpath(conf, s3a_jars.jars()))
     conf.update(extra or {})
     return conf
+
+
+def s3a_classpath(conf: Mapping[str, str], paths: list[str]) -> dict[str, str]:
+    """The settings that put S3A's jars ``paths`` on the classpath of a session configured by
+    ``conf``; {} for no jars.
+
+    With a local master they go on the driver's own class path (``spark.driver.extraClassPath``,
+    read when pyspark starts the JVM): ``spark.jars`` would make Spark copy every jar into each
+    session's scratch directory for its executors, 690 MB of AWS SDK at every start. With any
+    other master executors need them shipped: ``spark.jars``.
+    """
+    if not paths:
+        return {}
+    if conf.get("spark.master", "").startswith("local"):
+        key, sep = "spark.driver.extraClassPath", os.pathsep
+    else:
+        key, sep = "spark.jars", ","
+    return {key: sep.join([p for p in (conf.get(key, ""),) if p] + paths)}
 
 
 def under_spark_submit() -> bool:
@@ -101,7 +131,7 @@ def build_session(
         # The driver's classpath is spark-submit's: our jars cannot join it. Turn Delta on when
         # spark-submit brought the connector (--jars/--packages), off otherwise.
         delta_keys = delta_jars.spark_conf(["-"])
-        for key in delta_keys:
+        for key in [*delta_keys, "spark.driver.extraClassPath"]:
             wanted.pop(key, None)
         if _driver_loads(delta_jars.EXTENSION):
             wanted.update({k: v for k, v in delta_keys.items() if k != "spark.jars" and k not in given})
@@ -110,7 +140,37 @@ def build_session(
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
     register_sources(spark)
+    use_object_storage(spark, settings.storage.data_dir, settings.storage.options, os.environ)
     return spark
+
+
+def use_object_storage(
+    spark: SparkSession, location: str, options: Mapping[str, str] | None, environ: Mapping[str, str]
+) -> list[str]:
+    """Let ``spark`` read the bucket of ``location`` (``s3://``) as the service reaches it: S3A's
+    per-bucket settings from the AWS variables in ``environ`` and ``options`` (``[storage]
+    options``), set on the running session (Spark copies its SQL settings into the Hadoop
+    configuration of every read). A setting the session was started with wins, for that bucket
+    or all (``--conf spark.hadoop.fs.s3a.bucket.<bucket>.<key>`` or
+    ``spark.hadoop.fs.s3a.<key>``). Returns the names of the settings made (never their values:
+    some are secrets). A no-op for any other location.
+
+    Settings reach a bucket's file system when Spark first opens it (Hadoop caches one per
+    bucket for the JVM's life): call this before the first read of the bucket.
+    """
+    given = dict(spark.sparkContext.getConf().getAll())
+    made = []
+    for key, value in s3a_settings.hadoop_settings(location, options, environ).items():
+        if f"spark.hadoop.{key}" in given or f"spark.hadoop.{s3a_settings.all_buckets(key)}" in given:
+            continue
+        spark.conf.set(key, value)
+        made.append(key)
+    return made
+
+
+def s3a_enabled(spark: SparkSession) -> bool:
+    """Whether ``spark``'s driver has S3A (``s3a://`` paths): its jars were on the classpath at start."""
+    return _driver_loads(S3A_CLASS)
 
 
 def _driver_loads(class_name: str) -> bool:

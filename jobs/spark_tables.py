@@ -17,6 +17,11 @@ maintenance) expect to be the only ones writing its tables.
 
 Needs a session with the connector (jobs/session.py sets it up when ``bootstrap.py`` fetched its
 jars); :class:`DeltaUnavailable` otherwise.
+
+On a data dir ``s3://BUCKET/PREFIX`` the same works over ``s3a://`` (the paths in the views map
+and every ``table_ref`` are Spark's ``s3a://`` ones, :func:`jobs.s3a_settings.spark_path`; the
+session needs S3A's jars, ``python3 bootstrap.py setup --object-storage``, and build_session's
+settings for the bucket).
 """
 
 from __future__ import annotations
@@ -25,7 +30,8 @@ import re
 
 from pyspark.sql import SparkSession
 
-from jobs.session import delta_enabled
+from jobs.s3a_settings import bucket_of, spark_path
+from jobs.session import delta_enabled, s3a_enabled
 from sharedsub.core import layout
 from sharedsub.core.delivery.outcomes import AckOutcome
 from sharedsub.core.model import SubscriptionRecord
@@ -35,7 +41,8 @@ from sharedsub.storage.topics import list_topics
 
 
 class DeltaUnavailable(RuntimeError):
-    """The session has no Delta Spark connector."""
+    """The session cannot read the tables: it has no Delta Spark connector, or no S3A for a data
+    dir on S3."""
 
 
 def require_delta(spark: SparkSession) -> None:
@@ -48,6 +55,16 @@ def require_delta(spark: SparkSession) -> None:
         )
 
 
+def require_s3a(spark: SparkSession, location: str) -> None:
+    """Raise :class:`DeltaUnavailable` when ``location`` is on S3 and ``spark`` has no S3A."""
+    if bucket_of(location) is not None and not s3a_enabled(spark):
+        raise DeltaUnavailable(
+            f"{location} is on object storage and this SparkSession cannot read s3a:// paths: run "
+            "`python3 bootstrap.py setup --object-storage` (it fetches hadoop-aws and the AWS SDK into .jars/) and "
+            "start the session with jobs.session.build_session, or pass those jars to spark-submit (--jars)"
+        )
+
+
 def view_name(prefix: str, name: str) -> str:
     """A SQL identifier for a view: ``prefix`` + ``name`` with every other character than a
     letter, digit or '_' turned into '_' (``topic_`` + ``eu.orders`` → ``topic_eu_orders``)."""
@@ -55,8 +72,9 @@ def view_name(prefix: str, name: str) -> str:
 
 
 def table_ref(path: str) -> str:
-    """``delta.`<path>```: the table at ``path`` in Spark SQL (time travel works on it)."""
-    return "delta.`" + path.replace("`", "``") + "`"
+    """``delta.`<path>```: the table at ``path`` in Spark SQL (time travel works on it); an
+    ``s3://`` path is named ``s3a://``, as Spark reads it."""
+    return "delta.`" + spark_path(path).replace("`", "``") + "`"
 
 
 def subscription_name(record: SubscriptionRecord) -> str:
@@ -65,7 +83,8 @@ def subscription_name(record: SubscriptionRecord) -> str:
 
 
 def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
-    """Register the data dir ``root``'s tables as temporary views; return ``{view: table path}``.
+    """Register the data dir ``root``'s tables as temporary views; return ``{view: table path}``
+    (the path as Spark reads it: ``s3a://`` for a data dir on ``s3://``).
 
     * ``topic_<topic>``: each topic table (one row per published message, payload in ``message``);
     * ``sub_<namespace>_<name>``: each active subscription's current generation table (routed
@@ -78,6 +97,7 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
     same name.
     """
     require_delta(spark)
+    require_s3a(spark, root)
     wanted: list[tuple[str, str]] = []
     for topic in list_topics(root):
         wanted.append((view_name("topic_", topic), layout.topic_table(root, topic)))
@@ -96,8 +116,8 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
         while unique.lower() in {v.lower() for v in views}:
             n += 1
             unique = f"{name}_{n}"
-        spark.read.format("delta").load(path).createOrReplaceTempView(unique)
-        views[unique] = path
+        spark.read.format("delta").load(spark_path(path)).createOrReplaceTempView(unique)
+        views[unique] = spark_path(path)
     return views
 
 

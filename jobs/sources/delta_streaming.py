@@ -35,6 +35,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming import StreamingQuery
 
+from jobs.s3a_settings import spark_path
 from sharedsub.core import layout
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import commit_log, table_reads
@@ -59,7 +60,7 @@ def topic_stream(spark: SparkSession, root: str, topic: str, max_files: int) -> 
         spark.readStream.format("delta")
         .option("skipChangeCommits", "true")
         .option("maxFilesPerTrigger", str(max_files))
-        .load(layout.topic_table(root, topic))
+        .load(spark_path(layout.topic_table(root, topic)))
     )
     return source.select(F.lit(topic).alias("topic"), *[F.col(c) for c in schemas.ROUTING_COLUMNS])
 

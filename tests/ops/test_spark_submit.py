@@ -32,14 +32,16 @@ SPARK_SUBMIT = Path(sys.executable).parent / "spark-submit"
 
 
 class SparkSubmit:
-    """``spark-submit jobs/fanout.py --data-dir URI`` with its stdout lines on a queue."""
+    """``spark-submit [spark_args] jobs/fanout.py --data-dir URI`` (``env`` added to this
+    process's) with its stdout lines on a queue."""
 
-    def __init__(self, data_uri: str) -> None:
-        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+    def __init__(self, data_uri: str, *, env: dict[str, str] | None = None, spark_args: list[str] | None = None) -> None:
+        env = dict(os.environ, PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable, **(env or {}))
         cmd = [
             str(SPARK_SUBMIT),
             "--properties-file", str(PROJECT / "jobs" / "spark-defaults.conf"),
             "--master", "local[2]",
+            *(spark_args or []),
             str(PROJECT / "jobs" / "fanout.py"),
             "--data-dir", data_uri,
             "--trigger-interval", "0.2",
@@ -50,6 +52,7 @@ class SparkSubmit:
             text=True, start_new_session=True,
         )  # fmt: skip
         self.lines: queue.Queue[str] = queue.Queue()
+        self.stdout: list[str] = []  # every stdout line, also those wait_ready took off the queue
         self.stderr: list[str] = []
         threading.Thread(target=self._pump_stdout, daemon=True).start()
         threading.Thread(target=self._pump_stderr, daemon=True).start()
@@ -57,6 +60,7 @@ class SparkSubmit:
     def _pump_stdout(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
+            self.stdout.append(line.rstrip("\n"))
             self.lines.put(line.rstrip("\n"))
 
     def _pump_stderr(self) -> None:
