@@ -50,7 +50,7 @@ ALLOWED = {
     "sharedsub/core/config.py": "the configuration file, and an absolute data dir path",
     "jobs/fanout.py": "the job's own directory on sys.path",
     "jobs/session.py": "spark-defaults.conf",
-    "jobs/delta_jars.py": "the jars directory",
+    "jobs/jar_sets.py": "the jars directories (.jars/)",
     "jobs/sources/deltars_topics.py": "the fan-out's local Spark checkpoint",
 }
 
