@@ -16,6 +16,7 @@ from jobs.fanout_sink import FanoutSink
 from jobs.sources.deltars_topics import SPARK_SCHEMA, TopicsStreamReader
 from sharedsub.core import layout
 from sharedsub.storage import schemas
+from sharedsub.storage.delta.appender import Fenced
 from sharedsub.storage.fanout_stats import read_stats
 from sharedsub.storage.parked_rows import ParkedRows
 from tests import builders as b
@@ -87,6 +88,28 @@ def test_replaying_a_batch_writes_nothing_twice(spark: SparkSession, root: str) 
     assert b.routed_seqs(root, a) == [0, 2]
     assert b.routed_seqs(root, every) == [0, 1, 2]
     assert {r["fanout_batch"] for r in b.routed(root, every)} == {3}
+
+
+def test_a_superseded_fanout_job_cannot_commit_after_the_new_one_fenced_its_tables(spark: SparkSession, root: str) -> None:
+    """On object storage each fan-out job writes under its lease's epoch (jobs/fanout.py): the new
+    job fences a table before its first commit to it, and the old one (stopped, then resumed)
+    fails its next batch there instead of committing or parking. Epochs work alike on a local
+    table, where this runs."""
+    b.publish(root, "t", ["a", "b"])
+    (rec,) = b.register(root, b.subscription("t"))
+    frame = source_frame(spark, root)
+    old, new = FanoutSink(root, epoch=1), FanoutSink(root, epoch=2)
+    try:
+        assert list(old.route_batch(frame.where("seq = 0"), 0).values()) == [1]
+        assert new.route_batch(frame.where("seq = 0"), 0) == {}  # the same batch again: nothing twice
+        with pytest.raises(Fenced):
+            old.route_batch(frame.where("seq = 1"), 1)
+        assert list(new.route_batch(frame.where("seq = 1"), 1).values()) == [1]
+    finally:
+        old.close()
+        new.close()
+    assert b.routed_seqs(root, rec) == [0, 1]
+    assert old.tables == {} and not os.path.exists(layout.fanout_pending(root))  # nothing parked
 
 
 class DiskFull(ParkedRows):

@@ -147,6 +147,7 @@ class DeltaAppender:
         # flock excludes other writers). With one, delta-rs does not retry a refused commit by
         # itself: the refusal is read first (check_fence).
         self._epoch = epoch
+        self._checked: int | None = None  # with an epoch: versions up to this one hold no higher epoch
         self.schema = schema
         self._fsync = fsync
         # Merge columns ``schema`` has and the table lacks into the table's schema (a table made
@@ -302,6 +303,7 @@ class DeltaAppender:
             self._table = None
             landed = find_commit(self.path, marker, after=table.version())
             assert landed is not None, f"the fence of {self.path} committed but is not in its log"
+            self._checked = landed
             return landed
         raise AssertionError("unreachable")
 
@@ -324,16 +326,30 @@ class DeltaAppender:
                     value = entry.transactions.get(app_id, value)
                 if version != known[0]:
                     self._remember(app_id, version, value)
+                self._check_epochs(version)
                 return value
         if self._local:
             self._table = None  # a table loaded before may be one that was dropped since
         table = self._open()
         if table is None:
+            if self._epoch is not None and self._checked is None:
+                self._checked = -1  # no table yet: every version it will have is checked
             return None
         table.update_incremental()
         value = table.transaction_version(app_id)
         self._remember(app_id, table.version(), value)
+        self._check_epochs(table.version())
         return value
+
+    def _check_epochs(self, version: int) -> None:
+        """With an owner epoch: raise Fenced when a commit after the last version checked, up to
+        ``version``, carries a higher one (a reload before a commit would otherwise step over a
+        new owner's fence and commit after it)."""
+        if self._epoch is None:
+            return
+        if self._checked is not None and version > self._checked:
+            check_fence(self.path, self._checked, self._epoch)
+        self._checked = version if self._checked is None else max(self._checked, version)
 
     def _remember(self, app_id: str, version: int, value: int | None) -> None:
         stamp = file_stamp(log_file(self.path, version)) if self._local else None
