@@ -35,6 +35,8 @@ SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
 # The lease object of the front end that owns a data dir on object storage (sharedsub.core.ownership.lease).
 OWNER_LEASE = "_cluster/owner"
+# What the committer puts and deletes to learn whether a store takes writes again during an outage.
+WRITE_PROBE = "_cluster/write-probe"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.
