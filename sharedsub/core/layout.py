@@ -42,6 +42,8 @@ USERS_FILE = "_users.json"
 OWNER_LEASE = "_cluster/owner"
 # The lease of the fan-out job that writes a data dir's subscription tables on object storage.
 FANOUT_LEASE = "_cluster/fanout"
+# What the committer puts and deletes to learn whether a store takes writes again during an outage.
+WRITE_PROBE = "_cluster/write-probe"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.

@@ -10,7 +10,8 @@ Ordering is the guarantee the fan-out relies on: a subscription registered in a 
 happens before the topic commit, so any message with ``seq >= start_seq`` is committed after
 the subscription is visible in the catalog.
 
-A write the data dir cannot take (no space left, over quota, read-only file system) is held and
+A write the data dir cannot take (no space left, over quota, read-only file system, an object
+store that does not answer) is held and
 retried as it was, and given up on only after ``full_disk_timeout`` seconds of such faults; the
 rules, and what giving up does to each kind of request, are in sharedsub.core.publish.write_faults. Holding
 a write blocks the thread, which keeps every ordering above: nothing queued behind a held write
@@ -172,9 +173,16 @@ class Committer:
         }
 
     def next_seq(self, topic: str) -> int:
-        """Next seq of ``topic`` (committer thread only)."""
+        """Next seq of ``topic`` (committer thread only). Reading it is held through a storage
+        fault like a write (:meth:`_write`): on object storage it is a request, and a store
+        that does not answer must hold the publishers, not fail them.
+
+        Raises:
+            StorageUnavailable: given up (as for a write).
+        """
         if topic not in self._next_seq:
-            self._next_seq[topic] = self.store.last_seq(topic) + 1
+            path = layout.topic_table(self.root, topic)
+            self._next_seq[topic] = self._write(path, lambda: self.store.last_seq(topic) + 1)
         return self._next_seq[topic]
 
     # ------------------------------------------------------------------ thread
@@ -279,7 +287,14 @@ class Committer:
         self.write_errors[name] = self.write_errors.get(name, 0) + 1
         now = time.monotonic()
         started = self._faults.failure(code, path, now, time.time())
-        if started is not None:
+        if started is not None and code in write_faults.STORE_ERRNOS:
+            log.error(
+                "object store of data dir %s does not answer: %s (%s) writing %s. Writes are retried; "
+                "publishes are held up to %g s (storage.full_disk_timeout), then refused",
+                self.root, started.message, name, _relative(self.root, path), self._faults.policy.timeout,
+                extra={"data_dir": self.root, "errno": name, "path": path},
+            )
+        elif started is not None:
             free = self.store.free_bytes()
             log.error(
                 "data dir %s cannot take writes: %s (%s) writing %s; %s bytes free. Writes are retried; "
@@ -471,14 +486,14 @@ class Committer:
     def _save_subscriptions(self, saves: list[SaveSubscription]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
         records = []
-        for s in saves:
-            self._revision += 1
-            changes: _RecordChanges = {"revision": self._revision, "updated_at": now}
-            if s.assign_start:
-                changes["start_seq"] = self.next_seq(s.record.topic)
-            records.append(dataclasses.replace(s.record, **changes))
         commit_id = uuid.uuid4().hex
         try:
+            for s in saves:
+                self._revision += 1
+                changes: _RecordChanges = {"revision": self._revision, "updated_at": now}
+                if s.assign_start:
+                    changes["start_seq"] = self.next_seq(s.record.topic)
+                records.append(dataclasses.replace(s.record, **changes))
             rows = pa.Table.from_pylist([r.to_row() for r in records], schema=schemas.CATALOG)
             self._write(self._catalog.path, lambda: self._catalog.append(rows, commit_id=commit_id))
         except StorageUnavailable as exc:

@@ -8,8 +8,11 @@ takes at most its TTL; a line says so when it starts.
 
 :class:`LeaseHolder` renews it on its own thread every ``renew_s`` and calls ``on_lost(reason)``
 once when it is lost (taken over, or not renewable for ``ttl_s - renew_s``): the service then
-stops (fail-stop). :meth:`LeaseHolder.release` marks it released on a clean stop, so the next
-front end takes it at once with the next epoch.
+stops (fail-stop). A second thread watches that deadline while a renewal request hangs (a store
+that took the connection and does not answer keeps a request waiting for its client's timeout,
+longer than the TTL): the holder stops on time, not when the request gives up.
+:meth:`LeaseHolder.release` marks it released on a clean stop, so the next front end takes it at
+once with the next epoch.
 
 A renewal whose answer was lost may have landed: a refused renewal reads the lease back, and
 one that still names this holder (with the renewal count it wrote) is kept, with its tag.
@@ -121,8 +124,10 @@ class LeaseHolder:
         self._clock = clock
         self._stop = threading.Event()
         self._lost: str | None = None
+        self._losing = threading.Lock()  # the renewal and the watch threads may both find it lost
         self._announced: tuple[str | None, str | None] | None = None
         self._thread = threading.Thread(target=self._run, name="sharedsub-lease", daemon=True)
+        self._watch_thread = threading.Thread(target=self._watch, name="sharedsub-lease-watch", daemon=True)
 
     @property
     def epoch(self) -> int:
@@ -140,8 +145,9 @@ class LeaseHolder:
         self._announced = (amqp, http)
 
     def start(self) -> LeaseHolder:
-        """Start renewing."""
+        """Start renewing (and watching the renewal deadline)."""
         self._thread.start()
+        self._watch_thread.start()
         return self
 
     def renew_once(self) -> None:
@@ -166,10 +172,31 @@ class LeaseHolder:
             result, since_renewed_s=self._clock() - self._sent, ttl_s=rec.ttl_s, renew_s=rec.renew_s
         )
         if isinstance(decision, Lost):
-            self._lost = decision.reason
-            self._stop.set()
-            log.error("lost the lease %s (epoch %d): %s; stopping", self._key, rec.epoch, decision.reason)
-            self._on_lost(decision.reason)
+            self._lose(decision.reason)
+
+    def check_deadline(self) -> None:
+        """The watch thread's step (tests call it directly): lost once ``ttl_s - renew_s`` passed
+        since the last renewal was sent, whether or not a renewal request is still waiting."""
+        rec = self._record
+        decision = decide_renewal(
+            "unanswered", since_renewed_s=self._clock() - self._sent, ttl_s=rec.ttl_s, renew_s=rec.renew_s
+        )
+        if isinstance(decision, Lost):
+            self._lose(decision.reason)
+
+    def _lose(self, reason: str) -> None:
+        """Record the loss and report it, once."""
+        with self._losing:
+            if self._lost is not None:
+                return
+            self._lost = reason
+        self._stop.set()
+        log.error("lost the lease %s (epoch %d): %s; stopping", self._key, self._record.epoch, reason)
+        self._on_lost(reason)
+
+    def _watch(self) -> None:
+        while not self._stop.wait(min(1.0, self._record.renew_s / 3)):
+            self.check_deadline()
 
     def _read_back(self, written: LeaseRecord, sent: float) -> RenewalResult:
         """A refused renewal: "renewed" when the lease still names this holder with a renewal
@@ -198,6 +225,8 @@ class LeaseHolder:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join()
+        if self._watch_thread.is_alive():
+            self._watch_thread.join()
         if self._lost is not None:
             return
         try:

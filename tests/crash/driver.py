@@ -136,7 +136,7 @@ class LoadedService:
 
     def __init__(
         self,
-        data_dir: Path,
+        data_dir: Path | str,
         *,
         seed: int,
         env: dict[str, str] | None = None,
@@ -146,6 +146,8 @@ class LoadedService:
         logs_dir: Path | None = None,
         progress: Callable[[str], None] = lambda _line: None,
     ) -> None:
+        # A data-dir location: a local path or an s3:// URI (its AWS variables in ``env`` and in
+        # this process, which reads the tables through sharedsub.storage).
         self.data_dir, self.root = data_dir, str(data_dir)
         self.seed = seed
         self.env = env or {}
@@ -332,7 +334,7 @@ class LoadedService:
 
 
 def crash_run(
-    data_dir: Path,
+    data_dir: Path | str,
     *,
     seed: int,
     kills: int,
@@ -346,8 +348,10 @@ def crash_run(
     drain_timeout: float = 180.0,
     logs_dir: Path | None = None,
     progress: Callable[[str], None] = lambda _line: None,
+    env: dict[str, str] | None = None,
 ) -> CrashResult:
     """Run the load and the kills (see the module docstring); never raises on a violation.
+    ``data_dir``: a local path or an ``s3://`` URI; ``env``: added to every ``serve``'s environment.
 
     Raises:
         AssertionError: the service did not come back (or start) within ``recovery_timeout``.
@@ -363,6 +367,7 @@ def crash_run(
         recovery_timeout=recovery_timeout,
         logs_dir=logs_dir,
         progress=progress,
+        env=env,
     )
     try:
         run.start()

@@ -61,3 +61,17 @@ def _stale_after(table: str) -> None:
     stale.append(_rows([3]))
     DeltaAppender(table, schemas.TOPIC, epoch=3).fence()
     stale.append(_rows([4]))
+
+
+def test_a_commit_whose_retried_put_finds_its_own_log_entry_is_not_written_again(root: str) -> None:
+    # The client retries a put whose answer was lost (a store that dropped the connection): the
+    # retry finds the log version taken, by this very commit. Here the landed first try is made by
+    # a second appender with the same commit id; the writer's table object is behind it.
+    table = create_topic(root, "t")
+    writer = DeltaAppender(table, schemas.TOPIC, epoch=2)
+    writer.append(_rows([0]))
+    landed = DeltaAppender(table, schemas.TOPIC, epoch=2).append(_rows([1]), commit_id="lost-answer")
+    assert writer.append(_rows([1]), commit_id="lost-answer") == landed
+    assert latest_version(table) == landed
+    data = read_table(table, ["seq"])
+    assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1]

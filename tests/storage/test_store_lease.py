@@ -123,6 +123,23 @@ def test_an_unanswered_renewal_keeps_serving_until_ttl_minus_renew_then_stops(
         s3_server.start()
 
 
+def test_a_holder_whose_renewal_hangs_stops_at_its_deadline_not_when_the_request_gives_up(
+    s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    # A SIGSTOPped store takes the connection and never answers: the renewal request waits for
+    # the client's timeout (30 s), far past this lease's deadline (ttl 2 s - renew 0.5 s).
+    store = open_store(s3_server.url())
+    lost = threading.Event()
+    taken = take_lease(store, OWNER_LEASE, _me("a", ttl=2.0, renew=0.5), pid_alive=lambda _p: True)
+    holder = LeaseHolder(store, OWNER_LEASE, taken, lambda _r: lost.set()).start()
+    try:
+        with s3_server.stopped():
+            assert lost.wait(20), "the holder did not stop while its renewal hung"
+        assert holder.lost is not None and "could not be renewed" in holder.lost
+    finally:
+        holder.release()
+
+
 def test_a_renewal_whose_answer_was_lost_is_kept(store: ObjectStore) -> None:
     """The store wrote a renewal but its answer never came: the next renewal is refused (the
     tag moved), reads the lease back, finds itself, and keeps it."""

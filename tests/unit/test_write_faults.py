@@ -24,6 +24,28 @@ DELTA_EROFS_DEBUG = (
     'Error: Os { code: 30, kind: ReadOnlyFilesystem, message: "Read-only file system" }'
 )
 
+# object_store (delta-rs) error texts against versitygw: killed (connection refused), SIGSTOPped
+# (a request that timed out; multi-line, with colour codes), a 5xx answer, a refused signature.
+DELTA_S3_KILLED = (
+    "Failed to parse parquet: External: Generic S3 error: Error performing PUT http://127.0.0.1:50021/b/data/t/"
+    "part-0.snappy.parquet in 1.89s, after 10 retries, max_retries: 10, retry_timeout: 180s  - HTTP error: "
+    "error sending request"
+)
+DELTA_S3_HUNG = (
+    "Kernel error -> Generic S3 error\n          \x1b[31m↳\x1b[0m Error performing GET http://127.0.0.1:44905/b/data/"
+    "t/_delta_log/00000000000000000000.json in 6.1s, after 1 retries, max_retries\n           \x1b[31m↳\x1b[0m 10, "
+    "retry_timeout\n            \x1b[31m↳\x1b[0m 5s  - HTTP error\n             \x1b[31m↳\x1b[0m error sending "
+    "request\n              \x1b[31m↳\x1b[0m operation timed out\n"
+)
+DELTA_S3_5XX = (
+    "Generic S3 error: Error performing PUT http://127.0.0.1:1/b/k in 10s, after 10 retries - Server returned "
+    "non-2xx status code: 503 Service Unavailable: <Error><Code>SlowDown</Code></Error>"
+)
+DELTA_S3_FORBIDDEN = (
+    "Generic S3 error: Error performing PUT http://127.0.0.1:1/b/k in 2ms - Client error with status 403 "
+    "Forbidden: <Error><Code>SignatureDoesNotMatch</Code></Error>"
+)
+
 
 def _chained(outer: BaseException, cause: BaseException) -> BaseException:
     try:
@@ -56,6 +78,15 @@ def _chained(outer: BaseException, cause: BaseException) -> BaseException:
         # found through the chain an error was raised from
         (_chained(RuntimeError("commit failed"), OSError(errno.ENOSPC, "No space left on device")), errno.ENOSPC),
         (_chained(RuntimeError("commit failed"), ValueError("bad")), None),
+        # an object store that does not answer (texts measured against a killed / SIGSTOPped versitygw)
+        (Exception(DELTA_S3_KILLED), errno.ECONNREFUSED),
+        (OSError(DELTA_S3_HUNG), errno.ETIMEDOUT),
+        (Exception(DELTA_S3_5XX), errno.EAGAIN),
+        (OSError(errno.ETIMEDOUT, "object store s3://b/d did not answer HEAD k: operation timed out"), errno.ETIMEDOUT),
+        # ... and one that answered with a refusal: an operator's fault, not held
+        (Exception(DELTA_S3_FORBIDDEN), None),
+        (Exception("Generic S3 error: Error performing GET http://127.0.0.1:1/b/k - NoSuchBucket"), None),
+        (Exception("error sending request"), None),  # not an object-store client's error
     ],
 )
 def test_fault_errno(exc: BaseException, expected: int | None) -> None:

@@ -1,9 +1,14 @@
 """What the committer does while the data dir cannot take a write (no space left, over quota,
-read-only file system); pure: time is passed in, nothing here touches a file.
+read-only file system; on object storage, a store that does not answer); pure: time is passed
+in, nothing here touches a file.
 
 Such a write error is a *storage fault* (:func:`fault_errno`): not the fault of the requests in
-the write, and it passes once space returns or the file system is remounted read-write. The
-committer, the front end's only writer, then follows :class:`FaultClock`:
+the write, and it passes once space returns, the file system is remounted read-write, or the
+store answers again. A store outage is named by the errno of what the client met
+(:data:`STORE_ERRNOS`: refused or dropped connections, timeouts, 5xx answers), so both kinds of
+fault follow one path. A store that answers with a refusal (credentials, no such bucket) is not
+a storage fault: it needs an operator, and the write fails at once. The committer, the front
+end's only writer, then follows :class:`FaultClock`:
 
 1. **Hold.** The failed write is retried as it was (the same rows, the same seqs, the same
    commit id, so a commit that landed although delta-rs reported an error is found, not made
@@ -51,27 +56,61 @@ from collections.abc import Mapping
 STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
 """Write errors that are the file system's state, not the data's: they pass when it changes."""
 
+STORE_ERRNOS = frozenset({errno.ECONNREFUSED, errno.ETIMEDOUT, errno.EAGAIN})
+"""How an object store that does not answer is named (:func:`store_errno`): unreachable or the
+connection dropped (ECONNREFUSED), no answer in time (ETIMEDOUT), a 5xx answer (EAGAIN). They
+pass when the store is back."""
+
+FAULT_ERRNOS = STORAGE_ERRNOS | STORE_ERRNOS
+
+# The object_store client (delta-rs's and obstore's) says "Generic S3 error: Error performing
+# PUT http://... after N retries ... - HTTP error: error sending request"; the cause is in the tail.
+_STORE_ERROR = re.compile(r"Generic S3 error|Error performing \w+ https?://|object store \S+ did not answer")
+# In this order: a timed-out request also says "error sending request".
+_STORE_CAUSES = (
+    (re.compile(r"timed out|deadline has elapsed"), errno.ETIMEDOUT),
+    (re.compile(r"status code: 5\d\d|\b50[0-4] |Service Unavailable|Internal Server Error|SlowDown"), errno.EAGAIN),
+    (re.compile(r"error sending request|[Cc]onnection (refused|reset|closed)|connect error|Broken pipe"), errno.ECONNREFUSED),
+)
+
 # delta-rs (object_store) reports an io::Error as text only, displayed ("... No space left on
 # device (os error 28)") or debug-printed ("Os { code: 30, kind: ReadOnlyFilesystem, ... }").
 _OS_ERROR = re.compile(r"\(os error (\d+)\)|\bOs \{ code: (\d+)")
 
 
-def fault_errno(exc: BaseException) -> int | None:
-    """The errno of the storage fault ``exc`` reports (one of :data:`STORAGE_ERRNOS`), else None.
+def store_errno(text: str) -> int | None:
+    """The :data:`STORE_ERRNOS` code of an object-store client's error text that says the store
+    did not answer (unreachable, timed out, 5xx), else None (another error, or one the store
+    answered: refused credentials, no such bucket, a failed condition)."""
+    if not _STORE_ERROR.search(text):
+        return None
+    for pattern, code in _STORE_CAUSES:
+        if pattern.search(text):
+            return code
+    return None
 
-    Looks at an ``OSError``'s errno, at the ``(os error N)`` delta-rs puts in its messages, and
-    then at the exceptions ``exc`` was raised from.
+
+def fault_errno(exc: BaseException) -> int | None:
+    """The errno of the storage fault ``exc`` reports (one of :data:`FAULT_ERRNOS`), else None.
+
+    Looks at an ``OSError``'s errno, at the ``(os error N)`` delta-rs puts in its messages, at
+    an object-store client's text (:func:`store_errno`), and then at the exceptions ``exc`` was
+    raised from.
     """
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen:
         seen.add(id(current))
-        if isinstance(current, OSError) and current.errno in STORAGE_ERRNOS:
+        if isinstance(current, OSError) and current.errno in FAULT_ERRNOS:
             return current.errno
-        for match in _OS_ERROR.finditer(str(current)):
+        text = str(current)
+        for match in _OS_ERROR.finditer(text):
             code = int(match.group(1) or match.group(2))
             if code in STORAGE_ERRNOS:
                 return code
+        named = store_errno(text)
+        if named is not None:
+            return named
         current = current.__cause__ or current.__context__
     return None
 

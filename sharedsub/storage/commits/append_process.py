@@ -48,6 +48,7 @@ from typing import IO, Any, BinaryIO
 
 import pyarrow as pa
 
+from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.storage.commits.py_columns import PyColumns
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender, Fenced
 
@@ -235,7 +236,8 @@ def _error_reply(exc: BaseException) -> dict[str, object]:
     return {
         "error": {
             "message": f"{type(exc).__name__}: {exc}",
-            "errno": cause.errno if isinstance(cause, OSError) else None,
+            # The parent tells a storage fault (a full disk, a store that does not answer) by it.
+            "errno": cause.errno if isinstance(cause, OSError) and cause.errno is not None else fault_errno(cause),
             "not_synced": exc.version if isinstance(exc, CommitNotSynced) else None,
             "fenced": [exc.version, exc.theirs, exc.mine] if isinstance(exc, Fenced) else None,
         }

@@ -28,6 +28,7 @@ from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
 from sharedsub.storage.delta.tables import remove_table, table_exists
+from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.topics import create_topic, last_seq
 
 
@@ -162,7 +163,14 @@ class DeltaStore:
         return diskspace.free_bytes(self.root)
 
     def probe_write(self) -> None:  # noqa: D102
-        diskspace.probe_write(self.root)
+        if layout.local_path(self.root) is not None:
+            diskspace.probe_write(self.root)
+            return
+        # Object storage: a small object put and deleted (a StoreFailure, with the errno of the
+        # outage, while the store does not answer). Only during a fault, every few seconds.
+        store, key = locate(layout.join(self.root, layout.WRITE_PROBE))
+        store.put(key, b"probe")
+        store.delete(key)
 
 
 class InProcessAppender:

@@ -257,6 +257,13 @@ class DeltaAppender:
                     )
                     break
                 except CommitFailedError:
+                    # The client retries a put whose answer was lost (a store that dropped the
+                    # connection or hung): the retry of this very log entry is refused as taken.
+                    # Found here, it is not written again below.
+                    landed = find_commit(self.path, marker, after=self._tried[1])
+                    if landed is not None:
+                        self._table = None
+                        return landed
                     # A maintenance commit (delete of acknowledged rows, compaction) landed since this
                     # table object was loaded; delta-rs refuses the append against the old snapshot.
                     # An append does not depend on what it read: reload and commit again, unless

@@ -73,15 +73,26 @@ def _root_of(location: str) -> str | None:
     return best
 
 
+# delta-rs's HTTP client bounds on object storage, unless [storage] options name others. Its own
+# defaults retry a request for up to 3 minutes (measured: a commit against a SIGSTOPped versitygw
+# raised after 180 s), which would hide a store outage from the committer's fault handling
+# (sharedsub.core.publish.write_faults) far past the owner lease's deadline. With these, an
+# unreachable store is reported within seconds, a hung one within timeout + retry_timeout.
+DELTA_CLIENT_BOUNDS = {"connect_timeout": "5s", "timeout": "20s", "retry_timeout": "10s"}
+
+
 def storage_options(location: str) -> dict[str, str] | None:
-    """The ``[storage] options`` for ``location`` as delta-rs takes them (None: a local location,
-    or no options registered: delta-rs then reads the AWS variables alone)."""
+    """The ``[storage] options`` for ``location`` as delta-rs takes them, over
+    :data:`DELTA_CLIENT_BOUNDS` (None: a local location). delta-rs reads the AWS variables for
+    what they do not name."""
     if layout.local_path(location) is not None:
         return None
     with _lock:
         _inherit()
         root = _root_of(location)
-        return dict(_options[root]) if root is not None and _options[root] else None
+        given = _options[root] if root is not None else {}
+        named = {key.lower().removeprefix("aws_") for key in given}
+        return {**{k: v for k, v in DELTA_CLIENT_BOUNDS.items() if k not in named}, **given}
 
 
 def locate(location: str) -> tuple[ObjectStore, str]:

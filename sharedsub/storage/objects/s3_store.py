@@ -19,6 +19,7 @@ that must know re-read the object (the Delta commit path compares commit ids).
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
@@ -30,6 +31,7 @@ from obstore.store import S3Store as _ObstoreS3
 if TYPE_CHECKING:
     from obstore.store import ClientConfig, S3Config
 
+from sharedsub.core.publish.write_faults import store_errno
 from sharedsub.storage.objects.request_counts import REQUESTS
 from sharedsub.storage.objects.store import (
     AlreadyExists,
@@ -92,6 +94,9 @@ def _failure(exc: Exception, what: str, root: str) -> StoreFailure:
         f"object store {root} did not answer {what} (check AWS_ENDPOINT_URL or [storage] options, "
         f"and that the store is up): {text}",
         transient=True,
+        # A store that did not answer is held through like a full disk (write_faults); an
+        # answer outside those kinds is still transient, named by the dropped connection.
+        code=store_errno(str(exc)) or errno.ECONNREFUSED,
     )
 
 

@@ -85,11 +85,14 @@ class AlreadyExists(PreconditionFailed):
 class StoreFailure(OSError):
     """The store could not answer: unreachable, refused the credentials, has no such bucket, or
     failed. ``transient`` is True for what may pass by itself (timeouts, 5xx, a connection
-    refused) and False for what needs an operator (credentials, a missing bucket)."""
+    refused) and False for what needs an operator (credentials, a missing bucket). A transient one
+    carries the errno that names it (sharedsub.core.publish.write_faults.STORE_ERRNOS), so the
+    committer holds writes through it as through a full disk."""
 
-    def __init__(self, message: str, *, transient: bool) -> None:
+    def __init__(self, message: str, *, transient: bool, code: int | None = None) -> None:
         super().__init__(message)
         self.transient = transient
+        self.errno = code
 
 
 class ObjectStore(Protocol):
