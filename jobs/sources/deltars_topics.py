@@ -275,7 +275,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # Only cap when the commits in between can be read one by one; when the log
                 # was cleaned (a start from -1 on an old table) the batch reads a snapshot.
                 latest = known + cap
-            if self._ids.get(self._table(topic)) != current:
+            if latest > known and self._ids.get(self._table(topic)) != current:
                 # Replaced while probed: the version may belong to either table. Next trigger.
                 end[topic], end_ids[topic] = begin.get(topic, -1), known_id
                 continue

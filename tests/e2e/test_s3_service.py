@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.core.layout import OWNER_LEASE
+from sharedsub.core.layout import FANOUT_LEASE, OWNER_LEASE
 from sharedsub.runtime.users import UserStore
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry, table_id
@@ -312,3 +312,23 @@ def test_maintenance_on_a_bucket_trims_what_was_acknowledged_and_routed(s3_serve
 def _seqs(table: str) -> list[int]:
     data = read_table(table, ["seq"])
     return sorted(data.column("seq").to_pylist()) if data is not None else []
+
+
+def test_a_second_fanout_job_on_the_bucket_is_refused_naming_the_holder(
+    s3_service: ServeProcess, s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """One fan-out job per data dir on object storage: the service's own job holds the fan-out
+    lease (_cluster/fanout), and another one (here started by hand, as spark-submit would on
+    another host) exits 5 before it starts Spark, naming the holder."""
+    store = open_store(str(s3_service.data_dir))
+    wait_for(lambda: read_lease(store, FANOUT_LEASE) is not None, 60, "the fan-out's lease")
+    found = read_lease(store, FANOUT_LEASE)
+    assert found is not None
+    holder = found[0]
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.fanout", "--data-dir", str(s3_service.data_dir)],
+        env={**os.environ, **s3_server.env()}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 5, done.stderr[-3000:]
+    assert f"another fan-out job (process {holder.pid} on {holder.host}) holds the fan-out lease" in done.stderr
+    assert read_lease(store, FANOUT_LEASE) is not None and read_lease(store, FANOUT_LEASE)[0].epoch == holder.epoch  # type: ignore[index]
