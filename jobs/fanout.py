@@ -214,6 +214,10 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--trigger-interval", type=float, help="seconds between micro-batches (0 = back to back)")
     parser.add_argument("--available-now", action="store_true", help="route what is there now, then exit 0")
     parser.add_argument(
+        "--lease-epoch", type=int,
+        help="write under this fan-out lease epoch, held by the caller (sharedsub serve on object storage)",
+    )
+    parser.add_argument(
         "--announce-routed", action="store_true",
         help=f"print {ROUTED_LINE!r} after each micro-batch that wrote rows (sharedsub serve asks, on object storage)",
     )
@@ -248,6 +252,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(settings.log.level, settings.log.format)  # [log] / SHAREDSUB_LOG_* (serve passes its flags so)
     register(settings.storage.data_dir, settings.storage.options)  # the tables' [storage] options
+    if args.lease_epoch is not None:  # started by serve, which holds the fan-out lease for it
+        return _run(args, settings, None, args.lease_epoch)
     try:
         lease = own_fanout(settings.data_dir)  # object storage: one fan-out job per data dir
     except DataDirInUse as exc:
@@ -262,14 +268,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"jobs.fanout: {exc}", file=sys.stderr)
         return 1
     try:
-        return _run(args, settings, lease)
+        return _run(args, settings, lease, lease.epoch if lease is not None else None)
     finally:
         if lease is not None:
             lease.release()
 
 
-def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None) -> int:
-    """The fan-out query until stopped, under ``lease`` (object storage) when given."""
+def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None, epoch: int | None) -> int:
+    """The fan-out query until stopped, writing under ``epoch`` (object storage), and under
+    ``lease`` when this job holds it itself."""
 
     stop = threading.Event()
 
@@ -296,7 +303,7 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
         settings.data_dir,
         retry_interval=settings.fanout.table_retry_interval,
         on_routed=(lambda: print(ROUTED_LINE, flush=True)) if args.announce_routed else None,
-        epoch=lease.epoch if lease is not None else None,
+        epoch=epoch,
     )
     query: FanoutQuery | None = None
     try:

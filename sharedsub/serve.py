@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 import types
+from collections.abc import Callable
 
 from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.parts import build_parts
@@ -27,7 +28,7 @@ from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, on_object_store
-from sharedsub.core.errors import ConfigError, SharedSubError, StorageUnavailable, StoreUnusable
+from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
@@ -35,6 +36,7 @@ from sharedsub.runtime.discovery import (
     DataDirLock,
     ServiceInfo,
     own_data_dir,
+    own_fanout,
     pid_alive,
     read_service_file,
     remove_service_file,
@@ -216,6 +218,41 @@ def take_data_dir(data_dir: str) -> DataDirLock:
         raise StoreUnusable(data_dir, str(exc)) from None
 
 
+def take_fanout_lease(data_dir: str, owner: DataDirLock, *, embedded: bool) -> DataDirLock:
+    """On object storage with an ``embedded`` fan-out, its lease, held by the front end (the
+    child writes under its epoch), so that whoever takes this data dir over takes its fan-out
+    too; otherwise a lock that holds nothing. Gives ``owner`` up when it fails.
+
+    Raises:
+        FanoutInUse: a fan-out job elsewhere holds it.
+        StoreUnusable: the store did not answer.
+    """
+    try:
+        lease = own_fanout(data_dir) if embedded else None
+    except DataDirInUse as exc:
+        owner.release()
+        raise FanoutInUse(data_dir, exc.pid, exc.host) from None
+    except StoreFailure as exc:
+        owner.release()
+        raise StoreUnusable(data_dir, str(exc)) from None
+    return lease if lease is not None else DataDirLock(None)
+
+
+def fanout_child(
+    settings: Settings, config: str | None, wake_tailer: Callable[[], None], lease: DataDirLock
+) -> FanoutProcess:
+    """The embedded fan-out job's supervisor (not started). On object storage it writes under
+    ``lease``'s epoch, and each micro-batch that wrote rows calls ``wake_tailer`` (the tailer
+    backs off while idle there)."""
+    return FanoutProcess(
+        settings.data_dir,
+        config=config,
+        startup_timeout=settings.fanout.startup_timeout,
+        on_routed=wake_tailer if on_object_store(settings) else None,
+        extra_args=["--lease-epoch", str(lease.epoch)] if lease.epoch is not None else None,
+    )
+
+
 def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     """Run the front end (and, ``with_fanout``, the fan-out child) until SIGINT/SIGTERM; the exit code.
 
@@ -235,6 +272,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     sys.setswitchinterval(0.0005)
     loopback = refuse_anonymous_network(settings)
     owner = take_data_dir(settings.data_dir)  # held until the process ends
+    fanout_lease = take_fanout_lease(settings.data_dir, owner, embedded=with_fanout)
     stopped_by: list[str] = []  # why the service stopped itself, if it did (a lost lease, a fence)
 
     def fail_stop(reason: str) -> None:  # another thread (the lease's, the committer's)
@@ -252,6 +290,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     )
     server = FrontEndServer(parts)
     owner.when_lost(lambda reason: fail_stop(f"lost the owner lease: {reason}"))  # (sharedsub.core.ownership.lease)
+    fanout_lease.when_lost(lambda reason: fail_stop(f"lost the fan-out lease: {reason}"))
     host, port = server.listen()
     warning = open_warning(host, loopback, server.anonymous, [u for u in (server.url, server.tls_url) if u])
     if warning is not None:
@@ -263,17 +302,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         raise
     announce_service(settings, host, port, http, server.tls_port)
     owner.announce(server.url, http.url if http else None)
-    fanout = (
-        FanoutProcess(
-            settings.data_dir,
-            config=config,
-            startup_timeout=settings.fanout.startup_timeout,
-            # On object storage the tailer backs off while idle; the job's word wakes it.
-            on_routed=server.handler.tailer.hint if on_object_store(settings) else None,
-        )
-        if with_fanout
-        else None
-    )
+    fanout = fanout_child(settings, config, server.handler.tailer.hint, fanout_lease) if with_fanout else None
     fanout_failed = False
     if fanout is not None:
         server.fanout_status = fanout.status
@@ -320,6 +349,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
             maintenance.stop()
         if fanout is not None:
             fanout.stop()
+    fanout_lease.release()
     owner.release()
     logging.getLogger("sharedsub").info("stopped")
     return EXIT_ERROR if fanout_failed or stopped_by else EXIT_OK

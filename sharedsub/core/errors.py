@@ -220,6 +220,23 @@ class DataDirInUse(SharedSubError):
         self.host = host
 
 
+class FanoutInUse(DataDirInUse):
+    """``serve`` on object storage, whose fan-out a fan-out job elsewhere already is (it holds
+    the fan-out lease): the tables must have one writer."""
+
+    def __init__(self, data_dir: str, pid: int | None, host: str | None) -> None:
+        holder = f"process {pid}" if pid else "another process"
+        holder += f" on {host}" if host else ""
+        SharedSubError.__init__(
+            self,
+            f"a fan-out job ({holder}) writes the subscription tables of {data_dir}: run "
+            "`sharedsub frontend` beside it, or stop it first",
+        )
+        self.data_dir = data_dir
+        self.pid = pid
+        self.host = host
+
+
 class StorageUnavailable(SharedSubError):
     """The data dir cannot take writes: no space left, over quota, or a read-only file system.
 
