@@ -139,6 +139,7 @@ def build_session(
     for key, value in wanted.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()
+    quiet_loggers(spark)
     register_sources(spark)
     use_object_storage(spark, settings.storage.data_dir, settings.storage.options, os.environ)
     return spark
@@ -171,6 +172,25 @@ def use_object_storage(
 def s3a_enabled(spark: SparkSession) -> bool:
     """Whether ``spark``'s driver has S3A (``s3a://`` paths): its jars were on the classpath at start."""
     return _driver_loads(S3A_CLASS)
+
+
+# Spark loggers whose warnings say nothing an operator can act on, at a rate that buries the
+# service's own lines: "Current batch is falling behind" at every micro-batch longer than the
+# trigger interval (on object storage most of them: a commit there takes 30 ms and more).
+QUIET_LOGGERS = ("org.apache.spark.sql.execution.streaming.runtime.ProcessingTimeExecutor",)
+
+
+def quiet_loggers(spark: SparkSession) -> None:
+    """Raise :data:`QUIET_LOGGERS` to ERROR in ``spark``'s driver JVM (log4j 2, as pyspark 4.2 ships)."""
+    jvm = spark.sparkContext._jvm  # noqa: SLF001 (pyspark 4.2: the gateway's JVM view; no public accessor)
+    if jvm is None:
+        return
+    try:
+        error = jvm.org.apache.logging.log4j.Level.ERROR
+        for name in QUIET_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, error)
+    except Exception:  # noqa: BLE001 (another logging back end under spark-submit: its warnings stay)
+        return
 
 
 def _driver_loads(class_name: str) -> bool:
