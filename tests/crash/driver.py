@@ -30,6 +30,7 @@ stop) that :func:`crash_run` and the runs of tests/crash/scenarios.py share.
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
 import time
 from collections.abc import Callable
@@ -100,6 +101,21 @@ class CrashResult:
             if errors:
                 lines.append(f"{name}: {len(errors)} errors, last: {errors[-3:]}")
         return "\n".join(lines)
+
+
+def seed_for(what: str) -> int:
+    """The run's seed: ``SHAREDSUB_CRASH_SEED`` (to replay a run), else a fresh one; printed."""
+    seed = int(os.environ.get("SHAREDSUB_CRASH_SEED") or random.SystemRandom().randrange(1 << 32))
+    print(f"{what} seed {seed}")
+    return seed
+
+
+def passed(result: CrashResult) -> str:
+    """The report, printed; fails the test with it and the serve log tail when a rule broke."""
+    report = result.report()
+    print(report)
+    assert not result.violations, f"{report}\n--- serve log tail ---\n{result.serve_log_tail}"
+    return report
 
 
 def _wait(predicate: Callable[[], bool], timeout: float, what: str) -> float:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import collections
 import os
-import random
 from pathlib import Path
 
 import pytest
 
 from tests.crash import scenarios
-from tests.crash.driver import CrashResult
+from tests.crash.driver import passed, seed_for
 
 pytestmark = pytest.mark.e2e
 
@@ -23,30 +22,16 @@ MAINTENANCE_KILLS = int(os.environ.get("SHAREDSUB_CRASH_MAINTENANCE_KILLS", "3")
 RESTARTS = int(os.environ.get("SHAREDSUB_CRASH_RESTARTS", "3"))
 
 
-def _seed(what: str) -> int:
-    seed = int(os.environ.get("SHAREDSUB_CRASH_SEED") or random.SystemRandom().randrange(1 << 32))
-    print(f"{what} seed {seed}")
-    return seed
-
-
-def _passed(result: CrashResult) -> str:
-    """The report, printed; fails the test with it and the serve log tail when a rule broke."""
-    report = result.report()
-    print(report)
-    assert not result.violations, f"{report}\n--- serve log tail ---\n{result.serve_log_tail}"
-    return report
-
-
 @pytest.mark.timeout(900)  # about 1 minute measured on a quiet 2-core machine, 3 on one loaded by other test runs
 def test_sigkill_during_maintenance_runs(tmp_path: Path) -> None:
     result = scenarios.maintenance_run(
         tmp_path / "data",
-        seed=_seed("maintenance crash run"),
+        seed=seed_for("maintenance crash run"),
         kills=MAINTENANCE_KILLS,
         logs_dir=tmp_path / "logs",
         progress=print,
     )
-    report = _passed(result)
+    report = passed(result)
     # The run did what it claims: maintenance deleted acknowledged rows and compacted files
     # between the kills, and every kill came while a run was in progress.
     lines = [
@@ -62,9 +47,9 @@ def test_sigkill_during_maintenance_runs(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)  # about 1 minute measured on a quiet 2-core machine, 3 on one loaded by other test runs
 def test_sigkill_during_replays(tmp_path: Path) -> None:
     result = scenarios.replay_run(
-        tmp_path / "data", seed=_seed("replay crash run"), logs_dir=tmp_path / "logs", progress=print
+        tmp_path / "data", seed=seed_for("replay crash run"), logs_dir=tmp_path / "logs", progress=print
     )
-    report = _passed(result)
+    report = passed(result)
     # A replay was cut short by a kill and run again, replays were answered (one per round at
     # least) and re-delivered messages.
     cut = [r for r in result.log.replays if not r.answered]
@@ -77,7 +62,7 @@ def test_sigkill_during_replays(tmp_path: Path) -> None:
 @pytest.mark.timeout(900)  # about 1 minute measured on a quiet 2-core machine; a restart may take the startup bound
 def test_every_restart_after_sigkill_under_load_comes_up(tmp_path: Path) -> None:
     result = scenarios.restart_run(
-        tmp_path / "data", seed=_seed("restart crash run"), restarts=RESTARTS, logs_dir=tmp_path / "logs", progress=print
+        tmp_path / "data", seed=seed_for("restart crash run"), restarts=RESTARTS, logs_dir=tmp_path / "logs", progress=print
     )
-    report = _passed(result)
+    report = passed(result)
     assert len(result.kills) == RESTARTS and all(k.recovered_after is not None for k in result.kills), report

@@ -13,14 +13,13 @@ Each test draws a seed (``SHAREDSUB_CRASH_SEED`` replays one) and prints it.
 
 from __future__ import annotations
 
-import os
 import random
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.crash.driver import FRONTEND, CrashResult, LoadedService, _wait, crash_run
+from tests.crash.driver import FRONTEND, LoadedService, _wait, crash_run, passed, seed_for
 from tests.s3_server import S3Server
 
 pytestmark = pytest.mark.e2e
@@ -28,24 +27,11 @@ pytestmark = pytest.mark.e2e
 OUTAGE = 4.0  # seconds the S3 server is down, then hung: well inside the owner lease's 12 s
 
 
-def _seed(what: str) -> int:
-    seed = int(os.environ.get("SHAREDSUB_CRASH_SEED") or random.SystemRandom().randrange(1 << 32))
-    print(f"{what} seed {seed}")
-    return seed
-
-
-def _passed(result: CrashResult) -> str:
-    report = result.report()
-    print(report)
-    assert not result.violations, f"{report}\n--- serve log tail ---\n{result.serve_log_tail}"
-    return report
-
-
 @pytest.mark.timeout(600)
 def test_sigkill_of_serve_under_load_on_a_bucket(s3_server: S3Server, s3_env: dict[str, str], tmp_path: Path) -> None:
     result = crash_run(
         s3_server.url("crash"),
-        seed=_seed("s3 serve-kill run"),
+        seed=seed_for("s3 serve-kill run"),
         kills=1,
         frontend_share=1.0,
         steady_share=1.0,  # the kill lands while messages flow end to end: mid-commit on the bucket
@@ -55,7 +41,7 @@ def test_sigkill_of_serve_under_load_on_a_bucket(s3_server: S3Server, s3_env: di
         logs_dir=tmp_path / "logs",
         progress=print,
     )
-    report = _passed(result)
+    report = passed(result)
     assert [k.kind for k in result.kills] == [FRONTEND] and result.kills[0].recovered_after is not None, report
     # (The mid-run subscription comes after the one kill, often with no message left to send it.)
     assert result.counts.get("accepted", 0) > 0 and len(result.log.incarnations) == 2, report
@@ -63,7 +49,7 @@ def test_sigkill_of_serve_under_load_on_a_bucket(s3_server: S3Server, s3_env: di
 
 @pytest.mark.timeout(600)
 def test_the_s3_server_killed_then_hung_under_load(s3_server: S3Server, s3_env: dict[str, str], tmp_path: Path) -> None:
-    seed = _seed("s3 server outage run")
+    seed = seed_for("s3 server outage run")
     rng = random.Random(seed)
     run = LoadedService(s3_server.url("outage"), seed=seed, env=s3_server.env(), logs_dir=tmp_path / "logs", progress=print)
     marks: list[tuple[str, int]] = []
@@ -100,7 +86,7 @@ def test_the_s3_server_killed_then_hung_under_load(s3_server: S3Server, s3_env: 
         run.close()
         if s3_server.proc is None or s3_server.proc.poll() is not None:
             s3_server.start()  # the next test finds it up (a failure between kill and start)
-    report = _passed(run.result())
+    report = passed(run.result())
     print(marks)
     # Publishers were held, not refused. Whether the committer saw the outage at all depends on
     # when its commit fell: delta-rs retries a request for up to 10 s (storage options), longer

@@ -30,14 +30,23 @@ def _outputs(cell: Any) -> tuple[str, set[str]]:
     return "".join(text), kinds
 
 
-def test_backlog_notebook_runs_top_to_bottom(ops: OpsDataDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SHAREDSUB_STORAGE_DATA_DIR", str(ops.data_dir))
-    monkeypatch.setenv("SHAREDSUB_NOTEBOOK_SUBSCRIPTION", "app-1:billing")
+def run_backlog_notebook(
+    data_dir: str, subscription: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, timeout: int = 300
+) -> list[tuple[str, set[str]]]:
+    """Run notebooks/backlog.ipynb top to bottom on ``data_dir`` for ``subscription``, as its
+    parameters cell reads them; the outputs of its code cells, in order."""
+    monkeypatch.setenv("SHAREDSUB_STORAGE_DATA_DIR", data_dir)
+    monkeypatch.setenv("SHAREDSUB_NOTEBOOK_SUBSCRIPTION", subscription)
     monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
     nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    code = [c for c in nb.cells if c.cell_type == "code"]
-    params, overview, plot, pending, eu, spark_sql, summary = (_outputs(c) for c in code)
+    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    return [_outputs(c) for c in nb.cells if c.cell_type == "code"]
+
+
+def test_backlog_notebook_runs_top_to_bottom(ops: OpsDataDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    params, overview, plot, pending, eu, spark_sql, summary = run_backlog_notebook(
+        str(ops.data_dir), "app-1:billing", tmp_path, monkeypatch
+    )
 
     assert f"data dir: {ops.data_dir}" in params[0]
     for name in EXPECTED_BACKLOG:

@@ -14,16 +14,14 @@ import os
 import signal
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 from proton import Message
 
 from jobs import delta_jars, s3a_jars
 from sharedsub.runtime import inspection
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, wait_for
-from tests.ops.test_backlog_notebook import NOTEBOOK, _outputs
+from tests.ops.test_backlog_notebook import run_backlog_notebook
 from tests.ops.test_spark_submit import SparkSubmit
 from tests.s3_server import SECRET_KEY, S3Server
 from tests.service import ServeProcess
@@ -80,13 +78,9 @@ def test_spark_submit_fanout_and_the_backlog_notebook_on_an_s3_data_dir(
     assert "topic orders: Delta streaming query started" in job_output  # the source that reads over s3a://
     assert SECRET_KEY not in job_output and SECRET_KEY not in frontend.log()
 
-    monkeypatch.setenv("SHAREDSUB_STORAGE_DATA_DIR", data)
-    monkeypatch.setenv("SHAREDSUB_NOTEBOOK_SUBSCRIPTION", NAME)
-    monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
-    nb = nbformat.read(NOTEBOOK, as_version=4)
-    NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
-    code_cells = [c for c in nb.cells if c.cell_type == "code"]
-    params, overview, _plot, pending, _eu, spark_sql, summary = (_outputs(c) for c in code_cells)
+    params, overview, _plot, pending, _eu, spark_sql, summary = run_backlog_notebook(
+        data, NAME, tmp_path, monkeypatch, timeout=600
+    )
     assert f"data dir: {data}" in params[0]
     assert f"{NAME} (shared durable, generation 1): {PUBLISHED - TAKEN} waiting" in pending[0]
     assert "views: " in spark_sql[0] and "sub_app_1_billing" in spark_sql[0] and "topic_orders" in spark_sql[0]
