@@ -34,6 +34,7 @@ from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Received, Subscriber, jms_durable, publish, wait_for
 from tests.builders import maintenance_policy
 from tests.ops.test_backlog_notebook import _outputs
+from tests.s3_server import S3Server
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -52,13 +53,24 @@ def settle(got: Received) -> str:
     return "none" if got.message.body == UNSETTLED else "accept"
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
 def test_replay_notebook_runs_top_to_bottom_and_the_consumer_gets_the_messages_again(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    where: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
-    data = tmp_path / "data"
-    data.mkdir()
+    """On a local data dir, and on a bucket of the session's S3 server (the notebook's kernel
+    inherits the AWS variables)."""
+    env = {"SHAREDSUB_MAINTENANCE_INTERVAL": "0"}
+    if where == "local":
+        data: Path | str = tmp_path / "data"
+        Path(data).mkdir()
+    else:
+        server: S3Server = request.getfixturevalue("s3_server")
+        for name, value in server.env().items():
+            monkeypatch.setenv(name, value)
+        env.update(server.env())
+        data = server.url()
     create_topic(str(data), TOPIC)
-    service = ServeProcess(data, env={"SHAREDSUB_MAINTENANCE_INTERVAL": "0"}).start()
+    service = ServeProcess(data, env=env).start()
     try:
         with Subscriber(service.url, TOPIC, container_id=CLIENT, settle=settle, **jms_durable(NAME)) as sub:
             sub.wait_attached()
