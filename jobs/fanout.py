@@ -84,12 +84,11 @@ from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_t
 from sharedsub.core.errors import DataDirInUse, SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.discovery import DataDirLock, own_fanout, state_home
+from sharedsub.runtime.fanout_process import READY_LINE, ROUTED_LINE  # the lines its supervisor reads
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
-READY_LINE = "sharedsub fanout running"
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
-ROUTED_LINE = "sharedsub fanout routed"  # sharedsub.runtime.fanout_process reads both lines
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -257,9 +256,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         lease = own_fanout(settings.data_dir)  # object storage: one fan-out job per data dir
     except DataDirInUse as exc:
-        holder = f"process {exc.pid}" + (f" on {exc.host}" if exc.host else "")
         print(
-            f"jobs.fanout: another fan-out job ({holder}) holds the fan-out lease of {settings.data_dir}: "
+            f"jobs.fanout: another fan-out job ({exc.holder}) holds the fan-out lease of {settings.data_dir}: "
             "one fan-out job per data dir (stop it first)",
             file=sys.stderr,
         )

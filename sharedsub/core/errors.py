@@ -208,16 +208,20 @@ class DataDirInUse(SharedSubError):
     condition = AmqpCondition.RESOURCE_LOCKED
 
     def __init__(self, data_dir: str, pid: int | None, address: str | None, *, host: str | None = None) -> None:
-        owner = f"process {pid}" if pid else "another process"
-        owner += f" on {host}" if host else ""
-        where = f" serving {address}" if address else ""
-        super().__init__(
-            f"data dir {data_dir} is in use by {owner}{where}; one service per data dir "
-            "(stop it first, or give this one another --data-dir)"
-        )
         self.data_dir = data_dir
         self.pid = pid
         self.host = host
+        where = f" serving {address}" if address else ""
+        super().__init__(
+            f"data dir {data_dir} is in use by {self.holder}{where}; one service per data dir "
+            "(stop it first, or give this one another --data-dir)"
+        )
+
+    @property
+    def holder(self) -> str:
+        """Who holds it, for a message: ``process 123 on host``."""
+        who = f"process {self.pid}" if self.pid else "another process"
+        return who + (f" on {self.host}" if self.host else "")
 
 
 class FanoutInUse(DataDirInUse):
@@ -225,16 +229,14 @@ class FanoutInUse(DataDirInUse):
     the fan-out lease): the tables must have one writer."""
 
     def __init__(self, data_dir: str, pid: int | None, host: str | None) -> None:
-        holder = f"process {pid}" if pid else "another process"
-        holder += f" on {host}" if host else ""
-        SharedSubError.__init__(
-            self,
-            f"a fan-out job ({holder}) writes the subscription tables of {data_dir}: run "
-            "`sharedsub frontend` beside it, or stop it first",
-        )
         self.data_dir = data_dir
         self.pid = pid
         self.host = host
+        SharedSubError.__init__(
+            self,
+            f"a fan-out job ({self.holder}) writes the subscription tables of {data_dir}: run "
+            "`sharedsub frontend` beside it, or stop it first",
+        )
 
 
 class StorageUnavailable(SharedSubError):

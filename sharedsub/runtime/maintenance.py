@@ -275,14 +275,15 @@ def _subscription_tables(
                 report.generations_removed += 1
                 log.info("maintenance: removed generation %d of %s", generation, key)
         directory = layout.join(root, layout.SUBSCRIPTIONS_DIR, key)
+        remaining = child_names(directory) if gone else entries  # listed again only after removals
         local = layout.local_path(directory)
-        if gone and local is not None and not child_names(directory):
+        if gone and not remaining and local is not None:
             # Nothing left: drop the key's directory too (a writer creating a table in it at the
             # same moment keeps it: rmdir refuses a directory that is not empty). A store has no
             # directories: a prefix with no keys is gone by itself.
             with contextlib.suppress(OSError):
                 os.rmdir(local)
-        if child_names(directory):
+        if remaining or (gone and child_names(directory)):  # a table created meanwhile keeps it
             left.add(key)
     return left
 
