@@ -442,6 +442,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sharedsub`` console script."""
     args = build_parser().parse_args(argv)
+    from sharedsub.runtime.process_exit import exit_after_clean_stop
     from sharedsub.storage.owner_only import owner_only_umask
 
     # Everything this process (and the fan-out child it starts) creates is owner-only.
@@ -450,7 +451,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command in ("serve", "frontend"):
             from sharedsub import serve
 
-            return serve.run(_settings(args), config=args.config, with_fanout=args.command == "serve")
+            code = serve.run(_settings(args), config=args.config, with_fanout=args.command == "serve")
+            os.umask(previous_umask)
+            # The service stopped cleanly (or said why not): leave without interpreter finalization,
+            # which can crash in native libraries' threads (sharedsub.runtime.process_exit).
+            exit_after_clean_stop(code)
         if args.command == "topics":
             return cmd_topics(args)
         if args.command == "subscriptions":

@@ -438,6 +438,12 @@ class MaintenanceThread(threading.Thread):
                 continue
             log.info("maintenance: %s", report)
 
-    def stop(self) -> None:
-        """Ask the thread to end: no run starts after this (one under way finishes)."""
+    def stop(self, timeout: float = 30.0) -> None:
+        """End the thread: no run starts after this, and one under way is waited for up to
+        ``timeout`` seconds (its store requests are bounded), so the process does not leave while
+        a run is inside the store's client."""
         self._stopping.set()
+        if self.is_alive():
+            self.join(timeout)
+            if self.is_alive():
+                log.warning("maintenance run still under way after %.0f s; stopping without it", timeout)
