@@ -75,6 +75,7 @@ if __package__ in (None, ""):
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.executor_routing import ExecutorRouter, worker_setup
 from jobs.fanout_sink import FanoutSink, ReadOnDriver
 from jobs.session import build_session, delta_enabled
 from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
@@ -115,6 +116,24 @@ class FanoutQuery(Protocol):
         """Wait for it to end; raise its error if it failed."""
 
 
+def make_sink(spark: SparkSession, settings: Settings, **options: Any) -> FanoutSink:
+    """The fan-out's sink for ``settings``: ``[fanout]``'s retry interval and routing, with an
+    executor router for ``routing`` other than "driver" (jobs/executor_routing.py); ``options``
+    are FanoutSink's other keyword arguments."""
+    fanout = settings.fanout
+    router = None
+    if fanout.routing != "driver":
+        router = ExecutorRouter(spark, worker_setup(settings.data_dir, settings.storage.options, os.environ))
+    return FanoutSink(
+        settings.data_dir,
+        retry_interval=fanout.table_retry_interval,
+        routing=fanout.routing,
+        executor_min_work=fanout.executor_min_work,
+        router=router,
+        **options,
+    )
+
+
 def build_fanout_query(
     spark: SparkSession,
     settings: Settings,
@@ -149,7 +168,7 @@ def build_fanout_query(
         return DeltaTopicQueries(
             spark,
             root,
-            sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval),
+            sink if sink is not None else make_sink(spark, settings),
             checkpoint=checkpoint or checkpoint_base(root),
             max_files=settings.fanout.max_commits_per_batch,
             available_now=available_now,
@@ -170,7 +189,7 @@ def build_fanout_query(
         options["topic_list_interval"] = str(idle)
     source = spark.readStream.format(SOURCE_NAME).options(**options).load()
     location = checkpoint or layout.fanout_checkpoint(root)
-    routing = sink if sink is not None else FanoutSink(root, retry_interval=settings.fanout.table_retry_interval)
+    routing = sink if sink is not None else make_sink(spark, settings)
     local = local_path(location)
     batches: Callable[[DataFrame, int], None] = routing
     if settings.fanout.driver_reads and local is not None:
@@ -297,9 +316,9 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
 
     log.info("starting: data dir %s, master %s", settings.data_dir, settings.fanout.spark_master)
     spark = build_session(settings)
-    sink = FanoutSink(
-        settings.data_dir,
-        retry_interval=settings.fanout.table_retry_interval,
+    sink = make_sink(
+        spark,
+        settings,
         on_routed=(lambda: print(ROUTED_LINE, flush=True)) if args.announce_routed else None,
         epoch=epoch,
     )

@@ -18,28 +18,39 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from jobs.sources.deltars_topics import ARROW_SCHEMA, DriverBatchReader, offset_ids, offset_versions
+from jobs.executor_routing import ExecutorRouter
+from jobs.routed_rows import by_route, route_rows, subscription_rows
+from jobs.sources.deltars_topics import (
+    ARROW_SCHEMA,
+    DriverBatchReader,
+    TopicFiles,
+    offset_ids,
+    offset_versions,
+    read_parts,
+)
 from sharedsub.core import layout
 from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
-from sharedsub.core.fanout.routing import ROUTE_COLUMN, RoutingPlan, plan_for
+from sharedsub.core.fanout.routing import RoutingPlan, plan_for
+from sharedsub.core.fanout.routing_place import Placement, placement, plan_files
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import fanout_progress
 from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
-from sharedsub.storage.delta.appender import DeltaAppender, Fenced
+from sharedsub.storage.delta.appender import DeltaAppender, Fenced, NoTable
+from sharedsub.storage.delta.data_files import DataFile, read_data_files, remove_data_files, write_data_file
 from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.fanout_progress import write_progress
-from sharedsub.storage.fanout_stats import StatsRecorder
+from sharedsub.storage.fanout_stats import SourceSummary, StatsRecorder
 from sharedsub.storage.parked_rows import ParkedRows
 
 # Commits are I/O bound (a Parquet write and a log put per table): a few threads overlap them.
@@ -48,8 +59,6 @@ DEFAULT_COMMIT_THREADS = 4
 RETRY_ROWS_PER_COMMIT = 100_000
 
 log = logging.getLogger("sharedsub.fanout")
-
-_SOURCE_COLUMNS = ("topic", *schemas.SUBSCRIPTION_FROM_TOPIC)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -80,13 +89,23 @@ class FanoutSink:
         retry_interval: float = 5.0,
         on_routed: Callable[[], None] | None = None,
         epoch: int | None = None,
+        routing: str = "driver",
+        executor_min_work: int = 0,
+        router: ExecutorRouter | None = None,
     ) -> None:
         """``on_routed``: called after each batch (or retry) that committed rows to a subscription
         table (the job's ``--announce-routed``). ``epoch``: the job's lease epoch on object
         storage (sharedsub.runtime.discovery.own_fanout): every subscription commit carries it,
         each table is fenced under it before this job's first commit to it, and a commit that
-        finds a higher epoch fails the batch (the job is superseded and stops)."""
+        finds a higher epoch fails the batch (the job is superseded and stops). ``routing`` and
+        ``executor_min_work``: ``[fanout]``'s (sharedsub.core.fanout.routing_place); ``router``
+        runs batches on the executors (jobs/executor_routing.py; without one every batch is
+        routed here)."""
         self.root = root
+        self.routing = routing
+        self.executor_min_work = executor_min_work
+        self.router = router
+        self.placed = {p: 0 for p in Placement}  # batches routed on the driver and on the executors
         self.retry_interval = retry_interval
         self.on_routed = on_routed
         self.epoch = epoch
@@ -100,10 +119,10 @@ class FanoutSink:
         # Per subscription table (relative path): tables that are not healthy (failing or with
         # parked rows); a table missing here is healthy. Rows parked before a restart are due.
         self.tables: dict[str, TableState] = {
-            rel: TableState(parked_rows=rows, failing_since=oldest)
-            for rel, (rows, oldest) in self.parked.scan().items()
+            rel: TableState(parked_rows=rows, failing_since=oldest) for rel, (rows, oldest) in self.parked.scan().items()
         }
         self._subscriptions: dict[str, SubscriptionRecord] = {}  # table rel -> record, from the last plan
+        self._records: tuple[SubscriptionRecord, ...] = ()  # the active records the last plan was made of
         self._faults = ThrottledLog(log)
         self._last_progress: int | None = None
         self._routed_ids: dict[str, str] = {}
@@ -124,7 +143,8 @@ class FanoutSink:
 
     def plan(self) -> RoutingPlan:
         """Routing plan from the catalog as it is now (refreshed); logs records it must skip."""
-        plan = plan_for(tuple(self.catalog.active()))
+        self._records = tuple(self.catalog.active())
+        plan = plan_for(self._records)
         for skipped in plan.skipped:
             mark = (skipped.record.key, skipped.record.revision)
             if mark not in self._warned:
@@ -137,15 +157,18 @@ class FanoutSink:
         """Route one micro-batch of source rows; return rows committed per subscription table.
 
         Reads the source DataFrame once (it is not cached: every action would read the topic
-        files again) and does not read it when no subscription is active. The rows of the batch
-        are collected on the driver (``toArrow``), so ``max_commits_per_batch`` is what bounds
-        the driver's memory (docs/feasibility.md gotcha 6).
+        files again) and does not read it when no subscription is active. Routed on the driver,
+        the rows of the batch are collected there (``toArrow``), so ``max_commits_per_batch`` is
+        what bounds the driver's memory (docs/feasibility.md gotcha 6); on the executors only the
+        written files' descriptions come back.
         """
-        return self.route(lambda topics: df.where(F.col("topic").isin(sorted(topics))).toArrow(), batch_id)
+        return self.route(SparkBatch(df), batch_id)
 
-    def route(self, read: Callable[[Collection[str]], pa.Table], batch_id: int) -> dict[str, int]:
-        """Route micro-batch ``batch_id``, whose rows of the given topics ``read`` returns (called
-        once, and only when a subscription is active); see :meth:`route_batch`."""
+    def route(self, batch: BatchInput | Callable[[Collection[str]], pa.Table], batch_id: int) -> dict[str, int]:
+        """Route micro-batch ``batch_id``: ``batch`` gives its rows of the topics asked for (read
+        once, and only when a subscription is active), or is a plain function that returns them
+        (always routed here); see :meth:`route_batch`."""
+        given = batch if isinstance(batch, BatchInput) else ReadBatch(batch)
         with self._lock:
             started = time.monotonic()
             started_wall = time.time()
@@ -153,21 +176,46 @@ class FanoutSink:
             if not plan.routes:
                 log.debug("batch %d: no active subscriptions", batch_id)
                 reported = self.stats.failing
-                self.write_routed(_route(plan, ARROW_SCHEMA.empty_table()), plan, batch_id)  # drops stale parked rows
+                self.write_routed(route_rows(plan, ARROW_SCHEMA.empty_table()), plan, batch_id)  # drops stale parked rows
                 if self.stats.failing != reported:
                     self.stats.write()
                 return {}
-            source = read(plan.topics)
-            fetched = time.monotonic()
-            routed = _route(plan, source)
-            evaluated = time.monotonic()
-            written = self.write_routed(routed, plan, batch_id)
+            where, parts = self._place(given, plan)
+            self.placed[where] += 1
             stages = self.stats.stages
-            stages.observe("fanout_source_read", fetched - started)
-            stages.observe("fanout_route", evaluated - fetched)
+            if where is Placement.EXECUTORS:
+                assert self.router is not None
+                routed_at = dt.datetime.now(dt.UTC)
+                if parts is not None:
+                    done = self.router.route_parts(parts, self._records, batch_id, routed_at)
+                else:
+                    frame = given.frame(plan.topics)
+                    assert frame is not None
+                    done = self.router.route_frame(frame, self._records, batch_id, routed_at)
+                summary, routed_rows = done.source, sum(f.rows for files in done.files.values() for f in files)
+                evaluated = time.monotonic()
+                log.info(
+                    "batch %d: the executors wrote %d files (%d rows) for %d subscription tables in %.0f ms; committing",
+                    batch_id,
+                    sum(len(f) for f in done.files.values()),
+                    routed_rows,
+                    len(done.files),
+                    (evaluated - started) * 1000,
+                )
+                stages.observe("fanout_executor_route", evaluated - started)
+                written = self.write_routed(None, plan, batch_id, files=done.files, routed_at=routed_at)
+            else:
+                source = given.read(plan.topics, parts)
+                fetched = time.monotonic()
+                routed = route_rows(plan, source)
+                evaluated = time.monotonic()
+                written = self.write_routed(routed, plan, batch_id)
+                summary, routed_rows = SourceSummary.of(source), routed.num_rows
+                stages.observe("fanout_source_read", fetched - started)
+                stages.observe("fanout_route", evaluated - fetched)
             stages.observe("fanout_commit", time.monotonic() - evaluated)
             stages.observe("fanout_batch", time.monotonic() - started)
-            oldest = _oldest_published(source)
+            oldest = summary.oldest
             if oldest is not None:
                 stages.observe("fanout_wait", started_wall - oldest)
                 previous = self._last_end_wall
@@ -178,20 +226,37 @@ class FanoutSink:
             self._last_end_wall = time.time()
             # One INFO line per batch that routed something; idle batches only at DEBUG.
             log.log(
-                logging.INFO if routed.num_rows else logging.DEBUG,
-                "batch %d: %d messages, %d routed rows for %d subscriptions in %.0f ms, "
+                logging.INFO if routed_rows else logging.DEBUG,
+                "batch %d: %d messages, %d routed rows for %d subscriptions in %.0f ms%s, "
                 "%d rows committed to %d tables in %.0f ms",
                 batch_id,
-                source.num_rows,
-                routed.num_rows,
+                summary.messages,
+                routed_rows,
                 len(plan.routes),
                 (evaluated - started) * 1000,
+                " on the executors" if where is Placement.EXECUTORS else "",
                 sum(written.values()),
                 len(written),
                 (time.monotonic() - evaluated) * 1000,
             )
-            self.stats.record(batch_id, source, written, (r.record for r in plan.routes), time.monotonic() - started)
+            self.stats.record(batch_id, summary, written, (r.record for r in plan.routes), time.monotonic() - started)
             return written
+
+    def _place(self, batch: BatchInput, plan: RoutingPlan) -> tuple[Placement, list[TopicFiles] | None]:
+        """Where to route this batch (sharedsub.core.fanout.routing_place), and its planned
+        files when the driver plans it (None otherwise)."""
+        if self.router is None or self.routing == "driver":
+            return Placement.DRIVER, None
+        parts = batch.parts(plan.topics)
+        executors = self.router.executors()
+        routes = plan.routes_per_topic()
+        work = None
+        if parts is not None and all(p.rows is not None for p in parts):
+            work = sum((p.rows or 0) * routes.get(p.topic, 0) for p in parts)
+        where = placement(self.routing, executors=executors, work=work, executor_min_work=self.executor_min_work)
+        if where is Placement.EXECUTORS and parts is None and batch.frame(plan.topics) is None:
+            where = Placement.DRIVER  # rows given as a table: nothing for the executors to read
+        return where, parts
 
     def tick(self, progress: dict[str, Any] | None = None) -> bool:  # Any: lastProgress's JSON values (see FanoutQuery)
         """Between batches (the driver's main thread): record the routed versions of the query's
@@ -209,7 +274,7 @@ class FanoutSink:
             due = any(not s.healthy and now >= s.retry_at for s in self.tables.values())
             if due:
                 plan = self.plan()
-                written = self.write_routed(_route(plan, ARROW_SCHEMA.empty_table()), plan, -1)
+                written = self.write_routed(route_rows(plan, ARROW_SCHEMA.empty_table()), plan, -1)
                 self.stats.count(written, (r.record for r in plan.routes))
             if changed or due:
                 self.stats.write()
@@ -258,9 +323,19 @@ class FanoutSink:
         self._progress_written = now
         self._progress_moved = False
 
-    def write_routed(self, routed: pa.Table, plan: RoutingPlan, batch_id: int) -> dict[str, int]:
-        """Commit ``routed`` (source columns + route index) to the subscription tables; return
-        the rows committed per table (absolute path), parked rows committed by a retry included.
+    def write_routed(
+        self,
+        routed: pa.Table | None,
+        plan: RoutingPlan,
+        batch_id: int,
+        *,
+        files: Mapping[str, list[DataFile]] | None = None,
+        routed_at: dt.datetime | None = None,
+    ) -> dict[str, int]:
+        """Commit ``routed`` (source columns + route index) to the subscription tables, and the
+        data files the executors wrote (``files``, per table relative path, in seq order; their
+        rows were routed at ``routed_at``); return the rows committed per table (absolute path),
+        parked rows committed by a retry included.
 
         Rows already in a table (``seq`` ≤ its app-transaction version) are dropped first, so
         calling this again with the same rows writes nothing. Tables are committed concurrently;
@@ -273,18 +348,14 @@ class FanoutSink:
                 commit drop their rows then).
         """
         self._forget_unplanned(plan)
-        routed_at = dt.datetime.now(dt.UTC)
-        ordered = routed.sort_by([(ROUTE_COLUMN, "ascending"), ("seq", "ascending")])
-        batch: dict[str, pa.Table] = {}
-        offset = 0
-        # value_counts lists values in order of first appearance: ascending, as ``ordered`` is.
-        for entry in pc.value_counts(ordered.column(ROUTE_COLUMN)).to_pylist():
-            index, count = int(entry["values"]), int(entry["counts"])
-            rows = ordered.slice(offset, count)
-            offset += count
-            batch[plan.routes[index].record.table] = _subscription_rows(rows, routed_at, batch_id)
+        routed_at = routed_at or dt.datetime.now(dt.UTC)
+        batch: dict[str, pa.Table | list[DataFile]] = {}
+        if routed is not None:
+            for index, rows in by_route(routed):
+                batch[plan.routes[index].record.table] = subscription_rows(rows, routed_at, batch_id)
+        batch.update(files or {})
         now = time.time()
-        jobs: list[tuple[str, pa.Table | None, TableState, Step]] = []
+        jobs: list[tuple[str, pa.Table | list[DataFile] | None, TableState, Step]] = []
         for rel in [*batch, *(t for t in self.tables if t not in batch)]:
             rows = batch.get(rel)
             state = self.tables.get(rel, HEALTHY)
@@ -314,18 +385,33 @@ class FanoutSink:
         return written
 
     def _route_table(
-        self, rel: str, rows: pa.Table | None, state: TableState, step: Step, batch_id: int, now: float
+        self,
+        rel: str,
+        rows: pa.Table | list[DataFile] | None,
+        state: TableState,
+        step: Step,
+        batch_id: int,
+        now: float,
     ) -> _TableResult:
         """One table's part of a batch, as :func:`sharedsub.core.fanout.fanout_faults.decide` directs (a commit
-        thread). Returns, never raises, what came of it."""
+        thread): its rows, or the data files the executors wrote for it. Returns, never raises,
+        what came of it."""
         table = layout.join(self.root, rel)
         committed: bool | None = None
         parked: bool | None = None
         written = parked_rows = 0
         error: BaseException | None = None
         while step not in (Step.DONE, Step.FAIL_BATCH):
+            if isinstance(rows, list) and step is not Step.COMMIT:
+                # Parked rows, or rows to park, are rows: read the files back (they stay, as
+                # orphans no commit names, until vacuum: one might have landed unseen).
+                try:
+                    rows = read_data_files(table, rows)
+                except Exception as exc:  # noqa: BLE001 (unreadable: the batch fails, Spark retries it)
+                    log.error("subscription table %s: could not read back its routed files: %s", rel, exc)
+                    return _TableResult(state, written, error=error, fail_batch=exc)
             if step is Step.PARK:
-                assert rows is not None
+                assert rows is not None and not isinstance(rows, list)
                 try:
                     self.parked.park(rel, rows, batch_id)
                     parked, parked_rows = True, rows.num_rows
@@ -337,7 +423,10 @@ class FanoutSink:
             else:
                 try:
                     if step is Step.RETRY_PARKED:
+                        assert not isinstance(rows, list)
                         written = self._commit_parked(rel, table, rows)
+                    elif isinstance(rows, list):
+                        written = self._commit_files(table, rows)
                     else:
                         assert rows is not None
                         written = self._commit(table, rows)
@@ -415,7 +504,7 @@ class FanoutSink:
             }
         return out
 
-    def _commit(self, table: str, rows: pa.Table) -> int:
+    def _appender(self, table: str) -> DeltaAppender:
         appender = self._appenders.get(table)
         if appender is None:
             appender = DeltaAppender(table, schemas.SUBSCRIPTION, epoch=self.epoch)
@@ -424,6 +513,39 @@ class FanoutSink:
                 # the fence and stops; one of a higher epoch makes this raise Fenced.
                 appender.fence()
             self._appenders[table] = appender
+        return appender
+
+    def _commit_files(self, table: str, files: list[DataFile]) -> int:
+        """Commit the executors' data files of ``table`` (in seq order) in one commit, leaving out
+        rows the table holds already (sharedsub.core.fanout.routing_place.plan_files); return the
+        rows committed. Files left out are removed once the commit is done."""
+        appender = self._appender(table)
+        done = appender.transaction_version(schemas.SPARK_APP_ID)
+        chosen = plan_files([(f.min_seq, f.max_seq) for f in files], done)
+        keep = [files[i] for i in chosen.commit]
+        for i in chosen.trim:  # part of its rows are in the table (a lost checkpoint): rewrite the rest
+            rows = read_data_files(table, [files[i]])
+            assert rows is not None and done is not None
+            keep.append(write_data_file(table, rows.filter(pc.greater(rows.column("seq"), done)).cast(schemas.SUBSCRIPTION)))
+        keep.sort(key=lambda f: f.min_seq)
+        unused = [files[i] for i in (*chosen.drop, *chosen.trim)]
+        if keep:
+            highest = max(f.max_seq for f in keep)
+            try:
+                appender.append_files(keep, app_transaction=(schemas.SPARK_APP_ID, highest))
+            except NoTable:  # its first commit sets the schema: commit the rows themselves
+                rows = read_data_files(table, keep)
+                assert rows is not None
+                appender.append(rows, app_transaction=(schemas.SPARK_APP_ID, highest))
+                unused.extend(keep)
+        try:
+            remove_data_files(table, unused)
+        except OSError as exc:  # never named by a commit: vacuum removes them later
+            log.warning("subscription table %s: could not remove %d unused routed files: %s", table, len(unused), exc)
+        return sum(f.rows for f in keep)
+
+    def _commit(self, table: str, rows: pa.Table) -> int:
+        appender = self._appender(table)
         done = appender.transaction_version(schemas.SPARK_APP_ID)
         if done is not None:
             rows = rows.filter(pc.greater(rows.column("seq"), done))
@@ -457,42 +579,89 @@ def _error_text(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:500]
 
 
-def _oldest_published(source: pa.Table) -> float | None:
-    """The oldest ``published_at`` of a batch's source rows, as epoch seconds (None: no rows)."""
-    if source.num_rows == 0 or "published_at" not in source.column_names:
+@runtime_checkable
+class BatchInput(Protocol):
+    """One micro-batch's source rows as the sink asks for them."""
+
+    def parts(self, topics: Collection[str]) -> list[TopicFiles] | None:
+        """The batch's topic files of ``topics``, planned on the driver; None when it does not
+        plan batches (Spark's source tasks read them)."""
+
+    def read(self, topics: Collection[str], parts: list[TopicFiles] | None) -> pa.Table:
+        """The batch's rows of ``topics``, here (``parts``: what :meth:`parts` gave, if called)."""
+
+    def frame(self, topics: Collection[str]) -> DataFrame | None:
+        """The batch's rows of ``topics`` as a Spark DataFrame, for the executors (None: none)."""
+
+
+class ReadBatch:
+    """A batch whose rows a function returns (tests, tools): always routed on the driver."""
+
+    def __init__(self, read: Callable[[Collection[str]], pa.Table]) -> None:
+        self._read = read
+
+    def parts(self, topics: Collection[str]) -> list[TopicFiles] | None:
+        """None: nothing is planned."""
         return None
-    oldest = pc.min(source.column("published_at")).as_py()
-    return None if oldest is None else float(oldest.timestamp())
+
+    def read(self, topics: Collection[str], parts: list[TopicFiles] | None) -> pa.Table:
+        """The function's rows."""
+        return self._read(topics)
+
+    def frame(self, topics: Collection[str]) -> DataFrame | None:
+        """None: the rows exist only here."""
+        return None
 
 
-def _route(plan: RoutingPlan, source: pa.Table) -> pa.Table:
-    """The routed rows of the collected micro-batch ``source`` (source columns + route index)."""
-    if source.num_rows == 0:
-        empty = source.select(list(_SOURCE_COLUMNS)).slice(0, 0)
-        return empty.append_column(ROUTE_COLUMN, pa.array([], pa.int32()))
-    return plan.route(source.combine_chunks().to_batches()[0], _SOURCE_COLUMNS)
+class SparkBatch:
+    """The DataFrame Spark passes to ``foreachBatch``: read on the driver with ``toArrow`` (the
+    source's tasks read the files), or routed on the executors in those same tasks."""
+
+    def __init__(self, df: DataFrame) -> None:
+        self._df = df
+
+    def parts(self, topics: Collection[str]) -> list[TopicFiles] | None:
+        """None: Spark's source plans the batch."""
+        return None
+
+    def read(self, topics: Collection[str], parts: list[TopicFiles] | None) -> pa.Table:
+        """The batch's rows of ``topics``, collected on the driver."""
+        frame = self.frame(topics)
+        assert frame is not None
+        return frame.toArrow()
+
+    def frame(self, topics: Collection[str]) -> DataFrame | None:
+        """The batch's rows of ``topics``."""
+        return self._df.where(F.col("topic").isin(sorted(topics)))
 
 
-def _subscription_rows(rows: pa.Table, routed_at: dt.datetime, batch_id: int) -> pa.Table:
-    """Rows of schemas.SUBSCRIPTION from routed source rows of one subscription."""
-    n = rows.num_rows
-    columns: dict[str, pa.ChunkedArray | pa.Array] = {name: rows.column(name) for name in _SOURCE_COLUMNS}
-    columns["routed_at"] = pa.array([routed_at] * n, schemas.TIMESTAMP)
-    columns["fanout_batch"] = pa.array([batch_id] * n, pa.int64())
-    return pa.table([columns[f.name] for f in schemas.SUBSCRIPTION], names=schemas.SUBSCRIPTION.names).cast(
-        schemas.SUBSCRIPTION
-    )
+class PlannedBatch(SparkBatch):
+    """A batch the driver plans from the offsets Spark logged (``[fanout] driver_reads``,
+    jobs/sources/deltars_topics.DriverBatchReader): read here without a Spark job, or its planned
+    files routed on the executors. Spark's DataFrame is never run."""
+
+    def __init__(self, df: DataFrame, reader: DriverBatchReader, batch_id: int) -> None:
+        super().__init__(df)
+        self._reader = reader
+        self._batch_id = batch_id
+
+    def parts(self, topics: Collection[str]) -> list[TopicFiles] | None:
+        """The batch's files of ``topics``, from the logged offsets."""
+        return self._reader.plan(self._batch_id, topics)
+
+    def read(self, topics: Collection[str], parts: list[TopicFiles] | None) -> pa.Table:
+        """The batch's rows of ``topics``, read here."""
+        return read_parts(parts if parts is not None else self._reader.plan(self._batch_id, topics))
 
 
 class ReadOnDriver:
-    """A ``foreachBatch`` callback that routes each micro-batch with ``sink``, its rows read on
-    the driver by ``reader`` (``[fanout] driver_reads``): the DataFrame Spark passes is never
-    run, so the source's tasks never start."""
+    """A ``foreachBatch`` callback that routes each micro-batch with ``sink``, its files planned
+    on the driver by ``reader`` (``[fanout] driver_reads``): :class:`PlannedBatch`."""
 
     def __init__(self, sink: FanoutSink, reader: DriverBatchReader) -> None:
         self.sink = sink
         self.reader = reader
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Route micro-batch ``batch_id`` (``df`` unused)."""
-        self.sink.route(lambda topics: self.reader.read(batch_id, topics), batch_id)
+        """Route micro-batch ``batch_id``."""
+        self.sink.route(PlannedBatch(df, self.reader, batch_id), batch_id)

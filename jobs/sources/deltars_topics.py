@@ -157,6 +157,7 @@ class TopicFiles(InputPartition):
     files: tuple[str, ...]
     table: str = ""
     table_id: str | None = None
+    rows: int | None = None  # rows of the files (their add statistics); None when unknown
 
 
 def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
@@ -324,18 +325,23 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 # its files are gone. A new table is read from -1 by the next batch (ids differ).
                 log.warning("topic %s: its table %s was dropped before this batch read it", topic, ident)
                 continue
-            files = self._added_files(topic, first, last)
+            files, file_rows = self._added_files(topic, first, last)
             for i in range(0, len(files), self.files_per_partition):
-                parts.append(TopicFiles(topic, tuple(files[i : i + self.files_per_partition]), table, ident))
+                counts = file_rows[i : i + self.files_per_partition]
+                rows = None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
+                parts.append(TopicFiles(topic, tuple(files[i : i + self.files_per_partition]), table, ident, rows))
         return parts
 
-    def _added_files(self, topic: str, first: int, last: int) -> list[str]:
+    def _added_files(self, topic: str, first: int, last: int) -> tuple[list[str], list[int | None]]:
+        """The files ``topic``'s commits in ``(first, last]`` added, and each one's rows (None: unknown)."""
         table = layout.topic_table(self.root, topic)
         if first < 0 and not self._has_log(topic, 0):
             # The table's early commits were cleaned from the log: everything up to ``last`` is
             # exactly the snapshot at ``last`` (topics are append-only).
-            return snapshot_files(table, last)
+            snapshot = snapshot_files(table, last)
+            return snapshot, [None] * len(snapshot)
         files: list[str] = []
+        rows: list[int | None] = []
         for version in range(first + 1, last + 1):
             commit = commit_log.read_commit(table, version)
             if commit is None:
@@ -345,28 +351,15 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     "with a new checkpoint (subscription tables are idempotent, nothing is routed twice)."
                 )
             files.extend(commit.added)
-        return files
+            rows.extend(commit.added_rows or [None] * len(commit.added))
+        return files, rows
 
     # ------------------------------------------------------------------ reading (workers)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Record batches of the partition's files, with the topic column, in the declared schema.
-
-        Stateless: runs in a Python worker. Reads only the routing columns, never ``message``.
-        """
+        """Record batches of the partition's files (:func:`read_topic_files`)."""
         assert isinstance(partition, TopicFiles)
-        for path in partition.files:
-            try:
-                data = read_files([path], schemas.ROUTING_COLUMNS)
-            except FileNotFoundError:
-                if partition.table_id is None or commit_log.table_id(partition.table) == partition.table_id:
-                    raise  # the table is still there: a file it needs is missing
-                return  # the topic was dropped while this batch ran: nothing of it is left
-            if data is None or data.num_rows == 0:
-                continue
-            data = data.select(schemas.ROUTING_COLUMNS)
-            data = data.add_column(0, "topic", pa.array([partition.topic] * data.num_rows, pa.string()))
-            yield from data.cast(_SPARK_ARROW_SCHEMA).to_batches()
+        return read_topic_files(partition)
 
     # ------------------------------------------------------------------ helpers
 
@@ -433,6 +426,27 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return object_exists(log_file(layout.topic_table(self.root, topic), version))
 
 
+def read_topic_files(partition: TopicFiles) -> Iterator[pa.RecordBatch]:
+    """Record batches of the partition's files, with the topic column, in the source's schema.
+
+    Stateless: runs in a Python worker (the source's tasks, the executors' routing tasks) or on
+    the driver. Reads only the routing columns, never ``message``. A file that is gone because
+    its topic was dropped while the batch ran reads as nothing; any other missing file raises.
+    """
+    for path in partition.files:
+        try:
+            data = read_files([path], schemas.ROUTING_COLUMNS)
+        except FileNotFoundError:
+            if partition.table_id is None or commit_log.table_id(partition.table) == partition.table_id:
+                raise  # the table is still there: a file it needs is missing
+            return  # the topic was dropped while this batch ran: nothing of it is left
+        if data is None or data.num_rows == 0:
+            continue
+        data = data.select(schemas.ROUTING_COLUMNS)
+        data = data.add_column(0, "topic", pa.array([partition.topic] * data.num_rows, pa.string()))
+        yield from data.cast(_SPARK_ARROW_SCHEMA).to_batches()
+
+
 class DriverBatchReader:
     """The rows of one micro-batch of this source, read on the driver from the offsets Spark
     logged for it, without running a Spark job.
@@ -469,16 +483,21 @@ class DriverBatchReader:
             raise RuntimeError(f"no offset for micro-batch {batch_id - 1} in {self.offsets_dir}")
         return start, end
 
+    def plan(self, batch_id: int, topics: Collection[str]) -> list[TopicFiles]:
+        """The files of micro-batch ``batch_id`` of the given topics, as the source's tasks would
+        read them."""
+        start, end = self.offsets(batch_id)
+        return [part for part in self._reader.partitions(start, end) if part.topic in topics]
+
     def read(self, batch_id: int, topics: Collection[str]) -> pa.Table:
         """The rows of micro-batch ``batch_id`` of the given topics, in the source's schema."""
-        start, end = self.offsets(batch_id)
-        batches = [
-            batch
-            for part in self._reader.partitions(start, end)
-            if part.topic in topics
-            for batch in self._reader.read(part)
-        ]
-        return pa.Table.from_batches(batches, schema=_SPARK_ARROW_SCHEMA)
+        return read_parts(self.plan(batch_id, topics))
+
+
+def read_parts(parts: Sequence[TopicFiles]) -> pa.Table:
+    """The rows of ``parts``, read here, in the source's schema."""
+    batches = [batch for part in parts for batch in read_topic_files(part)]
+    return pa.Table.from_batches(batches, schema=_SPARK_ARROW_SCHEMA)
 
 
 class TopicsDataSource(DataSource):

@@ -19,6 +19,7 @@ from typing import Any
 
 from sharedsub.core import layout
 from sharedsub.core.errors import ConfigError
+from sharedsub.core.fanout.routing_place import ROUTING_MODES
 
 DEFAULTS_RESOURCE = "defaults.toml"
 """The packaged defaults file, a resource of this package (``sharedsub/core/defaults.toml``)."""
@@ -110,6 +111,11 @@ class FanoutSettings:
     source: str
     # With "deltars": read each micro-batch on the driver (jobs/sources/deltars_topics.py DriverBatchReader).
     driver_reads: bool
+    # Where micro-batches are routed: "driver", "executors" or "auto" (sharedsub.core.fanout.routing_place).
+    routing: str
+    # With "auto" on a cluster: a batch of at least this much work (source rows × routes of their
+    # topics) is routed on the executors (sharedsub.core.fanout.routing_place).
+    executor_min_work: int
     # The Spark checkpoint's directory; "" = <data_dir>/_checkpoints/fanout for a local data dir,
     # a directory of the driver host for one on object storage (sharedsub.core.layout.fanout_checkpoint_dir).
     checkpoint_dir: str
@@ -330,7 +336,7 @@ def _check(settings: Settings) -> None:
 
 
 def _check_intervals(s: Settings) -> None:
-    """Times and retention settings (seconds or hours) are in range; the fan-out's source is known."""
+    """Times and retention settings (seconds or hours) are in range; [fanout]'s choices are known."""
     if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
         raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
     if s.server.idle_timeout < 0:
@@ -351,8 +357,7 @@ def _check_intervals(s: Settings) -> None:
     ):
         if seconds <= 0:
             raise ConfigError(key, f"must be positive, got {seconds}")
-    if s.fanout.source not in FANOUT_SOURCES:
-        raise ConfigError("fanout.source", f"must be one of {', '.join(FANOUT_SOURCES)}, got {s.fanout.source!r}")
+    _check_fanout_choices(s)
     if s.maintenance.interval < 0:
         raise ConfigError("maintenance.interval", "must be 0 (off) or positive")
     for key, value in (
@@ -367,6 +372,16 @@ def _check_intervals(s: Settings) -> None:
             "maintenance.topic_retention_hours",
             f"must be -1 (the history retention) or hours >= 0, got {s.maintenance.topic_retention_hours}",
         )
+
+
+def _check_fanout_choices(s: Settings) -> None:
+    """[fanout]'s source and routing are known, its executor threshold in range."""
+    if s.fanout.source not in FANOUT_SOURCES:
+        raise ConfigError("fanout.source", f"must be one of {', '.join(FANOUT_SOURCES)}, got {s.fanout.source!r}")
+    if s.fanout.routing not in ROUTING_MODES:
+        raise ConfigError("fanout.routing", f"must be one of {', '.join(ROUTING_MODES)}, got {s.fanout.routing!r}")
+    if s.fanout.executor_min_work < 0:
+        raise ConfigError("fanout.executor_min_work", f"must not be negative, got {s.fanout.executor_min_work}")
 
 
 def _check_security(s: Settings) -> None:

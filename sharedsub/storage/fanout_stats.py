@@ -45,6 +45,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from sharedsub.core import layout
 from sharedsub.core.layout import local_path
@@ -58,6 +59,34 @@ log = logging.getLogger(__name__)
 
 def _local_file(root: str) -> str | None:
     return local_path(layout.fanout_stats_file(root))
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SourceSummary:
+    """What the statistics keep of a micro-batch's source rows: how many, and the newest
+    ``published_at`` per topic (epoch seconds), from the rows (:meth:`of`) or from the tasks that
+    read them on executors (:meth:`merge`)."""
+
+    messages: int = 0
+    newest: dict[str, float] = dataclasses.field(default_factory=dict)
+    oldest: float | None = None  # the oldest published_at of the batch (None: no rows)
+
+    @classmethod
+    def of(cls, source: pa.Table) -> SourceSummary:
+        """The summary of source rows (the fan-out source's columns)."""
+        oldest = None
+        if source.num_rows and "published_at" in source.column_names:
+            value = pc.min(source.column("published_at")).as_py()
+            oldest = None if value is None else float(value.timestamp())
+        return cls(source.num_rows, _newest_published(source), oldest)
+
+    def merge(self, other: SourceSummary) -> SourceSummary:
+        """Both summaries' rows as one."""
+        newest = dict(self.newest)
+        for topic, when in other.newest.items():
+            newest[topic] = max(when, newest.get(topic, when))
+        olds = [t for t in (self.oldest, other.oldest) if t is not None]
+        return SourceSummary(self.messages + other.messages, newest, min(olds) if olds else None)
 
 
 def _newest_published(source: pa.Table) -> dict[str, float]:
@@ -102,24 +131,24 @@ class StatsRecorder:
     def record(
         self,
         batch_id: int,
-        source: pa.Table,
+        source: SourceSummary,
         written: Mapping[str, int],
         records: Iterable[SubscriptionRecord],
         seconds: float,
     ) -> None:
-        """Add one batch: its collected ``source`` rows, ``written`` rows per subscription table
+        """Add one batch: the summary of its ``source`` rows, ``written`` rows per subscription table
         path (what :meth:`jobs.fanout_sink.FanoutSink.write_routed` returns), the active ``records``
         it routed for, and its duration; then replace the file. Never raises (a failed write is
         logged when it starts failing and when it works again)."""
         try:
             self.batches += 1
-            self.messages += source.num_rows
+            self.messages += source.messages
             self.count(written, records)
-            for topic, when in _newest_published(source).items():
+            for topic, when in source.newest.items():
                 self.routed_published_at[topic] = max(when, self.routed_published_at.get(topic, 0.0))
             self.last_batch = {
                 "id": batch_id,
-                "messages": source.num_rows,
+                "messages": source.messages,
                 "routed_rows": int(sum(written.values())),
                 "tables": len(written),
                 "seconds": seconds,

@@ -147,6 +147,13 @@ class RoutingPlan:
         """Topics at least one route reads."""
         return frozenset(r.record.topic for r in self.routes)
 
+    def routes_per_topic(self) -> dict[str, int]:
+        """How many routes read each topic (a batch's routing work is its rows times these)."""
+        counts: dict[str, int] = {}
+        for r in self.routes:
+            counts[r.record.topic] = counts.get(r.record.topic, 0) + 1
+        return counts
+
     def matches(self, batch: pa.RecordBatch) -> tuple[pa.Array, pa.Array]:
         """Every (row, route) pair where a row of ``batch`` goes to a route: two parallel arrays,
         row positions (uint64) and route indexes (int32), grouped by route in route order, each

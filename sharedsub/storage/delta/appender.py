@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 from deltalake.exceptions import CommitFailedError
+from deltalake.transaction import AddAction
 
 from sharedsub.core.layout import local_path
 from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_log_entry
+from sharedsub.storage.delta.data_files import DataFile
 from sharedsub.storage.delta.log_snapshot import file_stamp
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
@@ -55,6 +58,11 @@ def check_fence(table: str, after: int, epoch: int) -> None:
             raise Fenced(table, version, int(theirs), epoch)
 
 
+def _add(f: DataFile) -> AddAction:
+    """delta-rs's add action for a data file written before its commit."""
+    return AddAction(f.name, f.size, {}, f.modified_ms, True, f.stats)
+
+
 def _next_entry(table: str, version: int) -> LogEntry | None:
     """The log entry of ``version + 1``; None when there is none (yet). A directory under its
     name is none either: delta-rs reads the table at its last version then (the fan-out fault
@@ -96,6 +104,11 @@ def sync_commit(table: str, version: int) -> None:
     fsync_path(log_file(table, version))
     for directory in dirs:
         fsync_path(directory, directory=True)
+
+
+class NoTable(FileNotFoundError):
+    """Data files were to be committed to a table that does not exist yet (its first commit sets
+    its schema and must carry rows: append them instead)."""
 
 
 class CommitNotSynced(Exception):
@@ -203,19 +216,52 @@ class DeltaAppender:
         self._tried = None
         return version
 
+    def append_files(
+        self,
+        files: Sequence[DataFile],
+        *,
+        app_transaction: tuple[str, int] | None = None,
+        commit_id: str | None = None,
+    ) -> int:
+        """Commit data files already written into this table's directory
+        (sharedsub.storage.delta.data_files, e.g. by the fan-out's executors) as one Delta commit,
+        their ``add`` actions in the given order; return the new version. ``app_transaction`` and
+        ``commit_id`` as in :meth:`append`.
+
+        Raises:
+            NoTable: there is no table yet (its first commit must set its schema: the
+                caller appends the files' rows instead).
+        """
+        marker = commit_id or uuid.uuid4().hex
+        version = self._landed(marker)
+        if version is None:
+            version = self._commit(list(files), marker, app_transaction)
+        if self._fsync:
+            try:
+                sync_commit(self.path, version)
+            except Exception as exc:  # _tried is kept: a retry with the id syncs again
+                raise CommitNotSynced(self.path, version, exc) from exc
+        self._tried = None
+        return version
+
     def _landed(self, marker: str) -> int | None:
         """Version of the commit an earlier, failed try of ``marker`` made; None when it made none."""
         if self._tried is None or self._tried[0] != marker:
             return None
         return find_commit(self.path, marker, after=self._tried[1])
 
-    def _commit(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
+    def _commit(
+        self, data: pa.Table | list[DataFile], marker: str, app_transaction: tuple[str, int] | None
+    ) -> int:
+        """One commit of ``data``: rows, or data files already written (sharedsub.storage.delta.data_files)."""
         # Not table_exists here: it lists the log directory, the cost blind appends avoid.
         known = self._blind.ready() if self._blind is not None else None
         if self._blind is not None and known is not None:
             if self._tried is None or self._tried[0] != marker:
                 self._tried = (marker, known)
             try:
+                if isinstance(data, list):
+                    return self._blind.append_files(data, marker, app_transaction)
                 return self._blind.append(data.cast(self.schema).combine_chunks(), marker, app_transaction)
             except TableChanged:
                 self._table = None  # delta-rs commits this one, on the table as it is now
@@ -229,7 +275,9 @@ class DeltaAppender:
             self._blind.forget()  # its known version is behind this commit
         return version
 
-    def _commit_delta_rs(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None) -> int:
+    def _commit_delta_rs(
+        self, data: pa.Table | list[DataFile], marker: str, app_transaction: tuple[str, int] | None
+    ) -> int:
         marks = {COMMIT_MARK: marker} if self._epoch is None else {COMMIT_MARK: marker, EPOCH_MARK: str(self._epoch)}
         props = CommitProperties(
             custom_metadata=marks,
@@ -237,12 +285,21 @@ class DeltaAppender:
             max_commit_retries=0 if self._epoch is not None else None,
         )
         table = self._open()
+        if table is None and isinstance(data, list):
+            raise NoTable(f"no table at {self.path} to commit data files to")
         target: DeltaTable | str = table if table is not None else self.path
         if self._tried is None or self._tried[0] != marker:
             self._tried = (marker, table.version() if table is not None else -1)
         try:
             for attempt in range(APPEND_ATTEMPTS):
                 try:
+                    if isinstance(data, list):
+                        assert table is not None
+                        table.create_write_transaction(
+                            [_add(f) for f in data], mode="append", schema=table.schema(), commit_properties=props
+                        )
+                        table.update_incremental()  # the object stays at its old version otherwise
+                        break
                     write_deltalake(
                         target,
                         # One chunk: delta-rs may write the record batches of a many-chunk table

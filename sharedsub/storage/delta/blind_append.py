@@ -13,9 +13,10 @@ What a commit holds (Delta protocol, writer version 2, no partitions):
 * ``commitInfo``: timestamp, ``operation`` WRITE (mode Append), ``isBlindAppend`` and the
   caller's marker under :data:`sharedsub.storage.delta.appender.COMMIT_MARK` (a retry finds it);
 * ``txn`` when the caller passes an app transaction (the fan-out's batch mark);
-* one ``add`` with the file's size, ``dataChange`` true and statistics (``numRecords`` and
-  min/max/null counts of the integer and UTC timestamp columns, timestamps truncated to
-  milliseconds as delta-rs writes them: the readers here rely on ``seq`` and ``published_at``).
+* one ``add`` per data file with its size, ``dataChange`` true and statistics
+  (sharedsub.storage.delta.data_files.file_stats: the readers here rely on ``seq`` and
+  ``published_at``): one file for :meth:`FastPathAppender.append`, the fan-out executors'
+  files for :meth:`FastPathAppender.append_files`.
 
 The commit file is written beside the log under a temporary name and hard-linked to
 ``<version>.json``: the link fails if the version exists, so two writers never both take it. A
@@ -31,19 +32,18 @@ Only tables this module can write are taken (:func:`supported`): protocol reader
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import logging
 import os
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+from sharedsub.storage.delta.data_files import DataFile, add_action, write_data_file
 from sharedsub.storage.delta.tables import delta_table, log_file, table_exists
 
 log = logging.getLogger(__name__)
@@ -56,33 +56,6 @@ _VERSIONS_SKIPPED = 1000  # versions taken by others one append steps over befor
 
 class TableChanged(Exception):
     """The table's metadata or protocol changed (or cannot be written here): commit through delta-rs."""
-
-
-def _iso_ms(value: dt.datetime) -> str:
-    """A timestamp statistic as Delta writers store it: UTC, truncated to milliseconds."""
-    value = value.astimezone(dt.UTC)
-    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
-
-
-def _stats(data: pa.Table) -> str:
-    """The ``add`` statistics: row count, and min/max/null count of the integer and timestamp
-    columns (``seq`` for the readers here, ``published_at`` for topic retention)."""
-    mins: dict[str, object] = {}
-    maxs: dict[str, object] = {}
-    nulls: dict[str, int] = {}
-    for field in data.schema:
-        timestamp = pa.types.is_timestamp(field.type) and field.type.tz is not None
-        if not (pa.types.is_integer(field.type) or timestamp):
-            continue
-        column = data.column(field.name)
-        nulls[field.name] = column.null_count
-        bounds = pc.min_max(column)
-        low, high = bounds["min"].as_py(), bounds["max"].as_py()
-        if low is not None:
-            mins[field.name], maxs[field.name] = (_iso_ms(low), _iso_ms(high)) if timestamp else (low, high)
-    return json.dumps(
-        {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}, separators=(",", ":")
-    )
 
 
 def supported(table: DeltaTable, schema: pa.Schema) -> bool:
@@ -153,9 +126,15 @@ class FastPathAppender:
         """
         if self.ready() is None:
             raise TableChanged(self.path)
-        name = f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
-        file_path = os.path.join(self.path, name)
-        pq.write_table(data, file_path, compression="snappy")
+        return self.append_files([write_data_file(self.path, data)], marker, app_transaction)
+
+    def append_files(
+        self, files: Sequence[DataFile], marker: str, app_transaction: tuple[str, int] | None = None
+    ) -> int:
+        """Commit data files already written into the table's directory (one ``add`` each, in
+        the given order) as a new version; return it. As :meth:`append` otherwise."""
+        if self.ready() is None:
+            raise TableChanged(self.path)
         now_ms = int(time.time() * 1000)
         info: dict[str, object] = {
             "timestamp": now_ms,
@@ -165,16 +144,9 @@ class FastPathAppender:
             "clientVersion": "sharedsub-blind-append",
             self._mark: marker,
         }
-        add = {
-            "path": name,
-            "partitionValues": {},
-            "size": os.path.getsize(file_path),
-            "modificationTime": now_ms,
-            "dataChange": True,
-            "stats": _stats(data),
-        }
         body = json.dumps({"commitInfo": info}, separators=(",", ":")) + "\n"
-        body += json.dumps({"add": add}, separators=(",", ":")) + "\n"
+        for f in files:
+            body += json.dumps({"add": add_action(f)}, separators=(",", ":")) + "\n"
         if app_transaction is not None:
             txn = {"appId": app_transaction[0], "version": app_transaction[1], "lastUpdated": now_ms}
             body += json.dumps({"txn": txn}, separators=(",", ":")) + "\n"

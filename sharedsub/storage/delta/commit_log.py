@@ -33,6 +33,7 @@ class Commit:
     version: int
     added: tuple[str, ...]  # absolute file paths
     transactions: dict[str, int]
+    added_rows: tuple[int | None, ...] = ()  # rows of each added file (its stats), None when unknown
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,6 +47,7 @@ class LogEntry:
     mtime_ms: int
     rewritten: tuple[str, ...] = ()  # absolute paths of the data files added without dataChange
     removed_quietly: int = 0  # data files removed without dataChange (compaction)
+    added_rows: tuple[int | None, ...] = ()  # rows of each of ``added`` (numRecords), None when unknown
 
 
 def read_log_entry(table: str, version: int) -> LogEntry | None:
@@ -67,6 +69,7 @@ def _data_path(table: str, relative: str) -> str:
 def _parse_entry(table: str, lines: list[str], mtime_ms: int) -> LogEntry:
     info: dict[str, Any] = {}  # Any: as LogEntry.info
     added: list[str] = []
+    added_rows: list[int | None] = []
     rewritten: list[str] = []
     removed = quiet = 0
     txns: dict[str, int] = {}
@@ -76,7 +79,11 @@ def _parse_entry(table: str, lines: list[str], mtime_ms: int) -> LogEntry:
         action = json.loads(line)
         if "add" in action:
             path = _data_path(table, action["add"]["path"])
-            (added if action["add"].get("dataChange", True) else rewritten).append(path)
+            if action["add"].get("dataChange", True):
+                added.append(path)
+                added_rows.append(_records(action["add"].get("stats")))
+            else:
+                rewritten.append(path)
         elif "remove" in action:
             if action["remove"].get("dataChange", True):
                 removed += 1
@@ -86,7 +93,18 @@ def _parse_entry(table: str, lines: list[str], mtime_ms: int) -> LogEntry:
             txns[action["txn"]["appId"]] = int(action["txn"]["version"])
         elif "commitInfo" in action:
             info = action["commitInfo"]
-    return LogEntry(info, tuple(added), removed, txns, mtime_ms, tuple(rewritten), quiet)
+    return LogEntry(info, tuple(added), removed, txns, mtime_ms, tuple(rewritten), quiet, tuple(added_rows))
+
+
+def _records(stats: str | None) -> int | None:
+    """``numRecords`` of an add action's statistics (a JSON string); None when absent."""
+    if not stats:
+        return None
+    try:
+        value = json.loads(stats).get("numRecords")
+    except (ValueError, AttributeError):
+        return None
+    return int(value) if isinstance(value, int) else None
 
 
 def read_commit(table: str, version: int) -> Commit | None:
@@ -98,8 +116,9 @@ def read_commit(table: str, version: int) -> Commit | None:
     entry = read_log_entry(table, version)
     if entry is None:
         return None
-    added = () if MAINTENANCE_MARK in entry.info else entry.added
-    return Commit(version, added, entry.transactions)
+    if MAINTENANCE_MARK in entry.info:
+        return Commit(version, (), entry.transactions)
+    return Commit(version, entry.added, entry.transactions, entry.added_rows)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

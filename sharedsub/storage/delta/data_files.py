@@ -1,0 +1,145 @@
+"""Data files written before their commit: the fan-out's executors write a subscription's
+routed rows as Parquet files into its table, and the driver commits them (jobs/executor_routing.py).
+
+A :class:`DataFile` is what a commit's ``add`` action needs of a file, plus the seq range the
+committer checks against the table's app transaction. A file no commit names is an orphan:
+readers never see it (Delta reads only what the log adds), and vacuum removes it. The writers
+here never overwrite: every file gets a new name, so a retried or speculative task's files are
+other files, never a change to one a commit named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import io
+import json
+import os
+import time
+import urllib.parse
+import uuid
+from collections.abc import Iterable, Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from sharedsub.core.layout import local_path
+from sharedsub.storage.delta.table_reads import read_files
+from sharedsub.storage.objects.locations import locate
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DataFile:
+    """One Parquet file in a table's directory, not yet (or already) named by a commit."""
+
+    name: str  # relative to the table, as the log's ``add.path`` (not URL-encoded: names here are plain)
+    size: int  # bytes
+    rows: int
+    min_seq: int
+    max_seq: int
+    stats: str  # the add action's statistics (JSON)
+    modified_ms: int  # when it was written (the add action's modificationTime)
+
+
+def _iso_ms(value: dt.datetime) -> str:
+    """A timestamp statistic as Delta writers store it: UTC, truncated to milliseconds."""
+    value = value.astimezone(dt.UTC)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.") + f"{value.microsecond // 1000:03d}Z"
+
+
+def file_stats(data: pa.Table) -> str:
+    """An ``add`` action's statistics: row count, and min/max/null count of the integer and UTC
+    timestamp columns (``seq`` for the readers here, ``published_at`` for topic retention),
+    timestamps truncated to milliseconds as delta-rs writes them."""
+    mins: dict[str, object] = {}
+    maxs: dict[str, object] = {}
+    nulls: dict[str, int] = {}
+    for field in data.schema:
+        timestamp = pa.types.is_timestamp(field.type) and field.type.tz is not None
+        if not (pa.types.is_integer(field.type) or timestamp):
+            continue
+        column = data.column(field.name)
+        nulls[field.name] = column.null_count
+        bounds = pc.min_max(column)
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None:
+            mins[field.name], maxs[field.name] = (_iso_ms(low), _iso_ms(high)) if timestamp else (low, high)
+    return json.dumps(
+        {"numRecords": data.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls}, separators=(",", ":")
+    )
+
+
+def new_file_name() -> str:
+    """A data file name no writer used before (as delta-rs names its files)."""
+    return f"part-00000-{uuid.uuid4()}-c000.snappy.parquet"
+
+
+def file_location(table: str, name: str) -> str:
+    """The location of data file ``name`` of ``table`` (a path, or a URI)."""
+    local = local_path(table)
+    return os.path.join(local, name) if local is not None else f"{table.rstrip('/')}/{name}"
+
+
+def write_data_file(table: str, data: pa.Table) -> DataFile:
+    """Write ``data`` (already in the table's schema, in seq order, one or more rows) as a new
+    Parquet file in ``table``'s directory; return its description. Durable on object storage
+    when this returns (the PUT was answered); a local file is not fsynced here (the commit that
+    names it syncs what it needs, as delta-rs's own writes)."""
+    name = new_file_name()
+    location = file_location(table, name)
+    local = local_path(location)
+    if local is not None:
+        os.makedirs(os.path.dirname(local), exist_ok=True)  # a table not created yet (its first commit is the driver's)
+        pq.write_table(data, local, compression="snappy")
+        size = os.path.getsize(local)
+    else:
+        sink = io.BytesIO()
+        pq.write_table(data, sink, compression="snappy")
+        body = sink.getvalue()
+        store, key = locate(location)
+        store.put(key, body)
+        size = len(body)
+    seqs = pc.min_max(data.column("seq"))
+    return DataFile(
+        name=name,
+        size=size,
+        rows=data.num_rows,
+        min_seq=int(seqs["min"].as_py()),
+        max_seq=int(seqs["max"].as_py()),
+        stats=file_stats(data),
+        modified_ms=int(time.time() * 1000),
+    )
+
+
+def read_data_files(table: str, files: Sequence[DataFile]) -> pa.Table | None:
+    """The rows of ``files`` (in the given order); None for no files."""
+    return read_files([file_location(table, f.name) for f in files])
+
+
+def remove_data_files(table: str, files: Iterable[DataFile]) -> None:
+    """Delete files no commit names (orphans this process decided not to commit); one that is
+    gone already is no error."""
+    for f in files:
+        location = file_location(table, f.name)
+        local = local_path(location)
+        if local is not None:
+            try:
+                os.unlink(local)
+            except FileNotFoundError:
+                pass
+        else:
+            store, key = locate(location)
+            store.delete(key)
+
+
+def add_action(f: DataFile) -> dict[str, object]:
+    """The log's ``add`` action of ``f`` (as JSON values)."""
+    return {
+        "path": urllib.parse.quote(f.name),
+        "partitionValues": {},
+        "size": f.size,
+        "modificationTime": f.modified_ms,
+        "dataChange": True,
+        "stats": f.stats,
+    }

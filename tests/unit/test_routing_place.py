@@ -1,0 +1,51 @@
+"""sharedsub.core.fanout.routing_place as tables: where a batch is routed, what a commit takes."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharedsub.core.fanout.routing_place import FilePlan, Placement, placement, plan_files
+
+D, E = Placement.DRIVER, Placement.EXECUTORS
+
+
+@pytest.mark.parametrize(
+    ("mode", "executors", "work", "expected"),
+    [
+        ("driver", 0, None, D),
+        ("driver", 8, 10**9, D),
+        ("executors", 0, 1, E),
+        ("executors", 2, None, E),
+        ("auto", 0, 10**9, D),  # a local master: tasks share the driver's cores
+        ("auto", 0, None, D),
+        ("auto", 1, None, E),  # the driver did not read the batch: executors read and route it
+        ("auto", 2, 999, D),
+        ("auto", 2, 1000, E),
+        ("auto", 2, 0, D),
+    ],
+)
+def test_placement(mode: str, executors: int, work: int | None, expected: Placement) -> None:
+    assert placement(mode, executors=executors, work=work, executor_min_work=1000) is expected
+
+
+def test_an_unknown_mode_is_refused() -> None:
+    with pytest.raises(ValueError, match="driver, executors, auto"):
+        placement("cluster", executors=1, work=1, executor_min_work=1)
+
+
+@pytest.mark.parametrize(
+    ("ranges", "done", "expected"),
+    [
+        ([], None, FilePlan((), (), ())),
+        ([(0, 9), (10, 19)], None, FilePlan((0, 1), (), ())),
+        ([(0, 9), (10, 19)], -1, FilePlan((0, 1), (), ())),
+        ([(0, 9), (10, 19)], 9, FilePlan((1,), (), (0,))),  # a crash after an earlier commit of 0-9
+        ([(0, 9), (10, 19)], 19, FilePlan((), (), (0, 1))),  # a replayed batch: nothing new
+        ([(0, 9), (10, 19)], 25, FilePlan((), (), (0, 1))),
+        ([(0, 9), (10, 19)], 14, FilePlan((), (1,), (0,))),  # a lost checkpoint: a file straddles done
+        ([(5, 5)], 4, FilePlan((0,), (), ())),
+        ([(5, 5)], 5, FilePlan((), (), (0,))),
+    ],
+)
+def test_plan_files(ranges: list[tuple[int, int]], done: int | None, expected: FilePlan) -> None:
+    assert plan_files(ranges, done) == expected
