@@ -37,6 +37,7 @@ import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 import pyarrow as pa
 from pyspark import TaskContext
@@ -49,7 +50,10 @@ from jobs.sources.deltars_topics import TopicFiles, read_topic_files
 from sharedsub.core import layout
 from sharedsub.core.fanout.routing import plan_for
 from sharedsub.core.model import SubscriptionRecord
+from sharedsub.storage import schemas
+from sharedsub.storage.delta.appender import DeltaAppender, Fenced
 from sharedsub.storage.delta.data_files import DataFile, write_data_file
+from sharedsub.storage.delta.file_commits import commit_routed_files
 from sharedsub.storage.fanout_stats import SourceSummary
 from sharedsub.storage.objects.locations import register
 
@@ -141,19 +145,20 @@ class RouteTask:
         started = time.monotonic()
         _prepare(self.setup)
         plan = plan_for(self.catalog.value)
-        routed: dict[int, list[pa.Table]] = {}
+        # One routing pass over all of the task's rows, as on the driver: each pass costs a few
+        # kernels per route however few rows it has, and a task's files are often small commits.
+        sources = [t for t in self._sources(batches) if t.num_rows]
         per_topic: dict[str, tuple[int, int | None, int | None]] = {}
-        for source in self._sources(batches):
-            if source.num_rows == 0:
-                continue
+        routed: dict[int, pa.Table] = {}
+        if sources:
+            source = pa.concat_tables(sources)
             _count_topics(per_topic, source)
-            for index, rows in by_route(route_rows(plan, source)):
-                routed.setdefault(index, []).append(rows)
+            routed = dict(by_route(route_rows(plan, source)))
         results: list[dict[str, object]] = []
         tables: list[str] = []
         for index in sorted(routed):
             record = plan.routes[index].record
-            rows = pa.concat_tables(routed[index]).sort_by("seq")
+            rows = routed[index]  # in seq order (by_route)
             table = layout.join(self.setup.root, record.table)
             written = write_data_file(table, subscription_rows(rows, self.routed_at, self.batch_id))
             results.append(_file_result(record.table, written))
@@ -224,6 +229,87 @@ def _task_name() -> str:
     if ctx is None:
         return "outside a task"
     return f"stage {ctx.stageId()}, task {ctx.partitionId()} (attempt {ctx.attemptNumber()})"
+
+
+_DATA_FILE_FIELDS = [f.name for f in dataclasses.fields(DataFile)]
+# A table to commit in a task: its files (as RESULT_SCHEMA's file rows) and the driver's word on
+# its log (the version up to which no higher fan-out epoch is there; -1: none given).
+COMMIT_SCHEMA = pa.schema(
+    [
+        pa.field("table", pa.string()),
+        pa.field(
+            "files", pa.list_(pa.struct([f for f in RESULT_SCHEMA if f.name not in ("kind", "table", "oldest_ms", "newest_ms")]))
+        ),
+        pa.field("checked", pa.int64()),
+    ]
+)
+_COMMIT_SPARK = from_arrow_schema(COMMIT_SCHEMA)
+# What a commit task returns per table: "committed" (rows, version), "fenced" or "failed" (error).
+COMMITTED_SCHEMA = pa.schema(
+    [
+        pa.field("table", pa.string()),
+        pa.field("status", pa.string()),
+        pa.field("rows", pa.int64()),
+        pa.field("version", pa.int64()),
+        pa.field("error", pa.string()),
+    ]
+)
+_COMMITTED_SPARK = from_arrow_schema(COMMITTED_SCHEMA)
+
+
+@dataclasses.dataclass(frozen=True)
+class CommitTask:
+    """The ``mapInArrow`` function that commits subscription tables in the tasks (one task per
+    table and batch; sharedsub.core.fanout.routing_place.commits_in_tasks): each table's files
+    with its app transaction, by a guarded appender (a retried or speculative attempt that
+    races another re-reads the app transaction: sharedsub.storage.delta.file_commits) under the
+    job's epoch, checking the log for a higher one from where the driver checked it."""
+
+    setup: WorkerSetup
+    epoch: int | None
+    batch_id: int
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        """Commit this task's tables; yield one COMMITTED_SCHEMA row per table."""
+        started = time.monotonic()
+        _prepare(self.setup)
+        out: list[dict[str, object]] = []
+        for batch in batches:
+            for item in batch.to_pylist():
+                out.append(self._commit(item))
+        log.info(
+            "fan-out batch %d, %s: committed %d subscription tables in %.0f ms%s",
+            self.batch_id,
+            _task_name(),
+            sum(1 for r in out if r["status"] == "committed"),
+            (time.monotonic() - started) * 1000,
+            "".join(f"; {r['table']}: {r['status']} {r['error']}" for r in out if r["status"] != "committed"),
+        )
+        yield pa.RecordBatch.from_pylist(out, schema=COMMITTED_SCHEMA)
+
+    def _commit(self, item: dict[str, Any]) -> dict[str, object]:  # Any: a COMMIT_SCHEMA row
+        rel = str(item["table"])
+        appender = DeltaAppender(layout.join(self.setup.root, rel), schemas.SUBSCRIPTION, epoch=self.epoch, guarded=True)
+        if item["checked"] is not None and item["checked"] >= 0:
+            appender.assume_checked(int(item["checked"]))
+        files = [DataFile(**f) for f in item["files"]]
+        try:
+            done = commit_routed_files(appender, files, schemas.SPARK_APP_ID, schemas.SUBSCRIPTION)
+        except Fenced as exc:
+            return {"table": rel, "status": "fenced", "error": str(exc)}
+        except Exception as exc:  # noqa: BLE001 (the driver commits this table itself, and parks its rows if it must)
+            return {"table": rel, "status": "failed", "error": f"{type(exc).__name__}: {exc}"[:500]}
+        return {"table": rel, "status": "committed", "rows": done.rows, "version": done.version}
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskCommit:
+    """What a commit task did with one table."""
+
+    status: str  # "committed", "fenced" or "failed"
+    rows: int = 0
+    version: int | None = None
+    error: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -320,6 +406,29 @@ class ExecutorRouter:
         """Route micro-batch ``batch_id``'s source DataFrame on the executors (its own tasks read it)."""
         task = RouteTask(self.setup, self._broadcast(records), batch_id, routed_at, planned=False)
         return self._run(frame, task, "the source's tasks")
+
+    def commit_tables(
+        self, files: Mapping[str, list[DataFile]], checked: Mapping[str, int | None], epoch: int | None, batch_id: int
+    ) -> dict[str, TaskCommit]:
+        """Commit each table's ``files`` in a task of its own (one writing task per table and
+        batch); ``checked``: per table, the version up to which the driver found no higher epoch."""
+        if not files:
+            return {}
+        rows = [
+            {"table": rel, "files": [dataclasses.asdict(f) for f in table_files], "checked": checked.get(rel)}
+            for rel, table_files in files.items()
+        ]
+        sc = self.spark.sparkContext
+        slices = min(len(rows), max(1, sc.defaultParallelism) * 2)
+        frame = self.spark.createDataFrame(sc.parallelize(rows, slices), _COMMIT_SPARK)
+        sc.setJobDescription(f"sharedsub fan-out batch {batch_id}: commit {len(rows)} subscription tables in tasks")
+        try:
+            done = frame.mapInArrow(CommitTask(self.setup, epoch, batch_id), _COMMITTED_SPARK).toArrow()
+        finally:
+            sc.setJobDescription(None)  # type: ignore[arg-type]  # pyspark: None clears it
+        return {
+            row["table"]: TaskCommit(row["status"], row["rows"] or 0, row["version"], row["error"]) for row in done.to_pylist()
+        }
 
     def _run(self, frame: DataFrame, task: RouteTask, what: str) -> ExecutorBatch:
         sc = self.spark.sparkContext

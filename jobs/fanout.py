@@ -130,6 +130,7 @@ def make_sink(spark: SparkSession, settings: Settings, **options: Any) -> Fanout
         routing=fanout.routing,
         executor_min_work=fanout.executor_min_work,
         router=router,
+        task_commit_min_tables=fanout.task_commit_min_tables,
         **options,
     )
 

@@ -40,14 +40,15 @@ from jobs.sources.deltars_topics import (
 from sharedsub.core import layout
 from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
 from sharedsub.core.fanout.routing import RoutingPlan, plan_for
-from sharedsub.core.fanout.routing_place import Placement, placement, plan_files
+from sharedsub.core.fanout.routing_place import Placement, commits_in_tasks, placement
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import fanout_progress
 from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
-from sharedsub.storage.delta.appender import DeltaAppender, Fenced, NoTable
-from sharedsub.storage.delta.data_files import DataFile, read_data_files, remove_data_files, write_data_file
+from sharedsub.storage.delta.appender import DeltaAppender, Fenced
+from sharedsub.storage.delta.data_files import DataFile, read_data_files
+from sharedsub.storage.delta.file_commits import commit_routed_files
 from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.fanout_progress import write_progress
 from sharedsub.storage.fanout_stats import SourceSummary, StatsRecorder
@@ -59,6 +60,11 @@ DEFAULT_COMMIT_THREADS = 4
 RETRY_ROWS_PER_COMMIT = 100_000
 
 log = logging.getLogger("sharedsub.fanout")
+
+
+class TaskFenced(Exception):
+    """A commit task found a subscription table's log holding a higher fan-out epoch than this
+    job's (as :class:`~sharedsub.storage.delta.appender.Fenced` on the driver): the batch fails."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -92,6 +98,7 @@ class FanoutSink:
         routing: str = "driver",
         executor_min_work: int = 0,
         router: ExecutorRouter | None = None,
+        task_commit_min_tables: int = 0,
     ) -> None:
         """``on_routed``: called after each batch (or retry) that committed rows to a subscription
         table (the job's ``--announce-routed``). ``epoch``: the job's lease epoch on object
@@ -100,11 +107,14 @@ class FanoutSink:
         finds a higher epoch fails the batch (the job is superseded and stops). ``routing`` and
         ``executor_min_work``: ``[fanout]``'s (sharedsub.core.fanout.routing_place); ``router``
         runs batches on the executors (jobs/executor_routing.py; without one every batch is
-        routed here)."""
+        routed here); ``task_commit_min_tables``: from how many tables an executor batch's
+        commits go into Spark tasks (0: never)."""
         self.root = root
         self.routing = routing
         self.executor_min_work = executor_min_work
         self.router = router
+        self.task_commit_min_tables = task_commit_min_tables
+        self.tables_committed_in_tasks = 0  # over the sink's life (logs, tests)
         self.placed = {p: 0 for p in Placement}  # batches routed on the driver and on the executors
         self.retry_interval = retry_interval
         self.on_routed = on_routed
@@ -194,16 +204,22 @@ class FanoutSink:
                     done = self.router.route_frame(frame, self._records, batch_id, routed_at)
                 summary, routed_rows = done.source, sum(f.rows for files in done.files.values() for f in files)
                 evaluated = time.monotonic()
-                log.info(
-                    "batch %d: the executors wrote %d files (%d rows) for %d subscription tables in %.0f ms; committing",
-                    batch_id,
-                    sum(len(f) for f in done.files.values()),
-                    routed_rows,
-                    len(done.files),
-                    (evaluated - started) * 1000,
-                )
+                if done.files:
+                    log.info(
+                        "batch %d: the executors wrote %d files (%d rows) for %d subscription tables in %.0f ms; committing",
+                        batch_id,
+                        sum(len(f) for f in done.files.values()),
+                        routed_rows,
+                        len(done.files),
+                        (evaluated - started) * 1000,
+                    )
                 stages.observe("fanout_executor_route", evaluated - started)
-                written = self.write_routed(None, plan, batch_id, files=done.files, routed_at=routed_at)
+                in_tasks, files = self._commit_in_tasks(done.files, batch_id)
+                written = self.write_routed(None, plan, batch_id, files=files, routed_at=routed_at)
+                if in_tasks:
+                    written.update((layout.join(self.root, rel), rows) for rel, rows in in_tasks.items() if rows)
+                    if self.on_routed is not None and any(in_tasks.values()):
+                        self.on_routed()
             else:
                 source = given.read(plan.topics, parts)
                 fetched = time.monotonic()
@@ -241,6 +257,40 @@ class FanoutSink:
             )
             self.stats.record(batch_id, summary, written, (r.record for r in plan.routes), time.monotonic() - started)
             return written
+
+    def _commit_in_tasks(
+        self, files: dict[str, list[DataFile]], batch_id: int
+    ) -> tuple[dict[str, int], dict[str, list[DataFile]]]:
+        """Commit the healthy tables of ``files`` in Spark tasks when there are enough of them
+        (sharedsub.core.fanout.routing_place.commits_in_tasks); return the rows each task
+        committed, and the files the driver still commits (failing tables, and tables whose
+        task failed: the driver tries them and parks their rows if it must).
+
+        Raises:
+            TaskFenced: a task found a higher epoch's commit: this job is superseded.
+        """
+        healthy = {rel: f for rel, f in files.items() if rel not in self.tables}
+        if self.router is None or not commits_in_tasks(len(healthy), min_tables=self.task_commit_min_tables):
+            return {}, files
+        appenders = {rel: self._appender(layout.join(self.root, rel)) for rel in healthy}  # fenced at first use
+        results = self.router.commit_tables(healthy, {rel: a.checked for rel, a in appenders.items()}, self.epoch, batch_id)
+        committed: dict[str, int] = {}
+        rest = {rel: f for rel, f in files.items() if rel not in healthy}
+        for rel, table_files in healthy.items():
+            result = results.get(rel)
+            if result is not None and result.status == "fenced":
+                raise TaskFenced(f"subscription table {rel}: {result.error}")
+            if result is not None and result.status == "committed":
+                committed[rel] = result.rows
+                self.tables_committed_in_tasks += 1
+                appenders[rel].assume_checked(result.version)
+            else:
+                log.warning(
+                    "batch %d: the task committing %s failed (%s); the driver commits it",
+                    batch_id, rel, result.error if result is not None else "no result",
+                )  # fmt: skip
+                rest[rel] = table_files
+        return committed, rest
 
     def _place(self, batch: BatchInput, plan: RoutingPlan) -> tuple[Placement, list[TopicFiles] | None]:
         """Where to route this batch (sharedsub.core.fanout.routing_place), and its planned
@@ -517,32 +567,9 @@ class FanoutSink:
 
     def _commit_files(self, table: str, files: list[DataFile]) -> int:
         """Commit the executors' data files of ``table`` (in seq order) in one commit, leaving out
-        rows the table holds already (sharedsub.core.fanout.routing_place.plan_files); return the
-        rows committed. Files left out are removed once the commit is done."""
-        appender = self._appender(table)
-        done = appender.transaction_version(schemas.SPARK_APP_ID)
-        chosen = plan_files([(f.min_seq, f.max_seq) for f in files], done)
-        keep = [files[i] for i in chosen.commit]
-        for i in chosen.trim:  # part of its rows are in the table (a lost checkpoint): rewrite the rest
-            rows = read_data_files(table, [files[i]])
-            assert rows is not None and done is not None
-            keep.append(write_data_file(table, rows.filter(pc.greater(rows.column("seq"), done)).cast(schemas.SUBSCRIPTION)))
-        keep.sort(key=lambda f: f.min_seq)
-        unused = [files[i] for i in (*chosen.drop, *chosen.trim)]
-        if keep:
-            highest = max(f.max_seq for f in keep)
-            try:
-                appender.append_files(keep, app_transaction=(schemas.SPARK_APP_ID, highest))
-            except NoTable:  # its first commit sets the schema: commit the rows themselves
-                rows = read_data_files(table, keep)
-                assert rows is not None
-                appender.append(rows, app_transaction=(schemas.SPARK_APP_ID, highest))
-                unused.extend(keep)
-        try:
-            remove_data_files(table, unused)
-        except OSError as exc:  # never named by a commit: vacuum removes them later
-            log.warning("subscription table %s: could not remove %d unused routed files: %s", table, len(unused), exc)
-        return sum(f.rows for f in keep)
+        rows the table holds already (sharedsub.storage.delta.file_commits); return the rows
+        committed."""
+        return commit_routed_files(self._appender(table), files, schemas.SPARK_APP_ID, schemas.SUBSCRIPTION).rows
 
     def _commit(self, table: str, rows: pa.Table) -> int:
         appender = self._appender(table)

@@ -116,6 +116,9 @@ class FanoutSettings:
     # With "auto" on a cluster: a batch of at least this much work (source rows × routes of their
     # topics) is routed on the executors (sharedsub.core.fanout.routing_place).
     executor_min_work: int
+    # Batches routed on the executors that wrote at least this many healthy subscription tables
+    # commit them in Spark tasks, one per table (0 = always on the driver; routing_place).
+    task_commit_min_tables: int
     # The Spark checkpoint's directory; "" = <data_dir>/_checkpoints/fanout for a local data dir,
     # a directory of the driver host for one on object storage (sharedsub.core.layout.fanout_checkpoint_dir).
     checkpoint_dir: str
@@ -380,8 +383,12 @@ def _check_fanout_choices(s: Settings) -> None:
         raise ConfigError("fanout.source", f"must be one of {', '.join(FANOUT_SOURCES)}, got {s.fanout.source!r}")
     if s.fanout.routing not in ROUTING_MODES:
         raise ConfigError("fanout.routing", f"must be one of {', '.join(ROUTING_MODES)}, got {s.fanout.routing!r}")
-    if s.fanout.executor_min_work < 0:
-        raise ConfigError("fanout.executor_min_work", f"must not be negative, got {s.fanout.executor_min_work}")
+    for key, count in (
+        ("fanout.executor_min_work", s.fanout.executor_min_work),
+        ("fanout.task_commit_min_tables", s.fanout.task_commit_min_tables),
+    ):
+        if count < 0:
+            raise ConfigError(key, f"must not be negative, got {count}")
 
 
 def _check_security(s: Settings) -> None:

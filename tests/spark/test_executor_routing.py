@@ -1,8 +1,9 @@
 """Executor routing (``[fanout] routing = "executors"``) gives the same rows as driver routing.
 
-One scripted stream is applied, step by step, to three data dirs: routed on the driver, on the
-executors from the batches the driver plans (``driver_reads``), and on the executors from Spark's
-own source tasks (``driver_reads = false``). Every subscription table must hold the same rows in
+One scripted stream is applied, step by step, to four data dirs: routed on the driver, on the
+executors from the batches the driver plans (``driver_reads``), on the executors from Spark's
+own source tasks (``driver_reads = false``), and on the executors with every table committed in
+a Spark task of its own (``task_commit_min_tables = 1``). Every subscription table must hold the same rows in
 the same order, column by column (but ``routed_at``, a clock reading). The stream covers
 bindings, selectors over every typed property and header (the selector corpus: 500+ distinct
 selectors over its messages), start seqs, no-local, messages with a TTL and an expiry time, a
@@ -37,7 +38,7 @@ from tests.spark.conftest import make_settings, run_available_now
 
 pytestmark = pytest.mark.spark
 
-MODES = ("driver", "executors-planned", "executors-frame")
+MODES = ("driver", "executors-planned", "executors-frame", "executors-tasks")
 Routed = dict[str, tuple[str, list[SubscriptionRecord]]]
 
 
@@ -77,7 +78,8 @@ def sink_for(spark: SparkSession, mode: str, root: str) -> FanoutSink:
     if mode == "driver":
         return FanoutSink(root, routing="driver")
     router = ExecutorRouter(spark, worker_setup(root, None, os.environ))
-    return FanoutSink(root, routing="executors", router=router)
+    in_tasks = 1 if mode == "executors-tasks" else 0  # every batch's tables committed in tasks
+    return FanoutSink(root, routing="executors", router=router, task_commit_min_tables=in_tasks)
 
 
 def the_stream(spark: SparkSession, root: str, mode: str, *, selectors: int | None = None) -> list[SubscriptionRecord]:
@@ -92,6 +94,7 @@ def the_stream(spark: SparkSession, root: str, mode: str, *, selectors: int | No
         run_available_now(spark, settings, sink=sink)
         where = Placement.DRIVER if mode == "driver" else Placement.EXECUTORS
         assert sink.placed[where] > 0 and sum(sink.placed.values()) == sink.placed[where], sink.placed
+        assert (sink.tables_committed_in_tasks > 0) is (mode == "executors-tasks")
 
     messages = corpus_messages()
     texts = sorted({c.selector for c in _cases()})
@@ -145,7 +148,7 @@ def table_rows(root: str, record: SubscriptionRecord) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def routed_three_ways(
+def routed_every_way(
     spark: SparkSession, tmp_path_factory: pytest.TempPathFactory
 ) -> dict[str, tuple[str, list[SubscriptionRecord]]]:
     out = {}
@@ -155,28 +158,28 @@ def routed_three_ways(
     return out
 
 
-def test_the_stream_is_the_same_on_every_path(routed_three_ways: Routed) -> None:
-    driver_root, records = routed_three_ways["driver"]
+def test_the_stream_is_the_same_on_every_path(routed_every_way: Routed) -> None:
+    driver_root, records = routed_every_way["driver"]
     assert len(records) > 500
     expected = {r.table: table_rows(driver_root, r) for r in records}
     # The stream is not trivial: most selector subscriptions got rows, and some got none.
     assert sum(len(rows) for rows in expected.values()) > 5000
     assert any(not rows for rows in expected.values()) and sum(1 for rows in expected.values() if rows) > 300
     for mode in MODES[1:]:
-        root, theirs = routed_three_ways[mode]
+        root, theirs = routed_every_way[mode]
         assert [dataclasses.replace(r, revision=0) for r in theirs] == [dataclasses.replace(r, revision=0) for r in records]
         differing = [r.identity.name for r in records if table_rows(root, r) != expected[r.table]]
         assert not differing, f"{mode}: {len(differing)} subscription tables differ from driver routing, e.g. {differing[:5]}"
 
 
 def test_executor_routing_commits_one_file_set_per_table_and_leaves_no_orphans(
-    routed_three_ways: Routed,
+    routed_every_way: Routed,
 ) -> None:
     """Executor-written files are all named by commits (a clean run leaves none behind)."""
     from sharedsub.storage.delta.table_reads import snapshot_files
     from sharedsub.storage.delta.tables import data_files, table_exists
 
-    root, records = routed_three_ways["executors-planned"]
+    root, records = routed_every_way["executors-planned"]
     checked = 0
     for record in {r.table: r for r in records}.values():
         table = layout.join(root, record.table)

@@ -11,10 +11,12 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
+from jobs.executor_routing import ExecutorRouter, worker_setup
 from jobs.fanout import build_fanout_query
 from jobs.fanout_sink import FanoutSink
 from jobs.sources.deltars_topics import SPARK_SCHEMA, TopicsStreamReader
 from sharedsub.core import layout
+from sharedsub.core.fanout.routing_place import Placement
 from sharedsub.storage import schemas
 from sharedsub.storage.delta.appender import Fenced
 from sharedsub.storage.fanout_stats import read_stats
@@ -164,9 +166,12 @@ def test_crash_between_table_commits_and_lost_checkpoint_never_duplicate(spark: 
     assert b.routed_seqs(root, first) == b.routed_seqs(root, second) == [0, 1, 2, 3, 4, 5]
 
 
+@pytest.mark.parametrize("routing", ["driver", "executors"])
 def test_a_table_that_cannot_be_written_gets_its_rows_once_in_order_after_it_is_repaired(
-    spark: SparkSession, root: str
+    spark: SparkSession, root: str, routing: str
 ) -> None:
+    """Routed on the driver or on the executors (whose files for the broken table are read back
+    and parked), the same fault containment."""
     b.publish(root, "t", ["k"] * 3)
     b.publish(root, "u", ["k"] * 2)
     good, broken, other = b.register(
@@ -179,9 +184,11 @@ def test_a_table_that_cannot_be_written_gets_its_rows_once_in_order_after_it_is_
         fh.write("not a directory")
     pending = os.path.join(layout.fanout_pending(root), *broken.table.split("/"))
 
-    sink = FanoutSink(root, retry_interval=3600.0)  # no retry unless the test makes one due
+    router = ExecutorRouter(spark, worker_setup(root, None, os.environ)) if routing == "executors" else None
+    sink = FanoutSink(root, retry_interval=3600.0, routing=routing, router=router)  # no retry unless made due
     try:
         written = sink.route_batch(source_frame(spark, root), 0)
+        assert sink.placed[Placement(routing)] == 1
         # The others are routed; the broken table's rows are parked, the batch succeeds.
         assert sorted(written.values()) == [2, 3]
         assert b.routed_seqs(root, good) == [0, 1, 2] and b.routed_seqs(root, other) == [0, 1]

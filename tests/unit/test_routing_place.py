@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.fanout.routing_place import FilePlan, Placement, placement, plan_files
+from sharedsub.core.fanout.routing_place import FilePlan, Placement, commits_in_tasks, placement, plan_files
 
 D, E = Placement.DRIVER, Placement.EXECUTORS
 
@@ -49,3 +49,11 @@ def test_an_unknown_mode_is_refused() -> None:
 )
 def test_plan_files(ranges: list[tuple[int, int]], done: int | None, expected: FilePlan) -> None:
     assert plan_files(ranges, done) == expected
+
+
+@pytest.mark.parametrize(
+    ("tables", "min_tables", "expected"),
+    [(0, 0, False), (10_000, 0, False), (199, 200, False), (200, 200, True), (1, 1, True), (0, 1, False)],
+)
+def test_commits_in_tasks(tables: int, min_tables: int, expected: bool) -> None:
+    assert commits_in_tasks(tables, min_tables=min_tables) is expected

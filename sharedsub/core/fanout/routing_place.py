@@ -22,6 +22,19 @@ work is large and the executors have cores of their own:
 cores); ``local-cluster[…]`` and ``spark://…`` have them. Work is the batch's source rows times
 the routes of their topics: routing cost grows with both (one mask per route and row).
 
+**Who commits.** The driver commits the tables a batch wrote from a few threads; each commit
+is several store requests (a bucket: about ten, tens of ms), so a batch that wrote many tables
+spends its time there, one table after another. From ``task_commit_min_tables`` tables on,
+the commits go into Spark tasks instead, one task per table and batch
+(jobs/executor_routing.CommitTask), as many at once as the executors have cores; a table that is
+failing (its rows parked) stays with the driver, which parks and retries as always:
+
+    tables written (healthy)    task_commit_min_tables    who commits
+    ------------------------    ----------------------    ------------------------
+    any                         0                         the driver (off)
+    < min                       min > 0                   the driver
+    ≥ min                       min > 0                   tasks, one per table
+
 **Files of a commit.** A task writes one file per (subscription table, task) with the seq range
 it holds; the driver commits a table's files in one commit whose app transaction is their
 highest seq. Rows at or below the table's recorded app-transaction version (``done``) are in
@@ -69,6 +82,12 @@ def placement(mode: str, *, executors: int, work: int | None, executor_min_work:
     if work is None or work >= executor_min_work:
         return Placement.EXECUTORS
     return Placement.DRIVER
+
+
+def commits_in_tasks(tables: int, *, min_tables: int) -> bool:
+    """Whether a batch's ``tables`` healthy tables with files are committed in Spark tasks (the
+    second table of the module docstring; ``min_tables``: ``[fanout] task_commit_min_tables``)."""
+    return min_tables > 0 and tables >= min_tables
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -106,6 +106,15 @@ def sync_commit(table: str, version: int) -> None:
         fsync_path(directory, directory=True)
 
 
+class VersionTaken(Exception):
+    """A guarded appender's commit found its version taken by another writer (nothing of it
+    landed): read the table's app transaction again before trying again."""
+
+    def __init__(self, table: str) -> None:
+        super().__init__(f"{table}: another writer took the next version")
+        self.table = table
+
+
 class NoTable(FileNotFoundError):
     """Data files were to be committed to a table that does not exist yet (its first commit sets
     its schema and must carry rows: append them instead)."""
@@ -154,8 +163,13 @@ class DeltaAppender:
         evolve: bool = False,
         blind: bool = True,
         epoch: int | None = None,
+        guarded: bool = False,
     ) -> None:
         self.path = path
+        # Other writers may commit the same app transactions (a retried or speculative Spark
+        # task): never rebase a refused commit onto theirs; raise VersionTaken and let the caller
+        # read the app transaction again (sharedsub.storage.delta.file_commits).
+        self._guarded = guarded
         # The owner epoch this appender writes under (None: no owner lease, a local data dir's
         # flock excludes other writers). With one, delta-rs does not retry a refused commit by
         # itself: the refusal is read first (check_fence).
@@ -175,7 +189,7 @@ class DeltaAppender:
         # app id -> (version read up to, stamp of that version's log file, its transaction version)
         self._transactions: dict[str, tuple[int, tuple[int, int, int], int | None]] = {}
         self._local = local_path(path) is not None
-        fast = blind and not evolve and self._local and epoch is None
+        fast = blind and not evolve and self._local and epoch is None and not guarded
         self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK) if fast else None
 
     def _open(self) -> DeltaTable | None:
@@ -282,7 +296,7 @@ class DeltaAppender:
         props = CommitProperties(
             custom_metadata=marks,
             app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,
-            max_commit_retries=0 if self._epoch is not None else None,
+            max_commit_retries=0 if self._epoch is not None or self._guarded else None,
         )
         table = self._open()
         if table is None and isinstance(data, list):
@@ -327,6 +341,8 @@ class DeltaAppender:
                     # a higher owner epoch took a version meanwhile (then this writer stops).
                     if self._epoch is not None:
                         check_fence(self.path, table.version() if table is not None else -1, self._epoch)
+                    if self._guarded:
+                        raise VersionTaken(self.path) from None
                     if table is None or attempt + 1 == APPEND_ATTEMPTS:
                         raise
                     table.update_incremental()
@@ -404,6 +420,19 @@ class DeltaAppender:
         self._remember(app_id, table.version(), value)
         self._check_epochs(table.version())
         return value
+
+    @property
+    def checked(self) -> int | None:
+        """With an owner epoch: the version up to which the log is known to hold no higher epoch
+        (None before the first look)."""
+        return self._checked
+
+    def assume_checked(self, version: int | None) -> None:
+        """Take the log up to ``version`` as checked for higher epochs (another appender of the
+        same epoch checked it: a fan-out task given the driver's word, or the driver given the
+        word of a task that committed ``version`` after checking every version below it)."""
+        if version is not None and (self._checked is None or version > self._checked):
+            self._checked = version
 
     def _check_epochs(self, version: int) -> None:
         """With an owner epoch: raise Fenced when a commit after the last version checked, up to
