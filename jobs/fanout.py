@@ -44,6 +44,12 @@ Contracts:
   started and completed its first trigger (a micro-batch, or an idle check on a restart with
   nothing new); everything else goes to stderr. SIGTERM/SIGINT stop the query gracefully and the
   process exits 0; a failed query exits 1. ``--available-now`` processes what is there and exits.
+* Exit codes: 0 stopped or caught up; 1 the query failed; 2 invalid settings; 5 (``EXIT_IN_USE``)
+  another fan-out job holds the data dir; 6 (``EXIT_EXECUTORS_UNFIT``) the cluster's executors
+  cannot run the job: their Python lacks the packages it needs (or has other versions), or no
+  executor started within ``startup_timeout``. Checked at start by
+  :func:`jobs.executor_check.check_executors`; the job prints one line, ``jobs.fanout: <what,
+  where, how to fix>``, and nothing else.
 """
 
 from __future__ import annotations
@@ -75,13 +81,14 @@ if __package__ in (None, ""):
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.executor_check import check_executors
 from jobs.fanout_sink import FanoutSink, ReadOnDriver
 from jobs.session import build_session, delta_enabled
 from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
 from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
-from sharedsub.core.errors import DataDirInUse, SharedSubError
+from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.discovery import DataDirLock, own_fanout, state_home
 from sharedsub.runtime.fanout_process import READY_LINE, ROUTED_LINE  # the lines its supervisor reads
@@ -89,6 +96,7 @@ from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
+EXIT_EXECUTORS_UNFIT = 6  # the executors' Python cannot run the job's code
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -297,6 +305,12 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
 
     log.info("starting: data dir %s, master %s", settings.data_dir, settings.fanout.spark_master)
     spark = build_session(settings)
+    try:
+        check_executors(spark, timeout=settings.fanout.startup_timeout)
+    except ExecutorsUnfit as exc:
+        print(f"jobs.fanout: {exc.description}", file=sys.stderr)
+        spark.stop()
+        return EXIT_EXECUTORS_UNFIT
     sink = FanoutSink(
         settings.data_dir,
         retry_interval=settings.fanout.table_retry_interval,
