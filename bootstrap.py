@@ -289,7 +289,7 @@ def main(argv: list[str]) -> int:
         return 0
     if command == "serve":
         os.execve(str(VENV / "bin" / "sharedsub"), ["sharedsub", "serve", *rest], env)
-    # The whole suite: unit, storage, Spark and end-to-end tiers.
+    # The whole suite (pytest.ini testpaths = tests): unit, storage, Spark, local-cluster and end-to-end tiers.
     cmd = [str(venv_python()), "-m", "pytest", *rest]
     say("$ " + " ".join(cmd))
     return subprocess.call(cmd, cwd=ROOT, env=env)

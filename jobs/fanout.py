@@ -44,6 +44,12 @@ Contracts:
   started and completed its first trigger (a micro-batch, or an idle check on a restart with
   nothing new); everything else goes to stderr. SIGTERM/SIGINT stop the query gracefully and the
   process exits 0; a failed query exits 1. ``--available-now`` processes what is there and exits.
+* Exit codes: 0 stopped or caught up; 1 the query failed; 2 invalid settings; 5 (``EXIT_IN_USE``)
+  another fan-out job holds the data dir; 6 (``EXIT_EXECUTORS_UNFIT``) the cluster's executors
+  cannot run the job: their Python lacks the packages it needs (or has other versions), or no
+  executor started within ``startup_timeout``. Checked at start by
+  :func:`jobs.executor_check.check_executors`; the job prints one line, ``jobs.fanout: <what,
+  where, how to fix>``, and nothing else.
 """
 
 from __future__ import annotations
@@ -75,6 +81,7 @@ if __package__ in (None, ""):
 
 from pyspark.sql import DataFrame, SparkSession
 
+from jobs.executor_check import check_executors
 from jobs.executor_routing import ExecutorRouter, worker_setup
 from jobs.fanout_sink import FanoutSink, ReadOnDriver
 from jobs.session import build_session, delta_enabled
@@ -82,7 +89,7 @@ from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
 from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
-from sharedsub.core.errors import DataDirInUse, SharedSubError
+from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.discovery import DataDirLock, own_fanout, state_home
 from sharedsub.runtime.fanout_process import READY_LINE, ROUTED_LINE  # the lines its supervisor reads
@@ -90,6 +97,7 @@ from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
+EXIT_EXECUTORS_UNFIT = 6  # the executors' Python cannot run the job's code
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -116,10 +124,16 @@ class FanoutQuery(Protocol):
         """Wait for it to end; raise its error if it failed."""
 
 
-def make_sink(spark: SparkSession, settings: Settings, **options: Any) -> FanoutSink:
+def make_sink(
+    spark: SparkSession,
+    settings: Settings,
+    *,
+    on_routed: Callable[[], None] | None = None,
+    epoch: int | None = None,
+) -> FanoutSink:
     """The fan-out's sink for ``settings``: ``[fanout]``'s retry interval and routing, with an
-    executor router for ``routing`` other than "driver" (jobs/executor_routing.py); ``options``
-    are FanoutSink's other keyword arguments."""
+    executor router for ``routing`` other than "driver" (jobs/executor_routing.py); ``on_routed``
+    and ``epoch`` as FanoutSink takes them."""
     fanout = settings.fanout
     router = None
     if fanout.routing != "driver":
@@ -131,7 +145,8 @@ def make_sink(spark: SparkSession, settings: Settings, **options: Any) -> Fanout
         executor_min_work=fanout.executor_min_work,
         router=router,
         task_commit_min_tables=fanout.task_commit_min_tables,
-        **options,
+        on_routed=on_routed,
+        epoch=epoch,
     )
 
 
@@ -317,6 +332,12 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
 
     log.info("starting: data dir %s, master %s", settings.data_dir, settings.fanout.spark_master)
     spark = build_session(settings)
+    try:
+        check_executors(spark, timeout=settings.fanout.startup_timeout)
+    except ExecutorsUnfit as exc:
+        print(f"jobs.fanout: {exc.description}", file=sys.stderr)
+        spark.stop()
+        return EXIT_EXECUTORS_UNFIT
     sink = make_sink(
         spark,
         settings,

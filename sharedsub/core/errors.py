@@ -283,6 +283,13 @@ class StoreUnusable(SharedSubError):
         self.reason = reason
 
 
+class ExecutorsUnfit(SharedSubError):
+    """The Spark executors' Python cannot run the fan-out's code: a package missing or at another
+    version than the driver's, another Python, or a Python worker that cannot start or load the
+    job's code. The description is one line naming the executor hosts, what differs and the fix
+    (sharedsub.core.fanout.executor_env); the fan-out job stops at start with it (exit 6)."""
+
+
 class ServiceUnavailable(SharedSubError):
     """A service runs on the data dir but its admin endpoint cannot be reached or did not answer."""
 

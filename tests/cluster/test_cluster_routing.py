@@ -102,7 +102,7 @@ def test_an_executor_killed_while_it_routes_costs_no_row_and_duplicates_none(clu
     while killed is None and routing.is_alive() and time.monotonic() < deadline:
         running = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
         if any(info is not None and info.numActiveTasks > 0 for info in running):
-            pids = executor_pids()
+            pids = executor_pids(cluster.sparkContext.applicationId)
             assert len(pids) == EXECUTORS
             killed = pids[0]
             os.kill(killed, 9)
