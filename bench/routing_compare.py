@@ -45,7 +45,7 @@ Everything measured runs on this host; the figures of more executors are modelle
    ``N* = Cd × B / (T × r1)``. It assumes executors of real cores each (the 2-core host gives
    two at most, shared with the driver) and a driver whose commits do not slow with N.
 
-One JSON line per measurement goes to ``--out`` (default bench/results/routing-compare-<time>.jsonl)
+One JSON line per measurement goes to ``--out`` (default bench/out/routing-compare-<time>.jsonl, as bench/run.py)
 and a summary to stdout.
 """
 
@@ -167,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(counts) != len(subs):
         p.error("--counts needs one entry per --subs entry")
     modes = [m for m in args.modes.split(",") if m]
-    out_path = args.out or os.path.join(HERE, "results", f"routing-compare-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
+    out_path = args.out or os.path.join(HERE, "out", f"routing-compare-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
     logs = tempfile.mkdtemp(prefix="sharedsub-routing-compare-logs-")
     records: list[dict[str, Any]] = []
