@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -131,14 +132,75 @@ def register_subscriptions(root: str, n: int) -> None:
     catalog.append_records(catalog.catalog_appender(root), records)
 
 
-def run_fanout_job(root: str, log_path: str, timeout_s: float) -> dict[str, Any]:
-    """Run bench/fanout_job.py on ``root`` (own session, killed as a group on timeout); its stats."""
+class TreeCpu:
+    """Samples the CPU seconds of a process tree (the fan-out job: its Python, the driver's JVM,
+    executor JVMs, their Python workers) every ``interval_s`` in a thread.
+
+    Each process counts with its own user + system time as last seen (keyed by pid and start
+    time, so a reused pid is another process); a process that exits between two samples loses
+    what it used since the last one (at most ``interval_s`` of CPU per process: a lower bound).
+    :meth:`at` gives the tree's total at a wall-clock time (the last sample at or before it), so
+    a window of the run (the routing, without Spark's start) can be taken out of the total.
+    """
+
+    def __init__(self, root: int, interval_s: float = 0.25) -> None:
+        self.root, self.interval_s = root, interval_s
+        self.seen: dict[tuple[int, str], float] = {}
+        self.samples: list[tuple[float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="tree-cpu", daemon=True)
+
+    def start(self) -> TreeCpu:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while True:
+            self.sample()
+            if self._stop.wait(self.interval_s):
+                return
+
+    def sample(self) -> None:
+        for pid in procstat.tree_pids(self.root):
+            fields = procstat._stat_fields(pid)  # noqa: SLF001 (the bench's own /proc reader)
+            if fields is None:
+                continue
+            # utime, stime (fields 14, 15) and starttime (field 22), 0-based after the name.
+            self.seen[(pid, fields[19])] = (int(fields[11]) + int(fields[12])) / procstat._CLK_TCK  # noqa: SLF001
+        self.samples.append((time.time(), sum(self.seen.values())))
+
+    def total(self) -> float:
+        return self.samples[-1][1] if self.samples else 0.0
+
+    def at(self, wall: float) -> float:
+        before = [cpu for t, cpu in self.samples if t <= wall]
+        return before[-1] if before else 0.0
+
+
+def run_fanout_job(root: str, log_path: str, timeout_s: float, *, env: dict[str, str] | None = None,
+                   job_args: list[str] | None = None) -> dict[str, Any]:
+    """Run bench/fanout_job.py on ``root`` (own session, killed as a group on timeout); its stats.
+
+    ``env``: variables added to the job's environment (e.g. ``SHAREDSUB_FANOUT_ROUTING``);
+    ``job_args``: more arguments for it (``--conf K=V``, ``--warmup``). The stats gain
+    ``cpu``: the job's process tree's CPU seconds (:class:`TreeCpu`) over the whole run and over
+    the routing (first to last micro-batch with rows), and the ``RUSAGE_CHILDREN`` delta of this
+    process (the job and the descendants reaped by a waiting parent: JVMs and workers that were
+    re-parented are missing from it, so it is a cross-check, not the figure).
+    """
     out = os.path.join(root, "_bench_fanout_stats.json")
+    child_env = {**os.environ, **(env or {})}
+    usage0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(log_path, "w", encoding="utf-8") as err:
         proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "fanout_job.py"), "--data-dir", root, "--out", out],
-            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, cwd=ROOT,
+            [sys.executable, os.path.join(HERE, "fanout_job.py"), "--data-dir", root, "--out", out, *(job_args or [])],
+            stdin=subprocess.DEVNULL, stdout=err, stderr=err, start_new_session=True, cwd=ROOT, env=child_env,
         )
+    cpu = TreeCpu(proc.pid).start()
     t0 = time.perf_counter()
     timed_out = False
     try:
@@ -151,6 +213,7 @@ def run_fanout_job(root: str, log_path: str, timeout_s: float) -> dict[str, Any]
         except subprocess.TimeoutExpired:
             pass
     finally:
+        cpu.stop()
         try:
             os.killpg(proc.pid, signal.SIGKILL)  # JVM and Python workers, whatever is left
         except ProcessLookupError:
@@ -163,23 +226,41 @@ def run_fanout_job(root: str, log_path: str, timeout_s: float) -> dict[str, Any]
             tail = f.read()[-1500:]
         what = f"timed out after {timeout_s:.0f} s" if timed_out else f"exited with rc {proc.returncode}"
         raise RuntimeError(f"fan-out job {what}; log {log_path}: {tail!r}")
+    usage1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     with open(out, encoding="utf-8") as f:
         stats = json.load(f)
     stats["process_wall_s"] = wall
+    stats["cpu"] = {
+        "tree_total_s": cpu.total(),
+        "rusage_children_s": (usage1.ru_utime + usage1.ru_stime) - (usage0.ru_utime + usage0.ru_stime),
+        "processes_seen": len(cpu.seen),
+    }
+    stats["tree_cpu"] = cpu
     return stats
 
 
 def routing_throughput(n: int, m: int, size: int, per_commit: int, timeout_s: float, log_path: str,
-                       log: Callable[[str], None], keep: bool = False) -> dict[str, Any]:
-    """Pre-load, register ``n`` selector subscriptions, route once; return the figures."""
+                       log: Callable[[str], None], keep: bool = False, *, env: dict[str, str] | None = None,
+                       job_args: list[str] | None = None, template: str | None = None,
+                       skip_first: bool = False) -> dict[str, Any]:
+    """Pre-load, register ``n`` selector subscriptions, route once; return the figures.
+
+    ``template``: a data dir that :func:`preload` filled with the same ``m``, ``size`` and
+    ``per_commit``, copied instead of pre-loading again (runs of several routing modes over one
+    topic). ``env`` and ``job_args``: as :func:`run_fanout_job`.
+    """
     root = tempfile.mkdtemp(prefix="sharedsub-bench-fanout-")
     try:
         t0 = time.perf_counter()
-        topic_commits = preload(root, m, size, per_commit)
+        if template is not None:
+            shutil.copytree(template, root, dirs_exist_ok=True)
+            topic_commits = -(-m // per_commit)
+        else:
+            topic_commits = preload(root, m, size, per_commit)
         register_subscriptions(root, n)
         setup_s = time.perf_counter() - t0
         log(f"fanout N={n}: {m} messages in {topic_commits} topic commits pre-loaded in {setup_s:.1f} s; routing")
-        stats = run_fanout_job(root, log_path, timeout_s)
+        stats = run_fanout_job(root, log_path, timeout_s, env=env, job_args=job_args)
         # A new query's first micro-batch covers only the topic's creation commit (the source's
         # first_batch_max_commits, so that serve reports ready quickly): it routes nothing and
         # is mostly Python-worker warm-up. Routing time runs from the first batch that carries
@@ -188,6 +269,16 @@ def routing_throughput(n: int, m: int, size: int, per_commit: int, timeout_s: fl
         batches = every
         while batches and batches[0]["routed_rows"] == 0 and len(batches) > 1:
             batches = batches[1:]
+        first_rows_batch_s = None
+        if skip_first and len(batches) > 1:
+            # The first batch with rows still pays one-time costs (on the executors: Python
+            # workers of the routing job, imports, the plan's compilation): reported on its own.
+            first_rows_batch_s = batches[0]["end"] - batches[0]["start"]
+            batches = batches[1:]
+        timed_m = sum(b.get("rows_in", 0) for b in batches) if skip_first else m
+        cpu: TreeCpu = stats["tree_cpu"]
+        if batches:
+            stats["cpu"]["tree_routing_s"] = cpu.at(batches[-1]["end"] + cpu.interval_s) - cpu.at(batches[0]["start"])
         expected = expected_matches(m, n)
         out: dict[str, Any] = {
             "messages": m, "size": size, "topic_commits": topic_commits, "setup_s": round(setup_s, 2),
@@ -197,23 +288,29 @@ def routing_throughput(n: int, m: int, size: int, per_commit: int, timeout_s: fl
             "micro_batches_with_rows": sum(1 for b in every if b["routed_rows"]),
             "expected_routed_rows": expected,
             "expected_avg_selectivity": expected / (m * n) if m and n else None,
+            "routing": stats.get("routing"), "executors": stats.get("executors"), "placed": stats.get("placed"),
+            "warmup_s": stats.get("warmup_s"), "cpu": stats["cpu"],
         }
         if batches:
             route_s = batches[-1]["end"] - batches[0]["start"]
             routed = sum(b["routed_rows"] for b in batches)
             out.update({
                 "routing_s": route_s,
-                "msgs_routed_per_s": m / route_s if route_s > 0 else None,
+                "timed_messages": timed_m, "first_rows_batch_s": first_rows_batch_s,
+                "msgs_routed_per_s": timed_m / route_s if route_s > 0 else None,
                 "routed_rows": routed,
                 "rows_committed": sum(b["rows_committed"] for b in batches),
                 "subscription_table_commits": sum(b["table_commits"] for b in batches),
                 "rows_committed_per_s": sum(b["rows_committed"] for b in batches) / route_s if route_s > 0 else None,
-                "avg_selectivity": routed / (m * n),
+                "avg_selectivity": routed / (timed_m * n) if timed_m else None,
                 "batch_s": [round(b["end"] - b["start"], 2) for b in every],
                 "batch_routed_rows": [b["routed_rows"] for b in every],
                 "routing_s_from_first_batch": every[-1]["end"] - every[0]["start"],
                 "msgs_routed_per_s_from_first_batch": m / (every[-1]["end"] - every[0]["start"]),
-                "routed_as_expected": routed == expected,
+                "routed_as_expected": sum(b["routed_rows"] for b in every) == expected,
+                "cpu_s_per_msg": stats["cpu"]["tree_routing_s"] / timed_m if timed_m else None,
+                # rows × routes and seconds of each batch with rows (the placement rule's "work")
+                "batch_work": [b["rows_in"] * b["routes"] for b in batches] if all("rows_in" in b for b in batches) else None,
                 "data_dir_bytes_after": procstat.dir_bytes(root)["apparent_bytes"],
             })
         return out
