@@ -330,8 +330,10 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
     if lease is not None:
         lease.when_lost(on_lost)
 
-    log.info("starting: data dir %s, master %s", settings.data_dir, settings.fanout.spark_master)
+    log.info("starting: data dir %s", settings.data_dir)
     spark = build_session(settings)
+    # The session's master, not [fanout] spark_master: under spark-submit --master wins.
+    log.info("Spark master %s, routing %s", spark.sparkContext.master, settings.fanout.routing)
     try:
         check_executors(spark, timeout=settings.fanout.startup_timeout)
     except ExecutorsUnfit as exc:
