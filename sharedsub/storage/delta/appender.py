@@ -219,16 +219,7 @@ class DeltaAppender:
         marker = commit_id or uuid.uuid4().hex
         if tried_after is not None and (self._tried is None or self._tried[0] != marker):
             self._tried = (marker, tried_after)
-        version = self._landed(marker)
-        if version is None:
-            version = self._commit(data, marker, app_transaction)
-        if self._fsync:
-            try:
-                sync_commit(self.path, version)
-            except Exception as exc:  # _tried is kept: a retry with the id syncs again
-                raise CommitNotSynced(self.path, version, exc) from exc
-        self._tried = None
-        return version
+        return self._commit_once(data, marker, app_transaction)
 
     def append_files(
         self,
@@ -246,10 +237,16 @@ class DeltaAppender:
             NoTable: there is no table yet (its first commit must set its schema: the
                 caller appends the files' rows instead).
         """
-        marker = commit_id or uuid.uuid4().hex
+        return self._commit_once(list(files), marker=commit_id or uuid.uuid4().hex, app_transaction=app_transaction)
+
+    def _commit_once(
+        self, data: pa.Table | list[DataFile], marker: str, app_transaction: tuple[str, int] | None
+    ) -> int:
+        """Commit ``data`` under ``marker`` unless an earlier try of it landed; force it to disk
+        when asked (:meth:`append`'s contract)."""
         version = self._landed(marker)
         if version is None:
-            version = self._commit(list(files), marker, app_transaction)
+            version = self._commit(data, marker, app_transaction)
         if self._fsync:
             try:
                 sync_commit(self.path, version)
