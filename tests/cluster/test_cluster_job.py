@@ -55,16 +55,24 @@ def submit(data_dir: str, state: Path, s3: dict[str, str], master: str = MASTER)
 
 
 def driver_pid(submitter: int) -> int | None:
-    """The Python driver spark-submit started (its JVM's child running jobs/fanout.py)."""
-    out = subprocess.run(["ps", "-eo", "pid,ppid,args"], capture_output=True, text=True, check=True).stdout
-    children: dict[int, list[tuple[int, str]]] = {}
-    for line in out.splitlines()[1:]:
-        pid, ppid, args = line.split(None, 2)
-        children.setdefault(int(ppid), []).append((int(pid), args))
+    """The Python driver spark-submit started (its JVM's child running jobs/fanout.py), from
+    /proc (``ps`` cuts long command lines at its default width)."""
+    children: dict[int, list[tuple[int, bytes]]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                ppid = int(fh.read().rsplit(b")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as fh:
+                args = fh.read()
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+        children.setdefault(ppid, []).append((int(entry), args))
     todo = [submitter]
     while todo:
         for pid, args in children.get(todo.pop(), []):
-            if "python" in args and "fanout.py" in args:
+            if b"python" in args and b"fanout.py" in args:
                 return pid
             todo.append(pid)
     return None
