@@ -92,12 +92,16 @@ from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_t
 from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.discovery import DataDirLock, own_fanout, state_home
-from sharedsub.runtime.fanout_process import READY_LINE, ROUTED_LINE  # the lines its supervisor reads
+from sharedsub.runtime.fanout_process import (  # the lines and codes its supervisor reads
+    EXIT_EXECUTORS_UNFIT,
+    EXIT_INVALID_SETTINGS,
+    READY_LINE,
+    ROUTED_LINE,
+)
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
-EXIT_EXECUTORS_UNFIT = 6  # the executors' Python cannot run the job's code
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -283,7 +287,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except SharedSubError as exc:
         print(f"jobs.fanout: {exc.description}", file=sys.stderr)
-        return 2
+        return EXIT_INVALID_SETTINGS
     configure_logging(settings.log.level, settings.log.format)  # [log] / SHAREDSUB_LOG_* (serve passes its flags so)
     register(settings.storage.data_dir, settings.storage.options)  # the tables' [storage] options
     if args.lease_epoch is not None:  # started by serve, which holds the fan-out lease for it

@@ -42,6 +42,12 @@ READY_LINE = "sharedsub fanout running"
 # What the job prints after a micro-batch that wrote rows to subscription tables, when asked to
 # (``--announce-routed``): the front end's tailer then polls at once (sharedsub.core.ops.poll_backoff).
 ROUTED_LINE = "sharedsub fanout routed"
+EXIT_INVALID_SETTINGS = 2  # the job's exit codes that another start would only repeat
+EXIT_EXECUTORS_UNFIT = 6
+PERMANENT_EXITS = {
+    EXIT_INVALID_SETTINGS: "its settings are invalid",
+    EXIT_EXECUTORS_UNFIT: "the cluster's executors cannot run it",
+}
 START_ATTEMPTS = 3
 """Starts in a row that may end before the job comes up; then the supervisor gives up."""
 START_GRACE = 120.0
@@ -268,8 +274,11 @@ class FanoutProcess:
                 )
             else:
                 failed_starts += 1
+                if code in PERMANENT_EXITS:  # another start would end the same way: its line says why
+                    self.failure = f"the fan-out job exited with code {code}: {PERMANENT_EXITS[code]}"
+                    failed_starts = self.start_attempts
                 if failed_starts >= self.start_attempts:
-                    self.failure = (
+                    self.failure = self.failure or (
                         f"the fan-out job did not come up in {failed_starts} attempts "
                         f"(the last exited with code {code} after {ran:.0f} s)"
                     )

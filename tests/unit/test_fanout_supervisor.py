@@ -35,6 +35,8 @@ elif what == "orphan":
     with open(starts + ".orphan", "w") as fh:
         fh.write(str(child.pid))
     sys.exit(1)
+elif what == "unfit":
+    sys.exit(6)
 elif what == "killed":
     import signal
     os.kill(os.getpid(), signal.SIGKILL)
@@ -76,6 +78,18 @@ def test_a_job_that_never_comes_up_is_started_three_times_with_doubling_timeouts
         # The first attempt has the configured timeout (nothing passed), each retry twice the last.
         assert fanout.started() == ["-", "20", "40"]
         assert fanout.restarts == 3 and fanout.status()["last_exit"]["code"] == 1
+    finally:
+        fanout.stop(5)
+
+
+def test_a_job_whose_executors_cannot_run_it_is_not_started_again(tmp_path: Path) -> None:
+    """Exit 6 (and 2) would only repeat: one start, and the failure says why."""
+    fanout = Scripted(tmp_path, "unfit")
+    fanout.start()
+    try:
+        assert fanout.wait_started(60) is False
+        assert fanout.started() == ["-"]
+        assert fanout.failure == "the fan-out job exited with code 6: the cluster's executors cannot run it"
     finally:
         fanout.stop(5)
 
