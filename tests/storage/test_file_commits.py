@@ -99,3 +99,9 @@ def test_files_for_a_table_not_created_yet_become_its_first_commit(tmp_path: Pat
     assert done.rows == 3 and seqs(path) == [0, 1, 2]
     assert DeltaAppender(path, schemas.SUBSCRIPTION).transaction_version(APP) == 2
     assert sorted(data_files(path)) == sorted(snapshot_files(path))
+
+
+def test_a_file_of_rows_without_seq_is_written_too(tmp_path: Path) -> None:
+    """The blind append writes every table's files this way (the link events table has no seq)."""
+    written = write_data_file(str(tmp_path / "t"), pa.table({"link": ["a", "b"]}))
+    assert (written.rows, written.min_seq, written.max_seq) == (2, -1, -1)

@@ -36,7 +36,7 @@ class DataFile:
     name: str  # relative to the table, as the log's ``add.path`` (not URL-encoded: names here are plain)
     size: int  # bytes
     rows: int
-    min_seq: int
+    min_seq: int  # -1 for rows without a ``seq`` column (a table other than a topic or subscription)
     max_seq: int
     stats: str  # the add action's statistics (JSON)
     modified_ms: int  # when it was written (the add action's modificationTime)
@@ -82,7 +82,7 @@ def file_location(table: str, name: str) -> str:
 
 
 def write_data_file(table: str, data: pa.Table) -> DataFile:
-    """Write ``data`` (already in the table's schema, in seq order, one or more rows) as a new
+    """Write ``data`` (already in the table's schema, in seq order when it has ``seq``) as a new
     Parquet file in ``table``'s directory; return its description. Durable on object storage
     when this returns (the PUT was answered); a local file is not fsynced here (the commit that
     names it syncs what it needs, as delta-rs's own writes)."""
@@ -100,13 +100,16 @@ def write_data_file(table: str, data: pa.Table) -> DataFile:
         store, key = locate(location)
         store.put(key, body)
         size = len(body)
-    seqs = pc.min_max(data.column("seq"))
+    low = high = -1
+    if "seq" in data.column_names and data.num_rows:
+        seqs = pc.min_max(data.column("seq"))
+        low, high = int(seqs["min"].as_py()), int(seqs["max"].as_py())
     return DataFile(
         name=name,
         size=size,
         rows=data.num_rows,
-        min_seq=int(seqs["min"].as_py()),
-        max_seq=int(seqs["max"].as_py()),
+        min_seq=low,
+        max_seq=high,
         stats=file_stats(data),
         modified_ms=int(time.time() * 1000),
     )
