@@ -20,9 +20,10 @@ table's files in one Delta commit carrying the batch's app transaction.
   vacuum), and Spark hands the driver exactly one attempt's descriptions per task. The commit
   checks the table's app transaction first (sharedsub.core.fanout.routing_place.plan_files), so a
   replayed batch commits nothing twice.
-* **Seq order.** A topic's files are split into tasks in commit order, so the files one table gets
-  from a batch hold disjoint, ascending seq ranges, each file in seq order; the commit lists them
-  by their first seq.
+* **Seq order.** A topic table's files are split into tasks in commit order, so the files one
+  subscription table gets from a batch hold disjoint, ascending seq ranges per topic partition
+  (a task writes one file per table and partition), each file in seq order; the commit lists
+  them by their first seq.
 * **Where it shows.** Each task logs one line (the executor's stderr: its log in the Spark UI)
   naming the batch, the task and the tables it wrote; each job's description in the Spark UI says
   which batch it routes.
@@ -48,6 +49,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from jobs.routed_rows import by_route, route_rows, subscription_rows
 from jobs.sources.deltars_topics import TopicFiles, read_topic_files
 from sharedsub.core import layout
+from sharedsub.core.fanout.partition_marks import by_partition
 from sharedsub.core.fanout.routing import plan_for
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage import schemas
@@ -158,11 +160,13 @@ class RouteTask:
         tables: list[str] = []
         for index in sorted(routed):
             record = plan.routes[index].record
-            rows = routed[index]  # in seq order (by_route)
             table = layout.join(self.setup.root, record.table)
-            written = write_data_file(table, subscription_rows(rows, self.routed_at, self.batch_id))
-            results.append(_file_result(record.table, written))
-            tables.append(f"{record.table} ({written.rows} rows)")
+            # One file per topic partition: each partition has its own exactly-once mark, and a
+            # file's seq range must lie in one (sharedsub.core.fanout.partition_marks).
+            for _, rows in by_partition(routed[index]):  # in seq order (by_route)
+                written = write_data_file(table, subscription_rows(rows, self.routed_at, self.batch_id))
+                results.append(_file_result(record.table, written))
+                tables.append(f"{record.table} ({written.rows} rows)")
         for topic, (count, oldest, newest) in sorted(per_topic.items()):
             results.append({"kind": "topic", "name": topic, "rows": count, "oldest_ms": oldest, "newest_ms": newest})
         log.info(

@@ -39,6 +39,7 @@ from jobs.sources.deltars_topics import (
 )
 from sharedsub.core import layout
 from sharedsub.core.fanout.fanout_faults import HEALTHY, Step, TableState, after_commit, after_park, decide
+from sharedsub.core.fanout.partition_marks import above_marks, by_partition, transaction_app_id
 from sharedsub.core.fanout.routing import RoutingPlan, plan_for
 from sharedsub.core.fanout.routing_place import Placement, commits_in_tasks, placement
 from sharedsub.core.model import SubscriptionRecord
@@ -495,15 +496,15 @@ class FanoutSink:
         """Commit the parked rows of ``rel``, then ``rows``, in seq order, and remove the parked
         files; return the rows committed. Raises what a commit raises (the files stay)."""
         files = self.parked.files(rel)
-        highest = -1
+        highest: dict[int, int] = {}  # per topic partition (sharedsub.core.fanout.partition_marks)
         parts: list[pa.Table] = []
         size = committed = 0
         for part in [*(self.parked.read(p) for p in files), *([rows] if rows is not None else [])]:
-            if highest >= 0:
-                part = part.filter(pc.greater(part.column("seq"), highest))  # rows a replay parked again
+            part = above_marks(part, highest)  # rows a replay parked again
             if part.num_rows == 0:
                 continue
-            highest = int(pc.max(part.column("seq")).as_py())
+            for partition, rows_of in by_partition(part):
+                highest[partition] = int(pc.max(rows_of.column("seq")).as_py())
             parts.append(part)
             size += part.num_rows
             if size >= RETRY_ROWS_PER_COMMIT:
@@ -572,15 +573,25 @@ class FanoutSink:
         return commit_routed_files(self._appender(table), files, schemas.SPARK_APP_ID, schemas.SUBSCRIPTION).rows
 
     def _commit(self, table: str, rows: pa.Table) -> int:
+        """Commit the rows ``table`` does not hold yet (by each topic partition's app-transaction
+        mark, sharedsub.core.fanout.partition_marks) in one commit that moves those marks;
+        return the rows committed."""
         appender = self._appender(table)
-        done = appender.transaction_version(schemas.SPARK_APP_ID)
-        if done is not None:
-            rows = rows.filter(pc.greater(rows.column("seq"), done))
-        if rows.num_rows == 0:
+        keep: list[pa.Table] = []
+        marks: list[tuple[str, int]] = []
+        for partition, part in by_partition(rows):
+            app_id = transaction_app_id(schemas.SPARK_APP_ID, partition)
+            done = appender.transaction_version(app_id)
+            if done is not None:
+                part = part.filter(pc.greater(part.column("seq"), done))
+            if part.num_rows:
+                keep.append(part)
+                marks.append((app_id, int(pc.max(part.column("seq")).as_py())))
+        if not keep:
             return 0
-        highest = int(pc.max(rows.column("seq")).as_py())
-        appender.append(rows, app_transaction=(schemas.SPARK_APP_ID, highest))
-        return rows.num_rows
+        data = keep[0] if len(keep) == 1 else pa.concat_tables(keep)
+        appender.append(data, app_transactions=marks)
+        return data.num_rows
 
     def _forget_unplanned(self, plan: RoutingPlan) -> None:
         # Appenders of deleted subscriptions hold a loaded DeltaTable each; drop them.

@@ -37,7 +37,7 @@ from sharedsub.core.delivery.outcomes import AckOutcome
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage.catalog import load_catalog
 from sharedsub.storage.delta.tables import table_exists
-from sharedsub.storage.topics import list_topics
+from sharedsub.storage.topics import list_topic_partitions
 
 
 class DeltaUnavailable(RuntimeError):
@@ -86,7 +86,9 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
     """Register the data dir ``root``'s tables as temporary views; return ``{view: table path}``
     (the path as Spark reads it: ``s3a://`` for a data dir on ``s3://``).
 
-    * ``topic_<topic>``: each topic table (one row per published message, payload in ``message``);
+    * ``topic_<topic>``: each topic (one row per published message, payload in ``message``): the
+      union of its partitions' tables when several front ends wrote it (sharedsub.core.layout,
+      "Partitions"; the ``partition`` column tells them apart), its one table otherwise;
     * ``sub_<namespace>_<name>``: each active subscription's current generation table (routed
       messages; only when the fan-out has created it) and ``acks_<namespace>_<name>`` its
       acknowledgement log (once something was settled);
@@ -99,8 +101,10 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
     require_delta(spark)
     require_s3a(spark, root)
     wanted: list[tuple[str, str]] = []
-    for topic in list_topics(root):
+    unions: dict[str, list[str]] = {}  # partition 0's path -> the topic's other partitions' tables
+    for topic, partitions in list_topic_partitions(root).items():
         wanted.append((view_name("topic_", topic), layout.topic_table(root, topic)))
+        unions[layout.topic_table(root, topic)] = [layout.topic_partition_table(root, topic, p) for p in partitions[1:]]
     for record in sorted(load_catalog(root).values(), key=lambda r: r.key):
         if not record.active:
             continue
@@ -116,7 +120,10 @@ def register_tables(spark: SparkSession, root: str) -> dict[str, str]:
         while unique.lower() in {v.lower() for v in views}:
             n += 1
             unique = f"{name}_{n}"
-        spark.read.format("delta").load(spark_path(path)).createOrReplaceTempView(unique)
+        frame = spark.read.format("delta").load(spark_path(path))
+        for other in unions.get(path, []):
+            frame = frame.unionByName(spark.read.format("delta").load(spark_path(other)))
+        frame.createOrReplaceTempView(unique)
         views[unique] = spark_path(path)
     return views
 

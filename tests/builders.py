@@ -27,6 +27,7 @@ from sharedsub.storage import catalog, schemas
 from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import iter_rows, read_files
+from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.topics import create_topic, last_seq, topic_exists
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -47,14 +48,21 @@ def publish(
     *,
     publisher: str | None = "publisher-1",
     properties: dict[str, Any] | None = None,
+    partition: int = 0,
 ) -> list[int]:
     """Append one message per routing key to topic ``name`` in one commit; return their seqs.
 
     Seqs continue gap-free from the topic's last one (0 for an empty topic); the payload is
     ``b"m<seq>"``. ``properties`` maps names to ints or strings (typed application properties).
+    ``partition``: the topic partition written (as the front end in that member slot does; its
+    seqs start at ``partition << 40``, sharedsub.core.layout).
     """
     path = topic(root, name)
-    first = last_seq(path) + 1
+    if partition:
+        path = layout.topic_partition_table(root, name, partition)
+        if not table_exists(path):
+            create_topic(root, name, partition)
+    first = last_seq(path, partition) + 1
     props = [
         (k, {"type": "long", "long": v} if isinstance(v, int) else {"type": "string", "string": str(v)})
         for k, v in (properties or {}).items()
@@ -62,10 +70,11 @@ def publish(
     rows = [
         {
             "seq": first + i,
-            "published_at": T0 + dt.timedelta(seconds=first + i),
+            "published_at": T0 + dt.timedelta(seconds=first + i - layout.partition_seq_base(partition)),
             "publisher": publisher,
             "routing_key": key,
-            "partition": (first + i) % 4,
+            # Partition 0's rows spread the column over 0-3, which the backlog tests count by.
+            "partition": partition or (first + i) % 4,
             "size": 8,
             "durable": True,
             "priority": 4,
@@ -152,15 +161,13 @@ def maintenance_policy(**changes: Any) -> MaintenanceSettings:
 
 
 def publish_request(
-    topic: str, msg: proton.Message, token: Token | None, *, key: str = "k", publisher: str = "c1", partition: int = 0
+    topic: str, msg: proton.Message, token: Token | None, *, key: str = "k", publisher: str = "c1"
 ) -> Publish:
     """The committer request the front end makes of ``msg`` published to ``topic/key`` by the
     connection of container-id ``publisher`` (decoded, its topic row built by the product's
-    functions; ``partition`` as a front end writing that partition would set it)."""
+    functions)."""
     raw = msg.encode()
-    columns = topic_columns(
-        amqp_message.decode(raw), Address(topic, key), publisher=publisher, size=len(raw), partition=partition
-    )
+    columns = topic_columns(amqp_message.decode(raw), Address(topic, key), publisher=publisher, size=len(raw))
     return Publish(topic, columns, raw, token)
 
 

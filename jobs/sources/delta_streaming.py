@@ -1,7 +1,8 @@
 """The fan-out over Delta Lake's own streaming source (``[fanout] source = "delta"``).
 
 ``spark.readStream.format("delta")`` reads one table per stream, and a streaming query cannot
-gain sources once it has a checkpoint, so this runs **one streaming query per topic**, each with
+gain sources once it has a checkpoint, so this runs **one streaming query per topic table** (each
+partition of a topic is one: sharedsub.core.layout), each with
 its own checkpoint ``<checkpoint>/<topic table id>`` (default checkpoint:
 ``<data>/_checkpoints/fanout-delta``), all feeding the one :class:`jobs.fanout_sink.FanoutSink`,
 which takes their micro-batches one at a time (its lock). A watcher thread starts the query of
@@ -39,7 +40,7 @@ from jobs.s3a_settings import spark_path
 from sharedsub.core import layout
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import commit_log, table_reads
-from sharedsub.storage.topics import list_topics
+from sharedsub.storage.topics import list_topic_partitions
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -53,16 +54,28 @@ def checkpoint_base(root: str) -> str:
     return layout.fanout_checkpoint(root) + CHECKPOINT_SUFFIX
 
 
-def topic_stream(spark: SparkSession, root: str, topic: str, max_files: int) -> DataFrame:
-    """One topic's streaming DataFrame in the fan-out source's shape: ``topic``, then
-    ``schemas.ROUTING_COLUMNS``."""
+def topic_stream(spark: SparkSession, root: str, feed: str, max_files: int) -> DataFrame:
+    """One topic table's streaming DataFrame in the fan-out source's shape: ``topic``, then
+    ``schemas.ROUTING_COLUMNS``. ``feed``: the table's directory name under ``topics/`` (a
+    topic's name, or ``<topic>~p<k>`` for its partition k: sharedsub.core.layout)."""
     source = (
         spark.readStream.format("delta")
         .option("skipChangeCommits", "true")
         .option("maxFilesPerTrigger", str(max_files))
-        .load(spark_path(layout.topic_table(root, topic)))
+        .load(spark_path(_feed_table(root, feed)))
     )
+    parsed = layout.parse_topic_dir(feed)
+    topic = parsed[0] if parsed is not None else feed
     return source.select(F.lit(topic).alias("topic"), *[F.col(c) for c in schemas.ROUTING_COLUMNS])
+
+
+def _feed_table(root: str, feed: str) -> str:
+    return layout.join(root, layout.TOPICS_DIR, feed)
+
+
+def list_feeds(root: str) -> list[str]:
+    """Every topic table under ``root`` by its directory name (each partition of each topic)."""
+    return [layout.topic_partition_dir(t, p) for t, parts in list_topic_partitions(root).items() for p in parts]
 
 
 # Any: a Delta source's endOffset from Spark's progress report: JSON text, or already decoded (read by key)
@@ -139,8 +152,8 @@ class DeltaTopicQueries:
     def _sync_topics(self) -> None:
         """Start queries for new topics (and topics created again); stop those of dropped ones."""
         present: dict[str, str] = {}
-        for topic in list_topics(self.root):
-            table_id = commit_log.table_id(layout.topic_table(self.root, topic))
+        for topic in list_feeds(self.root):  # (a "topic" here is one table: a partition of one)
+            table_id = commit_log.table_id(_feed_table(self.root, topic))
             if table_id is not None:
                 present[topic] = table_id
         with self._lock:
@@ -175,7 +188,7 @@ class DeltaTopicQueries:
         def count(version: int) -> int:
             key = (table_id, version)
             if key not in self._snapshot_sizes:
-                self._snapshot_sizes[key] = len(table_reads.snapshot_files(layout.topic_table(self.root, topic), version))
+                self._snapshot_sizes[key] = len(table_reads.snapshot_files(_feed_table(self.root, topic), version))
             return self._snapshot_sizes[key]
 
         return count

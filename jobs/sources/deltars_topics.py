@@ -4,8 +4,12 @@
 published message of every topic under ``D``: a leading ``topic`` column, then
 ``schemas.ROUTING_COLUMNS`` (everything but the payload, which stays in the topic table).
 
-Offsets are ``{"topics": {topic: last_version_included}, "ids": {topic: table_id}}`` where a
-version is a Delta table version of that topic, ``-1`` means "nothing read yet", and the id is the
+Offsets are ``{"topics": {feed: last_version_included}, "ids": {feed: table_id}}`` where a
+feed is one table of a topic, named as its directory under ``topics/``: the topic's name for its
+partition 0 (so offsets written before partitions existed keep their meaning) and
+``<topic>~p<k>`` for partition k (sharedsub.core.layout, "Partitions"); below, "topic" in the
+offset rules means a feed. Rows carry the topic's name, whichever partition they come from. A
+version is a Delta table version of that feed, ``-1`` means "nothing read yet", and the id is the
 Delta ``metaData.id`` of the table those versions belong to. Because a Delta commit is atomic
 (put-if-absent of ``_delta_log/<v>.json``), a version number is a complete, stable cut of a topic,
 so a micro-batch ``(start, end]`` is exactly the files added by the commits in between.
@@ -74,7 +78,7 @@ from sharedsub.storage.delta import commit_log
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
 from sharedsub.storage.delta.tables import log_file, object_exists, table_exists
 from sharedsub.storage.retention import read_batch_offset
-from sharedsub.storage.topics import list_topics
+from sharedsub.storage.topics import list_topic_partitions
 
 SOURCE_NAME = "sharedsub_topics"
 
@@ -254,7 +258,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cap = self.max_commits
         if not self._planned_once:
             cap = self.first_batch_commits if cap is None else min(cap, self.first_batch_commits)
-        topics = set(begin)
+        topics = set(begin)  # (feeds: each partition of a topic is probed and capped apart)
         topics.update(self._target if self._target is not None else self._list_topics())
         subscribed = self._subscribed_topics() if self.unsubscribed_topic_interval > 0 else None
         end: dict[str, int] = {}
@@ -329,12 +333,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             for i in range(0, len(files), self.files_per_partition):
                 counts = file_rows[i : i + self.files_per_partition]
                 rows = None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
-                parts.append(TopicFiles(topic, tuple(files[i : i + self.files_per_partition]), table, ident, rows))
+                chunk = tuple(files[i : i + self.files_per_partition])
+                parts.append(TopicFiles(_topic_of(topic), chunk, table, ident, rows))
         return parts
 
     def _added_files(self, topic: str, first: int, last: int) -> tuple[list[str], list[int | None]]:
         """The files ``topic``'s commits in ``(first, last]`` added, and each one's rows (None: unknown)."""
-        table = layout.topic_table(self.root, topic)
+        table = self._table(topic)
         if first < 0 and not self._has_log(topic, 0):
             # The table's early commits were cleaned from the log: everything up to ``last`` is
             # exactly the snapshot at ``last`` (topics are append-only).
@@ -364,9 +369,15 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ helpers
 
     def _list_topics(self, *, force: bool = False) -> list[str]:
+        """The feeds (every partition of every topic; module docstring), re-listed at most every
+        ``topic_list_interval`` unless ``force``."""
         now = time.monotonic()
         if force or now - self._listed_at >= self.topic_list_interval:
-            self._topics = list_topics(self.root)
+            self._topics = [
+                layout.topic_partition_dir(topic, p)
+                for topic, parts in list_topic_partitions(self.root).items()
+                for p in parts
+            ]
             self._listed_at = now
         return self._topics
 
@@ -385,7 +396,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _takes(self, topic: str, subscribed: frozenset[str] | None, *, new_commits: bool) -> bool:
         """Whether this batch takes ``topic``'s new commits (sharedsub.core.fanout.fanout_pacing)."""
-        is_subscribed = subscribed is None or topic in subscribed
+        is_subscribed = subscribed is None or _topic_of(topic) in subscribed
         now = time.monotonic()
         taken_at = self._taken_at.get(topic)
         since = None if taken_at is None else now - taken_at
@@ -398,8 +409,8 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._taken_at[topic] = now
         return True
 
-    def _table(self, topic: str) -> str:
-        return layout.topic_table(self.root, topic)
+    def _table(self, feed: str) -> str:
+        return layout.join(self.root, layout.TOPICS_DIR, feed)
 
     def _probe(self, topic: str, known: int, ident: str | None) -> int:
         """Newest committed version of ``topic``'s table ``ident`` (cheap: continues from what
@@ -423,7 +434,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _has_log(self, topic: str, version: int) -> bool:
         # A stat (a HEAD on object storage), not a parse: the commit file exists until log
         # cleanup removes it.
-        return object_exists(log_file(layout.topic_table(self.root, topic), version))
+        return object_exists(log_file(self._table(topic), version))
+
+
+def _topic_of(feed: str) -> str:
+    """The topic a feed (a directory name under ``topics/``) is a partition of."""
+    parsed = layout.parse_topic_dir(feed)
+    return parsed[0] if parsed is not None else feed
 
 
 def read_topic_files(partition: TopicFiles) -> Iterator[pa.RecordBatch]:

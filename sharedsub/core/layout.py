@@ -2,7 +2,10 @@
 
 Layout (all Delta tables unless noted)::
 
-    <data>/topics/<topic>                    one table per topic: the published messages
+    <data>/topics/<topic>                    a topic's partition 0 (the one table of a single front end):
+                                             the published messages
+    <data>/topics/<topic>~p<k>               partition k of the topic, written only by the front end
+                                             holding member slot k (k >= 1; see "Partitions" below)
     <data>/catalog/subscriptions             the subscription catalog (append-only revisions)
     <data>/catalog/links                     consumer link attach/detach events
     <data>/subscriptions/<key>/g<gen>        one table per subscription generation (references)
@@ -19,6 +22,17 @@ Layout (all Delta tables unless noted)::
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
                                              unless [security] users_file names another path
+
+Partitions: a topic is one Delta table per writer (one writer per table, never two: shared
+writers lower a table's commit rate, docs/design.md §8). The front end in member slot ``k``
+writes partition ``k`` of every topic it takes publishes for; a single front end is slot 0, whose
+table is today's ``topics/<topic>``. A partition's table is a sibling, never nested in another
+table's directory (VACUUM of the parent would delete it), and ``~`` cannot appear in a topic name,
+so a directory name parses back to (topic, partition) without ambiguity. Seqs are per partition
+and keep one int64 space per topic: partition ``k`` numbers its messages from ``k << 40``
+(:func:`partition_seq_base`), so every seq-keyed structure (acks, dispatch, payload index,
+app transactions per partition) stays unique per topic and :func:`partition_of_seq` finds a row's
+partition from its seq alone. 2**40 messages per partition, 2**23 partitions.
 
 Pure: no I/O besides string handling.
 """
@@ -71,8 +85,42 @@ def local_path(location: str) -> str | None:
 
 
 def topic_table(root: str, topic: str) -> str:
-    """Location of the Delta table holding topic ``topic``."""
+    """Location of partition 0 of topic ``topic`` (the only table of a single front end)."""
     return join(root, TOPICS_DIR, topic)
+
+
+PARTITION_BITS = 40
+_PARTITION_SUFFIX = "~p"
+_PARTITION_DIR = re.compile(r"^(.+)~p([1-9][0-9]{0,6})$")
+
+
+def partition_seq_base(partition: int) -> int:
+    """The first seq of ``partition`` (module docstring: partition in the high bits)."""
+    return partition << PARTITION_BITS
+
+
+def partition_of_seq(seq: int) -> int:
+    """The partition a topic seq was numbered in."""
+    return seq >> PARTITION_BITS
+
+
+def topic_partition_dir(topic: str, partition: int) -> str:
+    """The directory name under ``topics/`` of a topic's partition: the topic's name for 0,
+    ``<topic>~p<k>`` for k >= 1."""
+    return topic if partition == 0 else f"{topic}{_PARTITION_SUFFIX}{partition}"
+
+
+def topic_partition_table(root: str, topic: str, partition: int) -> str:
+    """Location of partition ``partition`` of topic ``topic``."""
+    return join(root, TOPICS_DIR, topic_partition_dir(topic, partition))
+
+
+def parse_topic_dir(name: str) -> tuple[str, int] | None:
+    """(topic, partition) of a directory name under ``topics/``; None for a name that is
+    neither a topic nor a topic's partition."""
+    match = _PARTITION_DIR.match(name)
+    topic, partition = (match.group(1), int(match.group(2))) if match else (name, 0)
+    return (topic, partition) if is_valid_topic_name(topic) else None
 
 
 def catalog_table(root: str) -> str:

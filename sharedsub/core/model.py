@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import enum
+import json
 from typing import Any
 
 from sharedsub.core import layout
@@ -68,6 +69,10 @@ class SubscriptionRecord:
     # The user whose attach created it (sharedsub.core.security.permissions); None: an anonymous connection,
     # or a record written before owners were recorded.
     owner: str | None = None
+    # The first seq this generation may receive in each partition of its topic other than
+    # ``start_seq``'s that had a table when it was saved, as (partition, seq) pairs ascending;
+    # see :meth:`start_in`.
+    start_seqs: tuple[tuple[int, int], ...] = ()
 
     @property
     def key(self) -> str:
@@ -83,6 +88,18 @@ class SubscriptionRecord:
     def active(self) -> bool:
         """True unless the subscription was deleted."""
         return self.state is SubscriptionState.ACTIVE
+
+    def start_in(self, partition: int) -> int:
+        """The first seq of topic partition ``partition`` this generation receives: ``start_seq``
+        in the partition it was numbered in (the saving front end's), the recorded start in the
+        other partitions that existed then, and the partition's first seq in one made later
+        (everything in it was published after this record was saved)."""
+        if partition == layout.partition_of_seq(self.start_seq):
+            return self.start_seq
+        for known, seq in self.start_seqs:
+            if known == partition:
+                return seq
+        return layout.partition_seq_base(partition)
 
     def to_row(self) -> dict[str, object]:
         """Row of the catalog table (schemas.CATALOG)."""
@@ -106,6 +123,7 @@ class SubscriptionRecord:
             "created_at": self.created_at,
             "updated_at": self.updated_at,
             "owner": self.owner,
+            "start_seqs": json.dumps({str(p): s for p, s in self.start_seqs}) if self.start_seqs else None,
         }
 
     @classmethod
@@ -126,4 +144,5 @@ class SubscriptionRecord:
             updated_at=row["updated_at"],
             revision=int(row["revision"]),
             owner=row.get("owner"),
+            start_seqs=tuple(sorted((int(p), int(s)) for p, s in json.loads(row.get("start_seqs") or "{}").items())),
         )

@@ -68,6 +68,7 @@ class _RecordChanges(TypedDict):
     revision: int
     updated_at: dt.datetime
     start_seq: NotRequired[int]
+    start_seqs: NotRequired[tuple[tuple[int, int], ...]]
 
 
 class _DeadLetterAck(Ack):
@@ -181,7 +182,7 @@ class Committer:
             StorageUnavailable: given up (as for a write).
         """
         if topic not in self._next_seq:
-            path = layout.topic_table(self.root, topic)
+            path = self.store.topic_path(topic)
             self._next_seq[topic] = self._write(path, lambda: self.store.last_seq(topic) + 1)
         return self._next_seq[topic]
 
@@ -375,7 +376,7 @@ class Committer:
         return results
 
     def _drop_topic(self, req: DropTopic) -> Result:
-        path = layout.topic_table(self.root, req.topic)
+        path = self.store.topic_path(req.topic)
         try:
             self.store.remove_topic(req.topic)
         except Exception as exc:
@@ -493,6 +494,8 @@ class Committer:
                 changes: _RecordChanges = {"revision": self._revision, "updated_at": now}
                 if s.assign_start:
                     changes["start_seq"] = self.next_seq(s.record.topic)
+                    others = self.store.partition_starts(s.record.topic)
+                    changes["start_seqs"] = tuple(sorted(others.items()))
                 records.append(dataclasses.replace(s.record, **changes))
             rows = pa.Table.from_pylist([r.to_row() for r in records], schema=schemas.CATALOG)
             self._write(self._catalog.path, lambda: self._catalog.append(rows, commit_id=commit_id))
@@ -508,7 +511,7 @@ class Committer:
             first = self.next_seq(topic)
             now = dt.datetime.now(dt.UTC)
             t0 = time.perf_counter()
-            self._append(layout.topic_table(self.root, topic), topic_batch(first, now, items))
+            self._append(self.store.topic_path(topic), topic_batch(first, now, items))
             self._stages.observe("group_commit", time.perf_counter() - t0)
             self.commits += 1
             log.debug("committed %d messages to %s in %.1f ms", len(items), topic, 1e3 * (time.perf_counter() - t0))

@@ -375,7 +375,7 @@ def pending_messages(root: str, record: SubscriptionRecord, *, limit: int | None
         pending = pending.slice(0, limit)
     seqs = pending.column("seq").to_pylist()
     pending = pending.append_column("delivery_failures", pa.array([failures.get(s, 0) for s in seqs], pa.int64()))
-    index = TopicIndex(layout.topic_table(root, record.topic))
+    index = TopicIndex(root, record.topic)
     files = list(index.files_for(seqs)) if seqs else []
     details = read_files(files, _MESSAGE_COLUMNS)
     extra = [c for c in _MESSAGE_COLUMNS if c != "seq"]

@@ -94,7 +94,7 @@ from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta.table_maintenance import checkpoint_and_clean_log, compact, data_file_count, delete_rows, vacuum
 from sharedsub.storage.delta.table_reads import read_seqs, read_table
 from sharedsub.storage.delta.tables import child_names, remove_table, table_exists
-from sharedsub.storage.topics import list_topics
+from sharedsub.storage.topics import list_topic_partitions
 
 log = logging.getLogger(__name__)
 
@@ -321,17 +321,20 @@ def _retain_topic(
     now: dt.datetime,
     *,
     trim: bool = True,
+    partition: int = 0,
 ) -> None:
-    """Remove the topic's rows below the cut (unless not ``trim``), compact its routed files,
-    vacuum, checkpoint.
+    """Remove the rows of the topic's partition ``partition`` below the cut (unless not
+    ``trim``), compact its routed files, vacuum, checkpoint.
 
     The cut comes first: rows that may go are removed as the files they are in, not rewritten
     into a compacted file first; a compaction that binned them with the newest rows would keep
     them until a newer file arrives (the newest file always stays).
     """
-    table = layout.topic_table(root, topic)
+    table = layout.topic_partition_table(root, topic, partition)
     if not table_exists(table):
         return
+    # The fan-out's progress names each topic table as its directory (jobs/sources/deltars_topics).
+    topic = layout.topic_partition_dir(topic, partition)
     report.tables_checked += 1
     before_ms = int((now - dt.timedelta(hours=policy.topic_retention)).timestamp() * 1000)
     cut = None
@@ -405,10 +408,17 @@ def run_once(
     _tidy(layout.join(root, layout.LINKS_TABLE), policy, report)
     holds = _holds(root, records.values(), first_open)
     topics_with_records = {r.topic for r in records.values() if r.active}
-    for topic in list_topics(root):
+    for topic, partitions in list_topic_partitions(root).items():
         # A topic whose holds could not all be read keeps its rows this run.
         trim = topic in holds or topic not in topics_with_records
-        _retain_topic(root, topic, holds.get(topic), routed, policy, report, now, trim=trim)
+        for partition in partitions:
+            # Holds are seqs of partition 0 (a subscription table's lowest retained seq is not
+            # told per partition yet): the rows of other partitions are kept, only compacted,
+            # vacuumed and checkpointed. Keeping is the safe side of retention.
+            _retain_topic(
+                root, topic, holds.get(topic), routed, policy, report, now, trim=trim and partition == 0,
+                partition=partition,
+            )
     if report.storage_fault is not None:
         log.warning(
             "maintenance: the data dir %s takes no writes (%s): %d steps not done; the next run tries again",

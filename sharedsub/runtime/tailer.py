@@ -320,7 +320,7 @@ class Tailer:
     def _index(self, topic: str) -> TopicIndex:
         index = self._indexes.get(topic)
         if index is None:
-            index = self._indexes[topic] = TopicIndex(layout.topic_table(self.root, topic))
+            index = self._indexes[topic] = TopicIndex(self.root, topic)
         return index
 
     def _poll_feed(self, feed: _Feed) -> bool:

@@ -9,11 +9,45 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from sharedsub.core import layout
 from sharedsub.storage.topics import topic_files
 
 
 class TopicIndex:
-    """Finds the files that may hold a topic seq, from the add actions' ``seq`` statistics.
+    """Finds the files that may hold a seq of a topic, in whichever of its partitions' tables it
+    was numbered (sharedsub.core.layout, "Partitions"): one :class:`TableIndex` per partition,
+    made when a seq of that partition is first asked for."""
+
+    def __init__(self, root: str, topic: str) -> None:
+        self.root, self.topic = root, topic
+        self._tables: dict[int, TableIndex] = {}
+
+    def _table(self, partition: int) -> TableIndex:
+        index = self._tables.get(partition)
+        if index is None:
+            index = self._tables[partition] = TableIndex(layout.topic_partition_table(self.root, self.topic, partition))
+        return index
+
+    def refresh(self) -> None:
+        """Reload the file ranges of partition 0 and of every partition asked for so far."""
+        self._table(0)
+        for index in self._tables.values():
+            index.refresh()
+
+    def files_for(self, seqs: Iterable[int]) -> dict[str, list[int]]:
+        """Map each candidate file to the wanted seqs it may hold; reloads a partition's ranges
+        once if a seq is unknown there."""
+        by_partition: dict[int, list[int]] = {}
+        for seq in seqs:
+            by_partition.setdefault(layout.partition_of_seq(seq), []).append(seq)
+        out: dict[str, list[int]] = {}
+        for partition, wanted in sorted(by_partition.items()):
+            out.update(self._table(partition).files_for(wanted))
+        return out
+
+
+class TableIndex:
+    """Finds the files of one topic table that may hold a seq, from the add actions' ``seq`` statistics.
 
     Appends give files with disjoint seq ranges, but compaction (sharedsub.runtime.maintenance) may bin
     files that were not neighbours, so ranges can overlap: a seq then has several candidate
@@ -100,7 +134,7 @@ def _read_seqs(path: str, wanted: list[int]) -> pa.Table:
     return data.filter(pc.is_in(data.column("seq"), value_set=pa.array(wanted, pa.int64())))
 
 
-def read_messages(index: TopicIndex, seqs: Iterable[int]) -> dict[int, bytes]:
+def read_messages(index: TopicIndex | TableIndex, seqs: Iterable[int]) -> dict[int, bytes]:
     """Encoded messages for the given seqs of one topic (a seq the topic no longer holds is left out).
 
     The index may name a file that compaction or topic retention removed from the table and

@@ -132,6 +132,9 @@ CATALOG = pa.schema(
         # User who created it (sharedsub.core.security.permissions); null = anonymous. Added after the first
         # release: the catalog appender merges it into older catalogs' schema.
         ("owner", pa.string()),
+        # JSON {partition: first seq} of the topic's other partitions (SubscriptionRecord.start_seqs);
+        # null: none. Added with partitions, merged into older catalogs' schema like ``owner``.
+        ("start_seqs", pa.string()),
     ]
 )
 

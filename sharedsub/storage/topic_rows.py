@@ -12,6 +12,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Protocol
 
+from sharedsub.core import layout
 from sharedsub.core.publish.topic_row import TopicColumns
 from sharedsub.storage import schemas
 from sharedsub.storage.commits.py_columns import PyColumns
@@ -32,11 +33,13 @@ class StoredMessage(Protocol):
 
 def topic_batch(first_seq: int, published_at: dt.datetime, messages: Sequence[StoredMessage]) -> PyColumns:
     """``messages`` as the columns of one commit to their topic: seqs ``first_seq`` onwards in
-    their order, ``published_at`` for all. Every key of each row's columns must be a schemas.TOPIC
+    their order, the partition those seqs are numbered in (sharedsub.core.layout) and
+    ``published_at`` for all. Every key of each row's columns must be a schemas.TOPIC
     field (a KeyError otherwise: a row the schema does not know is never stored)."""
     columns: dict[str, list[object]] = {name: [] for name in schemas.TOPIC.names}
     columns["seq"] = list(range(first_seq, first_seq + len(messages)))
     columns["published_at"] = [published_at] * len(messages)
+    columns["partition"] = [layout.partition_of_seq(first_seq)] * len(messages)
     bodies = columns["message"]
     for item in messages:
         bodies.append(item.message)

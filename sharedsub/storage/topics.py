@@ -18,9 +18,11 @@ from sharedsub.storage.objects.locations import locate, storage_options
 from sharedsub.storage.owner_only import ensure_data_dir
 
 
-def create_topic(root: str, name: str) -> str:
-    """Create the empty Delta table of topic ``name``; raise TopicExists if it is there."""
-    path = layout.topic_table(root, name)
+def create_topic(root: str, name: str, partition: int = 0) -> str:
+    """Create the empty Delta table of topic ``name`` (its partition 0), or of its partition
+    ``partition``, made by that partition's writer at its first publish; raise TopicExists if it
+    is there."""
+    path = layout.topic_partition_table(root, name, partition)
     if table_exists(path):
         raise TopicExists(name)
     local = layout.local_path(path)
@@ -40,8 +42,48 @@ def create_topic(root: str, name: str) -> str:
 
 
 def list_topics(root: str) -> list[str]:
-    """Names of every topic under ``root``, sorted."""
-    topics = layout.join(root, layout.TOPICS_DIR)
+    """Names of every topic under ``root``, sorted (a topic with several partitions once)."""
+    return sorted(list_topic_partitions(root))
+
+
+def list_topic_partitions(root: str) -> dict[str, list[int]]:
+    """``{topic: its partitions, ascending}`` of every topic table under ``root``
+    (sharedsub.core.layout, "Partitions"). A partition k >= 1 whose partition 0 is gone (a
+    dropped topic whose removal was cut short) is listed too: its rows are still there."""
+    found: dict[str, list[int]] = {}
+    for name in _table_dirs(layout.join(root, layout.TOPICS_DIR)):
+        parsed = layout.parse_topic_dir(name)
+        if parsed is not None:
+            found.setdefault(parsed[0], []).append(parsed[1])
+    return {topic: sorted(parts) for topic, parts in sorted(found.items())}
+
+
+def topic_partitions(root: str, topic: str) -> list[int]:
+    """The partitions of ``topic`` that have a table, ascending (empty: no such topic)."""
+    base = layout.local_path(layout.join(root, layout.TOPICS_DIR))
+    if base is None:
+        return list_topic_partitions(root).get(topic, [])
+    try:  # a local dir: one listing, and a check of this topic's names only
+        names = [n for n in os.listdir(base) if n == topic or n.startswith(topic + "~p")]
+    except FileNotFoundError:
+        return []
+    parsed = [layout.parse_topic_dir(n) for n in names if table_exists(os.path.join(base, n))]
+    return sorted(p[1] for p in parsed if p is not None and p[0] == topic)
+
+
+def partition_starts(root: str, topic: str, *, besides: int) -> dict[int, int]:
+    """``{partition: its next seq}`` of every partition of ``topic`` but ``besides`` that has a
+    table: where a subscription saved now starts in them (SubscriptionRecord.start_seqs). Reads
+    their snapshots, never writes them (other front ends own them)."""
+    return {
+        p: last_seq(layout.topic_partition_table(root, topic, p), p) + 1
+        for p in topic_partitions(root, topic)
+        if p != besides
+    }
+
+
+def _table_dirs(topics: str) -> list[str]:
+    """The names of the directories under ``topics`` that hold a Delta table."""
     base = layout.local_path(topics)
     if base is None:  # one LIST of every topic's log files (a directory listing does not exist there)
         store, key = locate(topics)
@@ -61,22 +103,22 @@ def topic_exists(root: str, name: str) -> bool:
     return layout.is_valid_topic_name(name) and table_exists(layout.topic_table(root, name))
 
 
-def last_seq(path: str) -> int:
-    """Highest ``seq`` stored in a topic table, or -1 when it is empty."""
+def last_seq(path: str, partition: int = 0) -> int:
+    """Highest ``seq`` stored in a topic table of partition ``partition``, or the seq before its
+    first (-1 for partition 0) when it holds no rows: the next seq is this + 1."""
+    floor = layout.partition_seq_base(partition) - 1
     table = delta_table(path)
     actions = pa.table(table.get_add_actions(flatten=True))
     if actions.num_rows == 0:
-        return -1
-    highest = -1
-    for value in actions.column("max.seq").to_pylist():
-        if value is not None:
-            highest = max(highest, int(value))
-    if highest < 0 and actions.num_rows:
-        # No stats: fall back to reading the seq column.
-        data = read_files(table.file_uris(), ["seq"])
-        if data is not None and data.num_rows:
-            highest = int(pa.compute.max(data.column("seq")).as_py())
-    return highest
+        return floor
+    stats = [int(v) for v in actions.column("max.seq").to_pylist() if v is not None]
+    if stats:
+        return max(floor, *stats)
+    # No stats: fall back to reading the seq column.
+    data = read_files(table.file_uris(), ["seq"])
+    if data is not None and data.num_rows:
+        return max(floor, int(pa.compute.max(data.column("seq")).as_py()))
+    return floor
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -73,7 +73,7 @@ def _publish(topic: str, n: int, first: int, publisher: str = "shop") -> list[Pu
     for i in range(first, first + n):
         region = "eu" if i % 2 == 0 else "us"
         msg = proton.Message(body=f"order {i}", id=f"order-{i}", subject="order", properties={"region": region, "n": i})
-        out.append(publish_request(topic, msg, i, key=f"{region}.new", publisher=publisher, partition=i % 2))
+        out.append(publish_request(topic, msg, i, key=f"{region}.new", publisher=publisher))
     return out
 
 

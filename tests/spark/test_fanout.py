@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from typing import Any
@@ -326,3 +327,67 @@ def test_the_gap_before_a_batch_whose_messages_waited_is_timed(root: str) -> Non
         sink.close()
     assert "fanout_between_batches" not in first or sum(first["fanout_between_batches"].counts) == 0
     assert sum(second["fanout_between_batches"].counts) == 1
+
+
+P1, P2 = 1 << 40, 2 << 40  # the first seqs of topic partitions 1 and 2 (sharedsub.core.layout)
+
+
+@pytest.mark.parametrize("routing", ["driver", "executors"])
+def test_every_partition_of_a_topic_is_routed_once_from_where_each_subscription_started(
+    spark: SparkSession, root: str, routing: str
+) -> None:
+    """Two front ends' partitions of one topic (and a third made later): each subscription gets
+    each partition's rows from its start there, once, and a later row of a lower partition is
+    not taken for a replay of a higher one (one exactly-once mark per partition)."""
+    b.publish(root, "t", ["a", "b"])  # partition 0: 0, 1
+    b.publish(root, "t", ["a"], partition=1)  # partition 1: P1
+    every, a_only, late = b.register(
+        root,
+        b.subscription("t", name="every"),
+        b.subscription("t", name="a", binding="a"),
+        # saved by the front end of partition 1 after P1, knowing partition 0 up to 1
+        dataclasses.replace(b.subscription("t", name="late", start_seq=P1 + 1), start_seqs=((0, 2),)),
+    )
+    b.publish(root, "t", ["a"], partition=1)  # P1 + 1
+    b.publish(root, "t", ["b"])  # 2
+    b.publish(root, "t", ["a"], partition=2)  # P2: a partition made after every subscription
+
+    router = ExecutorRouter(spark, worker_setup(root, None, os.environ)) if routing == "executors" else None
+    sink = FanoutSink(root, routing=routing, router=router)
+    try:
+        sink.route_batch(source_frame(spark, root), 0)
+        assert sink.placed[Placement(routing)] == 1
+        assert sorted(b.routed_seqs(root, every)) == [0, 1, 2, P1, P1 + 1, P2]
+        assert sorted(b.routed_seqs(root, a_only)) == [0, P1, P1 + 1, P2]
+        assert sorted(b.routed_seqs(root, late)) == [2, P1 + 1, P2]
+        rows = {r["seq"]: r for r in b.routed(root, every)}
+        assert (rows[P1]["partition"], rows[P2]["partition"], rows[P1]["message_id"]) == (1, 2, f"ID:t-{P1}")
+
+        # A replay commits nothing; a newer row of partition 0 after partition 2's is routed.
+        assert sink.route_batch(source_frame(spark, root), 1) == {}
+        (three,) = b.publish(root, "t", ["a"])
+        assert three == 3
+        sink.route_batch(source_frame(spark, root).where("seq = 3"), 2)
+    finally:
+        sink.close()
+    assert sorted(b.routed_seqs(root, every)) == [0, 1, 2, 3, P1, P1 + 1, P2]
+    assert sorted(b.routed_seqs(root, a_only)) == [0, 3, P1, P1 + 1, P2]
+
+
+def test_the_query_reads_each_partition_of_a_topic_as_its_own_table(spark: SparkSession, root: str) -> None:
+    """The source's offsets name each partition's table (a topic's name for partition 0, as
+    before partitions existed): capped batches over both, then new commits of each, all once."""
+    b.publish(root, "t", ["k"] * 2)
+    b.publish(root, "t", ["k"], partition=1)
+    (every,) = b.register(root, b.subscription("t", name="every"))
+    settings = make_settings(root, max_commits_per_batch=1)
+    run_available_now(spark, settings)
+    assert sorted(b.routed_seqs(root, every)) == [0, 1, P1]
+    b.publish(root, "t", ["k"], partition=1)
+    b.publish(root, "t", ["k"])
+    run_available_now(spark, settings)
+    assert sorted(b.routed_seqs(root, every)) == [0, 1, 2, P1, P1 + 1]
+    offsets = os.path.join(layout.fanout_checkpoint(root), "offsets")
+    last = max((n for n in os.listdir(offsets) if n.isdigit()), key=int)
+    with open(os.path.join(offsets, last)) as fh:
+        assert '"t~p1":' in fh.read()

@@ -11,7 +11,7 @@ import pytest
 
 from sharedsub.core import layout
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, Publish, SaveSubscription
+from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, DropTopic, Publish, SaveSubscription
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.catalog import load_catalog
@@ -19,7 +19,8 @@ from sharedsub.storage.commits.commit_store import DeltaStore
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.delta.tables import log_file
-from sharedsub.storage.topics import create_topic
+from sharedsub.storage.payload_index import TopicIndex, read_messages
+from sharedsub.storage.topics import create_topic, list_topic_partitions, list_topics
 from tests.builders import Collector, publish_request
 
 
@@ -210,3 +211,46 @@ def test_with_fsync_each_commit_forces_its_files_log_entry_and_directories(
     assert commit is not None and commit.added
     for path in (*commit.added, log_file(table, version), os.path.dirname(log_file(table, version)), table):
         assert os.path.realpath(path) in forced, (path, forced)
+
+
+P1 = 1 << 40  # partition 1's first seq (sharedsub.core.layout)
+
+
+def _run(root: str, partition: int, *requests: object) -> list[object]:
+    """The results of ``requests`` committed by a committer writing topic partition ``partition``."""
+    done = Collector()
+    c = Committer(DeltaStore(root, partition=partition), cache=PayloadCache(1 << 20), on_done=done)
+    c.start()
+    for request in requests:
+        c.submit(request)  # type: ignore[arg-type]
+    c.stop()
+    results = done.wait(len(requests))
+    assert all(r.error is None for r in results), [r.error for r in results]
+    return [r.value for r in results]
+
+
+def test_a_front_end_in_slot_1_writes_its_own_partition_of_a_topic_numbered_from_its_base(root: str) -> None:
+    """Partition 1 gets its table at its first publish, beside the topic's; its seqs start at
+    1 << 40 and its rows say their partition; partition 0 is untouched. A subscription saved
+    there starts at partition 1's next seq and records where partition 0 was; payloads of both
+    partitions are found by seq; listing shows one topic with two partitions; dropping the
+    topic removes both."""
+    assert _run(root, 0, _publish("t", "a", 0), _publish("t", "b", 1)) == [0, 1]
+    assert _run(root, 1, _publish("t", "c", 0), _publish("t", "d", 1)) == [P1, P1 + 1]
+    assert _run(root, 0, _publish("t", "e", 0)) == [2]  # continues after a restart, its own partition
+    p1 = layout.topic_partition_table(root, "t", 1)
+    data = read_table(p1, ["seq", "partition"])
+    assert data is not None and data.to_pydict() == {"seq": [P1, P1 + 1], "partition": [1, 1]}
+    data0 = read_table(layout.topic_table(root, "t"), ["seq", "partition"])
+    assert data0 is not None and sorted(data0.column("partition").to_pylist()) == [0, 0, 0]
+
+    (saved,) = _run(root, 1, SaveSubscription(_record("t"), assign_start=True, token=None))
+    assert isinstance(saved, SubscriptionRecord)
+    assert (saved.start_seq, saved.start_seqs) == (P1 + 2, ((0, 3),))
+    assert load_catalog(root)[saved.key].start_seqs == ((0, 3),)
+    assert (saved.start_in(0), saved.start_in(1), saved.start_in(2)) == (3, P1 + 2, 2 * P1)
+
+    assert read_messages(TopicIndex(root, "t"), [1, P1 + 1, P1 + 7]).keys() == {1, P1 + 1}
+    assert list_topic_partitions(root) == {"t": [0, 1]} and list_topics(root) == ["t"]
+    assert _run(root, 1, DropTopic("t", None))[0] == p1
+    assert list_topic_partitions(root) == {}

@@ -117,7 +117,7 @@ def test_every_step_of_a_tables_life_reads_as_delta_rs_reads_it(tmp_path: Path) 
         ("create (delta-rs)", lambda: write_deltalake(table, _rows(range(0, 3)))),
         ("append (delta-rs)", lambda: write_deltalake(table, _rows(range(3, 6)), mode="append")),
         ("append (DeltaAppender, blind)", lambda: appender.append(_rows(range(6, 9)))),
-        ("append with a txn (FastPathAppender)", lambda: blind.append(_rows(range(9, 12)), "m", ("fanout", 1))),
+        ("append with a txn (FastPathAppender)", lambda: blind.append(_rows(range(9, 12)), "m", [("fanout", 1)])),
         ("append of several files in one commit", lambda: write_deltalake(
             table, _rows(range(12, 20012), distinct=True), mode="append", target_file_size=200_000)),
         ("delete", lambda: DeltaTable(table).delete("seq <= 4 or (seq >= 100 and seq < 200)")),

@@ -23,7 +23,7 @@ from sharedsub.storage.catalog import CatalogReader, load_catalog
 from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import file_changes, latest_version, read_commit, table_id
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
-from sharedsub.storage.payload_index import TopicIndex, read_messages
+from sharedsub.storage.payload_index import TableIndex, read_messages
 from sharedsub.storage.topics import last_seq
 from tests import builders as b
 from tests.builders import maintenance_policy
@@ -94,7 +94,7 @@ def test_topic_rows_go_by_whole_files_once_routed_and_settled(tmp_path: Path) ->
     ack(root, rec, [30, 31], "failed")  # a failed delivery settles nothing
     checkpoint(root, 0, {"t": 4})  # the fan-out routed versions up to 4 (rows 0..39)
     table = layout.topic_table(root, "t")
-    index = TopicIndex(table)
+    index = TableIndex(table)
     index.refresh()
     before = latest_version(table)
 
@@ -191,7 +191,7 @@ def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: 
     route(root, rec, [s for c in commits for s in c])  # nothing settled: every row is held, none cut
     table = layout.topic_table(root, "t")
     checkpoint(root, 0, {"t": 15})
-    index = TopicIndex(table)
+    index = TableIndex(table)
     index.refresh()
     unrouted = {p for v in range(16, 21) for p in read_commit(table, v).added}
     before = latest_version(table)

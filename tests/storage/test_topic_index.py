@@ -27,7 +27,7 @@ def test_a_seq_in_overlapping_ranges_is_read_from_the_file_that_holds_it(tmp_pat
     _append(path, [0, 1, 2, 3, 4, 10, 11, 12, 13, 14])  # range 0..14
     _append(path, [5, 6, 7, 8, 9])  # range 5..9, inside it
     _append(path, [15, 16])
-    index = payload_index.TopicIndex(path)
+    index = payload_index.TableIndex(path)
     candidates = index.files_for(range(17))
     assert sorted(len(seqs) for seqs in candidates.values()) == [2, 5, 15]  # 5..9 may be in either file
     assert payload_index.read_messages(index, range(17)) == {s: f"m{s}".encode() for s in range(17)}
@@ -39,7 +39,7 @@ def test_files_that_vanished_since_the_index_loaded_are_looked_up_again(tmp_path
     for _ in range(4):
         b.publish(root, "t", ["k"] * 5)
     path = layout.topic_table(root, "t")
-    index = payload_index.TopicIndex(path)
+    index = payload_index.TableIndex(path)
     index.refresh()
     assert compact(path) == 4
     vacuum(path, 0)  # the four files the index names are deleted

@@ -218,3 +218,67 @@ def test_selector_routes_exactly_the_rows_the_reference_evaluator_matches() -> N
         assert parsed is not None
         for row in plain:
             assert ((f"s{i}", row["seq"]) in got) is (evaluate(parsed, row) is True), (text, row["seq"])
+
+
+# -- partitions: each starts where the subscription was saved ------------------------------------
+
+P1 = 1 << 40  # the first seq of partition 1 (sharedsub.core.layout.partition_seq_base)
+P2 = 2 << 40
+
+# (start_seq, start_seqs, seq, routed): a record saved in partition 0 at seq 5 knowing partition
+# 1 at P1 + 7; partition 2 had no table then, so all of it is newer.
+PARTITION_STARTS = [
+    (5, ((1, P1 + 7),), 4, False),
+    (5, ((1, P1 + 7),), 5, True),
+    (5, ((1, P1 + 7),), P1 + 6, False),
+    (5, ((1, P1 + 7),), P1 + 7, True),
+    (5, ((1, P1 + 7),), P2, True),
+    # saved by the front end of partition 1, which knew partition 0 at 3
+    (P1 + 2, ((0, 3),), 2, False),
+    (P1 + 2, ((0, 3),), 3, True),
+    (P1 + 2, ((0, 3),), P1 + 1, False),
+    (P1 + 2, ((0, 3),), P1 + 2, True),
+    (P1 + 2, ((0, 3),), P2 + 1, True),
+    # a single front end's record: partition 0 only
+    (9, (), 8, False),
+    (9, (), 9, True),
+    (9, (), P1, True),
+]
+
+
+@pytest.mark.parametrize(("start_seq", "start_seqs", "seq", "routed"), PARTITION_STARTS)
+def test_a_subscription_starts_in_each_partition_where_it_was_saved(
+    start_seq: int, start_seqs: tuple[tuple[int, int], ...], seq: int, routed: bool
+) -> None:
+    record = dataclasses.replace(subscription("t", name="s", start_seq=start_seq), start_seqs=start_seqs)
+    assert (record.start_in(seq >> 40) <= seq) is routed
+    assert _routed([record], [_row(seq)]) == ({("s", seq)} if routed else set())
+
+
+def test_rows_of_several_partitions_in_one_batch_route_by_each_partition_start() -> None:
+    record = dataclasses.replace(subscription("t", name="s", start_seq=P1 + 2), start_seqs=((0, 3),))
+    plain = subscription("t", name="plain", start_seq=1)
+    seqs = [0, 3, P1, P1 + 1, P1 + 2, 1, 4, P1 + 5, P2]
+    got = _routed([record, plain], [_row(s) for s in seqs])
+    assert got == {("s", s) for s in (3, P1 + 2, 4, P1 + 5, P2)} | {("plain", s) for s in seqs if s >= 1}
+
+
+def test_partition_starts_as_spark_sql() -> None:
+    record = dataclasses.replace(subscription("t", start_seq=P1 + 2), start_seqs=((0, 3),))
+    part = "shiftright(`seq`, 40)"
+    assert condition(record) == (
+        f"(`topic` = 't') AND (({part} = 1 AND `seq` >= {P1 + 2}) OR ({part} = 0 AND `seq` >= 3) "
+        f"OR {part} NOT IN (1, 0))"
+    )
+
+
+def test_start_seqs_survive_the_catalog_row() -> None:
+    record = dataclasses.replace(subscription("t", start_seq=P1 + 2), start_seqs=((0, 3), (2, P2)))
+    row = record.to_row()
+    assert row["start_seqs"] == '{"0": 3, "2": 2199023255552}'
+    assert SubscriptionRecord.from_row(row) == record
+    plain = subscription("t")
+    assert plain.to_row()["start_seqs"] is None
+    assert SubscriptionRecord.from_row({**plain.to_row(), "start_seqs": None}) == plain
+    older = {k: v for k, v in plain.to_row().items() if k != "start_seqs"}
+    assert SubscriptionRecord.from_row(older) == plain

@@ -5,8 +5,10 @@
 ``topic`` and ``schemas.ROUTING_COLUMNS``) and returns one row per (row, subscription it
 matches), tagged with the route's index. A row goes to a subscription when all of these hold:
 
-* ``topic`` is the subscription's topic and ``seq >= start_seq`` (a generation receives only
-  what was committed after it was created, docs/design.md §5);
+* ``topic`` is the subscription's topic and ``seq`` is at or above the generation's start in
+  the row's partition (``SubscriptionRecord.start_in``: a generation receives only what was
+  committed after it was created, docs/design.md §5; a topic's partitions number their seqs
+  apart, sharedsub.core.layout);
 * the routing key matches the binding pattern (:func:`sharedsub.core.fanout.binding.matches`; a null key
   counts as the empty key). Keys are matched once per distinct key in the batch, in Python;
 * no-local: the publisher is not the subscription's namespace (docs/design.md §4.9; a null publisher is
@@ -43,6 +45,7 @@ from collections.abc import Iterable, Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from sharedsub.core import layout
 from sharedsub.core.fanout import binding
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.selector import Selector, SelectorError, parse_selector, to_spark_sql
@@ -101,7 +104,7 @@ def condition(record: SubscriptionRecord) -> str:
     Raises:
         UnsupportedSubscription: as :func:`parsed_selector`.
     """
-    parts = [f"`topic` = {sql_string(record.topic)}", f"`seq` >= {int(record.start_seq)}"]
+    parts = [f"`topic` = {sql_string(record.topic)}", _start_sql(record)]
     if binding.normalise_pattern(record.binding) != "#":
         parts.append(f"{NORMALISED_KEY_SQL} RLIKE {sql_string(java_regex(record.binding))}")
     if record.no_local:
@@ -110,6 +113,34 @@ def condition(record: SubscriptionRecord) -> str:
     if selector is not None:
         parts.append(to_spark_sql(selector))
     return " AND ".join(f"({p})" for p in parts)
+
+
+def _start_sql(record: SubscriptionRecord) -> str:
+    """``seq`` at or above ``record``'s start in the row's partition, as Spark SQL."""
+    own = layout.partition_of_seq(record.start_seq)
+    known = [(own, record.start_seq), *[(p, s) for p, s in record.start_seqs if p != own]]
+    if len(known) == 1 and own == 0:
+        # Only partition 0 was known: a later partition's seqs are all above its start already.
+        return f"`seq` >= {int(record.start_seq)}"
+    part = f"shiftright(`seq`, {layout.PARTITION_BITS})"
+    cases = " OR ".join(f"({part} = {p} AND `seq` >= {int(s)})" for p, s in known)
+    others = ", ".join(str(p) for p, _ in known)
+    return f"{cases} OR {part} NOT IN ({others})"
+
+
+def _start_mask(record: SubscriptionRecord, seq: pa.Array, shared: dict[object, pa.Array]) -> pa.Array:
+    """True where ``seq`` is at or above ``record``'s start in its partition (never null)."""
+    if not record.start_seqs and layout.partition_of_seq(record.start_seq) == 0:
+        # A record saved when its topic had partition 0 only: every later partition's seqs are
+        # above its start, so one comparison holds for all (a single front end's case).
+        return pc.greater_equal(seq, record.start_seq)
+    if "partitions" not in shared:
+        shared["partitions"] = pc.shift_right(seq, layout.PARTITION_BITS)
+    partitions = shared["partitions"]
+    present = pc.unique(partitions).to_pylist()
+    starts = pa.array([record.start_in(int(p)) for p in present], pa.int64())
+    threshold = pc.take(starts, pc.index_in(partitions, value_set=pa.array(present, partitions.type)))
+    return pc.greater_equal(seq, threshold)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -199,7 +230,7 @@ def _by_topic(routes: tuple[Route, ...]) -> dict[str, list[Route]]:
 def _route_mask(route: Route, rows: Rows, shared: dict[object, pa.Array]) -> pa.Array:
     """True where the rows of ``route``'s topic go to ``route`` (never null)."""
     record = route.record
-    mask = pc.greater_equal(rows.column("seq"), record.start_seq)
+    mask = _start_mask(record, rows.column("seq"), shared)
     pattern = route.pattern
     if pattern is not None:
         key = ("binding", pattern)

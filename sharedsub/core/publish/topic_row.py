@@ -6,8 +6,9 @@ A topic table row (schema: sharedsub.storage.schemas.TOPIC) comes from three sou
   properties fields and application properties into ``Decoded.columns``;
 * the link it came on and the front end: :func:`topic_columns` adds the routing key
   (docs/design.md §3: sharedsub.core.addressing.routing_key), the publisher's container-id
-  (no-local), the partition and the message's size;
-* the group commit that stores it: ``seq``, ``published_at`` and the ``message`` bytes, added by
+  (no-local) and the message's size;
+* the group commit that stores it: ``seq``, ``partition`` (the partition its seqs are numbered
+  in, sharedsub.core.layout), ``published_at`` and the ``message`` bytes, added by
   sharedsub.storage.topic_rows when the committer turns a group into columns.
 
 The handler, the committer and the fuzz tier all build rows through these functions, so a new
@@ -23,13 +24,7 @@ TopicColumns = dict[str, object]
 """A topic row's columns but ``seq``, ``published_at`` and ``message`` (values as
 ``pyarrow.Table.from_pydict`` takes them for sharedsub.storage.schemas.TOPIC)."""
 
-DEFAULT_PARTITION = 0
-"""The partition of every row written by a single front end."""
-
-
-def topic_columns(
-    decoded: Decoded, address: Address, *, publisher: str, size: int, partition: int = DEFAULT_PARTITION
-) -> TopicColumns:
+def topic_columns(decoded: Decoded, address: Address, *, publisher: str, size: int) -> TopicColumns:
     """The topic row of ``decoded`` (whose transfer was ``size`` bytes) published to ``address``
     by the connection of container-id ``publisher``, but the columns the commit adds.
 
@@ -41,6 +36,5 @@ def topic_columns(
     columns: TopicColumns = decoded.columns
     columns["routing_key"] = routing_key(address, decoded.routing_properties, decoded.subject)
     columns["publisher"] = publisher
-    columns["partition"] = partition
     columns["size"] = size
     return columns

@@ -23,13 +23,14 @@ from typing import Protocol
 import pyarrow as pa
 
 from sharedsub.core import layout
+from sharedsub.core.errors import TopicExists
 from sharedsub.storage import catalog, diskspace, schemas
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
 from sharedsub.storage.delta.tables import remove_table, table_exists
 from sharedsub.storage.objects.locations import locate
-from sharedsub.storage.topics import create_topic, last_seq
+from sharedsub.storage.topics import create_topic, last_seq, partition_starts, topic_partitions
 
 
 class Appender(Protocol):
@@ -71,16 +72,30 @@ class CommitStore(Protocol):
         """The highest revision in the catalog (0 when it has none)."""
         ...
 
+    def topic_path(self, topic: str) -> str:
+        """The table this store's writer appends ``topic``'s messages to: the topic's partition
+        this front end writes (sharedsub.core.layout, "Partitions")."""
+        ...
+
     def last_seq(self, topic: str) -> int:
-        """The highest seq stored in ``topic``'s table, -1 when it has none."""
+        """The highest seq stored in this writer's partition of ``topic`` (:meth:`topic_path`),
+        the seq before the partition's first when it has none (-1 for partition 0). A partition
+        other than 0 that has no table yet gets it (the topic exists: its partition 0 does)."""
+        ...
+
+    def partition_starts(self, topic: str) -> dict[int, int]:
+        """``{partition: next seq}`` of ``topic``'s partitions other than this writer's that
+        have a table (sharedsub.storage.topics.partition_starts)."""
         ...
 
     def create_topic(self, topic: str) -> str:
-        """Create ``topic``'s empty table; return its path. Raises TopicExists when it is there."""
+        """Create ``topic``'s empty table (partition 0); return its path. Raises TopicExists
+        when it is there."""
         ...
 
     def remove_topic(self, topic: str) -> str:
-        """Remove ``topic``'s table and files (nothing when there is none); return its path."""
+        """Remove every partition of ``topic`` with its files (nothing when there is none);
+        return the path of its partition 0."""
         ...
 
     def committed_unsynced(self, exc: BaseException) -> bool:
@@ -105,9 +120,16 @@ class DeltaStore:
     """
 
     def __init__(
-        self, root: str, *, fsync: bool = False, appends: AppendProcess | None = None, epoch: int | None = None
+        self,
+        root: str,
+        *,
+        fsync: bool = False,
+        appends: AppendProcess | None = None,
+        epoch: int | None = None,
+        partition: int = 0,
     ) -> None:
-        """``epoch``: the owner epoch of the lease this front end holds (a data dir on object
+        """``partition``: the partition of every topic this writer appends to (its member slot;
+        0 for a single front end). ``epoch``: the owner epoch of the lease this front end holds (a data dir on object
         storage; None for a local one): every commit carries it, a table is fenced before its
         state is first read (:meth:`last_seq`, :meth:`catalog_revision`), and an append that
         meets a higher epoch raises ``Fenced`` (sharedsub.storage.delta.appender)."""
@@ -115,6 +137,7 @@ class DeltaStore:
         self.fsync = fsync
         self.appends = appends
         self.epoch = epoch
+        self.partition = partition
 
     def start(self) -> None:  # noqa: D102 (CommitStore documents each member)
         if self.appends is not None:
@@ -143,18 +166,31 @@ class DeltaStore:
         records = catalog.load_catalog(self.root)
         return max((r.revision for r in records.values()), default=0)
 
+    def topic_path(self, topic: str) -> str:  # noqa: D102
+        return layout.topic_partition_table(self.root, topic, self.partition)
+
     def last_seq(self, topic: str) -> int:  # noqa: D102
-        path = layout.topic_table(self.root, topic)
+        path = self.topic_path(topic)
+        if self.partition and not table_exists(path):
+            try:
+                create_topic(self.root, topic, self.partition)
+            except TopicExists:
+                pass  # (a try that raised after its commit)
         self._fence(path, schemas.TOPIC)
-        return last_seq(path)
+        return last_seq(path, self.partition)
+
+    def partition_starts(self, topic: str) -> dict[int, int]:  # noqa: D102
+        return partition_starts(self.root, topic, besides=self.partition)
 
     def create_topic(self, topic: str) -> str:  # noqa: D102
         return create_topic(self.root, topic)
 
     def remove_topic(self, topic: str) -> str:  # noqa: D102
-        path = layout.topic_table(self.root, topic)
-        remove_table(path)
-        return path
+        # Partition 0 last: while it is there the topic exists, and a removal cut short is
+        # finished by the next drop.
+        for partition in sorted(topic_partitions(self.root, topic), reverse=True):
+            remove_table(layout.topic_partition_table(self.root, topic, partition))
+        return layout.topic_table(self.root, topic)
 
     def committed_unsynced(self, exc: BaseException) -> bool:  # noqa: D102
         return isinstance(exc, CommitNotSynced)

@@ -74,8 +74,10 @@ class MemoryAppender:
 class MemoryStore:
     """Tables in memory under a made-up ``root`` (default ``memory://data``); see the module docstring."""
 
-    def __init__(self, root: str = "memory://data") -> None:
+    def __init__(self, root: str = "memory://data", *, partition: int = 0) -> None:
+        """``partition``: the topic partition this writer appends to (as DeltaStore's)."""
         self.root = root
+        self.partition = partition
         self.catalog_path = layout.catalog_table(root)
         self.tables: dict[str, _Table] = {}
         self.fault: _Fault | None = None
@@ -128,12 +130,31 @@ class MemoryStore:
             return 0
         return int(pc.max(rows.column("revision")).as_py())
 
+    def topic_path(self, topic: str) -> str:
+        """This writer's partition of ``topic``."""
+        return layout.topic_partition_table(self.root, topic, self.partition)
+
     def last_seq(self, topic: str) -> int:
-        """Highest seq stored in ``topic``'s table, -1 when there is none."""
-        rows = self.rows(layout.topic_table(self.root, topic))
+        """Highest seq stored in this writer's partition of ``topic``, the one before the
+        partition's first when there is none."""
+        rows = self.rows(self.topic_path(topic))
         if rows.num_rows == 0:
-            return -1
+            return layout.partition_seq_base(self.partition) - 1
         return int(pc.max(rows.column("seq")).as_py())
+
+    def partition_starts(self, topic: str) -> dict[int, int]:
+        """``{partition: next seq}`` of ``topic``'s other partitions that have a table."""
+        starts = {}
+        for path in self.tables:
+            parsed = layout.parse_topic_dir(path.rsplit("/", 1)[-1])
+            if parsed is None or parsed[0] != topic or path != layout.topic_partition_table(self.root, topic, parsed[1]):
+                continue
+            partition = parsed[1]
+            if partition != self.partition:
+                rows = self.rows(path)
+                floor = layout.partition_seq_base(partition) - 1
+                starts[partition] = (int(pc.max(rows.column("seq")).as_py()) if rows.num_rows else floor) + 1
+        return starts
 
     def create_topic(self, topic: str) -> str:
         """Create ``topic``'s empty table; return its path.
@@ -151,10 +172,12 @@ class MemoryStore:
         return path
 
     def remove_topic(self, topic: str) -> str:
-        """Remove ``topic``'s table (nothing when there is none); return its path."""
-        path = layout.topic_table(self.root, topic)
-        self.tables.pop(path, None)
-        return path
+        """Remove every partition of ``topic`` (nothing when there is none); return the path of
+        its partition 0."""
+        prefix = layout.topic_table(self.root, topic)
+        for path in [p for p in self.tables if p == prefix or p.startswith(prefix + "~p")]:
+            del self.tables[path]
+        return prefix
 
     def committed_unsynced(self, exc: BaseException) -> bool:
         """True when ``exc`` reports a commit that landed but was not forced to disk."""

@@ -130,6 +130,11 @@ class CommitNotSynced(Exception):
         self.version = version
 
 
+def _txns(one: tuple[str, int] | None, many: Sequence[tuple[str, int]]) -> list[tuple[str, int]]:
+    """The app transactions of a commit: ``one`` (when given), then ``many``."""
+    return [*([one] if one is not None else []), *many]
+
+
 class DeltaAppender:
     """Appends Arrow tables to one Delta table in this process: the writer every other appender
     ends in (the committer's, in the service or in its append child; the fan-out's sink; tests'
@@ -203,12 +208,14 @@ class DeltaAppender:
         data: pa.Table,
         *,
         app_transaction: tuple[str, int] | None = None,
+        app_transactions: Sequence[tuple[str, int]] = (),
         commit_id: str | None = None,
         tried_after: int | None = None,
     ) -> int:
         """Commit ``data`` as one Delta commit; return the new table version.
 
-        ``app_transaction`` records ``(app_id, version)`` in the same commit (Delta ``txn``).
+        ``app_transaction`` records ``(app_id, version)`` in the same commit (Delta ``txn``);
+        ``app_transactions`` records several (one per topic partition, for the fan-out).
         ``commit_id`` names this data: a caller retrying an append that raised passes the same id
         again, and gets the version of the earlier try's commit when that one landed (the rows
         are not written twice; only the fsync is done again). Without it a fresh id is used. An
@@ -219,34 +226,34 @@ class DeltaAppender:
         marker = commit_id or uuid.uuid4().hex
         if tried_after is not None and (self._tried is None or self._tried[0] != marker):
             self._tried = (marker, tried_after)
-        return self._commit_once(data, marker, app_transaction)
+        return self._commit_once(data, marker, _txns(app_transaction, app_transactions))
 
     def append_files(
         self,
         files: Sequence[DataFile],
         *,
         app_transaction: tuple[str, int] | None = None,
+        app_transactions: Sequence[tuple[str, int]] = (),
         commit_id: str | None = None,
     ) -> int:
         """Commit data files already written into this table's directory
         (sharedsub.storage.delta.data_files, e.g. by the fan-out's executors) as one Delta commit,
-        their ``add`` actions in the given order; return the new version. ``app_transaction`` and
+        their ``add`` actions in the given order; return the new version. ``app_transaction(s)`` and
         ``commit_id`` as in :meth:`append`.
 
         Raises:
             NoTable: there is no table yet (its first commit must set its schema: the
                 caller appends the files' rows instead).
         """
-        return self._commit_once(list(files), marker=commit_id or uuid.uuid4().hex, app_transaction=app_transaction)
+        txns = _txns(app_transaction, app_transactions)
+        return self._commit_once(list(files), marker=commit_id or uuid.uuid4().hex, txns=txns)
 
-    def _commit_once(
-        self, data: pa.Table | list[DataFile], marker: str, app_transaction: tuple[str, int] | None
-    ) -> int:
+    def _commit_once(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> int:
         """Commit ``data`` under ``marker`` unless an earlier try of it landed; force it to disk
         when asked (:meth:`append`'s contract)."""
         version = self._landed(marker)
         if version is None:
-            version = self._commit(data, marker, app_transaction)
+            version = self._commit(data, marker, txns)
         if self._fsync:
             try:
                 sync_commit(self.path, version)
@@ -261,9 +268,7 @@ class DeltaAppender:
             return None
         return find_commit(self.path, marker, after=self._tried[1])
 
-    def _commit(
-        self, data: pa.Table | list[DataFile], marker: str, app_transaction: tuple[str, int] | None
-    ) -> int:
+    def _commit(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> int:
         """One commit of ``data``: rows, or data files already written (sharedsub.storage.delta.data_files)."""
         # Not table_exists here: it lists the log directory, the cost blind appends avoid.
         known = self._blind.ready() if self._blind is not None else None
@@ -272,8 +277,8 @@ class DeltaAppender:
                 self._tried = (marker, known)
             try:
                 if isinstance(data, list):
-                    return self._blind.append_files(data, marker, app_transaction)
-                return self._blind.append(data.cast(self.schema).combine_chunks(), marker, app_transaction)
+                    return self._blind.append_files(data, marker, txns)
+                return self._blind.append(data.cast(self.schema).combine_chunks(), marker, txns)
             except TableChanged:
                 self._table = None  # delta-rs commits this one, on the table as it is now
             except Exception:
@@ -281,18 +286,16 @@ class DeltaAppender:
                 if landed is None:
                     raise
                 return landed
-        version = self._commit_delta_rs(data, marker, app_transaction)
+        version = self._commit_delta_rs(data, marker, txns)
         if self._blind is not None:
             self._blind.forget()  # its known version is behind this commit
         return version
 
-    def _commit_delta_rs(
-        self, data: pa.Table | list[DataFile], marker: str, app_transaction: tuple[str, int] | None
-    ) -> int:
+    def _commit_delta_rs(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> int:
         marks = {COMMIT_MARK: marker} if self._epoch is None else {COMMIT_MARK: marker, EPOCH_MARK: str(self._epoch)}
         props = CommitProperties(
             custom_metadata=marks,
-            app_transactions=[Transaction(app_transaction[0], app_transaction[1])] if app_transaction else None,
+            app_transactions=[Transaction(app_id, version) for app_id, version in txns] or None,
             max_commit_retries=0 if self._epoch is not None or self._guarded else None,
         )
         table = self._open()

@@ -114,10 +114,10 @@ class FastPathAppender:
         """Another writer of this process committed: look the latest version up again."""
         self._version = -1
 
-    def append(self, data: pa.Table, marker: str, app_transaction: tuple[str, int] | None = None) -> int:
+    def append(self, data: pa.Table, marker: str, app_transactions: Sequence[tuple[str, int]] = ()) -> int:
         """Commit ``data`` (already cast to the schema, one chunk) as a new version; return it.
-        ``app_transaction`` = ``(app_id, version)`` is recorded in the same commit (a Delta
-        ``txn`` action, as delta-rs's ``Transaction``): the fan-out's exactly-once mark.
+        Each of ``app_transactions`` = ``(app_id, version)`` is recorded in the same commit (a
+        Delta ``txn`` action, as delta-rs's ``Transaction``): the fan-out's exactly-once mark.
 
         Raises:
             TableChanged: the table cannot be written here (the caller uses delta-rs).
@@ -126,11 +126,9 @@ class FastPathAppender:
         """
         if self.ready() is None:
             raise TableChanged(self.path)
-        return self.append_files([write_data_file(self.path, data)], marker, app_transaction)
+        return self.append_files([write_data_file(self.path, data)], marker, app_transactions)
 
-    def append_files(
-        self, files: Sequence[DataFile], marker: str, app_transaction: tuple[str, int] | None = None
-    ) -> int:
+    def append_files(self, files: Sequence[DataFile], marker: str, app_transactions: Sequence[tuple[str, int]] = ()) -> int:
         """Commit data files already written into the table's directory (one ``add`` each, in
         the given order) as a new version; return it. As :meth:`append` otherwise."""
         if self.ready() is None:
@@ -147,8 +145,8 @@ class FastPathAppender:
         body = json.dumps({"commitInfo": info}, separators=(",", ":")) + "\n"
         for f in files:
             body += json.dumps({"add": add_action(f)}, separators=(",", ":")) + "\n"
-        if app_transaction is not None:
-            txn = {"appId": app_transaction[0], "version": app_transaction[1], "lastUpdated": now_ms}
+        for app_id, app_version in app_transactions:
+            txn = {"appId": app_id, "version": app_version, "lastUpdated": now_ms}
             body += json.dumps({"txn": txn}, separators=(",", ":")) + "\n"
         log_dir = os.path.dirname(log_file(self.path, 0))
         temp = os.path.join(log_dir, f"_commit_{uuid.uuid4()}.json.tmp")
