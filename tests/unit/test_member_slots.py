@@ -1,0 +1,57 @@
+"""The member-slot table of sharedsub.core.ownership.members, row by row."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from sharedsub.core.ownership.lease import Create, LeaseRecord, Seen, TakeOver
+from sharedsub.core.ownership.members import Full, SlotDecision, TakeSlot, WatchSlots, decide_slot
+
+A = LeaseRecord("host-a:41:ab12", epoch=4, host="host-a", pid=41, ttl_s=15.0, renew_s=3.0, amqp="amqp://a:5672")
+B = dataclasses.replace(A, holder="host-b:7:cd34", host="host-b", pid=7, epoch=2, amqp="amqp://b:5672")
+
+
+def live(rec: LeaseRecord) -> Seen:
+    """Seen renewing while watched."""
+    return Seen(rec, '"t"', 2.0, True, None)
+
+
+def unsure(rec: LeaseRecord, watched: float = 0.0) -> Seen:
+    """Not seen renewing yet (another host's)."""
+    return Seen(rec, '"t"', watched, False, None)
+
+
+def gone(rec: LeaseRecord) -> Seen:
+    """Its holder, a process of this host, is gone."""
+    return Seen(rec, '"t"', 0.0, False, False)
+
+
+def released(rec: LeaseRecord) -> Seen:
+    return Seen(dataclasses.replace(rec, released=True), '"t"', 0.0, False, None)
+
+
+TAKE_B = TakeOver(3, '"t"', "released by its holder")
+
+ROWS: list[tuple[str, list[Seen | None], SlotDecision]] = [
+    ("2 an empty data dir: slot 0", [None, None, None], TakeSlot(0, Create(1))),
+    ("2 the lowest free slot", [live(A), None, None], TakeSlot(1, Create(1))),
+    ("2 a gap is filled first", [live(A), None, live(B)], TakeSlot(1, Create(1))),
+    ("1 a released slot before a free one", [live(A), released(B), None], TakeSlot(1, TAKE_B)),
+    (
+        "1 a dead holder's slot before a free one",
+        [None, gone(A)],
+        TakeSlot(1, TakeOver(5, '"t"', "its holder, process 41 of this host, is gone")),
+    ),
+    ("1 an expired slot", [unsure(A, watched=15.0), None], TakeSlot(0, TakeOver(5, '"t"', "not renewed for 15 s (ttl 15 s)"))),
+    ("2 a free slot rather than waiting on an unsure one", [unsure(A), None], TakeSlot(1, Create(1))),
+    ("3 all held, one unsure: watch", [live(A), unsure(B, watched=13.5)], WatchSlots(1.5)),
+    ("3 the shortest wait", [unsure(A, watched=1.0), unsure(B, watched=14.0)], WatchSlots(1.0)),
+    ("4 all held and renewing: full", [live(A), live(B)], Full(((0, A), (1, B)))),
+]
+
+
+@pytest.mark.parametrize(("row", "slots", "expected"), ROWS, ids=[r[0] for r in ROWS])
+def test_choosing_a_slot(row: str, slots: list[Seen | None], expected: SlotDecision) -> None:
+    assert decide_slot(slots) == expected, row
