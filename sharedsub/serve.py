@@ -283,6 +283,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     parts = build_parts(
         settings,
         epoch=owner.epoch,
+        partition=owner.slot,
         on_fenced=fail_stop,
         after_unclean_stop=previous_stop_was_unclean(settings),
         # A missing or broken permissions file raises ConfigError here: never start more open.

@@ -107,13 +107,15 @@ def build_parts(
     permissions: PolicyStore | None = None,
     epoch: int | None = None,
     on_fenced: Callable[[str], None] | None = None,
+    partition: int = 0,
 ) -> FrontEndParts:
     """The parts of a front end on ``settings``' data dir (nothing started yet).
 
     ``after_unclean_stop``: the previous front end on the data dir did not stop cleanly (see
     sharedsub.runtime.tailer.Tailer); ``permissions``: the policy store (None: no permissions
     file, the open policy); ``epoch``: the owner lease's epoch every commit carries (a data dir
-    on object storage), ``on_fenced``: what stops the service when a commit meets a higher one.
+    on object storage), ``on_fenced``: what stops the service when a commit meets a higher one;
+    ``partition``: the topic partition this front end writes (its member slot).
     """
     injector = Injector()
     inbox = Inbox(injector)
@@ -127,6 +129,7 @@ def build_parts(
         fsync=settings.storage.fsync,
         appends=AppendProcess() if settings.storage.append_process else None,
         epoch=epoch,
+        partition=partition,
     )
     committer = Committer(
         store,

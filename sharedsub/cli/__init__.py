@@ -126,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = check.add_parser("check", help="parse and explain a selector")
     p.add_argument("expression", metavar="EXPR")
     _json(p)
+    cluster = sub.add_parser("cluster", help="the front ends sharing a data dir (read-only)")
+    p = cluster.add_subparsers(dest="action", required=True).add_parser(
+        "status", help="members (slots, epochs, addresses), the fan-out's lease, topic partitions"
+    )
+    _common(p)
+    _json(p)
     _replay_parser(sub)
     _users_parser(sub)
     return parser
@@ -284,6 +290,16 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
         settings.data_dir, include_deleted=args.all, progress=_progress("reading subscriptions")
     )
     print(json.dumps([s.to_json() for s in found], indent=2) if args.json else subscriptions_table(found))
+    return EXIT_OK
+
+
+def cmd_cluster(args: argparse.Namespace) -> int:
+    """``cluster status``."""
+    from sharedsub.cli.format import cluster_report
+    from sharedsub.runtime.cluster_status import cluster_status
+
+    status = cluster_status(_settings(args).data_dir)
+    print(json.dumps(status.to_json(), indent=2) if args.json else cluster_report(status))
     return EXIT_OK
 
 
@@ -462,6 +478,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_subscriptions(args)
         if args.command == "backlog":
             return cmd_backlog(args)
+        if args.command == "cluster":
+            return cmd_cluster(args)
         if args.command == "selector":
             return cmd_selector(args)
         if args.command == "unsubscribe":

@@ -12,6 +12,7 @@ import json
 from collections.abc import Sequence
 
 from sharedsub.core.fanout.explain import SelectorExplanation
+from sharedsub.runtime.cluster_status import ClusterStatus, Member
 from sharedsub.runtime.inspection import SubscriptionStatus
 from sharedsub.storage.backlog import PartitionBacklog
 
@@ -170,4 +171,38 @@ def selector_explanation(explained: SelectorExplanation) -> str:
     else:
         lines.append("  (none: the result does not depend on the message)")
     lines.append(f"spark sql: {explained.spark_sql}")
+    return "\n".join(lines)
+
+
+def cluster_report(status: ClusterStatus) -> str:
+    """``cluster status``: the members, the fan-out's lease, the topics' partitions."""
+
+    def who(m: Member) -> str:
+        return f"{m.pid} on {m.host}" if m.pid is not None else ""
+
+    def written(m: Member) -> str:
+        return "" if m.written_s_ago is None else age(dt.timedelta(seconds=m.written_s_ago))
+
+    lines = [f"data dir {status.data_dir}", ""]
+    if status.members:
+        rows = [
+            (m.slot, m.state, "" if m.epoch is None else m.epoch, who(m), m.amqp or "", m.http or "", written(m))
+            for m in status.members
+        ]
+        headers = ("SLOT", "STATE", "EPOCH", "PROCESS", "AMQP", "HTTP", "WRITTEN")
+        lines.append(table(headers, rows, right=("SLOT", "EPOCH", "WRITTEN")))
+    else:
+        lines.append("no members (no front end holds this data dir)")
+    fanout = status.fanout
+    if fanout is not None:
+        lines += [
+            "",
+            f"fan-out: {fanout.state}, epoch {fanout.epoch}, process {who(fanout)}, lease written {written(fanout)} ago",
+        ]
+    lines.append("")
+    if status.topics:
+        partitions = [(t, ", ".join(str(p) for p in parts)) for t, parts in status.topics.items()]
+        lines.append(table(("TOPIC", "PARTITIONS"), partitions))
+    else:
+        lines.append("no topics")
     return "\n".join(lines)

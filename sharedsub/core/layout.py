@@ -17,7 +17,9 @@ Layout (all Delta tables unless noted)::
                                              (JSON; sharedsub.core.ops.fanout_progress)
     <data>/_fanout/pending/<sub table>/      rows the fan-out could not commit to that subscription
                                              table yet, kept until it can (Parquet; storage/parked_rows.py)
-    <data>/_cluster/owner                    the owner lease of the front end (object storage only; JSON)
+    <data>/_cluster/members/<k>              the lease of member slot k: the front end writing topic
+                                             partition k (object storage only; JSON;
+                                             sharedsub.core.ownership.members)
     <data>/_cluster/fanout                   the lease of the fan-out job (object storage only; JSON)
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
@@ -52,8 +54,9 @@ FANOUT_PENDING = "_fanout/pending"
 FANOUT_PROGRESS = "_fanout/progress.json"
 SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
-# The lease object of the front end that owns a data dir on object storage (sharedsub.core.ownership.lease).
-OWNER_LEASE = "_cluster/owner"
+# The lease objects of the member slots of a data dir on object storage, one per front end
+# (sharedsub.core.ownership.members; slot k writes topic partition k).
+MEMBERS_DIR = "_cluster/members"
 # The lease of the fan-out job that writes a data dir's subscription tables on object storage.
 FANOUT_LEASE = "_cluster/fanout"
 # What the committer puts and deletes to learn whether a store takes writes again during an outage.
@@ -126,6 +129,11 @@ def parse_topic_dir(name: str) -> tuple[str, int] | None:
 def catalog_table(root: str) -> str:
     """Location of the subscription catalog table."""
     return join(root, CATALOG_TABLE)
+
+
+def member_lease(slot: int) -> str:
+    """The lease object of member slot ``slot``, relative to the data dir."""
+    return f"{MEMBERS_DIR}/{slot}"
 
 
 def fanout_checkpoint(root: str) -> str:

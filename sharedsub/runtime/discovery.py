@@ -27,7 +27,7 @@ from typing import Any
 from sharedsub.core import layout
 from sharedsub.core.errors import DataDirInUse, ServiceUnavailable
 from sharedsub.core.ownership.lease import DEFAULT_RENEW_S, DEFAULT_TTL_S, LeaseRecord
-from sharedsub.runtime.store_lease import LeaseHolder, take_lease
+from sharedsub.runtime.store_lease import LeaseHolder, take_lease, take_slot
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.store import ObjectStore
 
@@ -113,17 +113,21 @@ class DataDirLock:
     renewed on its own thread; when it is lost, :meth:`when_lost`'s callback stops the service.
     """
 
-    def __init__(self, fd: int | None, lease: Callable[[Callable[[str], None]], LeaseHolder] | None = None) -> None:
+    def __init__(
+        self, fd: int | None, lease: Callable[[Callable[[str], None]], LeaseHolder] | None = None, *, slot: int = 0
+    ) -> None:
         """``fd``: the flocked file of a local dir; ``lease``: for object storage, makes the
-        started :class:`LeaseHolder` given the callback it reports a loss to."""
+        started :class:`LeaseHolder` given the callback it reports a loss to; ``slot``: the
+        member slot the lease is of (the topic partition this front end writes)."""
         self._fd = fd
+        self.slot = slot
         self._on_lost: Callable[[str], None] = lambda _reason: None
         self._lease = lease(self._lost) if lease is not None else None
 
     @classmethod
-    def leased(cls, store: ObjectStore, key: str, taken: tuple[LeaseRecord, str, float]) -> DataDirLock:
+    def leased(cls, store: ObjectStore, key: str, taken: tuple[LeaseRecord, str, float], slot: int = 0) -> DataDirLock:
         """Ownership by the lease ``taken`` (sharedsub.runtime.store_lease.take_lease), renewed from now."""
-        return cls(None, lambda on_lost: LeaseHolder(store, key, taken, on_lost).start())
+        return cls(None, lambda on_lost: LeaseHolder(store, key, taken, on_lost).start(), slot=slot)
 
     @property
     def epoch(self) -> int | None:
@@ -153,13 +157,25 @@ class DataDirLock:
             self._lease = None
 
 
-def _leased(root: str, lease_rel: str, ttl_s: float, renew_s: float) -> DataDirLock:
-    store, key = locate(layout.join(root, lease_rel))
-    me = LeaseRecord(
+def _me(ttl_s: float, renew_s: float) -> LeaseRecord:
+    """This process's lease record (its epoch is decided when it takes one)."""
+    return LeaseRecord(
         f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:12]}", 0, socket.gethostname(), os.getpid(),
         ttl_s, renew_s,
     )
-    return DataDirLock.leased(store, key, take_lease(store, key, me, pid_alive=pid_alive))
+
+
+def _leased(root: str, lease_rel: str, ttl_s: float, renew_s: float) -> DataDirLock:
+    store, key = locate(layout.join(root, lease_rel))
+    return DataDirLock.leased(store, key, take_lease(store, key, _me(ttl_s, renew_s), pid_alive=pid_alive))
+
+
+def _member(root: str, max_members: int, ttl_s: float, renew_s: float) -> DataDirLock:
+    """A member slot of the data dir on object storage (sharedsub.core.ownership.members)."""
+    store, prefix = locate(layout.join(root, layout.MEMBERS_DIR))
+    keys = [f"{prefix}/{k}" for k in range(max_members)]
+    slot, taken = take_slot(store, keys, _me(ttl_s, renew_s), pid_alive=pid_alive)
+    return DataDirLock.leased(store, keys[slot], taken, slot)
 
 
 def own_fanout(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFAULT_RENEW_S) -> DataDirLock | None:
@@ -176,9 +192,13 @@ def own_fanout(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFA
     return _leased(root, layout.FANOUT_LEASE, ttl_s, renew_s)
 
 
-def own_data_dir(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFAULT_RENEW_S) -> DataDirLock:
-    """Take the data dir for this process: a ``flock`` on a local dir, the owner lease on
-    object storage (``ttl_s``/``renew_s``: the lease's, see sharedsub.core.ownership.lease).
+def own_data_dir(
+    root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DEFAULT_RENEW_S, max_members: int = 1
+) -> DataDirLock:
+    """Take the data dir for this process: a ``flock`` on a local dir, a member slot's lease on
+    object storage, one of ``max_members`` (``ttl_s``/``renew_s``: the lease's, see
+    sharedsub.core.ownership.lease; with one slot, a second front end is refused as on a
+    local dir).
 
     Raises:
         DataDirInUse: another live process holds it; the message names its pid and address
@@ -189,7 +209,7 @@ def own_data_dir(root: str, *, ttl_s: float = DEFAULT_TTL_S, renew_s: float = DE
 
     path = layout.local_path(layout.service_file(root))
     if path is None:
-        return _leased(root, layout.OWNER_LEASE, ttl_s, renew_s)
+        return _member(root, max_members, ttl_s, renew_s)
     # Read-only: flock needs no write access, and a file held open for writing would keep the
     # file system from being remounted read-only under a running service.
     fd = os.open(os.path.join(os.path.dirname(path), "_owner.lock"), os.O_RDONLY | os.O_CREAT, 0o600)

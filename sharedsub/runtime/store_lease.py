@@ -4,7 +4,9 @@ sharedsub.core.ownership.lease's; the requests sharedsub.storage.lease_objects's
 :func:`take_lease` runs at start, before anything is written: it creates the lease, takes over
 one that is released, left by a dead process of this host, or not renewed for its TTL, and
 refuses (DataDirInUse, naming the holder's address) one that its holder renews. Watching a lease
-takes at most its TTL; a line says so when it starts.
+takes at most its TTL; a line says so when it starts. :func:`take_slot` does the same over the
+member slots of a data dir (sharedsub.core.ownership.members chooses the slot); ``take_lease``
+is its case of one slot.
 
 :class:`LeaseHolder` renews it on its own thread every ``renew_s`` and calls ``on_lost(reason)``
 once when it is lost (taken over, or not renewable for ``ttl_s - renew_s``): the service then
@@ -24,21 +26,19 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from sharedsub.core.errors import DataDirInUse
 from sharedsub.core.ownership.lease import (
     Create,
     LeaseRecord,
     Lost,
-    Refuse,
     RenewalResult,
     Seen,
     TakeOver,
-    Watch,
     decide_renewal,
-    decide_take,
 )
+from sharedsub.core.ownership.members import Full, TakeSlot, WatchSlots, decide_slot
 from sharedsub.storage.lease_objects import create_lease, read_lease, replace_lease
 from sharedsub.storage.objects.store import ObjectStore, PreconditionFailed, StoreFailure
 
@@ -61,46 +61,71 @@ def take_lease(
         DataDirInUse: a live front end holds it.
         StoreFailure: the store did not answer.
     """
-    first_tag: str | None = None
-    first_at = 0.0
+    return take_slot(store, [key], me, pid_alive=pid_alive, clock=clock, sleep=sleep)[1]
+
+
+def take_slot(
+    store: ObjectStore,
+    keys: Sequence[str],
+    me: LeaseRecord,
+    *,
+    pid_alive: Callable[[int], bool],
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> tuple[int, tuple[LeaseRecord, str, float]]:
+    """Take one of the slot leases at ``keys`` (slot k's at ``keys[k]``) for ``me``, as
+    sharedsub.core.ownership.members decides: (the slot, (the record written, its tag,
+    ``clock()`` when the winning request was sent)).
+
+    Raises:
+        DataDirInUse: every slot is held by a live front end (the first one is named).
+        StoreFailure: the store did not answer.
+    """
+    first: dict[int, tuple[str, float]] = {}  # per slot: the first tag seen, and when
     told = False
     while True:
-        found = read_lease(store, key)
-        seen: Seen | None = None
-        if found is not None:
+        slots: list[Seen | None] = []
+        for k, key in enumerate(keys):
+            found = read_lease(store, key)
+            if found is None:
+                first.pop(k, None)
+                slots.append(None)
+                continue
             record, etag = found
-            if first_tag is None:
-                first_tag, first_at = etag, clock()
+            first_tag, first_at = first.setdefault(k, (etag, clock()))
             alive = pid_alive(record.pid) if record.host == me.host else None
-            seen = Seen(record, etag, clock() - first_at, etag != first_tag, alive)
-        decision = decide_take(seen)
-        match decision:
-            case Create(epoch=epoch):
+            slots.append(Seen(record, etag, clock() - first_at, etag != first_tag, alive))
+        match decide_slot(slots):
+            case TakeSlot(slot=slot, how=Create(epoch=epoch)):
                 mine = dataclasses.replace(me, epoch=epoch, renewals=0, released=False)
                 sent = clock()
                 try:
-                    return mine, create_lease(store, key, mine), sent
+                    return slot, (mine, create_lease(store, keys[slot], mine), sent)
                 except PreconditionFailed:
-                    first_tag = None  # someone created it first: watch theirs
-            case TakeOver(epoch=epoch, etag=etag, reason=reason):
+                    first.pop(slot, None)  # someone created it first: watch theirs
+            case TakeSlot(slot=slot, how=TakeOver(epoch=epoch, etag=etag, reason=reason)):
                 mine = dataclasses.replace(me, epoch=epoch, renewals=0, released=False)
                 sent = clock()
                 try:
-                    new_tag = replace_lease(store, key, mine, etag)
+                    new_tag = replace_lease(store, keys[slot], mine, etag)
                 except PreconditionFailed:
-                    first_tag = None  # someone else took it first: watch theirs
+                    first.pop(slot, None)  # someone else took it first: watch theirs
                     continue
-                log.info("took the lease %s over (epoch %d): %s", key, epoch, reason)
-                return mine, new_tag, sent
-            case Refuse(holder=holder):
+                log.info("took the lease %s over (epoch %d): %s", keys[slot], epoch, reason)
+                return slot, (mine, new_tag, sent)
+            case Full(holders=holders):
+                holder = holders[0][1]
                 raise DataDirInUse(store.root, holder.pid, holder.amqp, host=holder.host)
-            case Watch(wait_s=wait):
-                if not told and seen is not None:
+            case WatchSlots(wait_s=wait):
+                if not told:
+                    held = [seen.record for seen in slots if seen is not None]
                     log.warning(
-                        "data dir %s is leased by %s (pid %d on %s): watching it for up to %.0f s "
-                        "to see whether it is renewed",
-                        store.root, seen.record.amqp or "a front end", seen.record.pid, seen.record.host,
-                        seen.record.ttl_s,
+                        "data dir %s: %s held by %s; watching for up to %.0f s whether %s renewed",
+                        store.root,
+                        "its lease is" if len(keys) == 1 else f"all {len(keys)} member slots are",
+                        ", ".join(f"{r.amqp or 'a front end'} (pid {r.pid} on {r.host})" for r in held),
+                        max(r.ttl_s for r in held),
+                        "it is" if len(held) == 1 else "they are",
                     )
                     told = True
                 sleep(wait)

@@ -231,3 +231,15 @@ def test_a_token_mismatch_reaches_the_cli_as_an_error(svc: ServeProcess, tmp_pat
     forged = ServiceInfo(info.pid, info.amqp_host, info.amqp_port, info.http_host, info.http_port, info.started_at, "nope")
     reply = call_admin(forged, "/admin/unsubscribe", {"subscription": "x"})
     assert (reply["ok"], reply["error"], reply["exit_code"]) == (False, "unauthorized", 1)
+
+
+def test_cluster_status_of_a_local_data_dir_names_its_one_service_without_its_token(svc: ServeProcess) -> None:
+    info = _info(svc)
+    cli = subprocess.run(
+        [sys.executable, "-m", "sharedsub", "cluster", "status", "--data-dir", str(svc.data_dir), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=60, env=dict(os.environ),
+    )
+    assert cli.returncode == 0, cli.stderr
+    (member,) = json.loads(cli.stdout)["members"]
+    assert (member["slot"], member["state"], member["pid"], member["amqp"]) == (0, "running", info.pid, info.amqp_url)
+    assert member["http"] == info.admin_url and info.admin_token not in cli.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.core.layout import FANOUT_LEASE, OWNER_LEASE
+from sharedsub.core.layout import FANOUT_LEASE, member_lease
 from sharedsub.runtime.users import UserStore
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry, table_id
@@ -59,7 +59,7 @@ def test_a_second_front_end_on_the_same_bucket_is_refused_with_the_owners_addres
     s3_service: ServeProcess, s3_server: S3Server, s3_env: dict[str, str]
 ) -> None:
     store = open_store(str(s3_service.data_dir))
-    wait_for(lambda: (read_lease(store, OWNER_LEASE) or (None,))[0].amqp is not None, 30, "the lease to name the owner")  # type: ignore[union-attr]
+    wait_for(lambda: (read_lease(store, member_lease(0)) or (None,))[0].amqp is not None, 30, "the lease to name the owner")  # type: ignore[union-attr]
     second = subprocess.run(
         [sys.executable, "-m", "sharedsub", "frontend", "--data-dir", str(s3_service.data_dir), "--port", "0"],
         env={**s3_server.env(), "PATH": "/usr/bin:/bin"},
@@ -70,6 +70,31 @@ def test_a_second_front_end_on_the_same_bucket_is_refused_with_the_owners_addres
     )
     assert second.returncode != 0
     assert f"serving {s3_service.url}" in second.stderr and "in use by process" in second.stderr, second.stderr[-2000:]
+
+
+def test_cluster_status_names_the_member_its_fan_out_and_each_topics_partitions(
+    s3_service: ServeProcess, s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """``sharedsub cluster status`` read from the bucket alone: slot 0 held (live) by the
+    service at its address, the fan-out's lease, a topic's partition; no secret in either form."""
+    data, env = str(s3_service.data_dir), s3_server.env()
+    store = open_store(data)
+    wait_for(lambda: (read_lease(store, member_lease(0)) or (None,))[0].amqp is not None, 30, "the lease to name the owner")  # type: ignore[union-attr]
+    topic = uid("t")
+    create_topic(data, topic)
+    done = _sharedsub("cluster", "status", "--json", "--data-dir", data, env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    doc = json.loads(done.stdout)
+    (member,) = doc["members"]
+    assert s3_service.proc is not None
+    assert (member["slot"], member["state"], member["amqp"], member["pid"]) == (0, "live", s3_service.url, s3_service.proc.pid)
+    assert member["epoch"] >= 1 and member["http"].startswith("http://")
+    assert doc["fanout"]["state"] == "live" and doc["fanout"]["slot"] is None
+    assert {"topic": topic, "partitions": [0]} in doc["topics"]
+    text = _sharedsub("cluster", "status", "--data-dir", data, env=env)
+    assert text.returncode == 0 and s3_service.url in text.stdout and "fan-out: live" in text.stdout, text.stdout
+    for out in (done.stdout, text.stdout):
+        assert SECRET_KEY not in out and "token" not in out
 
 
 @pytest.mark.parametrize(
@@ -207,7 +232,7 @@ def test_a_sigstopped_owner_taken_over_writes_nothing_after_sigcont(s3_server: S
         os.kill(a.proc.pid, signal.SIGSTOP)
         b = ServeProcess(data, env=s3_server.env()).start()  # waits out A's TTL, then takes over
         try:
-            record, _tag = read_lease(store, OWNER_LEASE) or (None, "")
+            record, _tag = read_lease(store, member_lease(0)) or (None, "")
             assert record is not None and record.epoch == 2
             taken_at = latest_version(table)
             assert [o.state for o in publish(b.url, topic, [Message(body="b0")])] == ["accepted"]

@@ -11,13 +11,15 @@ import threading
 import pytest
 
 from sharedsub.core.errors import DataDirInUse
-from sharedsub.core.layout import OWNER_LEASE
+from sharedsub.core.layout import member_lease
 from sharedsub.core.ownership.lease import LeaseRecord
-from sharedsub.runtime.store_lease import LeaseHolder, take_lease
+from sharedsub.runtime.store_lease import LeaseHolder, take_lease, take_slot
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.objects.store import ObjectStore
 from tests.s3_server import S3Server
+
+OWNER_LEASE = member_lease(0)  # the lease of a single front end: member slot 0
 
 HOST = socket.gethostname()
 
@@ -170,3 +172,30 @@ def test_renewals_on_the_holders_thread(store: ObjectStore) -> None:
         assert not done.is_set()
     finally:
         holder.release()
+
+
+SLOTS = [member_lease(k) for k in range(3)]
+
+
+def test_front_ends_take_member_slots_in_order_and_a_released_one_before_a_free_one(store: ObjectStore) -> None:
+    """Three slots: two front ends get 0 and 1; when 0 is released a third takes 0 over (its
+    partition lives on, epoch 2) rather than creating 2; with every slot renewed a fourth is
+    refused, naming the first member."""
+    clock = Clock()
+    slot_a, a = take_slot(store, SLOTS, _me("a"), pid_alive=lambda _p: True, clock=clock, sleep=clock.sleep)
+    slot_b, b = take_slot(store, SLOTS, _me("b"), pid_alive=lambda _p: True, clock=clock, sleep=clock.sleep)
+    assert (slot_a, a[0].epoch, slot_b, b[0].epoch) == (0, 1, 1, 1)
+    LeaseHolder(store, SLOTS[0], a, lambda _r: None, clock=clock).release()
+    slot_c, c = take_slot(store, SLOTS, _me("c"), pid_alive=lambda _p: True, clock=clock, sleep=clock.sleep)
+    assert (slot_c, c[0].epoch) == (0, 2) and clock.now == 1000.0
+    slot_d, d = take_slot(store, SLOTS, _me("d"), pid_alive=lambda _p: True, clock=clock, sleep=clock.sleep)
+    assert (slot_d, d[0].epoch) == (2, 1)
+    holders = [LeaseHolder(store, key, taken, lambda _r: None, clock=clock) for key, taken in zip(SLOTS, (c, b, d), strict=True)]
+
+    def sleep_while_renewing(seconds: float) -> None:
+        clock.sleep(seconds)
+        for holder in holders:
+            holder.renew_once()
+
+    with pytest.raises(DataDirInUse, match=r"in use by process 100 on host-a serving amqp://c:5672"):
+        take_slot(store, SLOTS, _me("e", host="host-b"), pid_alive=lambda _p: True, clock=clock, sleep=sleep_while_renewing)

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from sharedsub.core.ownership.lease import Create, LeaseRecord, Seen, TakeOver
-from sharedsub.core.ownership.members import Full, SlotDecision, TakeSlot, WatchSlots, decide_slot
+from sharedsub.core.ownership.members import Full, SlotDecision, TakeSlot, WatchSlots, decide_slot, member_state
 
 A = LeaseRecord("host-a:41:ab12", epoch=4, host="host-a", pid=41, ttl_s=15.0, renew_s=3.0, amqp="amqp://a:5672")
 B = dataclasses.replace(A, holder="host-b:7:cd34", host="host-b", pid=7, epoch=2, amqp="amqp://b:5672")
@@ -55,3 +55,17 @@ ROWS: list[tuple[str, list[Seen | None], SlotDecision]] = [
 @pytest.mark.parametrize(("row", "slots", "expected"), ROWS, ids=[r[0] for r in ROWS])
 def test_choosing_a_slot(row: str, slots: list[Seen | None], expected: SlotDecision) -> None:
     assert decide_slot(slots) == expected, row
+
+
+@pytest.mark.parametrize(
+    ("row", "record", "age", "alive", "state"),
+    [
+        ("released", dataclasses.replace(A, released=True), 0.0, False, "released"),
+        ("its process of this host is dead", A, 1.0, False, "gone"),
+        ("not written for longer than its ttl", A, 15.5, None, "stale"),
+        ("renewed within its ttl", A, 2.0, None, "live"),
+        ("renewed, its process of this host alive", A, 2.0, True, "live"),
+    ],
+)
+def test_how_a_slot_looks_from_one_reading(row: str, record: LeaseRecord, age: float, alive: bool | None, state: str) -> None:
+    assert member_state(record, age_s=age, holder_alive=alive) == state, row

@@ -78,3 +78,19 @@ def decide_slot(slots: Sequence[Seen | None]) -> SlotDecision:
     if waits:
         return WatchSlots(min(waits))
     return Full(tuple((k, d.holder) for k, d in enumerate(decisions) if isinstance(d, Refuse)))
+
+
+def member_state(record: LeaseRecord, *, age_s: float, holder_alive: bool | None) -> str:
+    """How a slot's lease looks from one reading (``sharedsub cluster status``), first match wins:
+    ``released`` (its holder stopped cleanly), ``gone`` (its holder, a process of the reading
+    host, is dead: ``holder_alive`` False), ``stale`` (not written for longer than its TTL by the
+    store's clock, ``age_s``: its holder is probably dead or paused; a taker still watches a whole
+    TTL before taking it), else ``live``. One reading cannot prove a holder alive: ``live`` means
+    renewed within the TTL."""
+    if record.released:
+        return "released"
+    if holder_alive is False:
+        return "gone"
+    if age_s > record.ttl_s:
+        return "stale"
+    return "live"

@@ -1,0 +1,102 @@
+"""What ``sharedsub cluster status`` shows: the members of a data dir, the fan-out's lease, and
+each topic's partitions, read from the store (no running service is asked).
+
+On object storage the members are the slot leases ``_cluster/members/<k>`` (one LIST, then a GET
+per slot; sharedsub.core.ownership.members) and the fan-out job is the holder of
+``_cluster/fanout``. A local data dir has one member, the service its ``_service.json`` names
+(slot 0; its ``flock`` is the lease). Never shows a secret: lease objects hold none, and the
+admin token of ``_service.json`` is left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+import time
+from collections.abc import Callable
+
+from sharedsub.core import layout
+from sharedsub.core.ownership.lease import LeaseRecord
+from sharedsub.core.ownership.members import member_state
+from sharedsub.runtime.discovery import pid_alive, running_service
+from sharedsub.storage.lease_objects import read_lease
+from sharedsub.storage.objects.locations import locate
+from sharedsub.storage.objects.store import ObjectNotFound, ObjectStore
+from sharedsub.storage.topics import list_topic_partitions
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Member:
+    """One slot's holder (or the fan-out job's), as read."""
+
+    slot: int | None  # None: the fan-out's lease
+    state: str  # live, stale, gone, released (member_state); "running" for a local dir's service
+    epoch: int | None
+    host: str | None
+    pid: int | None
+    amqp: str | None
+    http: str | None
+    written_s_ago: float | None  # since the lease object was last written, by the store's clock
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` form."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ClusterStatus:
+    """The data dir's members, its fan-out, and its topics' partitions."""
+
+    data_dir: str
+    members: list[Member]
+    fanout: Member | None
+    topics: dict[str, list[int]]
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` form."""
+        return {
+            "data_dir": self.data_dir,
+            "members": [m.to_json() for m in self.members],
+            "fanout": self.fanout.to_json() if self.fanout is not None else None,
+            "topics": [{"topic": t, "partitions": p} for t, p in self.topics.items()],
+        }
+
+
+def cluster_status(
+    root: str, *, now_ms: Callable[[], int] = lambda: int(time.time() * 1000), alive: Callable[[int], bool] = pid_alive
+) -> ClusterStatus:
+    """Read the status of the data dir ``root``.
+
+    Raises:
+        StoreFailure: the store did not answer.
+    """
+    topics = list_topic_partitions(root)
+    if layout.local_path(root) is not None:
+        info = running_service(root)
+        members = []
+        if info is not None:
+            http = info.admin_url
+            members.append(Member(0, "running", None, socket.gethostname(), info.pid, info.amqp_url, http, None))
+        return ClusterStatus(root, members, None, topics)
+    store, members_key = locate(layout.join(root, layout.MEMBERS_DIR))
+    slots = sorted(
+        {int(k) for k in (meta.key[len(members_key) + 1 :] for meta in store.list(members_key + "/")) if k.isdigit()}
+    )
+    members = [m for m in (_member(store, f"{members_key}/{k}", k, now_ms(), alive) for k in slots) if m is not None]
+    _, fanout_key = locate(layout.join(root, layout.FANOUT_LEASE))
+    return ClusterStatus(root, members, _member(store, fanout_key, None, now_ms(), alive), topics)
+
+
+def _member(store: ObjectStore, key: str, slot: int | None, now: int, alive: Callable[[int], bool]) -> Member | None:
+    try:
+        found = read_lease(store, key)
+        meta = store.head(key)
+    except (ObjectNotFound, ValueError):
+        return None  # gone meanwhile, or not a lease record
+    if found is None:
+        return None
+    record: LeaseRecord = found[0]
+    age = max(0.0, (now - meta.modified_ms) / 1000)
+    holder_alive = alive(record.pid) if record.host == socket.gethostname() else None
+    state = member_state(record, age_s=age, holder_alive=holder_alive)
+    return Member(slot, state, record.epoch, record.host, record.pid, record.amqp, record.http, round(age, 1))
