@@ -27,6 +27,7 @@ from typing import Any
 from sharedsub.core import layout
 from sharedsub.core.errors import DataDirInUse, ServiceUnavailable
 from sharedsub.core.ownership.lease import DEFAULT_RENEW_S, DEFAULT_TTL_S, LeaseRecord
+from sharedsub.core.ownership.members import fence_token
 from sharedsub.runtime.store_lease import LeaseHolder, take_lease, take_slot
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.store import ObjectStore
@@ -131,8 +132,10 @@ class DataDirLock:
 
     @property
     def epoch(self) -> int | None:
-        """The lease's epoch (None for a local dir)."""
-        return self._lease.epoch if self._lease is not None else None
+        """What this holder's commits carry as their owner epoch: the lease's epoch as a fence
+        token of its slot (sharedsub.core.ownership.members.fence_token; the epoch itself for
+        slot 0); None for a local dir."""
+        return fence_token(self.slot, self._lease.epoch) if self._lease is not None else None
 
     def announce(self, amqp: str | None, http: str | None) -> None:
         """Where this front end serves: recorded in the lease (object storage; no-op locally,

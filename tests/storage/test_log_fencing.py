@@ -8,6 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from sharedsub.core.ownership.members import fence_token
 from sharedsub.storage import schemas
 from sharedsub.storage.delta.appender import EPOCH_MARK, DeltaAppender, Fenced
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
@@ -75,3 +76,25 @@ def test_a_commit_whose_retried_put_finds_its_own_log_entry_is_not_written_again
     assert latest_version(table) == landed
     data = read_table(table, ["seq"])
     assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1]
+
+
+def test_members_of_other_slots_share_a_table_and_only_a_later_epoch_of_the_same_slot_fences(root: str) -> None:
+    """The catalog is written by every member: slot 0 (epoch 5) and slot 1 (epoch 1) commit to
+    one table in turn without fencing each other; slot 1 taken over (epoch 2) fences its old
+    holder, and slot 0 goes on."""
+    table = create_topic(root, "shared")
+    zero = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(0, 5))
+    one = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
+    zero.fence()
+    one.fence()
+    zero.append(_rows([0]))
+    one.append(_rows([1]))
+    zero.append(_rows([2]))
+    taken_over = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 2))
+    taken_over.fence()
+    with pytest.raises(Fenced, match="owner epoch 2, this writer's is 1: another front end holds member slot 1 now"):
+        one.append(_rows([3]))
+    zero.append(_rows([4]))
+    taken_over.append(_rows([5]))
+    data = read_table(table, ["seq"])
+    assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1, 2, 4, 5]

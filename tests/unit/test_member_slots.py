@@ -7,7 +7,17 @@ import dataclasses
 import pytest
 
 from sharedsub.core.ownership.lease import Create, LeaseRecord, Seen, TakeOver
-from sharedsub.core.ownership.members import Full, SlotDecision, TakeSlot, WatchSlots, decide_slot, member_state
+from sharedsub.core.ownership.members import (
+    Full,
+    SlotDecision,
+    TakeSlot,
+    WatchSlots,
+    decide_slot,
+    fence_token,
+    member_state,
+    supersedes,
+    token_epoch,
+)
 
 A = LeaseRecord("host-a:41:ab12", epoch=4, host="host-a", pid=41, ttl_s=15.0, renew_s=3.0, amqp="amqp://a:5672")
 B = dataclasses.replace(A, holder="host-b:7:cd34", host="host-b", pid=7, epoch=2, amqp="amqp://b:5672")
@@ -69,3 +79,23 @@ def test_choosing_a_slot(row: str, slots: list[Seen | None], expected: SlotDecis
 )
 def test_how_a_slot_looks_from_one_reading(row: str, record: LeaseRecord, age: float, alive: bool | None, state: str) -> None:
     assert member_state(record, age_s=age, holder_alive=alive) == state, row
+
+
+@pytest.mark.parametrize(
+    ("theirs", "mine", "fenced"),
+    [
+        ((0, 5), (0, 4), True),  # slot 0 taken over: its old holder is fenced
+        ((0, 4), (0, 4), False),  # its own commits
+        ((0, 3), (0, 4), False),  # an older holder's commits
+        ((1, 1), (0, 4), False),  # another member's commits to a shared table
+        ((0, 9), (1, 1), False),
+        ((1, 2), (1, 1), True),  # slot 1 taken over
+    ],
+)
+def test_only_a_later_epoch_of_the_same_slot_fences(theirs: tuple[int, int], mine: tuple[int, int], fenced: bool) -> None:
+    assert supersedes(fence_token(*theirs), fence_token(*mine)) is fenced
+    assert token_epoch(fence_token(*mine)) == mine
+
+
+def test_slot_0s_token_is_its_epoch() -> None:
+    assert fence_token(0, 7) == 7

@@ -94,3 +94,26 @@ def member_state(record: LeaseRecord, *, age_s: float, holder_alive: bool | None
     if age_s > record.ttl_s:
         return "stale"
     return "live"
+
+
+SLOT_SHIFT = 32  # a fence token keeps the member slot above the epoch's 32 bits
+
+
+def fence_token(slot: int, epoch: int) -> int:
+    """The number a member's commits carry as their owner epoch (the fence of the log): its
+    slot's epoch, with the slot in the high bits. Slot 0's token is its epoch itself, so logs
+    written by a single front end (and by the fan-out job, which holds a lease of its own) read
+    as before."""
+    return slot << SLOT_SHIFT | epoch
+
+
+def supersedes(theirs: int, mine: int) -> bool:
+    """Whether a commit carrying fence token ``theirs`` means the writer holding ``mine`` lost
+    its slot: a later epoch *of the same slot*. Members of other slots share tables (the
+    catalog) without fencing each other."""
+    return theirs >> SLOT_SHIFT == mine >> SLOT_SHIFT and theirs > mine
+
+
+def token_epoch(token: int) -> tuple[int, int]:
+    """(slot, epoch) of a fence token."""
+    return token >> SLOT_SHIFT, token & ((1 << SLOT_SHIFT) - 1)

@@ -12,6 +12,7 @@ from deltalake.exceptions import CommitFailedError
 from deltalake.transaction import AddAction
 
 from sharedsub.core.layout import local_path
+from sharedsub.core.ownership.members import supersedes, token_epoch
 from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_log_entry
 from sharedsub.storage.delta.data_files import DataFile
@@ -37,9 +38,11 @@ class Fenced(Exception):
     """A commit found its version taken under a higher owner epoch: this writer is superseded."""
 
     def __init__(self, table: str, version: int, theirs: int, mine: int) -> None:
+        slot, their_epoch = token_epoch(theirs)
+        owner = "another front end owns the data dir now" if slot == 0 else f"another front end holds member slot {slot} now"
         super().__init__(
-            f"{table}: version {version} was written under owner epoch {theirs}, this writer's is {mine}: "
-            "another front end owns the data dir now"
+            f"{table}: version {version} was written under owner epoch {their_epoch}, this writer's is "
+            f"{token_epoch(mine)[1]}: {owner}"
         )
         self.table = table
         self.version = version
@@ -49,12 +52,13 @@ class Fenced(Exception):
 
 def check_fence(table: str, after: int, epoch: int) -> None:
     """Raise :class:`Fenced` when a commit of ``table`` after version ``after`` carries an owner
-    epoch higher than ``epoch``."""
+    epoch that supersedes ``epoch`` (a fence token: sharedsub.core.ownership.members, a later
+    epoch of the same member slot)."""
     latest = latest_version(table, after) if after >= 0 else latest_version(table)
     for version in range(max(after + 1, 0), latest + 1):
         entry = read_log_entry(table, version)
         theirs = entry.info.get(EPOCH_MARK) if entry is not None else None
-        if theirs is not None and int(theirs) > epoch:
+        if theirs is not None and supersedes(int(theirs), epoch):
             raise Fenced(table, version, int(theirs), epoch)
 
 
