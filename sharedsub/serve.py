@@ -46,6 +46,7 @@ from sharedsub.runtime.fanout_process import FanoutProcess
 from sharedsub.runtime.gc_tuning import tune_for_serving
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread, SettledBelow
+from sharedsub.runtime.member_view import MemberView
 from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
@@ -253,6 +254,16 @@ def fanout_child(
     )
 
 
+def advertise_members(settings: Settings, server: FrontEndServer) -> MemberView | None:
+    """On object storage, the view of the data dir's other members (started), whose addresses
+    each open frame advertises (``failover-server-list``); None for a local data dir."""
+    if not on_object_store(settings):
+        return None
+    members = MemberView(settings.data_dir).start(server.url)
+    server.handler.failover_peers = members.peers
+    return members
+
+
 def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     """Run the front end (and, ``with_fanout``, the fan-out child) until SIGINT/SIGTERM; the exit code.
 
@@ -303,6 +314,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         raise
     announce_service(settings, host, port, http, server.tls_port)
     owner.announce(server.url, http.url if http else None)
+    members = advertise_members(settings, server)
     fanout = fanout_child(settings, config, server.handler.tailer.hint, fanout_lease) if with_fanout else None
     fanout_failed = False
     if fanout is not None:
@@ -350,6 +362,8 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
             maintenance.stop()
         if fanout is not None:
             fanout.stop()
+        if members is not None:
+            members.stop()
     fanout_lease.release()
     owner.release()
     logging.getLogger("sharedsub").info("stopped")

@@ -17,7 +17,7 @@ import concurrent.futures
 import functools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import proton
@@ -159,6 +159,9 @@ class FrontEnd(Handler):
             end_settlements=self.dispatcher.discharge,
         )
         self.connections: set[proton.Connection] = set()
+        # The other members of the data dir, (host, port) each (sharedsub.runtime.member_view;
+        # set by the service on object storage): each open frame advertises them.
+        self.failover_peers: Callable[[], Sequence[tuple[str, int]]] = tuple
         parts.inbox.connect(self)
 
     def user_of(self, conn: proton.Connection) -> str | None:
@@ -293,6 +296,15 @@ class FrontEnd(Handler):
             # Proton advertises this in the open and closes the transport when nothing arrives
             # for that long (on_transport_closed then releases what the connection held).
             conn.transport.idle_timeout = self.settings.server.idle_timeout
+        peers = self.failover_peers()
+        if peers:
+            # docs/wire.md §1.1: the Qpid JMS client on a failover: URI takes these as the other
+            # servers to reconnect to (network-host, port, scheme per server).
+            conn.properties = {
+                symbol("failover-server-list"): [
+                    {symbol("network-host"): host, symbol("port"): port, symbol("scheme"): "amqp"} for host, port in peers
+                ]
+            }
         conn.open()
 
     @_contained

@@ -78,13 +78,25 @@ def cluster_status(
             http = info.admin_url
             members.append(Member(0, "running", None, socket.gethostname(), info.pid, info.amqp_url, http, None))
         return ClusterStatus(root, members, None, topics)
+    store, fanout_key = locate(layout.join(root, layout.FANOUT_LEASE))
+    members = read_members(root, now_ms=now_ms, alive=alive)
+    return ClusterStatus(root, members, _member(store, fanout_key, None, now_ms(), alive), topics)
+
+
+def read_members(
+    root: str, *, now_ms: Callable[[], int] = lambda: int(time.time() * 1000), alive: Callable[[int], bool] = pid_alive
+) -> list[Member]:
+    """The member slots' holders of the data dir ``root`` on object storage, in slot order (one
+    LIST, a GET and a HEAD per slot).
+
+    Raises:
+        StoreFailure: the store did not answer.
+    """
     store, members_key = locate(layout.join(root, layout.MEMBERS_DIR))
     slots = sorted(
         {int(k) for k in (meta.key[len(members_key) + 1 :] for meta in store.list(members_key + "/")) if k.isdigit()}
     )
-    members = [m for m in (_member(store, f"{members_key}/{k}", k, now_ms(), alive) for k in slots) if m is not None]
-    _, fanout_key = locate(layout.join(root, layout.FANOUT_LEASE))
-    return ClusterStatus(root, members, _member(store, fanout_key, None, now_ms(), alive), topics)
+    return [m for m in (_member(store, f"{members_key}/{k}", k, now_ms(), alive) for k in slots) if m is not None]
 
 
 def _member(store: ObjectStore, key: str, slot: int | None, now: int, alive: Callable[[int], bool]) -> Member | None:

@@ -97,6 +97,38 @@ def test_cluster_status_names_the_member_its_fan_out_and_each_topics_partitions(
         assert SECRET_KEY not in out and "token" not in out
 
 
+def test_the_open_frame_advertises_the_other_members_for_failover(
+    s3_service: ServeProcess, s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """Another member's slot lease (written here as a member would) appears in each open frame's
+    failover-server-list (docs/wire.md §1.1) once the member view read it; the service never
+    names itself there, and with no other member the property is left out."""
+    from proton import symbol
+    from proton.utils import BlockingConnection
+
+    from sharedsub.core.ownership.lease import LeaseRecord
+    from sharedsub.storage.lease_objects import create_lease
+
+    def advertised() -> object:
+        conn = BlockingConnection(s3_service.url, timeout=30)
+        try:
+            props = conn.conn.remote_properties or {}
+            return props.get(symbol("failover-server-list"))
+        finally:
+            conn.close()
+
+    assert advertised() is None
+    store = open_store(str(s3_service.data_dir))
+    other = LeaseRecord("elsewhere:7:x", 1, "elsewhere", 7, 15.0, 3.0, amqp="amqp://127.0.0.9:5999")
+    create_lease(store, member_lease(5), other)
+    try:
+        wait_for(lambda: advertised() is not None, 60, "the open frame to name the other member")
+        (entry,) = advertised()  # type: ignore[misc]
+        assert {str(k): v for k, v in entry.items()} == {"network-host": "127.0.0.9", "port": 5999, "scheme": "amqp"}
+    finally:
+        store.delete(member_lease(5))
+
+
 @pytest.mark.parametrize(
     ("case", "says"),
     [

@@ -13,6 +13,7 @@ from sharedsub.core.ownership.members import (
     TakeSlot,
     WatchSlots,
     decide_slot,
+    failover_peers,
     fence_token,
     member_state,
     supersedes,
@@ -99,3 +100,18 @@ def test_only_a_later_epoch_of_the_same_slot_fences(theirs: tuple[int, int], min
 
 def test_slot_0s_token_is_its_epoch() -> None:
     assert fence_token(0, 7) == 7
+
+
+@pytest.mark.parametrize(
+    ("addresses", "own", "peers"),
+    [
+        (["amqp://a:5672", "amqp://b:5673"], "amqp://a:5672", [("b", 5673)]),
+        (["amqp://a:5672"], "amqp://a:5672", []),
+        ([None, "amqp://b:1", "amqp://b:1", "amqp://c:2"], None, [("b", 1), ("c", 2)]),
+        (["amqp://[::1]:5672", "amqps://d:5671", "amqp://e", "amqp://:5"], None, [("::1", 5672)]),
+    ],
+)
+def test_the_failover_list_names_every_other_member(
+    addresses: list[str | None], own: str | None, peers: list[tuple[str, int]]
+) -> None:
+    assert failover_peers(addresses, own) == peers

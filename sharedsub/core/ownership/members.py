@@ -117,3 +117,22 @@ def supersedes(theirs: int, mine: int) -> bool:
 def token_epoch(token: int) -> tuple[int, int]:
     """(slot, epoch) of a fence token."""
     return token >> SLOT_SHIFT, token & ((1 << SLOT_SHIFT) - 1)
+
+
+def failover_peers(addresses: Sequence[str | None], own: str | None) -> list[tuple[str, int]]:
+    """(host, port) of each member address (``amqp://HOST:PORT`` as a slot's lease records it)
+    other than ``own``, in slot order without repeats: what a front end advertises in its open
+    frame's ``failover-server-list`` (docs/wire.md §1.1), so a client on a ``failover:`` URI learns
+    the other members. Every recorded member counts, a stale or released one too: a client that
+    finds one down tries the next, while one left out could not be reached at all once the
+    client's list is replaced (Qpid JMS replaces all but the current server by default). An
+    address that is not ``amqp://HOST:PORT`` is left out."""
+    peers: list[tuple[str, int]] = []
+    for address in addresses:
+        if address is None or address == own or not address.startswith("amqp://"):
+            continue
+        host, _, port = address[len("amqp://") :].rpartition(":")
+        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
+        if host and port.isdigit() and (host, int(port)) not in peers:
+            peers.append((host, int(port)))
+    return peers
