@@ -296,6 +296,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         epoch=owner.epoch,
         partition=owner.slot,
         on_fenced=fail_stop,
+        lapsed=owner.lapsed,
         after_unclean_stop=previous_stop_was_unclean(settings),
         # A missing or broken permissions file raises ConfigError here: never start more open.
         permissions=PolicyStore(settings.security.permissions_file),

@@ -108,6 +108,7 @@ def build_parts(
     epoch: int | None = None,
     on_fenced: Callable[[str], None] | None = None,
     partition: int = 0,
+    lapsed: Callable[[], str | None] | None = None,
 ) -> FrontEndParts:
     """The parts of a front end on ``settings``' data dir (nothing started yet).
 
@@ -115,7 +116,8 @@ def build_parts(
     sharedsub.runtime.tailer.Tailer); ``permissions``: the policy store (None: no permissions
     file, the open policy); ``epoch``: the owner lease's epoch every commit carries (a data dir
     on object storage), ``on_fenced``: what stops the service when a commit meets a higher one;
-    ``partition``: the topic partition this front end writes (its member slot).
+    ``partition``: the topic partition this front end writes (its member slot); ``lapsed``:
+    why its lease may be another's by now, asked before each write (sharedsub.runtime.committer).
     """
     injector = Injector()
     inbox = Inbox(injector)
@@ -141,6 +143,7 @@ def build_parts(
         full_disk_timeout=settings.storage.full_disk_timeout,
         stages=stages,
         on_fenced=on_fenced,
+        lapsed=lapsed,
     )
     tailer = Tailer(
         root,

@@ -77,6 +77,10 @@ class _DeadLetterAck(Ack):
     __slots__ = ()
 
 
+class LeaseLapsed(Exception):
+    """A write was not made: this front end's lease may be another's by now (Committer's ``lapsed``)."""
+
+
 class Committer:
     """The group-commit thread. Start with :meth:`start`, stop with :meth:`stop` (drains first)."""
 
@@ -92,6 +96,7 @@ class Committer:
         full_disk_timeout: float = 60.0,
         stages: StageTimes | None = None,
         on_fenced: Callable[[str], None] | None = None,
+        lapsed: Callable[[], str | None] | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -102,9 +107,15 @@ class Committer:
         ``group_commit`` and ``ack_commit`` times go (sharedsub.core.ops.stage_timing; this thread is
         their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`.
         ``on_fenced(reason)``: called (on this thread) when a write finds the table taken under a
-        higher owner epoch: another front end owns the data dir, this one must stop."""
+        higher owner epoch: another front end owns the data dir, this one must stop.
+        ``lapsed()``: why this front end's lease may be another's by now (None: it is held),
+        asked before every write: a process paused past its lease (SIGSTOP, a long GC, a frozen
+        VM) writes nothing more, not even to tables shared with other members, whose log marks
+        do not fence it (sharedsub.core.ownership.members.supersedes); it is reported like a
+        fence."""
         self.store = store
         self._on_fenced = on_fenced
+        self._lapsed = lapsed
         self.root = store.root
         self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
@@ -256,8 +267,11 @@ class Committer:
         tries = 0
         while True:
             try:
+                lapsed = self._lapsed() if self._lapsed is not None else None
+                if lapsed is not None:
+                    raise LeaseLapsed(lapsed)
                 out = attempt()
-            except Fenced as exc:  # superseded: nothing this front end writes may land any more
+            except (Fenced, LeaseLapsed) as exc:  # superseded: nothing this front end writes may land any more
                 if self._on_fenced is not None:
                     self._on_fenced(str(exc))
                 raise

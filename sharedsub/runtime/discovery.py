@@ -143,6 +143,11 @@ class DataDirLock:
         if self._lease is not None:
             self._lease.announce(amqp, http)
 
+    def lapsed(self) -> str | None:
+        """Why the lease may be another's by now (LeaseHolder.lapsed); None while it is held,
+        and always for a local dir (its flock is the process's until it ends)."""
+        return self._lease.lapsed() if self._lease is not None else None
+
     def when_lost(self, on_lost: Callable[[str], None]) -> None:
         """Call ``on_lost(reason)`` (once, from the lease's thread) if the lease is lost."""
         self._on_lost = on_lost

@@ -199,6 +199,19 @@ class LeaseHolder:
         if isinstance(decision, Lost):
             self._lose(decision.reason)
 
+    def lapsed(self) -> str | None:
+        """Why this holder may no longer own what it leased, or None: lost, or not renewed for
+        ``ttl_s - renew_s`` (a taker may take it ``renew_s`` later). A clock read, no request:
+        writers ask before each write (any thread), so a process that wakes from a pause longer
+        than that writes nothing before the watch thread stops it."""
+        if self._lost is not None:
+            return self._lost
+        rec = self._record
+        decision = decide_renewal(
+            "unanswered", since_renewed_s=self._clock() - self._sent, ttl_s=rec.ttl_s, renew_s=rec.renew_s
+        )
+        return decision.reason if isinstance(decision, Lost) else None
+
     def check_deadline(self) -> None:
         """The watch thread's step (tests call it directly): lost once ``ttl_s - renew_s`` passed
         since the last renewal was sent, whether or not a renewal request is still waiting."""

@@ -199,3 +199,16 @@ def test_front_ends_take_member_slots_in_order_and_a_released_one_before_a_free_
 
     with pytest.raises(DataDirInUse, match=r"in use by process 100 on host-a serving amqp://c:5672"):
         take_slot(store, SLOTS, _me("e", host="host-b"), pid_alive=lambda _p: True, clock=clock, sleep=sleep_while_renewing)
+
+
+def test_a_holder_paused_past_its_renewal_deadline_says_its_lease_lapsed_before_any_request(store: ObjectStore) -> None:
+    clock = Clock()
+    taken = take_lease(store, OWNER_LEASE, _me("a"), pid_alive=lambda _p: True, clock=clock, sleep=clock.sleep)
+    holder = LeaseHolder(store, OWNER_LEASE, taken, lambda _r: None, clock=clock)
+    assert holder.lapsed() is None
+    clock.sleep(11.9)  # ttl 15 - renew 3 = 12 s after the last renewal was sent
+    assert holder.lapsed() is None
+    clock.sleep(0.2)
+    assert holder.lapsed() == "the lease could not be renewed for 12 s (ttl 15 s)"
+    holder.renew_once()  # (not lost yet: nobody took it) renewed again, it is held again
+    assert holder.lapsed() is None and holder.lost is None

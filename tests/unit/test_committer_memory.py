@@ -176,3 +176,28 @@ def test_what_arrives_within_the_minimum_interval_waits_for_one_commit_and_a_sto
     committer.submit(_publish("t", "m4", 4))
     committer.stop()
     assert topic_seqs(store) == [0, 1, 2, 3, 4] and committer.commits == 3
+
+
+def test_a_front_end_whose_lease_lapsed_writes_nothing_more_and_is_told_to_stop(store: MemoryStore) -> None:
+    """Paused past its lease (the lease holder says so before every write): publishes and acks
+    after that are not written, each fails, and the front end is told why, once per write."""
+    lapsed: list[str | None] = [None]
+    stopped: list[str] = []
+    done = Collector()
+    committer = Committer(
+        store, cache=PayloadCache(1 << 20), on_done=done, on_fenced=stopped.append, lapsed=lambda: lapsed[0]
+    )
+    committer.start()
+    try:
+        committer.submit(_publish("t", "before", 1))
+        assert done.wait(1)[0].value == 0
+        lapsed[0] = "the lease could not be renewed for 13 s (ttl 15 s)"
+        committer.submit(_publish("t", "after", 2))
+        committer.submit(Ack(ACKS, [0], "accepted", "c1"))
+        results = done.wait(3)
+    finally:
+        committer.stop()
+    assert [type(r.error).__name__ for r in results[1:]] == ["LeaseLapsed", "LeaseLapsed"]
+    assert stopped and set(stopped) == {"the lease could not be renewed for 13 s (ttl 15 s)"}
+    assert store.rows(layout.topic_table(store.root, "t")).column("seq").to_pylist() == [0]
+    assert store.version(layout.join(store.root, ACKS)) == -1
