@@ -21,6 +21,13 @@ Layout (all Delta tables unless noted)::
                                              partition k (object storage only; JSON;
                                              sharedsub.core.ownership.members)
     <data>/_cluster/fanout                   the lease of the fan-out job (object storage only; JSON)
+    <data>/_cluster/dispatch/<key>/g<gen>/p<k>
+                                             who dispatches topic partition k of a subscription
+                                             generation (several members; JSON;
+                                             sharedsub.core.ownership.dispatch_owners)
+    <data>/_cluster/consumers/<key>/g<gen>/<slot>
+                                             member <slot> has consumers of that generation
+                                             (several members; JSON)
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
                                              unless [security] users_file names another path
@@ -129,6 +136,26 @@ def parse_topic_dir(name: str) -> tuple[str, int] | None:
 def catalog_table(root: str) -> str:
     """Location of the subscription catalog table."""
     return join(root, CATALOG_TABLE)
+
+
+def dispatch_owners_dir(key: str, generation: int) -> str:
+    """Where the dispatch owners of a subscription generation's partitions are, relative to the data dir."""
+    return f"_cluster/dispatch/{key}/g{generation}"
+
+
+def dispatch_owner(key: str, generation: int, partition: int) -> str:
+    """The dispatch owner record of one partition of a subscription generation."""
+    return f"{dispatch_owners_dir(key, generation)}/p{partition}"
+
+
+def consumer_presence_dir(key: str, generation: int) -> str:
+    """Where the members with consumers of a subscription generation say so, relative to the data dir."""
+    return f"_cluster/consumers/{key}/g{generation}"
+
+
+def consumer_presence(key: str, generation: int, slot: int) -> str:
+    """Member ``slot``'s presence object for a subscription generation."""
+    return f"{consumer_presence_dir(key, generation)}/{slot}"
 
 
 def member_lease(slot: int) -> str:

@@ -39,9 +39,10 @@ The domain's tables and files, on top of those:
 
 - ``schemas``: the Arrow schemas of every table.
 - ``topics``: topic tables: ``create_topic``, ``list_topics``, ``topic_exists``, ``last_seq``,
-  their files' seq ranges (``topic_files``).
+  their files' seq ranges (``topic_files``), a topic's partitions (``list_topic_partitions``,
+  ``partition_starts``).
 - ``topic_rows``: a group of published messages as the columns of one topic commit.
-- ``payload_index``: payload lookup: ``TopicIndex``, ``read_messages``.
+- ``payload_index``: payload lookup: ``TopicIndex`` (a topic's partitions), ``TableIndex``, ``read_messages``.
 - ``catalog``: the subscription catalog table: appending records, reading them.
 - ``backlog``: a subscription generation's backlog (routed minus settled).
 - ``replay_tables``: a replay's reads and writes of a subscription table and its ack log.
@@ -50,7 +51,8 @@ The domain's tables and files, on top of those:
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
 - ``parked_rows``: the fan-out's routed rows that could not be committed yet, on disk.
 - ``ack_log_lock``: replays and maintenance's acknowledged-row deletes of one generation, one at a time.
-- ``lease_objects``: the owner lease object on the data dir's store (read, create, replace).
+- ``lease_objects``: lease objects on the data dir's store (read, create, replace): member slots, the fan-out's.
+- ``cluster_records``: what members sharing a subscription write: consumer presence, dispatch owners.
 - ``owner_only``: owner-only files: the data dir's mode, the process umask.
 - ``diskspace``: whether a local data dir takes writes, and its free space.
 
