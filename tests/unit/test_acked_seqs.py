@@ -157,3 +157,42 @@ def test_a_long_run_holds_only_the_open_window_and_forgets_nothing_open() -> Non
     assert all(s in acked for s in accepted)
     assert acked.floor > 50_000  # raised as it went (it is raised when the explicit seqs double)
     assert most_held < 10_000, most_held  # about twice the open window, whatever the count of rows
+
+
+# ------------------------------------------------------------------ topic partitions
+
+P1 = 1 << 40  # partition 1's first seq (sharedsub.core.layout)
+
+
+def test_each_partition_has_its_own_floor() -> None:
+    acked = AckedSeqs()
+    acked.update([P1, P1 + 1, P1 + 3, 0])
+    acked.advance({1: P1 + 3})  # partition 1 open from P1 + 3: its floor is P1 + 2
+    assert (acked.floor, acked.floor_of(1), acked.floor_of(2)) == (-1, P1 + 2, 2 * P1 - 1)
+    assert [s in acked for s in (0, 1, P1, P1 + 2, P1 + 3, P1 + 4)] == [True, False, True, True, True, False]
+    acked.advance(5)  # a seq: its own partition's
+    assert (acked.floor, acked.floor_of(1)) == (4, P1 + 2) and acked.held() == 1  # P1 + 3 above its floor
+    acked.reopen([P1 + 1])
+    assert P1 + 1 not in acked and acked.lowest_unsettled(1) == P1 + 1 and acked.lowest_unsettled() == 5
+
+
+def test_a_partition_not_read_yet_is_not_covered_by_another_partitions_floor() -> None:
+    """Rows of partition 1 committed (and read) before rows of partition 0: settling them raises
+    partition 1's floor only, so partition 0's rows still go out when they come."""
+    acked = AckedSeqs()
+    sub = SubscriptionDispatch(acked, {}, Limits(0))
+    sub.handle(AddConsumer(1, 10_000), 0)
+    effects = sub.handle(Offer(tuple(_R(P1 + i) for i in range(3000))), 0)
+    for send in _sent(effects):
+        sub.handle(Settle(1, send.row.seq, Settlement.ACCEPTED), 0)
+    assert acked.floor_of(1) >= P1 + 1000 and acked.held() < 3000  # raised as it went
+    assert acked.floor == -1 and not any(s in acked for s in range(100))
+    effects = sub.handle(Offer(tuple(_R(i) for i in range(100))), 0)
+    assert sorted(s.row.seq for s in _sent(effects)) == list(range(100))
+
+
+def test_the_partition_bits_agree_with_the_layout() -> None:
+    from sharedsub.core import layout
+    from sharedsub.core.delivery import acked_seqs, dispatch
+
+    assert acked_seqs._BITS == dispatch._PARTITION_BITS == layout.PARTITION_BITS

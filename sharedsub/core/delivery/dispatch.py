@@ -83,9 +83,10 @@ least 1 without that counting towards the limit; a row sent before and not settl
 (released, refused, requeued) goes out with first-acquirer false, whatever its count.
 
 Memory: the acknowledged seqs (:class:`sharedsub.core.delivery.acked_seqs.AckedSeqs`) are kept bounded here.
-The tailer offers rows in seq order (only a replay's rewind or a consumer coming back after a
-:class:`Drop` offers older ones, and those are unsettled rows: reopened, or forgotten by the
-drop), so a row not offered yet has a higher seq than every row offered so far. Whenever the
+The tailer offers each topic partition's rows in seq order (only a replay's rewind or a consumer
+coming back after a :class:`Drop` offers older ones, and those are unsettled rows: reopened, or
+forgotten by the drop), so a row not offered yet has a higher seq than every row of its
+partition offered so far; all of this is per partition (rows of several partitions interleave). Whenever the
 explicit acknowledged seqs have doubled since the last time, the floor is raised to just below
 the lowest row that may still be open: waiting, parked, outstanding, held by a transaction, or
 not offered yet. A drop first raises it to below the rows it forgets, then stops it there until
@@ -264,6 +265,10 @@ else:
 # ---------------------------------------------------------------------------------- state
 
 
+# A seq's topic partition is in its high bits (sharedsub.core.layout.PARTITION_BITS; the delivery
+# rules do not import the layout).
+_PARTITION_BITS = 40
+
 # Explicit acknowledged seqs a subscription may hold before its floor is first raised.
 _ADVANCE_MIN = 1024
 
@@ -289,8 +294,9 @@ class SubscriptionDispatch(Generic[R, E]):
 
     def __init__(self, acked: AckedSeqs, failures: dict[int, int], limits: Limits = _DEFAULT_LIMITS) -> None:
         self.acked = acked
-        # Highest seq offered (see "Memory" in the module docstring); rows above it are unread.
-        self._offered_to = acked.floor
+        # Highest seq offered per topic partition (see "Memory" in the module docstring); rows
+        # of a partition above its entry are unread. No entry: the partition's floor.
+        self._offered_to: dict[int, int] = {}
         self._advance_at = _ADVANCE_MIN
         self.failures = failures
         self.limits = limits
@@ -399,7 +405,7 @@ class SubscriptionDispatch(Generic[R, E]):
                 self._advance()
                 # The rows forgotten now come again from the table when a consumer returns,
                 # below the highest seq offered: the floor must not pass them before that.
-                self._offered_to = self.acked.floor
+                self._offered_to = {}
                 self._consumers.clear()
                 self._credit.clear()
                 self._presettled.clear()
@@ -426,8 +432,9 @@ class SubscriptionDispatch(Generic[R, E]):
         unordered = False
         for row in rows:
             seq = row.seq
-            if seq > self._offered_to:
-                self._offered_to = seq
+            partition = seq >> _PARTITION_BITS
+            if seq > self._offered_to.get(partition, self.acked.floor_of(partition)):
+                self._offered_to[partition] = seq
             if seq in self.acked or seq in self._outstanding or seq in parked or seq in waiting or seq in held:
                 skipped += 1
                 continue
@@ -523,17 +530,19 @@ class SubscriptionDispatch(Generic[R, E]):
         if self.acked.held() >= self._advance_at:
             self._advance()
 
-    def lowest_open(self) -> int:
-        """The lowest seq that may still be open here: waiting, parked, outstanding, held by a
-        transaction, or not offered yet (the seq after the highest offered)."""
-        low = self._offered_to + 1
+    def lowest_open(self) -> dict[int, int]:
+        """Per topic partition, the lowest seq that may still be open here: waiting, parked,
+        outstanding, held by a transaction, or not offered yet (the seq after the highest offered)."""
+        low = {p: seq + 1 for p, seq in self._offered_to.items()}
         for seqs in (
             (r.seq for r in self._pending),
             (r.seq for r in self._parked),
             self._outstanding,
             (h.row.seq for hs in self._held.values() for h in hs),
         ):
-            low = min(low, min(seqs, default=low))
+            for seq in seqs:
+                partition = seq >> _PARTITION_BITS
+                low[partition] = min(low.get(partition, self.acked.floor_of(partition) + 1), seq)
         return low
 
     def _advance(self) -> None:
