@@ -201,9 +201,9 @@ def require_store(data_dir: str) -> None:
     probe_store(store, key, data_dir=data_dir)
 
 
-def take_data_dir(data_dir: str) -> DataDirLock:
+def take_data_dir(data_dir: str, max_members: int = 1) -> DataDirLock:
     """Check that the data dir takes writes (a local dir) or can be used (object storage), then
-    own it (a flock, or the owner lease).
+    own it (a flock, or one of ``max_members`` member slots' leases).
 
     Raises:
         StorageUnavailable, StoreUnusable: it cannot take writes, or its store cannot be used.
@@ -214,7 +214,7 @@ def take_data_dir(data_dir: str) -> DataDirLock:
     else:
         require_store(data_dir)
     try:
-        return own_data_dir(data_dir)
+        return own_data_dir(data_dir, max_members=max_members)
     except StoreFailure as exc:
         raise StoreUnusable(data_dir, str(exc)) from None
 
@@ -282,7 +282,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).
     sys.setswitchinterval(0.0005)
     loopback = refuse_anonymous_network(settings)
-    owner = take_data_dir(settings.data_dir)  # held until the process ends
+    owner = take_data_dir(settings.data_dir, settings.cluster.max_members)  # held until the process ends
     fanout_lease = take_fanout_lease(settings.data_dir, owner, embedded=with_fanout)
     stopped_by: list[str] = []  # why the service stopped itself, if it did (a lost lease, a fence)
 

@@ -125,6 +125,15 @@ class FanoutSettings:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class ClusterSettings:
+    """[cluster]: several front ends on one data dir on object storage (docs/design.md §8)."""
+
+    max_members: int  # member slots of the data dir: front ends that may serve it at once
+    interval: float  # seconds between a member's readings of who has consumers and who dispatches
+    drain_timeout: float  # seconds a member waits for a released partition's deliveries to settle
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class MaintenanceSettings:
     """[maintenance]: compaction, vacuum and history retention (sharedsub.runtime.maintenance)."""
 
@@ -185,6 +194,8 @@ class SecuritySettings:
 
 
 SASL_PASSWORD_MECHANISMS = ("SCRAM-SHA-512", "SCRAM-SHA-256", "PLAIN")
+# Member slots of one data dir at most: each writes a partition of every topic, a table each.
+MAX_MEMBERS = 64
 ANONYMOUS_MODES = ("auto", "true", "false")
 
 LOG_FORMATS = ("text", "json")
@@ -204,6 +215,7 @@ class Settings:
     maintenance: MaintenanceSettings
     log: LogSettings
     security: SecuritySettings
+    cluster: ClusterSettings
 
     @property
     def data_dir(self) -> str:
@@ -221,6 +233,7 @@ _SECTIONS: dict[str, type] = {
     "maintenance": MaintenanceSettings,
     "log": LogSettings,
     "security": SecuritySettings,
+    "cluster": ClusterSettings,
 }
 
 
@@ -336,6 +349,7 @@ def _check(settings: Settings) -> None:
         raise ConfigError("storage.data_dir", "must not be empty")
     _check_observability(s)
     _check_security(s)
+    _check_cluster(s)
 
 
 def _check_intervals(s: Settings) -> None:
@@ -389,6 +403,15 @@ def _check_fanout_choices(s: Settings) -> None:
     ):
         if count < 0:
             raise ConfigError(key, f"must not be negative, got {count}")
+
+
+def _check_cluster(s: Settings) -> None:
+    """[cluster]: slots within the fence tokens' range, positive intervals."""
+    if not 1 <= s.cluster.max_members <= MAX_MEMBERS:
+        raise ConfigError("cluster.max_members", f"must be 1..{MAX_MEMBERS}, got {s.cluster.max_members}")
+    for key, seconds in (("cluster.interval", s.cluster.interval), ("cluster.drain_timeout", s.cluster.drain_timeout)):
+        if seconds <= 0:
+            raise ConfigError(key, f"must be positive seconds, got {seconds}")
 
 
 def _check_security(s: Settings) -> None:

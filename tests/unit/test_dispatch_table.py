@@ -28,6 +28,7 @@ from sharedsub.core.delivery.dispatch import (
     Event,
     Offer,
     Record,
+    Release,
     RemoveConsumer,
     Send,
     Settle,
@@ -38,6 +39,7 @@ from sharedsub.core.delivery.dispatch import (
 from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limits, Settlement
 
 NOW = 1_000_000
+P1 = 1 << 40  # topic partition 1's first seq (sharedsub.core.layout)
 TEN = Limits(max_delivery_count=10)
 
 
@@ -308,6 +310,15 @@ ROWS: list[Row] = [
     Row("txn/#18 discharge of an unknown transaction: nothing",
         (add(1, 1), offer(1), txn_settle(1, 1, "accepted")), Discharge(b"other", commit=True),
         (), {"held": {T: (1,)}}),
+    Row("release/#22 a partition handed over: its waiting rows forgotten and counted, the others stay",
+        (add(1, 1), offer(1, P1, P1 + 1, 2)), Release(frozenset({1})),
+        (CountSent(2),), {"pending": (2,), "outstanding": {1: 1}}),
+    Row("release/#22 its sent rows stay outstanding until settled",
+        (add(1, 2), offer(P1, P1 + 1, 2)), Release(frozenset({1})),
+        (), {"pending": (2,), "outstanding": {P1: 1, P1 + 1: 1}}),
+    Row("release/#22 a row given back is forgotten, not counted again",
+        (add(1, 1), offer(P1), offer(2), settle(1, P1, "released")), Release(frozenset({1})),
+        (), {"pending": (2,), "outstanding": {}}),
 ]
 
 
@@ -836,3 +847,15 @@ def test_adapter_released_rows_spread_after_the_releasing_link_drained() -> None
     assert [_body(d.payload) for d in again] == ["m2", "m6"]
     assert [_body(d.payload) for d in three.sent] == ["m4", "m8"]
     assert {_header(d.payload) for d in again + three.sent} == {(0, False)}
+
+
+def test_a_member_handing_partitions_over_waits_for_their_sent_and_held_rows() -> None:
+    sub = SubscriptionDispatch(AckedSeqs(), {}, TEN)
+    sub.handle(add(1, 3), NOW)
+    sub.handle(offer(1, P1, P1 + 1), NOW)
+    sub.handle(txn_settle(1, P1 + 1, "accepted"), NOW)
+    sub.handle(Release(frozenset({1})), NOW)
+    assert sub.draining(frozenset({1})) == 2  # P1 outstanding, P1 + 1 held by the transaction
+    sub.handle(settle(1, P1, "accepted"), NOW)
+    sub.handle(Discharge(T, commit=True), NOW)
+    assert sub.draining(frozenset({1})) == 0 and sub.draining(frozenset({0})) == 1

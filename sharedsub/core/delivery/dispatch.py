@@ -67,6 +67,12 @@ Events and what they do, first match wins where several could apply:
                                                                   as 13; nothing is sent again
 20    :class:`Drop` (no consumer left)                            consumers and queued rows
                                                                   forgotten (held rows kept)
+22    :class:`Release` of topic partitions (another member        their waiting and parked rows
+      dispatches them now: sharedsub.core.ownership.              forgotten, unsent
+      dispatch_owners)                                            (``CountSent`` for those never
+                                                                  sent); their outstanding and
+                                                                  held rows stay until settled
+                                                                  (``draining`` counts them)
 21    dispatch pass: a row given back (8, 9, 13, 17)             as any waiting row (3): to the
                                                                   consumer the round-robin
                                                                   reaches among those with
@@ -204,12 +210,20 @@ class Drop:
     """No consumer is left: forget consumers and queued rows (they stay in the table)."""
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class Release:
+    """Another member dispatches these topic partitions now: forget their rows not sent yet."""
+
+    partitions: frozenset[int]
+
+
 if TYPE_CHECKING:  # generic in the row and error types; at run time the plain union of the classes
     Event: TypeAlias = (
-        Offer[R] | AddConsumer | RemoveConsumer | Credit | Settle[E] | SettleTransactional[E] | Discharge | Shutdown | Drop
+        Offer[R] | AddConsumer | RemoveConsumer | Credit | Settle[E] | SettleTransactional[E] | Discharge | Shutdown
+        | Drop | Release
     )
 else:
-    Event = Offer | AddConsumer | RemoveConsumer | Credit | Settle | SettleTransactional | Discharge | Shutdown | Drop
+    Event = Offer | AddConsumer | RemoveConsumer | Credit | Settle | SettleTransactional | Discharge | Shutdown | Drop | Release
 
 
 # ---------------------------------------------------------------------------------- effects
@@ -342,6 +356,12 @@ class SubscriptionDispatch(Generic[R, E]):
         """Seqs held by each open transaction."""
         return {txn: tuple(h.row.seq for h in rows) for txn, rows in self._held.items()}
 
+    def draining(self, partitions: frozenset[int]) -> int:
+        """Rows of ``partitions`` sent or held by a transaction and not settled yet (what a
+        member handing those partitions over waits for)."""
+        held = (h.row.seq for hs in self._held.values() for h in hs)
+        return sum(1 for seq in (*self._outstanding, *held) if seq >> _PARTITION_BITS in partitions)
+
     def holds_transactions(self) -> bool:
         """True while some transaction holds rows of this subscription."""
         return bool(self._held)
@@ -401,6 +421,8 @@ class SubscriptionDispatch(Generic[R, E]):
                 self._discharge(txn, commit, now_ms, out)
             case Shutdown():
                 self._shutdown(out)
+            case Release(partitions=partitions):
+                self._release(partitions, out)
             case Drop():
                 self._advance()
                 # The rows forgotten now come again from the table when a consumer returns,
@@ -529,6 +551,22 @@ class SubscriptionDispatch(Generic[R, E]):
         self._maybe_delivered.discard(seq)
         if self.acked.held() >= self._advance_at:
             self._advance()
+
+    def _release(self, partitions: frozenset[int], out: list[Effect[R, E]]) -> None:
+        """Row 22: forget the waiting and parked rows of ``partitions``."""
+        self._advance()
+        gone = [r for r in (*self._pending, *self._parked) if r.seq >> _PARTITION_BITS in partitions]
+        self._pending = collections.deque(r for r in self._pending if r.seq >> _PARTITION_BITS not in partitions)
+        self._parked = [r for r in self._parked if r.seq >> _PARTITION_BITS not in partitions]
+        for row in gone:
+            self._excluded.pop(row.seq, None)
+        never_sent = sum(1 for r in gone if r.seq not in self._acquired)
+        if never_sent:
+            out.append(CountSent(never_sent))  # they leave the queue unsent (the tailer's bound)
+        # Their rows come again from the table if they come back here: the floor must not pass
+        # them before that.
+        for partition in partitions:
+            self._offered_to.pop(partition, None)
 
     def lowest_open(self) -> dict[int, int]:
         """Per topic partition, the lowest seq that may still be open here: waiting, parked,
