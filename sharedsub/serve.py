@@ -24,10 +24,11 @@ from collections.abc import Callable
 from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
+from connectors.amqp.shared_dispatch import ReactorSubscriptions
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
-from sharedsub.core.config import Settings, on_object_store
+from sharedsub.core.config import Settings, on_object_store, several_members
 from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.publish.write_faults import fault_errno
@@ -42,6 +43,7 @@ from sharedsub.runtime.discovery import (
     remove_service_file,
     write_service_file,
 )
+from sharedsub.runtime.dispatch_coordinator import DispatchCoordinator
 from sharedsub.runtime.fanout_process import FanoutProcess
 from sharedsub.runtime.gc_tuning import tune_for_serving
 from sharedsub.runtime.logformat import configure_logging
@@ -51,6 +53,7 @@ from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
+from sharedsub.storage.objects import open_store
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.probe import probe_store
 from sharedsub.storage.objects.store import StoreFailure
@@ -254,14 +257,46 @@ def fanout_child(
     )
 
 
-def advertise_members(settings: Settings, server: FrontEndServer) -> MemberView | None:
-    """On object storage, the view of the data dir's other members (started), whose addresses
-    each open frame advertises (``failover-server-list``); None for a local data dir."""
-    if not on_object_store(settings):
+class Membership:
+    """What a front end on object storage runs beside its peers: the view of the other members,
+    whose addresses each open frame advertises (``failover-server-list``), started at once; and,
+    with several members allowed (``[cluster] max_members`` > 1), the thread that decides which
+    partitions of each subscription this member dispatches, started once the reactor runs
+    (:meth:`start_dispatch`). Nothing for a local data dir."""
+
+    def __init__(self, settings: Settings, server: FrontEndServer, owner: DataDirLock) -> None:
+        self.members = MemberView(settings.data_dir).start(server.url) if on_object_store(settings) else None
+        if self.members is not None:
+            server.handler.failover_peers = self.members.peers
+        self.coordinator = _coordinator(settings, server, owner)
+
+    def start_dispatch(self) -> None:
+        """Start sharing dispatch (the reactor runs now)."""
+        if self.coordinator is not None:
+            self.coordinator.start()
+
+    def stop(self) -> None:
+        """Stop both."""
+        if self.members is not None:
+            self.members.stop()
+        if self.coordinator is not None:
+            self.coordinator.stop()
+
+
+def _coordinator(settings: Settings, server: FrontEndServer, owner: DataDirLock) -> DispatchCoordinator | None:
+    if not several_members(settings) or owner.epoch is None:
         return None
-    members = MemberView(settings.data_dir).start(server.url)
-    server.handler.failover_peers = members.peers
-    return members
+    return DispatchCoordinator(
+        settings.data_dir,
+        open_store(settings.data_dir),
+        slot=owner.slot,
+        token=owner.epoch,
+        max_members=settings.cluster.max_members,
+        local=ReactorSubscriptions(server),
+        interval=settings.cluster.interval,
+        drain_timeout=settings.cluster.drain_timeout,
+        pid_alive=pid_alive,
+    )
 
 
 def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
@@ -315,7 +350,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         raise
     announce_service(settings, host, port, http, server.tls_port)
     owner.announce(server.url, http.url if http else None)
-    members = advertise_members(settings, server)
+    membership = Membership(settings, server, owner)
     fanout = fanout_child(settings, config, server.handler.tailer.hint, fanout_lease) if with_fanout else None
     fanout_failed = False
     if fanout is not None:
@@ -332,6 +367,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     ready_line = " ".join(u for u in ("sharedsub ready", server.url, server.tls_url) if u)
 
     def announce() -> None:
+        membership.start_dispatch()
         if fanout is not None:
             fanout.start()
 
@@ -363,8 +399,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
             maintenance.stop()
         if fanout is not None:
             fanout.stop()
-        if members is not None:
-            members.stop()
+        membership.stop()
     fanout_lease.release()
     owner.release()
     logging.getLogger("sharedsub").info("stopped")

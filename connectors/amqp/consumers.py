@@ -27,9 +27,8 @@ from connectors.amqp import translate
 from connectors.amqp.dispatcher import Dispatcher, GenerationTables
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
 from connectors.amqp.tokens import Continuation, Tokens
-from sharedsub.core import layout
 from sharedsub.core.conditions import AmqpCondition
-from sharedsub.core.config import Settings
+from sharedsub.core.config import Settings, several_members
 from sharedsub.core.errors import ReplayInProgress, SharedSubError
 from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.core.security.permissions import Permission
@@ -106,6 +105,9 @@ class Subscriptions:
         sharedsub.core.security.permissions); ``endpoints``: where consumer links' states are
         kept (shared with the handler)."""
         self.settings = settings
+        # Several members share the data dir's subscriptions (docs/design.md §8): their
+        # settlements are recorded for every generation, non-durable ones too.
+        self.shared = several_members(settings)
         self._endpoints = endpoints if endpoints is not None else EndpointState()
         self._user_of = user_of
         self._permissions = permissions if permissions is not None else PolicyStore("")
@@ -132,21 +134,46 @@ class Subscriptions:
         return [(r.table, r.topic) for r in reversed(records) if r.identity.durable and r.active]
 
     def load(self) -> None:
-        """Read the catalog (start-up). Non-durable subscriptions do not survive a restart."""
+        """Read the catalog (start-up). Non-durable subscriptions do not survive a restart of
+        the one front end of a data dir; with several members they may be another's, and stay."""
         stale = []
         for rec in load_catalog(self.root).values():
             self._generations[rec.key] = max(self._generations.get(rec.key, 0), rec.generation)
             if not rec.active:
                 continue
-            if rec.identity.durable:
+            if rec.identity.durable or self.shared:
                 self.records[rec.key] = rec
             else:
                 stale.append(rec)
         for rec in stale:  # left behind by a crash: their consumers are gone
             self._save(dataclasses.replace(rec, state=SubscriptionState.DELETED), lambda _r: None)
+        if self.shared:
+            return  # links recorded as attached may be other members' (they are alive)
         # Links recorded as attached belonged to the previous run of this front end.
         for (key, name, container, connection), row in attached_links(self.root).items():
             self._link_event(key, row["generation"], name, container, connection, "detached")
+
+    def merge(self, records: list[SubscriptionRecord]) -> None:
+        """Catalog records committed by other members (several members share the data dir:
+        docs/design.md §8), newer than what this front end knows: attach decisions and
+        null-source lookups see them from now on. A subscription with consumers here, or with a
+        catalog write of this front end in flight, keeps its local record unless the newer one
+        is of the same generation (this front end's consumers decide for it)."""
+        for rec in records:
+            self._generations[rec.key] = max(self._generations.get(rec.key, 0), rec.generation)
+            cur = self.records.get(rec.key)
+            if (cur is not None and rec.revision <= cur.revision) or rec.key in self._busy:
+                continue
+            if self._dispatcher.consumers(rec.key) > 0 and (cur is None or cur.table != rec.table or not rec.active):
+                log.warning(
+                    "subscription %s changed on another member (generation %d, %s) while consumers are attached here",
+                    rec.key, rec.generation, rec.state,
+                )
+                continue
+            if rec.active:
+                self.records[rec.key] = rec
+            else:
+                self.records.pop(rec.key, None)
 
     def _link_event(self, key: str, generation: int, name: str, container: str, connection: str, event: str) -> None:
         row = LinkRow(key=key, generation=generation, link=name, container=container, connection=connection, event=event)
@@ -289,14 +316,9 @@ class Subscriptions:
         self._endpoints.set_link(link, ConsumerLink(rec.key, rec.table, rec.generation, connection))
         self._link_event(rec.key, rec.generation, link.name, link.connection.remote_container or "", connection, "attached")
         self._scoped.pop(rec.key, None)
-        acked = self._dispatcher.open(rec.key, GenerationTables.of(rec))
-        self._tailer.watch(
-            rec.key,
-            rec.table,
-            rec.topic,
-            acked=acked,
-            ack_table_rel=layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
-        )
+        tables = GenerationTables.of(rec, shared=self.shared)
+        acked = self._dispatcher.open(rec.key, tables)
+        self._tailer.watch(rec.key, rec.table, rec.topic, acked=acked, ack_table_rel=tables.ack_table)
         self._dispatcher.add_consumer(rec.key, link)
         log.info(
             "link %r consumes %s gen %d (%s, start seq %d)",

@@ -73,11 +73,12 @@ class GenerationTables:
     dead_letter_table: str
 
     @classmethod
-    def of(cls, rec: SubscriptionRecord) -> GenerationTables:
-        """The tables of ``rec``'s generation."""
+    def of(cls, rec: SubscriptionRecord, *, shared: bool = False) -> GenerationTables:
+        """The tables of ``rec``'s generation; ``shared``: several members may dispatch it (its
+        partitions move between them), so a non-durable one's settlements are recorded too."""
         return cls(
             rec.table,
-            layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable else None,
+            layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable or shared else None,
             layout.dead_letter_table_rel(rec.key, rec.generation),
         )
 
@@ -221,6 +222,18 @@ class Dispatcher:
         self._open[key] = gen
         self._links.setdefault(key, {})
         return acked
+
+    def release(self, key: str, partitions: frozenset[int]) -> None:
+        """Another member dispatches ``partitions`` of ``key`` now: forget their rows not sent
+        (sharedsub.core.delivery.dispatch row 22)."""
+        gen = self._open.get(key)
+        if gen is not None:
+            self._handle(gen, rules.Release(partitions))
+
+    def draining(self, key: str, partitions: frozenset[int]) -> int:
+        """Rows of ``partitions`` of ``key`` sent or held by a transaction and not settled yet."""
+        gen = self._open.get(key) or self._dropped.get(key)
+        return gen.state.draining(partitions) if gen is not None else 0
 
     def consumers(self, key: str) -> int:
         """Number of consumer links on ``key``."""

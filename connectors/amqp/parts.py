@@ -21,7 +21,7 @@ import proton
 from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.wire.engine_loop import Injector
-from sharedsub.core.config import Settings, tail_idle_poll_interval, tail_poll_interval
+from sharedsub.core.config import Settings, several_members, tail_idle_poll_interval, tail_poll_interval
 from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
@@ -144,6 +144,7 @@ def build_parts(
         stages=stages,
         on_fenced=on_fenced,
         lapsed=lapsed,
+        shared_catalog=several_members(settings),
     )
     tailer = Tailer(
         root,
@@ -153,6 +154,7 @@ def build_parts(
         idle_poll_interval=tail_idle_poll_interval(settings),
         after_unclean_stop=after_unclean_stop,
         stages=stages,
+        partitioned=several_members(settings),
     )
     # Counters of the front end's thread, read by the metrics endpoint (sharedsub.core.ops.metrics: threading).
     counters = metrics.Counters()

@@ -275,6 +275,12 @@ def on_object_store(settings: Settings) -> bool:
     return layout.local_path(settings.storage.data_dir) is None
 
 
+def several_members(settings: Settings) -> bool:
+    """Several front ends may share the data dir: it is on object storage and ``[cluster]
+    max_members`` allows more than one (docs/design.md §8)."""
+    return on_object_store(settings) and settings.cluster.max_members > 1
+
+
 def tail_poll_interval(settings: Settings) -> float:
     """The tailer's poll interval: ``[delivery] poll_interval``, at least ``[storage]
     object_poll_interval`` on object storage (a poll there is a request, not a ``stat``)."""

@@ -97,6 +97,7 @@ class Committer:
         stages: StageTimes | None = None,
         on_fenced: Callable[[str], None] | None = None,
         lapsed: Callable[[], str | None] | None = None,
+        shared_catalog: bool = False,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -112,8 +113,11 @@ class Committer:
         asked before every write: a process paused past its lease (SIGSTOP, a long GC, a frozen
         VM) writes nothing more, not even to tables shared with other members, whose log marks
         do not fence it (sharedsub.core.ownership.members.supersedes); it is reported like a
-        fence."""
+        fence. ``shared_catalog``: other members commit catalog revisions too, so the highest
+        one is read again before each catalog commit (a revision only ever grows: a later
+        record of a subscription wins over an earlier one)."""
         self.store = store
+        self._shared_catalog = shared_catalog
         self._on_fenced = on_fenced
         self._lapsed = lapsed
         self.root = store.root
@@ -503,6 +507,8 @@ class Committer:
         records = []
         commit_id = uuid.uuid4().hex
         try:
+            if self._shared_catalog:
+                self._revision = max(self._revision, self._write(self._catalog.path, self.store.latest_revision))
             for s in saves:
                 self._revision += 1
                 changes: _RecordChanges = {"revision": self._revision, "updated_at": now}

@@ -108,6 +108,10 @@ class _Feed:
     topic: str
     acked: Container[int]  # the dispatcher's acknowledged seqs: read here, written there
     ack_table: str | None
+    # The topic partitions whose rows are posted (None: all). Several members share a
+    # subscription by partition (sharedsub.core.ownership.dispatch_owners); the front end's
+    # thread replaces it, this thread reads it.
+    partitions: frozenset[int] | None = None
     next_version: int = -1  # -1: the backlog snapshot is not loaded yet
     in_flight: int = 0  # posted to the front end, not yet sent (updated by both threads; approximate)
     rewind: bool = False  # set by :meth:`Tailer.rewind`: load the backlog snapshot again
@@ -127,6 +131,10 @@ class _Feed:
     backlog_failures: dict[int, int] = dataclasses.field(default_factory=dict)
     backlog_maybe_delivered: bool = False
     backlog_first_slice: bool = False  # the next slice is the snapshot's first (read small)
+    # Partitions taken over from a member that died: the next backlog load marks their rows
+    # possibly delivered (that member may have sent them).
+    taken_over: frozenset[int] = frozenset()
+    backlog_taken_over: frozenset[int] = frozenset()
 
     def clear_backlog(self) -> None:
         """Forget what is left of the backlog snapshot (a rewind loads it again)."""
@@ -151,12 +159,16 @@ class Tailer:
         max_in_flight: int = 2000,
         after_unclean_stop: bool = False,
         stages: StageTimes | None = None,
+        partitioned: bool = False,
     ) -> None:
         """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
         their only writer; sharedsub.core.ops.stage_timing). ``idle_poll_interval``: the longest
         wait between polls while nothing comes (sharedsub.core.ops.poll_backoff; None: always
-        ``poll_interval``)."""
+        ``poll_interval``). ``partitioned``: several members share the data dir's
+        subscriptions, so a new watch posts no partition's rows until :meth:`set_partitions`
+        gives it some (else every partition's)."""
         self.root = root
+        self._partitioned = partitioned
         self._stages = stages if stages is not None else StageTimes()
         self._cache = cache
         self._post = post
@@ -207,7 +219,10 @@ class Tailer:
         with self._lock:
             if key not in self._feeds:
                 ack_table = layout.join(self.root, ack_table_rel) if ack_table_rel else None
-                self._feeds[key] = _Feed(key, next(self._watches), layout.join(self.root, table_rel), topic, acked, ack_table)
+                self._feeds[key] = _Feed(
+                    key, next(self._watches), layout.join(self.root, table_rel), topic, acked, ack_table,
+                    frozenset() if self._partitioned else None,
+                )
         self._wake.set()
 
     def keep_warm(self, tables: Callable[[], list[tuple[str, str]]]) -> None:
@@ -246,6 +261,24 @@ class Tailer:
             if feed is None:
                 return False
             feed.rewind = True
+        self._wake.set()
+        return True
+
+    def set_partitions(self, key: str, partitions: frozenset[int], *, taken_over: frozenset[int] = frozenset()) -> bool:
+        """Post only the rows of ``partitions`` of ``key`` from now on (the partitions this member
+        dispatches); partitions gained are read again from the backlog, those in ``taken_over``
+        (their previous dispatcher died) marked possibly delivered. Rows of partitions lost that
+        were read but not posted are not posted. The front end's thread; False when ``key`` is
+        not tailed here."""
+        with self._lock:
+            feed = self._feeds.get(key)
+            if feed is None:
+                return False
+            gained = partitions - (feed.partitions or frozenset())
+            feed.partitions = partitions
+            if gained:
+                feed.taken_over = feed.taken_over | (taken_over & gained)
+                feed.rewind = True
         self._wake.set()
         return True
 
@@ -373,6 +406,7 @@ class Tailer:
         first = feed.table not in self._first_loads
         self._first_loads.add(feed.table)
         feed.backlog_maybe_delivered = self._after_unclean_stop and first
+        feed.backlog_taken_over, feed.taken_over = feed.taken_over, frozenset()
         feed.backlog_first_slice = True
 
     def _read_backlog(self, feed: _Feed) -> bool:
@@ -411,7 +445,8 @@ class Tailer:
                 feed.backlog_carry = None
             data = data.filter(below)
         self._emit(
-            feed, data, feed.backlog_failures, feed.backlog_settled, maybe_delivered=feed.backlog_maybe_delivered
+            feed, data, feed.backlog_failures, feed.backlog_settled, maybe_delivered=feed.backlog_maybe_delivered,
+            maybe_partitions=feed.backlog_taken_over,
         )
         return True
 
@@ -423,14 +458,23 @@ class Tailer:
         settled: Container[int] = (),
         *,
         maybe_delivered: bool = False,
+        maybe_partitions: frozenset[int] = frozenset(),
     ) -> None:
         """Queue the not-acknowledged rows of ``data`` (subscription-table columns) in seq order
         (a seq twice in ``data`` once) and post as many as ``max_in_flight`` allows (the rest on
         later polls). Rows become Python values ``_EMIT_CHUNK`` at a time, each chunk posted
         before the next is converted: the first delivery of a large backlog slice does not wait
-        for all of it (``published_at`` as datetimes was most of that wait, profiled)."""
+        for all of it (``published_at`` as datetimes was most of that wait, profiled). Only the
+        rows of the feed's partitions are queued; those of ``maybe_partitions`` marked possibly
+        delivered."""
         if data is None or data.num_rows == 0:
             return
+        partitions = feed.partitions
+        if partitions is not None:
+            of_row = pc.shift_right(data.column("seq"), layout.PARTITION_BITS)
+            data = data.filter(pc.is_in(of_row, pa.array(sorted(partitions), pa.int64())))
+            if data.num_rows == 0:
+                return
         data = data.sort_by("seq")
         previous = None
         for start in range(0, data.num_rows, _EMIT_CHUNK):
@@ -448,7 +492,8 @@ class Tailer:
                     continue
                 previous = seq
                 expires = outcomes.expires_at(ttl, absolute, published_ms)
-                feed.unposted.append((seq, expires, message_id, published_ms, failures.get(seq, 0), maybe_delivered))
+                maybe = maybe_delivered or (bool(maybe_partitions) and seq >> layout.PARTITION_BITS in maybe_partitions)
+                feed.unposted.append((seq, expires, message_id, published_ms, failures.get(seq, 0), maybe))
             self._post_unposted(feed)
 
     def _post_unposted(self, feed: _Feed) -> bool:
@@ -458,6 +503,9 @@ class Tailer:
         while feed.unposted and feed.in_flight < self._max_in_flight and feed.key in self._feeds:
             room = min(self._max_in_flight - feed.in_flight, _POST_CHUNK)
             part = [feed.unposted.popleft() for _ in range(min(room, len(feed.unposted)))]
+            if feed.partitions is not None:  # (a partition given up since these were read)
+                owned = feed.partitions
+                part = [p for p in part if p[0] >> layout.PARTITION_BITS in owned]
             found = self._resolve(feed.topic, [seq for seq, *_ in part])
             rows = [
                 Row(feed.topic, seq, message, expires, failures, maybe_delivered, message_id, published_ms)

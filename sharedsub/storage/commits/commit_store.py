@@ -72,6 +72,11 @@ class CommitStore(Protocol):
         """The highest revision in the catalog (0 when it has none)."""
         ...
 
+    def latest_revision(self) -> int:
+        """The highest revision in the catalog now, other writers' included (several members
+        share it); reads only the commits since the last call."""
+        ...
+
     def topic_path(self, topic: str) -> str:
         """The table this store's writer appends ``topic``'s messages to: the topic's partition
         this front end writes (sharedsub.core.layout, "Partitions")."""
@@ -138,6 +143,7 @@ class DeltaStore:
         self.appends = appends
         self.epoch = epoch
         self.partition = partition
+        self._catalog_reader: catalog.CatalogReader | None = None
 
     def start(self) -> None:  # noqa: D102 (CommitStore documents each member)
         if self.appends is not None:
@@ -165,6 +171,11 @@ class DeltaStore:
         self._fence(layout.catalog_table(self.root), schemas.CATALOG)
         records = catalog.load_catalog(self.root)
         return max((r.revision for r in records.values()), default=0)
+
+    def latest_revision(self) -> int:  # noqa: D102
+        if self._catalog_reader is None:
+            self._catalog_reader = catalog.CatalogReader(self.root)
+        return max((r.revision for r in self._catalog_reader.refresh().values()), default=0)
 
     def topic_path(self, topic: str) -> str:  # noqa: D102
         return layout.topic_partition_table(self.root, topic, self.partition)

@@ -130,6 +130,10 @@ class MemoryStore:
             return 0
         return int(pc.max(rows.column("revision")).as_py())
 
+    def latest_revision(self) -> int:
+        """Highest revision in the catalog (one writer here: as :meth:`catalog_revision`)."""
+        return self.catalog_revision()
+
     def topic_path(self, topic: str) -> str:
         """This writer's partition of ``topic``."""
         return layout.topic_partition_table(self.root, topic, self.partition)
