@@ -92,3 +92,54 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
     finally:
         for sub in subs:
             sub.stop()
+
+
+def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come_again_and_it_rejoins(
+    s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """kill -9 the second member while its consumer holds deliveries unsettled: the first takes
+    its partition over and delivers every message of it, those the dead member had sent marked
+    redelivered; nothing accepted is lost. A new second member takes the slot again (epoch 2) and
+    its consumer gets a share of what comes next."""
+    env = {**s3_server.env(), **MEMBERS}
+    data = s3_server.url("members-kill")
+    first = ServeProcess(data, env=env).start()
+    second = ServeProcess(data, command="frontend", env=env).start()
+    third: ServeProcess | None = None
+    topic, name = uid("t"), uid("sub")
+    create_topic(data, topic)
+    survivor = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
+    doomed = Subscriber(second.url, topic, settle="none", **jms_shared_durable(name, is_global=True, ordinal=2))
+    later: Subscriber | None = None
+    try:
+        for sub in (survivor, doomed):
+            sub.start()
+            assert sub.attached.wait(60), sub.error
+        sent = [f"a{i}" for i in range(30)] + [f"b{i}" for i in range(30)]
+        assert {o.state for o in publish(first.url, topic, [Message(body=b) for b in sent[:30]])} == {"accepted"}
+        assert {o.state for o in publish(second.url, topic, [Message(body=b) for b in sent[30:]])} == {"accepted"}
+        wait_for(lambda: len(doomed.received) >= 30, 120, "the second member's consumer to hold its partition's messages")
+        held = {r.message.body for r in doomed.received}
+        second.kill()
+        wait_for(lambda: {r.message.body for r in survivor.received} >= set(sent), 120, "every message at the survivor")
+        again = [r for r in survivor.received if r.message.body in held]
+        assert again and all(r.delivery_count >= 1 for r in again), [(r.message.body, r.delivery_count) for r in again]
+        firsts = [r for r in survivor.received if r.message.body not in held]
+        assert all(r.delivery_count == 0 for r in firsts)
+
+        third = ServeProcess(data, command="frontend", env=env).start()
+        later = Subscriber(third.url, topic, **jms_shared_durable(name, is_global=True, ordinal=3))
+        later.start()
+        assert later.attached.wait(60), later.error
+        before = len(survivor.received)
+        more = [f"c{i}" for i in range(30)]
+        assert {o.state for o in publish(third.url, topic, [Message(body=b) for b in more])} == {"accepted"}
+        wait_for(lambda: len(later.received) >= 30, 120, "the rejoined member's consumer to get its partition")
+        assert sorted(r.message.body for r in later.received) == sorted(more)
+        assert len(survivor.received) == before  # nothing of the new partition twice
+    finally:
+        for sub in (survivor, doomed, later):
+            if sub is not None:
+                sub.stop()
+        codes = [p.stop() for p in (third, first) if p is not None]
+        assert codes == [0] * len(codes), "\n".join(first.stderr_lines[-40:])
