@@ -225,6 +225,7 @@ class Subscriber(threading.Thread):
         self.remote_detached = threading.Event()
         self.attached = threading.Event()
         self.closed = threading.Event()
+        self.disconnected = threading.Event()  # the connection's transport ended (however)
         self.remote_source: dict[str, Any] = {}
         self.error: tuple[str, str] | None = None
         self.undecodable: list[str] = []  # deliveries that were not AMQP messages (rejected)
@@ -293,6 +294,9 @@ class Subscriber(threading.Thread):
                 if handler.remote_closed is None:
                     handler.remote_closed = (None, None)
                 handler.closed.set()
+
+            def on_transport_closed(self, event: Any) -> None:
+                handler.disconnected.set()
 
             def on_link_closing(self, event: Any) -> None:
                 if handler.remote_closed is None:

@@ -6,18 +6,41 @@ message once, and each member's consumers are served."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from proton import Message
 
+from sharedsub.core import layout
+from sharedsub.core.ownership.members import fence_token
+from sharedsub.storage.cluster_records import read_owners
+from sharedsub.storage.delta.appender import EPOCH_MARK
+from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
+from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic, topic_partitions
-from tests.amqp_peer import Subscriber, jms_shared_durable, publish, uid, wait_for
+from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
 from tests.s3_server import S3Server
 from tests.service import ROOT, ServeProcess
+
+
+def wait_for_owner(data: str, name: str, partition: int, slot: int) -> None:
+    """Until member ``slot`` dispatches ``partition`` of the global shared durable subscription
+    ``name`` (its owner record says so): messages published before that may go to either member."""
+    store = open_store(data)
+    key = layout.subscription_key("global", name, shared=True, durable=True)
+
+    def owner() -> int | None:
+        found = read_owners(store, "", key, 1).get(partition)
+        return None if found is None or found[0].released else found[0].slot
+
+    wait_for(lambda: owner() == slot, 60, f"member {slot} to dispatch partition {partition}")
+
 
 MEMBERS = {"SHAREDSUB_CLUSTER_MAX_MEMBERS": "2", "SHAREDSUB_CLUSTER_INTERVAL": "0.5", "SHAREDSUB_CLUSTER_DRAIN_TIMEOUT": "2"}
 
@@ -79,6 +102,7 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
     try:
         for sub in subs:
             assert sub.attached.wait(60), sub.error
+        wait_for_owner(str(first.data_dir), name, 1, 1)
         sent = []
         for url, who in ((first.url, "a"), (second.url, "b")):
             bodies = [f"{who}{i}" for i in range(60)]
@@ -115,6 +139,7 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
         for sub in (survivor, doomed):
             sub.start()
             assert sub.attached.wait(60), sub.error
+        wait_for_owner(data, name, 1, 1)
         sent = [f"a{i}" for i in range(30)] + [f"b{i}" for i in range(30)]
         assert {o.state for o in publish(first.url, topic, [Message(body=b) for b in sent[:30]])} == {"accepted"}
         assert {o.state for o in publish(second.url, topic, [Message(body=b) for b in sent[30:]])} == {"accepted"}
@@ -131,6 +156,7 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
         later = Subscriber(third.url, topic, **jms_shared_durable(name, is_global=True, ordinal=3))
         later.start()
         assert later.attached.wait(60), later.error
+        wait_for_owner(data, name, 1, 1)
         before = len(survivor.received)
         more = [f"c{i}" for i in range(30)]
         assert {o.state for o in publish(third.url, topic, [Message(body=b) for b in more])} == {"accepted"}
@@ -143,3 +169,54 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
                 sub.stop()
         codes = [p.stop() for p in (third, first) if p is not None]
         assert codes == [0] * len(codes), "\n".join(first.stderr_lines[-40:])
+
+
+def test_a_member_paused_past_its_lease_writes_nothing_after_it_resumes_and_closes_its_connections(
+    s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """SIGSTOP the second member past its lease: the first takes its partition over (after a whole
+    TTL of an unchanged lease: the paused process still exists). SIGCONT with a publish and
+    settlements waiting for it: it stops, having written nothing more (no topic row, no ack, no
+    catalog revision under its token), and its clients' connections end."""
+    env = {**s3_server.env(), **MEMBERS}
+    data = s3_server.url("members-stop")
+    first = ServeProcess(data, env=env).start()
+    second = ServeProcess(data, command="frontend", env=env).start()
+    topic, name = uid("t"), uid("sub")
+    create_topic(data, topic)
+    survivor = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
+    paused = Subscriber(second.url, topic, settle="none", **jms_shared_durable(name, is_global=True, ordinal=2))
+    try:
+        for sub in (survivor, paused):
+            sub.start()
+            assert sub.attached.wait(60), sub.error
+        wait_for_owner(data, name, 1, 1)
+        sent = [f"b{i}" for i in range(20)]
+        assert {o.state for o in publish(second.url, topic, [Message(body=b) for b in sent])} == {"accepted"}
+        wait_for(lambda: len(paused.received) >= 20, 120, "the second member's consumer to hold its messages")
+        token = fence_token(1, 1)  # slot 1's first epoch: the second member's commits carry it
+        os.kill(second.pid, signal.SIGSTOP)
+        try:
+            wait_for(lambda: {r.message.body for r in survivor.received} >= set(sent), 120, "the survivor to take over")
+            p1 = layout.topic_partition_table(data, topic, 1)
+            key = layout.subscription_key("global", name, shared=True, durable=True)
+            acks = layout.join(data, layout.ack_table_rel(key, 1))
+            versions = {p1: latest_version(p1), layout.catalog_table(data): latest_version(layout.catalog_table(data))}
+            acks_before = latest_version(acks)
+            late = start_publish(second.url, topic, [Message(body="late")])  # read when it resumes
+            time.sleep(1)
+        finally:
+            os.kill(second.pid, signal.SIGCONT)
+        assert second.proc is not None
+        assert second.proc.wait(60) != 0  # fail-stop
+        assert paused.disconnected.wait(60), "the paused member's consumer connection did not end"
+        assert all(o.state != "accepted" for o in late.settled)
+        assert {table: latest_version(table) for table in versions} == versions  # nothing of its own
+        for version in range(acks_before + 1, latest_version(acks) + 1):
+            entry = read_log_entry(acks, version)
+            assert entry is None or entry.info.get(EPOCH_MARK) != str(token), version
+    finally:
+        for sub in (survivor, paused):
+            sub.stop()
+        second.kill()
+        assert first.stop() == 0, "\n".join(first.stderr_lines[-40:])
