@@ -22,6 +22,7 @@ from sharedsub.core.ownership.members import fence_token
 from sharedsub.storage.cluster_records import read_owners
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
+from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic, topic_partitions
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
@@ -113,6 +114,13 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
         got = Counter(r.message.body for s in subs for r in s.received)
         assert sorted(got) == sorted(sent) and max(got.values()) == 1, [b for b, n in got.items() if n > 1]
         assert all(s.received for s in subs), [len(s.received) for s in subs]  # both members' consumers served
+        for sub in subs:  # each publisher's messages in the order it sent them, at every consumer
+            for who in "ab":
+                mine = [int(r.message.body[1:]) for r in sub.received if r.message.body.startswith(who)]
+                assert mine == sorted(mine), (who, mine)
+        for partition in (0, 1):  # no seq twice in any partition
+            seqs = read_table(layout.topic_partition_table(str(first.data_dir), topic, partition), ["seq"])
+            assert seqs is not None and seqs.num_rows == len(set(seqs.column("seq").to_pylist())) == 60
     finally:
         for sub in subs:
             sub.stop()
