@@ -33,6 +33,7 @@ from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, Shared
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
+from sharedsub.runtime.container_claims import ContainerClaims
 from sharedsub.runtime.discovery import (
     DataDirLock,
     ServiceInfo,
@@ -260,8 +261,9 @@ def fanout_child(
 class Membership:
     """What a front end on object storage runs beside its peers: the view of the other members,
     whose addresses each open frame advertises (``failover-server-list``), started at once; and,
-    with several members allowed (``[cluster] max_members`` > 1), the thread that decides which
-    partitions of each subscription this member dispatches, started once the reactor runs
+    with several members allowed (``[cluster] max_members`` > 1), the claims that keep a JMS
+    ClientID to one connection across them, and the thread that decides which partitions of
+    each subscription this member dispatches, started once the reactor runs
     (:meth:`start_dispatch`). Nothing for a local data dir."""
 
     def __init__(self, settings: Settings, server: FrontEndServer, owner: DataDirLock) -> None:
@@ -269,6 +271,12 @@ class Membership:
         if self.members is not None:
             server.handler.failover_peers = self.members.peers
         self.coordinator = _coordinator(settings, server, owner)
+        self.claims = None
+        if self.coordinator is not None:
+            self.claims = ContainerClaims(
+                open_store(settings.data_dir), slot=self.coordinator.slot, token=self.coordinator.token, pid_alive=pid_alive
+            )
+            server.handler.container_claims = self.claims
 
     def start_dispatch(self) -> None:
         """Start sharing dispatch (the reactor runs now)."""
@@ -281,6 +289,8 @@ class Membership:
             self.members.stop()
         if self.coordinator is not None:
             self.coordinator.stop()
+        if self.claims is not None:
+            self.claims.stop()
 
 
 def _coordinator(settings: Settings, server: FrontEndServer, owner: DataDirLock) -> DispatchCoordinator | None:

@@ -40,6 +40,7 @@ from sharedsub.core.publish import amqp_message
 from sharedsub.core.publish.topic_row import topic_columns
 from sharedsub.core.security.permissions import Permission
 from sharedsub.runtime.commit_requests import Publish, Result
+from sharedsub.runtime.container_claims import ContainerClaims
 from sharedsub.runtime.tailer import Row
 from sharedsub.storage import topics
 
@@ -93,6 +94,13 @@ def _refuse_connection(conn: proton.Connection, condition: AmqpCondition, descri
     conn.open()
     conn.condition = Condition(str(condition), description, {symbol("invalid-field"): symbol(field)} if field else None)
     conn.close()
+
+
+def _refuse_client_id(conn: proton.Connection, description: str) -> None:
+    """docs/wire.md §2.1: refuse a connection whose container-id is taken; the Qpid JMS client
+    raises InvalidClientIDException."""
+    conn.properties = {symbol("amqp:connection-establishment-failed"): True}
+    _refuse_connection(conn, AmqpCondition.INVALID_FIELD, description, field="container-id")
 
 
 def _reject(dlv: Delivery, condition: str, description: str) -> None:
@@ -162,6 +170,10 @@ class FrontEnd(Handler):
         # The other members of the data dir, (host, port) each (sharedsub.runtime.member_view;
         # set by the service on object storage): each open frame advertises them.
         self.failover_peers: Callable[[], Sequence[tuple[str, int]]] = tuple
+        # With several members: container ids claimed across them (set by the service), and
+        # the connections holding a claim here.
+        self.container_claims: ContainerClaims | None = None
+        self._claims: dict[proton.Connection, str] = {}
         parts.inbox.connect(self)
 
     def user_of(self, conn: proton.Connection) -> str | None:
@@ -266,19 +278,37 @@ class FrontEnd(Handler):
             return
         desired = {str(c) for c in conn.remote_desired_capabilities or []}
         conn.offered_capabilities = proton.SymbolList([symbol(c) for c in CONNECTION_OFFERED])
-        if Capability.SOLE_CONNECTION in desired and any(
-            c.remote_container == container for c in self.connections if c != conn
-        ):
-            # docs/wire.md §2.1: refuse the newcomer; the client raises InvalidClientIDException.
-            conn.properties = {symbol("amqp:connection-establishment-failed"): True}
-            _refuse_connection(
-                conn,
-                AmqpCondition.INVALID_FIELD,
-                f"container-id {container!r} is already connected; the JMS ClientID must be unique",
-                field="container-id",
-            )
+        sole = Capability.SOLE_CONNECTION in desired
+        if sole and any(c.remote_container == container for c in self.connections if c != conn):
+            _refuse_client_id(conn, f"container-id {container!r} is already connected; the JMS ClientID must be unique")
             log.info("refused a second connection for container %r", container)
             return
+        if sole and self.container_claims is not None:
+            # Several members: the ClientID must be unique across them too (runtime/container_claims).
+            claims = self.container_claims
+
+            def claimed(refusal: str | None) -> None:  # the claims thread
+                self.run_on_reactor(lambda: self._claimed(conn, container, refusal))
+
+            claims.claim(container, claimed)
+            return
+        self._accept_open(conn, container)
+
+    def _claimed(self, conn: proton.Connection, container: str, refusal: str | None) -> None:
+        """The cluster's answer to a connection's claim of its container id (reactor thread)."""
+        if conn.state & Endpoint.REMOTE_CLOSED or conn.transport is None:
+            if refusal is None and self.container_claims is not None:
+                self.container_claims.release(container)  # it went away meanwhile
+            return
+        if refusal is not None:
+            _refuse_client_id(conn, refusal)
+            log.info("refused a connection for container %r: %s", container, refusal)
+            return
+        self._claims[conn] = container
+        self._accept_open(conn, container)
+
+    def _accept_open(self, conn: proton.Connection, container: str) -> None:
+        """Open ``conn`` unless the service has all the connections it may have."""
         cap = self.settings.server.max_connections
         if cap and len(self.connections) >= cap:
             _refuse_connection(
@@ -592,6 +622,9 @@ class FrontEnd(Handler):
             self._connection_gone(event.connection)
 
     def _connection_gone(self, conn: proton.Connection) -> None:
+        container = self._claims.pop(conn, None)
+        if container is not None and self.container_claims is not None:
+            self.container_claims.release(container)
         if conn not in self.connections:
             return
         self._links_gone(conn)

@@ -13,6 +13,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from proton import Message
@@ -228,3 +229,70 @@ def test_a_member_paused_past_its_lease_writes_nothing_after_it_resumes_and_clos
             sub.stop()
         second.kill()
         assert first.stop() == 0, "\n".join(first.stderr_lines[-40:])
+
+
+def _second_connection(first_url: str, second_url: str, cid: str, *, close_first: bool) -> dict[str, object]:
+    """Connect as container ``cid`` (sole-connection desired, as a JMS ClientID) to
+    ``first_url``, then (after closing that one when ``close_first``) to ``second_url``: what
+    the second connection got (``opened``, or its refusal's ``condition`` and ``info``)."""
+    from proton import symbol
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    sole = [symbol("sole-connection-for-container")]
+    result: dict[str, object] = {}
+
+    class Two(MessagingHandler):  # type: ignore[misc]
+        def on_start(self, event: Any) -> None:
+            event.container.container_id = cid
+            self.a = event.container.connect(first_url, desired_capabilities=sole, reconnect=False)
+            self.b = None
+
+        def on_connection_opened(self, event: Any) -> None:
+            if event.connection == self.a:
+                if close_first:
+                    self.a.close()
+                else:
+                    self.b = event.container.connect(second_url, desired_capabilities=sole, reconnect=False)
+            elif event.connection == self.b and "condition" not in result:
+                result["opened"] = True
+                self.b.close()
+                if not close_first:
+                    self.a.close()
+
+        def on_connection_closed(self, event: Any) -> None:
+            if event.connection == self.a and close_first and self.b is None:
+                self.b = event.container.connect(second_url, desired_capabilities=sole, reconnect=False)
+
+        def on_connection_error(self, event: Any) -> None:
+            cond = event.connection.remote_condition
+            result["condition"], result["info"] = cond.name, dict(cond.info or {})
+            event.connection.close()
+            if self.a is not None and not self.a.state & self.a.LOCAL_CLOSED:
+                self.a.close()
+
+    container = Container(Two())
+    container.container_id = cid
+    container.run()
+    return result
+
+
+def test_a_jms_client_id_has_one_connection_across_the_members(pair: tuple[ServeProcess, ServeProcess]) -> None:
+    """A ClientID connected to one member is refused by the other, as by the same front end
+    (invalid-field container-id: the Qpid JMS client's InvalidClientIDException); once its
+    connection ends, the other member takes it."""
+    from proton import symbol
+
+    first, second = pair
+    cid = uid("client")
+    refused = _second_connection(first.url, second.url, cid, close_first=False)
+    assert refused.get("condition") == "amqp:invalid-field", refused
+    assert refused["info"] == {symbol("invalid-field"): symbol("container-id")}  # type: ignore[comparison-overlap]
+    # Once it ended (its member releases the claim as the connection goes; a client that comes
+    # back at once may find the release not landed yet and tries again, as Qpid JMS reconnects).
+    for _ in range(10):
+        if _second_connection(first.url, second.url, cid, close_first=True) == {"opened": True}:
+            break
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the other member never took the ClientID after its connection ended")
