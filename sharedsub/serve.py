@@ -396,7 +396,10 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         else:
             print(ready_line, flush=True)
 
-    maintenance = start_maintenance(settings, server.handler.dispatcher.first_open_in_memory)
+    # With several members, the member in slot 0 maintains the tables (one at a time: two
+    # compactions of a table would conflict); a slot 0 left by a dead member is taken first.
+    maintains = owner.slot == 0
+    maintenance = start_maintenance(settings, server.handler.dispatcher.first_open_in_memory) if maintains else None
     if settings.server.gc_tuning:
         tune_for_serving()  # start-up is done: what it built is permanent (sharedsub.runtime.gc_tuning)
     try:
