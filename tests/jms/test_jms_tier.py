@@ -35,10 +35,17 @@ MVN_TIMEOUT = 1500.0
 pytestmark = pytest.mark.e2e
 
 
-def defined_tests() -> dict[str, int]:
-    """``@Test`` methods per Java test class, counted in the sources."""
+# Needs two members of one data dir on object storage: run by its own test below, not by the others.
+CLUSTER_CLASS = "ClusterTest"
+
+
+def defined_tests(*, cluster: bool = False) -> dict[str, int]:
+    """``@Test`` methods per Java test class, counted in the sources (the cluster class only
+    when ``cluster``, else every other one)."""
     counts: dict[str, int] = {}
     for path in sorted(TEST_SOURCES.rglob("*Test.java")):
+        if (path.stem == CLUSTER_CLASS) != cluster:
+            continue
         n = len(re.findall(r"^\s*@Test\b", path.read_text(encoding="utf-8"), flags=re.MULTILINE))
         if n:
             counts[path.stem] = n
@@ -90,6 +97,7 @@ def test_qpid_jms_tier(tmp_path: Path) -> None:
             "-f",
             str(POM),
             "test",
+            f"-Dtest=!{CLUSTER_CLASS}",
             f"-Dsharedsub.url={server.url}",
             f"-Dsharedsub.dataDir={data}",
             f"-Dsharedsub.python={sys.executable}",
@@ -198,6 +206,54 @@ def test_qpid_jms_tier_on_an_s3_data_dir(tmp_path: Path, s3_server: S3Server) ->
     problems = [f"{len(failed)} Java test(s) did not pass:\n" + "\n".join(failed)] if failed else []
     if code != 0:
         problems.append(f"sharedsub serve on {data} exited with {code}:\n" + "\n".join(server.stderr_lines[-40:]))
+    if ran < total or rc is None:
+        problems.append(f"{ran} of {total} Java tests ran (mvn exit {rc}):\n{mvn_tail}")
+    if problems:
+        pytest.fail("\n\n".join(problems), pytrace=False)
+
+
+@pytest.mark.timeout(MVN_TIMEOUT + 300)
+def test_qpid_jms_tier_on_two_members(tmp_path: Path, s3_server: S3Server) -> None:
+    """ClusterTest (Java) against two members of one bucket data dir (issue 30): ``serve`` and
+    ``frontend`` with ``[cluster] max_members = 2``; the Java test kills the second member last
+    (its pid is passed), and a Qpid JMS consumer on a failover URI carries on on the first."""
+    mvn = shutil.which("mvn")
+    assert mvn is not None, "mvn (Apache Maven) is not on the PATH: the Qpid JMS tier cannot run"
+    expected = defined_tests(cluster=True)
+    assert set(expected) == {CLUSTER_CLASS}, f"{CLUSTER_CLASS} missing from {TEST_SOURCES}"
+    for stale in (REPORTS, JMS_DIR / "target" / "test-classes"):
+        if stale.exists():
+            shutil.rmtree(stale)
+    data = s3_server.url("jms-members")
+    env = {**s3_server.env(), "SHAREDSUB_CLUSTER_MAX_MEMBERS": "2", "SHAREDSUB_CLUSTER_INTERVAL": "0.5"}
+    log_path = tmp_path / "mvn.log"
+    first = ServeProcess(data, env=env).start()
+    second = None
+    try:
+        second = ServeProcess(data, command="frontend", env=env).start()
+        cmd = [
+            mvn, "-B", "-f", str(POM), "test", f"-Dtest={CLUSTER_CLASS}", "-Dsurefire.failIfNoSpecifiedTests=false",
+            f"-Dsharedsub.url={first.url}", f"-Dsharedsub.secondUrl={second.url}", f"-Dsharedsub.secondPid={second.pid}",
+            f"-Dsharedsub.dataDir={data}", f"-Dsharedsub.python={sys.executable}",
+        ]  # fmt: skip
+        with log_path.open("w") as log:
+            try:
+                rc: int | None = subprocess.run(
+                    cmd, cwd=ROOT, env={**os.environ, **env}, stdin=subprocess.DEVNULL, stdout=log,
+                    stderr=subprocess.STDOUT, timeout=MVN_TIMEOUT,
+                ).returncode  # fmt: skip
+            except subprocess.TimeoutExpired:
+                rc = None
+    finally:
+        if second is not None:
+            second.kill()  # (the Java test killed it already when it got that far)
+        code = first.stop()
+    ran, failed = read_reports(REPORTS)
+    mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
+    total = sum(expected.values())
+    problems = [f"{len(failed)} Java test(s) did not pass:\n" + "\n".join(failed)] if failed else []
+    if code != 0:
+        problems.append(f"sharedsub serve on {data} exited with {code}:\n" + "\n".join(first.stderr_lines[-40:]))
     if ran < total or rc is None:
         problems.append(f"{ran} of {total} Java tests ran (mvn exit {rc}):\n{mvn_tail}")
     if problems:
