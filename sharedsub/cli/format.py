@@ -205,4 +205,9 @@ def cluster_report(status: ClusterStatus) -> str:
         lines.append(table(("TOPIC", "PARTITIONS"), partitions))
     else:
         lines.append("no topics")
+    if status.dispatch:
+        owners = [
+            (d.subscription, d.generation, d.partition, "released" if d.owner is None else d.owner) for d in status.dispatch
+        ]
+        lines += ["", table(("SUBSCRIPTION", "GEN", "PARTITION", "DISPATCHED BY SLOT"), owners, right=("GEN", "PARTITION"))]
     return "\n".join(lines)

@@ -138,9 +138,12 @@ def catalog_table(root: str) -> str:
     return join(root, CATALOG_TABLE)
 
 
+DISPATCH_DIR = "_cluster/dispatch"
+
+
 def dispatch_owners_dir(key: str, generation: int) -> str:
     """Where the dispatch owners of a subscription generation's partitions are, relative to the data dir."""
-    return f"_cluster/dispatch/{key}/g{generation}"
+    return f"{DISPATCH_DIR}/{key}/g{generation}"
 
 
 def dispatch_owner(key: str, generation: int, partition: int) -> str:

@@ -19,6 +19,7 @@ from sharedsub.core import layout
 from sharedsub.core.ownership.lease import LeaseRecord
 from sharedsub.core.ownership.members import member_state
 from sharedsub.runtime.discovery import pid_alive, running_service
+from sharedsub.storage.cluster_records import OwnerRecord
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.store import ObjectNotFound, ObjectStore
@@ -44,13 +45,28 @@ class Member:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class Dispatch:
+    """Who dispatches one topic partition of a subscription generation (several members)."""
+
+    subscription: str  # its key
+    generation: int
+    partition: int
+    owner: int | None  # the member slot; None: released (the next member with consumers takes it)
+
+    def to_json(self) -> dict[str, object]:
+        """The ``--json`` form."""
+        return dataclasses.asdict(self)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class ClusterStatus:
-    """The data dir's members, its fan-out, and its topics' partitions."""
+    """The data dir's members, its fan-out, its topics' partitions and who dispatches them."""
 
     data_dir: str
     members: list[Member]
     fanout: Member | None
     topics: dict[str, list[int]]
+    dispatch: list[Dispatch] = dataclasses.field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The ``--json`` form."""
@@ -59,6 +75,7 @@ class ClusterStatus:
             "members": [m.to_json() for m in self.members],
             "fanout": self.fanout.to_json() if self.fanout is not None else None,
             "topics": [{"topic": t, "partitions": p} for t, p in self.topics.items()],
+            "dispatch": [d.to_json() for d in self.dispatch],
         }
 
 
@@ -80,7 +97,29 @@ def cluster_status(
         return ClusterStatus(root, members, None, topics)
     store, fanout_key = locate(layout.join(root, layout.FANOUT_LEASE))
     members = read_members(root, now_ms=now_ms, alive=alive)
-    return ClusterStatus(root, members, _member(store, fanout_key, None, now_ms(), alive), topics)
+    return ClusterStatus(root, members, _member(store, fanout_key, None, now_ms(), alive), topics, read_dispatch(root))
+
+
+def read_dispatch(root: str) -> list[Dispatch]:
+    """The dispatch owner records of the data dir ``root`` on object storage (one LIST, a GET
+    each), by subscription, generation and partition.
+
+    Raises:
+        StoreFailure: the store did not answer.
+    """
+    store, base = locate(layout.join(root, layout.DISPATCH_DIR))
+    found = []
+    for meta in store.list(base + "/"):
+        parts = meta.key[len(base) + 1 :].split("/")
+        if len(parts) != 3 or not parts[1].startswith("g") or not parts[2].startswith("p"):
+            continue
+        try:
+            record = OwnerRecord.from_json(store.get(meta.key).data)
+            generation, partition = int(parts[1][1:]), int(parts[2][1:])
+        except (ObjectNotFound, ValueError):
+            continue
+        found.append(Dispatch(parts[0], generation, partition, None if record.released else record.slot))
+    return sorted(found, key=lambda d: (d.subscription, d.generation, d.partition))
 
 
 def read_members(

@@ -119,6 +119,13 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
             for who in "ab":
                 mine = [int(r.message.body[1:]) for r in sub.received if r.message.body.startswith(who)]
                 assert mine == sorted(mine), (who, mine)
+        status = subprocess.run(
+            [sys.executable, "-m", "sharedsub", "cluster", "status", "--json", "--data-dir", str(first.data_dir)],
+            env={**s3_env, "PATH": "/usr/bin:/bin"}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )
+        key = layout.subscription_key("global", name, shared=True, durable=True)
+        owners = {d["partition"]: d["owner"] for d in json.loads(status.stdout)["dispatch"] if d["subscription"] == key}
+        assert owners == {0: 0, 1: 1}, status.stdout  # each partition dispatched by its writer
         for partition in (0, 1):  # no seq twice in any partition
             seqs = read_table(layout.topic_partition_table(str(first.data_dir), topic, partition), ["seq"])
             assert seqs is not None and seqs.num_rows == len(set(seqs.column("seq").to_pylist())) == 60
