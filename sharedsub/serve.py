@@ -273,6 +273,7 @@ class Membership:
         self.coordinator = _coordinator(settings, server, owner)
         self.claims = None
         if self.coordinator is not None:
+            server.consumers_elsewhere = self.coordinator.consumers_elsewhere
             self.claims = ContainerClaims(
                 open_store(settings.data_dir), slot=self.coordinator.slot, token=self.coordinator.token, pid_alive=pid_alive
             )

@@ -36,15 +36,27 @@ def _fail_on_error(future: concurrent.futures.Future[dict[str, object]], result:
     return True
 
 
-def unsubscribe(name: str) -> Op:
-    """``unsubscribe SUB``: delete the subscription ``name`` designates unless consumers are attached."""
+def find(name: str) -> Op:
+    """The key and generation of the subscription ``name`` designates (before an unsubscribe
+    asks the other members whether they have consumers of it)."""
+
+    def op(front: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
+        rec = find_subscription(front.subscriptions.records, name)
+        future.set_result({"key": rec.key, "generation": rec.generation})
+
+    return op
+
+
+def unsubscribe(name: str, *, elsewhere: int = 0) -> Op:
+    """``unsubscribe SUB``: delete the subscription ``name`` designates unless consumers are
+    attached: here, or on ``elsewhere`` other members (several members share the data dir)."""
 
     def op(front: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
         subs = front.subscriptions
         rec = find_subscription(subs.records, name)  # active records only: deleted ones are not held
         if subs.busy(rec.key):
             raise SubscriptionInUse(name, front.dispatcher.consumers(rec.key) or 1)
-        decision = admin_rules.decide_unsubscribe(rec, name, front.dispatcher.consumers(rec.key))
+        decision = admin_rules.decide_unsubscribe(rec, name, front.dispatcher.consumers(rec.key) + elsewhere)
 
         def saved(result: Result) -> None:
             if _fail_on_error(future, result, "the catalog commit"):

@@ -58,7 +58,14 @@ class FrontEndOperations:
         return status() if status is not None else None
 
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:  # noqa: D102
-        result: dict[str, object] = self._server.call(admin_ops.unsubscribe(name), timeout)
+        elsewhere = 0
+        consumers_elsewhere = self._server.consumers_elsewhere
+        if consumers_elsewhere is not None:  # several members: ask the store who has consumers
+            found = self._server.call(admin_ops.find(name), timeout)
+            key, generation = found["key"], found["generation"]
+            assert isinstance(key, str) and isinstance(generation, int)
+            elsewhere = consumers_elsewhere(key, generation)
+        result: dict[str, object] = self._server.call(admin_ops.unsubscribe(name, elsewhere=elsewhere), timeout)
         return result
 
     def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, object]:  # noqa: D102

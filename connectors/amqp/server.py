@@ -110,6 +110,9 @@ class FrontEndServer:
         # State of the embedded fan-out job for /health and /metrics (sharedsub.runtime.fanout_process
         # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
         self.fanout_status: Callable[[], FanoutStatus] | None = None
+        # Several members: how many other live members have consumers of (key, generation) (a
+        # store read; the admin endpoint's thread asks it before an unsubscribe). None: one member.
+        self.consumers_elsewhere: Callable[[str, int], int] | None = None
 
     def listen(self) -> tuple[str, int]:
         """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a

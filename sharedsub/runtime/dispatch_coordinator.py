@@ -278,6 +278,23 @@ class DispatchCoordinator:
             live[slot] = fence_token(slot, record.epoch)
         return live
 
+    def consumers_elsewhere(self, key: str, generation: int) -> int:
+        """How many other live members say they have consumers of the generation (any thread:
+        reads the store, not this coordinator's state)."""
+        present = read_presence(self._store, "", key, generation)
+        count = 0
+        for slot, token in present.items():
+            if slot == self.slot:
+                continue
+            found = read_lease(self._store, layout.member_lease(slot))
+            if found is None or found[0].released or fence_token(slot, found[0].epoch) != token:
+                continue
+            record = found[0]
+            if record.host == self._host and not self._pid_alive(record.pid):
+                continue
+            count += 1
+        return count
+
     def _topic_partitions(self, topic: str) -> list[int]:
         now = self._clock()
         known = self._partitions.get(topic)

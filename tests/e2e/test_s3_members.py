@@ -20,7 +20,8 @@ from proton import Message
 
 from sharedsub.core import layout
 from sharedsub.core.ownership.members import fence_token
-from sharedsub.storage.cluster_records import read_owners
+from sharedsub.storage.catalog import load_catalog
+from sharedsub.storage.cluster_records import read_owners, read_presence
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
 from sharedsub.storage.delta.table_reads import read_table
@@ -303,3 +304,38 @@ def test_a_jms_client_id_has_one_connection_across_the_members(pair: tuple[Serve
         time.sleep(0.5)
     else:
         raise AssertionError("the other member never took the ClientID after its connection ended")
+
+
+def test_an_unsubscribe_sent_to_one_member_counts_the_consumers_on_the_other(
+    pair: tuple[ServeProcess, ServeProcess], s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """A subscription with a consumer on the first member is not deleted through the second
+    (the command line reaches the member started last: the second); once that consumer is gone,
+    it is, and the first member learns it."""
+    first, second = pair
+    data = str(first.data_dir)
+    topic, name = uid("t"), uid("sub")
+    create_topic(data, topic)
+    key = layout.subscription_key("global", name, shared=True, durable=True)
+    store = open_store(data)
+    holder = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
+    holder.start()
+
+    def unsubscribe() -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "sharedsub", "unsubscribe", name, "--data-dir", data, "--json"],
+            env={**s3_server.env(), "PATH": "/usr/bin:/bin"}, cwd=ROOT, capture_output=True, text=True, timeout=120,
+        )
+
+    try:
+        assert holder.attached.wait(60), holder.error
+        wait_for(lambda: 0 in read_presence(store, "", key, 1), 30, "the first member to say it has a consumer")
+        wait_for(lambda: "no subscription" not in unsubscribe().stdout, 30, "the second member to know the subscription")
+        refused = unsubscribe()
+        assert refused.returncode != 0 and json.loads(refused.stdout)["error"] == "in-use", refused.stdout
+    finally:
+        holder.stop()
+    wait_for(lambda: 0 not in read_presence(store, "", key, 1), 30, "the first member to say it has none")
+    done = unsubscribe()
+    assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
+    assert not load_catalog(data)[key].active
