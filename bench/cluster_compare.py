@@ -151,6 +151,7 @@ def _one_kill(serve: ServeProcess, data: str, env: dict[str, str]) -> float:
     front = ServeProcess(data, command="frontend", env=env).start()
     topic, name = uid("t"), uid("sub")
     create_topic(data, topic)
+    create_topic(data, topic, 1)  # the frontend's partition, as its first publish makes it
     survivor = Subscriber(serve.url, topic, **jms_shared_durable(name, is_global=True))
     doomed = Subscriber(front.url, topic, settle="none", **jms_shared_durable(name, is_global=True, ordinal=2))
     try:

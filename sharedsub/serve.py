@@ -274,6 +274,7 @@ class Membership:
         self.claims = None
         if self.coordinator is not None:
             server.consumers_elsewhere = self.coordinator.consumers_elsewhere
+            server.member_status = self.coordinator.status
             self.claims = ContainerClaims(
                 open_store(settings.data_dir), slot=self.coordinator.slot, token=self.coordinator.token, pid_alive=pid_alive
             )

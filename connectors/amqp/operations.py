@@ -57,6 +57,10 @@ class FrontEndOperations:
         status = self._server.fanout_status
         return status() if status is not None else None
 
+    def member(self) -> dict[str, object] | None:  # noqa: D102
+        status = self._server.member_status
+        return status() if status is not None else None
+
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:  # noqa: D102
         elsewhere = 0
         consumers_elsewhere = self._server.consumers_elsewhere

@@ -113,6 +113,8 @@ class FrontEndServer:
         # Several members: how many other live members have consumers of (key, generation) (a
         # store read; the admin endpoint's thread asks it before an unsubscribe). None: one member.
         self.consumers_elsewhere: Callable[[str, int], int] | None = None
+        # Several members: this member's slot and idle consumers, for /health (any thread).
+        self.member_status: Callable[[], dict[str, object]] | None = None
 
     def listen(self) -> tuple[str, int]:
         """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a

@@ -19,7 +19,8 @@ POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{
 
 /health also says how the fan-out is doing: ``"status"`` (``ok``, ``degraded``, ``down``),
 ``"failing_subscriptions"`` and ``"stalled_topics"`` (:func:`fanout_problems` has the rules and the
-status codes).
+status codes); with several members on the data dir, ``"member": {"slot", "idle_consumers"}``
+(subscriptions whose consumers here wait: more members have consumers than partitions).
 
 Refusals are the JSON error replies of connectors/http/admin.py (codes and exit codes from
 sharedsub.core.ops.admin_rules). The endpoint sees the service only through
@@ -345,6 +346,7 @@ def build_routes(ops: ServiceOperations) -> Routes:
                 "fanout_last_batch_at": last,
                 **problems,
                 "storage": storage,
+                **({"member": member} if (member := ops.member()) is not None else {}),
             },
             status=200 if ok else 503,
         )

@@ -131,6 +131,7 @@ class Committer:
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, Appender] = {}  # by table path
         self._next_seq: dict[str, int] = {}
+        self._prepared: set[str] = set()  # topics whose partition of this writer has its table
         self._catalog = store.catalog_appender()
         self._revision = 0
         self.commits = 0
@@ -403,6 +404,7 @@ class Committer:
         finally:
             self._forget_appender(path)
             self._next_seq.pop(req.topic, None)
+            self._prepared.discard(req.topic)
             self.published_at.pop(req.topic, None)
             self._cache.forget_topic(req.topic)
         return Result(req, value=path)
@@ -528,6 +530,9 @@ class Committer:
 
     def _append_topic(self, topic: str, items: list[Publish]) -> list[Result]:
         try:
+            if topic not in self._prepared:
+                self._write(self.store.topic_path(topic), lambda: self.store.prepare_topic(topic))
+                self._prepared.add(topic)
             first = self.next_seq(topic)
             now = dt.datetime.now(dt.UTC)
             t0 = time.perf_counter()

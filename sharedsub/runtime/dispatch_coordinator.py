@@ -45,13 +45,15 @@ from sharedsub.storage.cluster_records import (
     set_presence,
     write_owner,
 )
+from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects.store import ObjectStore, PreconditionFailed, StoreFailure
-from sharedsub.storage.topics import topic_partitions
 
 log = logging.getLogger(__name__)
 
-TOPIC_LIST_INTERVAL = 10.0  # seconds a topic's partitions are taken as known (a LIST of the topics)
+# Seconds a topic's partitions are taken as known: a member's first publish to a topic makes a
+# partition, whose rows wait (routed, in the subscription tables) until a reading finds it.
+PARTITIONS_INTERVAL = 2.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -278,6 +280,11 @@ class DispatchCoordinator:
             live[slot] = fence_token(slot, record.epoch)
         return live
 
+    def status(self) -> dict[str, object]:
+        """This member's slot and the subscriptions whose consumers here get no partition
+        (any thread: a copy of what the last reading found)."""
+        return {"slot": self.slot, "idle_consumers": sorted(k for k, idle in self.idle.copy().items() if idle)}
+
     def consumers_elsewhere(self, key: str, generation: int) -> int:
         """How many other live members say they have consumers of the generation (any thread:
         reads the store, not this coordinator's state)."""
@@ -296,8 +303,13 @@ class DispatchCoordinator:
         return count
 
     def _topic_partitions(self, topic: str) -> list[int]:
+        """The partitions of ``topic`` with a table: one per member slot at most, each looked for
+        by a listing of its log (``max_members`` small listings, not one of every topic)."""
         now = self._clock()
         known = self._partitions.get(topic)
-        if known is None or now - known[0] >= TOPIC_LIST_INTERVAL:
-            known = self._partitions[topic] = (now, topic_partitions(self.root, topic))
+        if known is None or now - known[0] >= PARTITIONS_INTERVAL:
+            found = [
+                k for k in range(self._max_members) if table_exists(layout.topic_partition_table(self.root, topic, k))
+            ]
+            known = self._partitions[topic] = (now, found)
         return known[1]

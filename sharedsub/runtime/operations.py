@@ -63,6 +63,12 @@ class ServiceOperations(Protocol):
         """The embedded fan-out job's state and restarts; None when it runs elsewhere (``frontend``)."""
         ...
 
+    def member(self) -> dict[str, object] | None:
+        """With several members on the data dir: this one's ``slot`` and its ``idle_consumers``
+        (subscriptions whose consumers here get no partition: more members have consumers of them
+        than their topic has partitions); None otherwise."""
+        ...
+
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:
         """Delete the subscription ``name`` designates (sharedsub.core.ops.admin_rules); the JSON result."""
         ...

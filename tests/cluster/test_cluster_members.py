@@ -34,6 +34,7 @@ def test_two_members_and_the_fan_out_on_a_spark_cluster_route_and_deliver_every_
     env = {**s3_server.env(), **MEMBERS}
     topic = uid("t")
     create_topic(data, topic)
+    create_topic(data, topic, 1)  # the second member's partition, as its first publish makes it
     first = ServeProcess(data, command="frontend", env=env).start()
     second = ServeProcess(data, command="frontend", env=env).start()
     job = SparkSubmit(

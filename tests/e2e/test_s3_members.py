@@ -28,6 +28,7 @@ from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic, topic_partitions
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
+from tests.http_probe import health
 from tests.s3_server import S3Server
 from tests.service import ROOT, ServeProcess
 
@@ -96,6 +97,7 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
     first, second = pair
     topic, name = uid("t"), uid("sub")
     create_topic(str(first.data_dir), topic)
+    create_topic(str(first.data_dir), topic, 1)  # the second member's partition, as its first publish makes it
     subs = [
         Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True)),
         Subscriber(second.url, topic, **jms_shared_durable(name, is_global=True, ordinal=2)),
@@ -149,6 +151,7 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
     third: ServeProcess | None = None
     topic, name = uid("t"), uid("sub")
     create_topic(data, topic)
+    create_topic(data, topic, 1)  # the second member's partition, as its first publish makes it
     survivor = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
     doomed = Subscriber(second.url, topic, settle="none", **jms_shared_durable(name, is_global=True, ordinal=2))
     later: Subscriber | None = None
@@ -201,6 +204,7 @@ def test_a_member_paused_past_its_lease_writes_nothing_after_it_resumes_and_clos
     second = ServeProcess(data, command="frontend", env=env).start()
     topic, name = uid("t"), uid("sub")
     create_topic(data, topic)
+    create_topic(data, topic, 1)  # the second member's partition, as its first publish makes it
     survivor = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
     paused = Subscriber(second.url, topic, settle="none", **jms_shared_durable(name, is_global=True, ordinal=2))
     try:
@@ -339,3 +343,32 @@ def test_an_unsubscribe_sent_to_one_member_counts_the_consumers_on_the_other(
     done = unsubscribe()
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
     assert not load_catalog(data)[key].active
+
+
+def test_consumers_that_get_no_partition_are_named_in_health(
+    pair: tuple[ServeProcess, ServeProcess], s3_env: dict[str, str]
+) -> None:
+    """A topic with one partition (only the first member publishes to it) and a shared
+    subscription with consumers on both members: the first dispatches it, the second's /health
+    names the subscription as one whose consumers here wait."""
+    first, second = pair
+    topic, name = uid("t"), uid("sub")
+    create_topic(str(first.data_dir), topic)
+    key = layout.subscription_key("global", name, shared=True, durable=True)
+    subs = [
+        Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True)),
+        Subscriber(second.url, topic, **jms_shared_durable(name, is_global=True, ordinal=2)),
+    ]
+    try:
+        for sub in subs:
+            sub.start()
+            assert sub.attached.wait(60), sub.error
+        wait_for(lambda: key in health(second)[1].get("member", {}).get("idle_consumers", []), 30, "/health to name it")
+        code, doc = health(second)  # (the second member's: the discovery file names the last started)
+        assert code == 200 and doc["member"]["slot"] == 1, doc
+        assert {o.state for o in publish(first.url, topic, [Message(body=f"m{i}") for i in range(10)])} == {"accepted"}
+        wait_for(lambda: len(subs[0].received) >= 10, 120, "the first member's consumer to get them all")
+        assert not subs[1].received
+    finally:
+        for sub in subs:
+            sub.stop()

@@ -84,8 +84,14 @@ class CommitStore(Protocol):
 
     def last_seq(self, topic: str) -> int:
         """The highest seq stored in this writer's partition of ``topic`` (:meth:`topic_path`),
-        the seq before the partition's first when it has none (-1 for partition 0). A partition
-        other than 0 that has no table yet gets it (the topic exists: its partition 0 does)."""
+        the seq before the partition's first when it has none (-1 for partition 0; also when
+        the partition has no table yet)."""
+        ...
+
+    def prepare_topic(self, topic: str) -> None:
+        """Before the first append to this writer's partition of ``topic``: a partition other
+        than 0 that has no table yet gets it (the topic exists: its partition 0 does). A topic
+        no one publishes to through this writer never gets one."""
         ...
 
     def partition_starts(self, topic: str) -> dict[int, int]:
@@ -183,12 +189,16 @@ class DeltaStore:
     def last_seq(self, topic: str) -> int:  # noqa: D102
         path = self.topic_path(topic)
         if self.partition and not table_exists(path):
+            return layout.partition_seq_base(self.partition) - 1
+        self._fence(path, schemas.TOPIC)
+        return last_seq(path, self.partition)
+
+    def prepare_topic(self, topic: str) -> None:  # noqa: D102
+        if self.partition and not table_exists(self.topic_path(topic)):
             try:
                 create_topic(self.root, topic, self.partition)
             except TopicExists:
                 pass  # (a try that raised after its commit)
-        self._fence(path, schemas.TOPIC)
-        return last_seq(path, self.partition)
 
     def partition_starts(self, topic: str) -> dict[int, int]:  # noqa: D102
         return partition_starts(self.root, topic, besides=self.partition)

@@ -130,6 +130,9 @@ class MemoryStore:
             return 0
         return int(pc.max(rows.column("revision")).as_py())
 
+    def prepare_topic(self, topic: str) -> None:
+        """Nothing to make in memory: a table is made by its first append."""
+
     def latest_revision(self) -> int:
         """Highest revision in the catalog (one writer here: as :meth:`catalog_revision`)."""
         return self.catalog_revision()
