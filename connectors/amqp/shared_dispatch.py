@@ -8,7 +8,8 @@ thread (``FrontEndServer.call``).
   dispatcher's marked possibly delivered), and the dispatch rules forget the waiting rows of
   partitions given up (sharedsub.core.delivery.dispatch row 22);
 * :meth:`ReactorSubscriptions.draining`: how many rows of given partitions are sent and not
-  settled here;
+  settled here; :meth:`ReactorSubscriptions.settlements_stored`: when what was settled is in
+  the ack logs (a committer barrier);
 * :meth:`ReactorSubscriptions.catalog`: catalog records other members committed
   (``Subscriptions.merge``).
 """
@@ -16,6 +17,7 @@ thread (``FrontEndServer.call``).
 from __future__ import annotations
 
 import concurrent.futures
+import threading
 
 from connectors.amqp.handler import FrontEnd
 from connectors.amqp.server import FrontEndServer
@@ -67,6 +69,16 @@ class ReactorSubscriptions:
             future.set_result({})
 
         self._server.call(merge)
+
+    def settlements_stored(self) -> threading.Event:  # noqa: D102
+        stored = threading.Event()
+
+        def barrier(front_end: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
+            front_end.subscriptions.after_acks_stored(stored.set)
+            future.set_result({})
+
+        self._server.call(barrier)
+        return stored
 
     def draining(self, gen: Generation, partitions: frozenset[int]) -> int:  # noqa: D102
         def count(front_end: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:

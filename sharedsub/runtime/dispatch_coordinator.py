@@ -7,7 +7,8 @@ consumers (presence objects), who dispatches each partition (owner records), and
 partitions; then applies sharedsub.core.ownership.dispatch_owners.decide for this member: it
 takes a partition by a conditional put (one taker wins), and hands one over by first telling
 the front end to stop sending its rows, then, once the deliveries it sent of them are settled
-(or ``drain_timeout`` passed), marking the record released, so the next member takes it.
+(or ``drain_timeout`` passed) and those settlements are stored in the ack log (which the next
+owner reads), marking the record released, so the next member takes it.
 
 A member is alive while its lease's tag keeps changing (watched on this process's monotonic
 clock, as the lease rules watch: sharedsub.core.ownership.lease), it is not released, and, on
@@ -85,6 +86,10 @@ class LocalSubscriptions(Protocol):
         """Catalog records committed since the last reading (by any member)."""
         ...
 
+    def settlements_stored(self) -> threading.Event:
+        """An event set once every settlement submitted so far is stored in its ack log."""
+        ...
+
 
 @dataclasses.dataclass(slots=True)
 class _Watched:
@@ -101,6 +106,7 @@ class _Owned:
 
     etag: str
     release_by: float | None = None  # monotonic deadline of the drain; None: not handing over
+    stored: threading.Event | None = None  # set once the settlements made before the drain ended are stored
 
 
 class DispatchCoordinator:
@@ -239,6 +245,13 @@ class DispatchCoordinator:
             self._local.own(gen, frozenset(q for q, o in owned.items() if o.release_by is None), frozenset())
             return
         if self._local.draining(gen, frozenset({p})) and now < entry.release_by:
+            return
+        if entry.stored is None:
+            # The settlements of the drain go to the ack log through the committer: the next
+            # owner reads that log when it takes the partition, so they must be stored first
+            # (else it sends again what was acknowledged here).
+            entry.stored = self._local.settlements_stored()
+        if not entry.stored.is_set():
             return
         released = OwnerRecord(self.slot, self.token, released=True)
         try:

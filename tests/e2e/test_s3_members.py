@@ -372,3 +372,45 @@ def test_consumers_that_get_no_partition_are_named_in_health(
     finally:
         for sub in subs:
             sub.stop()
+
+
+def test_a_partition_handed_over_while_its_messages_flow_delivers_none_twice_unmarked(
+    pair: tuple[ServeProcess, ServeProcess], s3_env: dict[str, str]
+) -> None:
+    """The first member dispatches both partitions to its consumer while messages flow; a
+    consumer attaches on the second, which takes its partition over mid-stream (the first drains
+    it, its settlements stored before it lets go): every message arrives, and one that arrives
+    twice is marked redelivered."""
+    first, second = pair
+    data = str(first.data_dir)
+    topic, name = uid("t"), uid("sub")
+    create_topic(data, topic)
+    create_topic(data, topic, 1)
+    def slowly(_received: object) -> str:
+        time.sleep(0.01)  # a consumer that takes its time: the hand-over comes while it works
+        return "accept"
+
+    early = Subscriber(first.url, topic, refill=True, settle=slowly, **jms_shared_durable(name, is_global=True))
+    late = Subscriber(second.url, topic, refill=True, **jms_shared_durable(name, is_global=True, ordinal=2))
+    try:
+        early.start()
+        assert early.attached.wait(60), early.error
+        runs = [
+            start_publish(member.url, topic, [Message(body=f"{who}{i}") for i in range(300)])
+            for member, who in ((first, "a"), (second, "b"))
+        ]
+        wait_for(lambda: len(early.received) >= 100, 120, "the first consumer to be under way")
+        late.start()
+        assert late.attached.wait(60), late.error
+        for run in runs:
+            assert {o.state for o in run.wait(180)} == {"accepted"}
+        sent = {f"{who}{i}" for who in "ab" for i in range(300)}
+        wait_for(lambda: {r.message.body for s in (early, late) for r in s.received} >= sent, 180, "every message")
+        seen: set[str] = set()
+        for r in sorted((r for s in (early, late) for r in s.received), key=lambda r: r.delivery_count):
+            assert r.message.body not in seen or r.delivery_count >= 1, f"{r.message.body} twice, not marked"
+            seen.add(r.message.body)
+        assert late.received  # the hand-over happened
+    finally:
+        early.stop()
+        late.stop()
