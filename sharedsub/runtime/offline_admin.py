@@ -15,13 +15,11 @@ import dataclasses
 import datetime as dt
 from collections.abc import Callable, Iterable
 
-from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord, SubscriptionState
 from sharedsub.core.ops import admin_rules
 from sharedsub.runtime.inspection import display_name, find_subscription
 from sharedsub.storage import catalog
-from sharedsub.storage.delta.tables import remove_table
-from sharedsub.storage.topics import topic_exists, topic_partitions
+from sharedsub.storage.topics import remove_topic, topic_exists
 
 
 def _describe(rec: SubscriptionRecord) -> dict[str, object]:
@@ -79,6 +77,5 @@ def drop_topic(
         force=force,
     )
     _delete_records(root, decision.subscriptions, max((r.revision for r in records.values()), default=0), progress)
-    for partition in sorted(topic_partitions(root, topic), reverse=True):  # partition 0 last, as the committer
-        remove_table(layout.topic_partition_table(root, topic, partition))
+    remove_topic(root, topic)
     return {"ok": True, "topic": topic, "deleted_subscriptions": [_describe(r) for r in decision.subscriptions]}

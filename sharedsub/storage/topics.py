@@ -13,7 +13,7 @@ from sharedsub.core.errors import TopicExists
 from sharedsub.storage import schemas
 from sharedsub.storage.delta import log_snapshot
 from sharedsub.storage.delta.table_reads import read_files
-from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, table_exists
+from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, remove_table, table_exists
 from sharedsub.storage.objects.locations import locate, storage_options
 from sharedsub.storage.owner_only import ensure_data_dir
 
@@ -96,6 +96,15 @@ def _table_dirs(topics: str) -> list[str]:
     if not os.path.isdir(base):
         return []
     return sorted(n for n in os.listdir(base) if table_exists(os.path.join(base, n)))
+
+
+def remove_topic(root: str, name: str) -> str:
+    """Remove every partition of topic ``name`` with its files (nothing when there is none);
+    return the path of its partition 0, removed last: while it is there the topic exists, and a
+    removal cut short is finished by the next one."""
+    for partition in sorted(topic_partitions(root, name), reverse=True):
+        remove_table(layout.topic_partition_table(root, name, partition))
+    return layout.topic_table(root, name)
 
 
 def topic_exists(root: str, name: str) -> bool:

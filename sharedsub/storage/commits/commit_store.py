@@ -28,9 +28,9 @@ from sharedsub.storage import catalog, diskspace, schemas
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
-from sharedsub.storage.delta.tables import remove_table, table_exists
+from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.objects.locations import locate
-from sharedsub.storage.topics import create_topic, last_seq, partition_starts, topic_partitions
+from sharedsub.storage.topics import create_topic, last_seq, partition_starts, remove_topic
 
 
 class Appender(Protocol):
@@ -207,11 +207,7 @@ class DeltaStore:
         return create_topic(self.root, topic)
 
     def remove_topic(self, topic: str) -> str:  # noqa: D102
-        # Partition 0 last: while it is there the topic exists, and a removal cut short is
-        # finished by the next drop.
-        for partition in sorted(topic_partitions(self.root, topic), reverse=True):
-            remove_table(layout.topic_partition_table(self.root, topic, partition))
-        return layout.topic_table(self.root, topic)
+        return remove_topic(self.root, topic)
 
     def committed_unsynced(self, exc: BaseException) -> bool:  # noqa: D102
         return isinstance(exc, CommitNotSynced)
