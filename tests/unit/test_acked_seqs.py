@@ -189,10 +189,3 @@ def test_a_partition_not_read_yet_is_not_covered_by_another_partitions_floor() -
     assert acked.floor == -1 and not any(s in acked for s in range(100))
     effects = sub.handle(Offer(tuple(_R(i) for i in range(100))), 0)
     assert sorted(s.row.seq for s in _sent(effects)) == list(range(100))
-
-
-def test_the_partition_bits_agree_with_the_layout() -> None:
-    from sharedsub.core import layout
-    from sharedsub.core.delivery import acked_seqs, dispatch
-
-    assert acked_seqs._BITS == dispatch._PARTITION_BITS == layout.PARTITION_BITS

@@ -29,7 +29,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
 
-_BITS = 40  # sharedsub.core.layout.PARTITION_BITS (the core's delivery rules do not import the layout)
+from sharedsub.core import layout
+
+_BITS = layout.PARTITION_BITS  # a seq's topic partition is in its high bits
 
 
 def _floor_of(floors: Mapping[int, int], partition: int) -> int:

@@ -106,6 +106,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
+from sharedsub.core import layout
 from sharedsub.core.delivery import outcomes
 from sharedsub.core.delivery.acked_seqs import AckedSeqs
 from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limits, Requeue, Settlement
@@ -279,9 +280,8 @@ else:
 # ---------------------------------------------------------------------------------- state
 
 
-# A seq's topic partition is in its high bits (sharedsub.core.layout.PARTITION_BITS; the delivery
-# rules do not import the layout).
-_PARTITION_BITS = 40
+# A seq's topic partition is in its high bits (sharedsub.core.layout, "Partitions").
+_PARTITION_BITS = layout.PARTITION_BITS
 
 # Explicit acknowledged seqs a subscription may hold before its floor is first raised.
 _ADVANCE_MIN = 1024
