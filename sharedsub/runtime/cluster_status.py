@@ -97,7 +97,7 @@ def cluster_status(
         return ClusterStatus(root, members, None, topics)
     store, fanout_key = locate(layout.join(root, layout.FANOUT_LEASE))
     members = read_members(root, now_ms=now_ms, alive=alive)
-    return ClusterStatus(root, members, _member(store, fanout_key, None, now_ms(), alive), topics, read_dispatch(root))
+    return ClusterStatus(root, members, read_member(store, fanout_key, None, now_ms(), alive), topics, read_dispatch(root))
 
 
 def read_dispatch(root: str) -> list[Dispatch]:
@@ -135,10 +135,13 @@ def read_members(
     slots = sorted(
         {int(k) for k in (meta.key[len(members_key) + 1 :] for meta in store.list(members_key + "/")) if k.isdigit()}
     )
-    return [m for m in (_member(store, f"{members_key}/{k}", k, now_ms(), alive) for k in slots) if m is not None]
+    return [m for m in (read_member(store, f"{members_key}/{k}", k, now_ms(), alive) for k in slots) if m is not None]
 
 
-def _member(store: ObjectStore, key: str, slot: int | None, now: int, alive: Callable[[int], bool]) -> Member | None:
+def read_member(store: ObjectStore, key: str, slot: int | None, now: int, alive: Callable[[int], bool]) -> Member | None:
+    """The holder of the lease at ``key`` (member slot ``slot``; None: the fan-out's) as one
+    reading shows it (a GET and a HEAD; ``now``: ms since the epoch, for the lease's age by the
+    store's clock); None when there is no lease there, or not a lease record."""
     try:
         found = read_lease(store, key)
         meta = store.head(key)

@@ -19,13 +19,12 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import logging
-import socket
 import time
 from collections.abc import Callable
 
 from sharedsub.core import layout
-from sharedsub.core.ownership.members import fence_token, member_state
-from sharedsub.storage.lease_objects import read_lease
+from sharedsub.core.ownership.members import fence_token
+from sharedsub.runtime.cluster_status import read_member
 from sharedsub.storage.objects.store import AlreadyExists, ObjectNotFound, ObjectStore, PreconditionFailed, StoreFailure
 
 log = logging.getLogger(__name__)
@@ -44,7 +43,6 @@ class ContainerClaims:
         self._store = store
         self._slot, self._token = slot, token
         self._pid_alive = pid_alive
-        self._host = socket.gethostname()
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sharedsub-claims")
 
     def claim(self, container: str, done: Callable[[str | None], None]) -> None:
@@ -116,12 +114,7 @@ class ContainerClaims:
         return f"container-id {container!r} is being claimed by another member"
 
     def _void(self, slot: int, token: int) -> bool:
-        found = read_lease(self._store, layout.member_lease(slot)) if slot >= 0 else None
-        if found is None:
-            return True
-        record, _tag = found
-        if fence_token(slot, record.epoch) != token:
-            return True
-        age = max(0.0, time.time() - self._store.head(layout.member_lease(slot)).modified_ms / 1000)
-        alive = self._pid_alive(record.pid) if record.host == self._host else None
-        return member_state(record, age_s=age, holder_alive=alive) != "live"
+        """Whether a claim made under ``slot``'s fence ``token`` no longer holds (module docstring)."""
+        now = int(time.time() * 1000)
+        holder = read_member(self._store, layout.member_lease(slot), slot, now, self._pid_alive) if slot >= 0 else None
+        return holder is None or holder.epoch is None or fence_token(slot, holder.epoch) != token or holder.state != "live"

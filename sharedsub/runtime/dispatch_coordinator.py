@@ -37,6 +37,7 @@ from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ownership.dispatch_owners import Action, Owner, decide, idle_members
 from sharedsub.core.ownership.lease import LeaseRecord
 from sharedsub.core.ownership.members import fence_token
+from sharedsub.runtime.cluster_status import read_member
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.cluster_records import (
     OwnerRecord,
@@ -301,18 +302,15 @@ class DispatchCoordinator:
     def consumers_elsewhere(self, key: str, generation: int) -> int:
         """How many other live members say they have consumers of the generation (any thread:
         reads the store, not this coordinator's state)."""
-        present = read_presence(self._store, "", key, generation)
+        now = int(time.time() * 1000)
         count = 0
-        for slot, token in present.items():
+        for slot, token in read_presence(self._store, "", key, generation).items():
             if slot == self.slot:
                 continue
-            found = read_lease(self._store, layout.member_lease(slot))
-            if found is None or found[0].released or fence_token(slot, found[0].epoch) != token:
-                continue
-            record = found[0]
-            if record.host == self._host and not self._pid_alive(record.pid):
-                continue
-            count += 1
+            holder = read_member(self._store, layout.member_lease(slot), slot, now, self._pid_alive)
+            # A lease not written for a TTL still counts: its holder may only be slow to renew.
+            if holder is not None and holder.epoch is not None and fence_token(slot, holder.epoch) == token:
+                count += holder.state in ("live", "stale")
         return count
 
     def _topic_partitions(self, topic: str) -> list[int]:
