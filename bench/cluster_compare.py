@@ -54,10 +54,9 @@ from proton import Message  # noqa: E402
 from sharedsub.storage.objects import locations  # noqa: E402
 from sharedsub.storage.topics import create_topic  # noqa: E402
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, uid, wait_for  # noqa: E402
+from tests.members import MEMBERS, wait_for_owner  # noqa: E402
 from tests.s3_server import S3Server  # noqa: E402
 from tests.service import ServeProcess  # noqa: E402
-
-MEMBERS = {"SHAREDSUB_CLUSTER_MAX_MEMBERS": "2", "SHAREDSUB_CLUSTER_INTERVAL": "0.5", "SHAREDSUB_CLUSTER_DRAIN_TIMEOUT": "2"}
 
 
 def _tree_cpu(proc: ServeProcess) -> float:
@@ -159,7 +158,7 @@ def _one_kill(serve: ServeProcess, data: str, env: dict[str, str]) -> float:
             sub.start()
             if not sub.attached.wait(60):
                 raise RuntimeError(f"no attach: {sub.error}")
-        time.sleep(3)  # the partition handed over to the frontend's consumer
+        wait_for_owner(data, name, 1, 1)  # the partition handed over to the frontend's consumer
         publish(front.url, topic, [Message(body=f"m{i}") for i in range(20)])
         wait_for(lambda: len(doomed.received) >= 20, 120, "the frontend's consumer to hold its messages")
         before = len(survivor.received)

@@ -12,19 +12,15 @@ from pathlib import Path
 import pytest
 from proton import Message
 
-from sharedsub.core import layout
-from sharedsub.storage.cluster_records import read_owners
-from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_durable, jms_shared_durable, publish, uid, wait_for
 from tests.cluster.conftest import CLUSTER_MASTER
+from tests.members import MEMBERS, wait_for_owner
 from tests.ops.test_spark_submit import SparkSubmit
 from tests.s3_server import S3Server
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.spark
-
-MEMBERS = {"SHAREDSUB_CLUSTER_MAX_MEMBERS": "2", "SHAREDSUB_CLUSTER_INTERVAL": "0.5", "SHAREDSUB_CLUSTER_DRAIN_TIMEOUT": "2"}
 
 
 def test_two_members_and_the_fan_out_on_a_spark_cluster_route_and_deliver_every_message_once(
@@ -57,13 +53,7 @@ def test_two_members_and_the_fan_out_on_a_spark_cluster_route_and_deliver_every_
         for sub in subs.values():
             sub.start()
             assert sub.attached.wait(60), sub.error
-        store, key = open_store(data), layout.subscription_key("global", name, shared=True, durable=True)
-
-        def owner_of_1() -> int | None:
-            found = read_owners(store, "", key, 1).get(1)
-            return None if found is None or found[0].released else found[0].slot
-
-        wait_for(lambda: owner_of_1() == 1, 60, "the second member to dispatch its partition of the shared one")
+        wait_for_owner(data, name, 1, 1)  # the second member dispatches its partition of the shared one
         sent: dict[str, list[tuple[str, int]]] = {"pub-a": [], "pub-b": []}
         for member, pub in ((first, "pub-a"), (second, "pub-b")):
             messages = [Message(body=f"{pub}-{i}", properties={"n": i}) for i in range(20)]

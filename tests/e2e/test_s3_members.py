@@ -21,7 +21,7 @@ from proton import Message
 from sharedsub.core import layout
 from sharedsub.core.ownership.members import fence_token
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.cluster_records import read_owners, read_presence
+from sharedsub.storage.cluster_records import read_presence
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
 from sharedsub.storage.delta.table_reads import read_table
@@ -29,24 +29,9 @@ from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic, topic_partitions
 from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
 from tests.http_probe import health
+from tests.members import MEMBERS, wait_for_owner
 from tests.s3_server import S3Server
 from tests.service import ROOT, ServeProcess
-
-
-def wait_for_owner(data: str, name: str, partition: int, slot: int) -> None:
-    """Until member ``slot`` dispatches ``partition`` of the global shared durable subscription
-    ``name`` (its owner record says so): messages published before that may go to either member."""
-    store = open_store(data)
-    key = layout.subscription_key("global", name, shared=True, durable=True)
-
-    def owner() -> int | None:
-        found = read_owners(store, "", key, 1).get(partition)
-        return None if found is None or found[0].released else found[0].slot
-
-    wait_for(lambda: owner() == slot, 60, f"member {slot} to dispatch partition {partition}")
-
-
-MEMBERS = {"SHAREDSUB_CLUSTER_MAX_MEMBERS": "2", "SHAREDSUB_CLUSTER_INTERVAL": "0.5", "SHAREDSUB_CLUSTER_DRAIN_TIMEOUT": "2"}
 
 
 @pytest.fixture(scope="module")

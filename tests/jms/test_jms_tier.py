@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.members import MEMBERS
 from tests.s3_server import S3Server
 from tests.secure_service import start_secure_service
 from tests.service import ROOT, ServeProcess
@@ -200,6 +201,15 @@ def test_qpid_jms_tier_on_an_s3_data_dir(tmp_path: Path, s3_server: S3Server) ->
                 rc = None
     finally:
         code = server.stop()
+    fail_on_problems(expected, log_path, rc, server, code, data)
+
+
+def fail_on_problems(
+    expected: dict[str, int], log_path: Path, rc: int | None, server: ServeProcess, code: int | None, data: str
+) -> None:
+    """Fail listing what went wrong in a run of some of the Java classes against a ``serve`` on
+    ``data`` (exit ``code``): a test that did not pass, fewer tests run than ``expected``, mvn
+    (exit ``rc``, None: timed out) or the service failing."""
     ran, failed = read_reports(REPORTS)
     mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
     total = sum(expected.values())
@@ -225,7 +235,7 @@ def test_qpid_jms_tier_on_two_members(tmp_path: Path, s3_server: S3Server) -> No
         if stale.exists():
             shutil.rmtree(stale)
     data = s3_server.url("jms-members")
-    env = {**s3_server.env(), "SHAREDSUB_CLUSTER_MAX_MEMBERS": "2", "SHAREDSUB_CLUSTER_INTERVAL": "0.5"}
+    env = {**s3_server.env(), **MEMBERS}
     log_path = tmp_path / "mvn.log"
     first = ServeProcess(data, env=env).start()
     second = None
@@ -248,13 +258,4 @@ def test_qpid_jms_tier_on_two_members(tmp_path: Path, s3_server: S3Server) -> No
         if second is not None:
             second.kill()  # (the Java test killed it already when it got that far)
         code = first.stop()
-    ran, failed = read_reports(REPORTS)
-    mvn_tail = "\n".join(log_path.read_text(errors="replace").splitlines()[-60:])
-    total = sum(expected.values())
-    problems = [f"{len(failed)} Java test(s) did not pass:\n" + "\n".join(failed)] if failed else []
-    if code != 0:
-        problems.append(f"sharedsub serve on {data} exited with {code}:\n" + "\n".join(first.stderr_lines[-40:]))
-    if ran < total or rc is None:
-        problems.append(f"{ran} of {total} Java tests ran (mvn exit {rc}):\n{mvn_tail}")
-    if problems:
-        pytest.fail("\n\n".join(problems), pytrace=False)
+    fail_on_problems(expected, log_path, rc, first, code, data)

@@ -41,8 +41,7 @@ class ClusterTest extends JmsTierSupport {
     static final long HAND_OVER_MS = 5_000;
 
     private Connection connectTo(String url, String... options) throws Exception {
-        String full = url + (url.contains("?") ? "&" : "?") + BASE_OPTIONS + (options.length > 0 ? "&" + String.join("&", options) : "");
-        Connection c = track(new JmsConnectionFactory(full).createConnection());
+        Connection c = track(factoryAt(url, options).createConnection());
         c.start();
         return c;
     }
@@ -100,9 +99,9 @@ class ClusterTest extends JmsTierSupport {
         String topic = newTopicName("failover");
         String sub = subName("failover");
         Connection onA = connectTo(URL);
-        Connection failover = track(new JmsConnectionFactory(
-            "failover:(" + SECOND_URL + "," + URL + ")?failover.maxReconnectAttempts=60&failover.reconnectDelay=250&"
-                + BASE_OPTIONS).createConnection());
+        Connection failover = track(factoryAt(
+            "failover:(" + SECOND_URL + "," + URL + ")?failover.maxReconnectAttempts=60&failover.reconnectDelay=250")
+            .createConnection());
         failover.start();
         Session sa = autoSession(onA);
         Session sf = failover.createSession(false, Session.CLIENT_ACKNOWLEDGE);

@@ -149,7 +149,12 @@ abstract class JmsTierSupport {
 
     /** A factory for the server's URL with extra URI options ("jms.prefetchPolicy.all=5", ...). */
     protected static ConnectionFactory factory(String... options) {
-        String url = URL + (URL.contains("?") ? "&" : "?") + BASE_OPTIONS;
+        return factoryAt(URL, options);
+    }
+
+    /** As {@link #factory}, for another URL (another server, a failover URI). */
+    protected static ConnectionFactory factoryAt(String base, String... options) {
+        String url = base + (base.contains("?") ? "&" : "?") + BASE_OPTIONS;
         if (options.length > 0) {
             url += "&" + String.join("&", options);
         }
