@@ -180,7 +180,7 @@ class DispatchCoordinator:
         """One reading and what it decides (the thread's step; tests call it directly)."""
         live = self._live_members()
         self._read_catalog()
-        consumed = {g: True for g in self._local.consumed()}
+        consumed = self._local.consumed()
         for gen in [*consumed, *[g for g in self._owned if g not in consumed]]:
             self._step_generation(gen, gen in consumed, live)
 
@@ -237,8 +237,8 @@ class DispatchCoordinator:
         return Owner(rec.slot, live.get(rec.slot) == rec.token)
 
     def _hand_over(self, gen: Generation, p: int, owned: dict[int, _Owned]) -> None:
-        """Stop sending partition ``p``'s rows, then (once drained, or past the drain timeout)
-        mark its record released."""
+        """Stop sending partition ``p``'s rows, then, once drained (or past the drain timeout) and
+        the drain's settlements are stored, mark its record released (one step of it per reading)."""
         entry = owned[p]
         now = self._clock()
         if entry.release_by is None:
