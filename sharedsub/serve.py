@@ -33,7 +33,6 @@ from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, Shared
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
-from sharedsub.runtime.container_claims import ContainerClaims
 from sharedsub.runtime.discovery import (
     DataDirLock,
     ServiceInfo,
@@ -49,8 +48,10 @@ from sharedsub.runtime.fanout_process import FanoutProcess
 from sharedsub.runtime.gc_tuning import tune_for_serving
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread, SettledBelow
+from sharedsub.runtime.member_claims import ClaimKind, MemberClaims
 from sharedsub.runtime.member_view import MemberView
 from sharedsub.runtime.memprofile import start_from_env
+from sharedsub.runtime.peer_consumers import PeerConsumers
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
@@ -262,23 +263,32 @@ class Membership:
     """What a front end on object storage runs beside its peers: the view of the other members,
     whose addresses each open frame advertises (``failover-server-list``), started at once; and,
     with several members allowed (``[cluster] max_members`` > 1), the claims that keep a JMS
-    ClientID to one connection across them, and the thread that decides which partitions of
-    each subscription this member dispatches, started once the reactor runs
-    (:meth:`start_dispatch`). Nothing for a local data dir."""
+    ClientID to one connection and an unshared durable subscription to one consumer across
+    them, the count of other members' consumers that attach and detach decisions take, and the
+    thread that decides which partitions of each subscription this member dispatches, started
+    once the reactor runs (:meth:`start_dispatch`). Nothing for a local data dir."""
 
     def __init__(self, settings: Settings, server: FrontEndServer, owner: DataDirLock) -> None:
         self.members = MemberView(settings.data_dir).start(server.url) if on_object_store(settings) else None
         if self.members is not None:
             server.handler.failover_peers = self.members.peers
         self.coordinator = _coordinator(settings, server, owner)
-        self.claims = None
+        self.claims: MemberClaims | None = None
+        self.peers: PeerConsumers | None = None
         if self.coordinator is not None:
-            server.consumers_elsewhere = self.coordinator.consumers_elsewhere
-            server.member_status = self.coordinator.status
-            self.claims = ContainerClaims(
-                open_store(settings.data_dir), slot=self.coordinator.slot, token=self.coordinator.token, pid_alive=pid_alive
+            coordinator = self.coordinator
+            server.consumers_elsewhere = coordinator.consumers_elsewhere
+            server.member_status = coordinator.status
+
+            def claims(kind: ClaimKind) -> MemberClaims:
+                store = open_store(settings.data_dir)
+                return MemberClaims(store, kind, slot=coordinator.slot, token=coordinator.token, pid_alive=pid_alive)
+
+            self.claims = server.handler.container_claims = claims("containers")
+            self.peers = PeerConsumers(
+                settings.data_dir, claims("subscriptions"), coordinator.consumers_elsewhere, server.handler.run_on_reactor
             )
-            server.handler.container_claims = self.claims
+            server.handler.subscriptions.others = self.peers
 
     def start_dispatch(self) -> None:
         """Start sharing dispatch (the reactor runs now)."""
@@ -293,6 +303,8 @@ class Membership:
             self.coordinator.stop()
         if self.claims is not None:
             self.claims.stop()
+        if self.peers is not None:
+            self.peers.stop()
 
 
 def _coordinator(settings: Settings, server: FrontEndServer, owner: DataDirLock) -> DispatchCoordinator | None:

@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 import proton
 from proton import Condition, Endpoint
@@ -29,7 +30,7 @@ from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
 from connectors.amqp.tokens import Continuation, Tokens
 from sharedsub.core.conditions import AmqpCondition
 from sharedsub.core.config import Settings, several_members
-from sharedsub.core.errors import ReplayInProgress, SharedSubError
+from sharedsub.core.errors import ReplayInProgress, SharedSubError, SubscriptionMoved
 from sharedsub.core.model import SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.core.security.permissions import Permission
 from sharedsub.core.selector import check as check_selector
@@ -46,6 +47,8 @@ from sharedsub.core.subscriptions.attach import (
 )
 from sharedsub.runtime.commit_requests import Barrier, LinkEvent, LinkRow, Result, SaveSubscription
 from sharedsub.runtime.committer import Committer
+from sharedsub.runtime.member_claims import Held
+from sharedsub.runtime.peer_consumers import Seen
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.tailer import Tailer
 from sharedsub.storage.catalog import attached_links, load_catalog
@@ -75,12 +78,42 @@ def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, 
     link.close()
 
 
+_NOT_COUNTED = "could not count the consumers on the cluster's other members (the store did not answer)"
+_UNCOUNTED = f"{_NOT_COUNTED}; the subscription is kept, try the unsubscribe again"
+
+
+def _moved_on(rec: SubscriptionRecord, seen: Seen) -> bool:
+    """Whether the catalog's latest record of ``rec``'s key is another generation, or ``rec``'s
+    own deleted (by another member)."""
+    latest = seen.records.get(rec.key)
+    return latest is not None and latest.revision > rec.revision and (latest.generation != rec.generation or not latest.active)
+
+
 def _clashing_keys(identity: SubscriptionKey) -> list[str]:
     """Keys whose records an attach naming ``identity`` may join, change or clash with (a durable
     name clashes with the other sharedness too)."""
     if not identity.durable:
         return [identity.key]
     return [identity.key, dataclasses.replace(identity, shared=not identity.shared).key]
+
+
+class OtherMembers(Protocol):
+    """What the other members of the data dir hold (docs/design.md §8), asked off the reactor
+    thread; every answer comes back on the reactor thread."""
+
+    def look(self, keys: list[str], done: Callable[[Seen | None], None]) -> None:
+        """``done(Seen)``: the catalog's latest records of ``keys`` and their consumers on the
+        other live members; ``done(None)`` when the store did not answer."""
+        ...
+
+    def claim(self, key: str, done: Callable[[Held | None], None]) -> None:
+        """Claim ``key`` for this member's one consumer of an unshared durable subscription:
+        ``done(None)`` when it is this member's."""
+        ...
+
+    def release(self, key: str) -> None:
+        """Give the claim of ``key`` up."""
+        ...
 
 
 class Subscriptions:
@@ -125,6 +158,10 @@ class Subscriptions:
         # Subscriptions without consumers whose lifetime ends with a session or connection.
         self._scoped: dict[str, tuple[str, proton.Session | proton.Connection]] = {}
         self._replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
+        # Several members (set by the service): attach and detach decisions count their
+        # consumers too, and an unshared durable subscription's consumer is claimed across them.
+        self.others: OtherMembers | None = None
+        self._claimed: set[str] = set()  # keys claimed here (unshared durable, a consumer attached)
 
     def durable_tables(self) -> list[tuple[str, str]]:
         """``(table, topic)`` of the active durable subscriptions, newest first: what the tailer
@@ -181,31 +218,55 @@ class Subscriptions:
 
     # ------------------------------------------------------------------ attach
 
-    def _existing(self, identity: SubscriptionKey) -> attach.Existing | None:
-        rec = self.records.get(identity.key)
-        if rec is None or not rec.active:
-            return None
-        return attach.Existing(rec, self._dispatcher.consumers(rec.key))
+    def _existing(self, elsewhere: dict[str, int]) -> attach.ExistingLookup:
+        """The attach rules' view of a subscription: its record and its consumers here plus
+        ``elsewhere`` (other members', by key)."""
 
-    def open_consumer(self, link: proton.Sender) -> None:
-        """Decide and apply a consumer attach (a typed error refuses it with its condition)."""
+        def existing(identity: SubscriptionKey) -> attach.Existing | None:
+            rec = self.records.get(identity.key)
+            if rec is None or not rec.active:
+                return None
+            return attach.Existing(rec, self._dispatcher.consumers(rec.key) + elsewhere.get(rec.key, 0))
+
+        return existing
+
+    def open_consumer(self, link: proton.Sender, seen: Seen | None = None, *, held: bool = False) -> None:
+        """Decide and apply a consumer attach (a typed error refuses it with its condition).
+        ``seen``: with several members, what the store said of the subscriptions named, once
+        read; ``held``: another member holds the claim of the unshared durable subscription named."""
         try:
-            self._open_consumer(link)
+            self._open_consumer(link, seen, held)
         except SharedSubError as exc:
             refuse(link, str(exc.condition), exc.description)
 
-    def _open_consumer(self, link: proton.Sender) -> None:
+    def _looked(self, link: proton.Sender, seen: Seen | None) -> None:
+        """The store's word on the subscriptions an attach names (reactor thread)."""
+        if not link.state & Endpoint.LOCAL_UNINIT or link.state & Endpoint.REMOTE_CLOSED:
+            return  # the client gave up meanwhile
+        if seen is None:
+            refuse(link, AmqpCondition.INTERNAL_ERROR, f"{_NOT_COUNTED}; attach again")
+            return
+        self.merge(list(seen.records.values()))
+        self.open_consumer(link, seen)
+
+    def _open_consumer(self, link: proton.Sender, seen: Seen | None, held: bool) -> None:
         request = translate.attach_request(link)
         new_name = f"{link.name}#{uuid.uuid4().hex}"
+        plain = False  # an unshared non-durable consumer: its subscription is its link's alone
         if request.source is None:
             keys = owned = [k.key for k in attach.lookup_identities(request)]
         else:
             identity = attach.identity_for(request, new_name=new_name)
             keys, owned = [identity.key], _clashing_keys(identity)
+            plain = not identity.durable and not identity.shared
         for key in keys:
             if key in self._busy:  # a catalog write for it is in flight: decide after it
                 self._busy[key].append(lambda: self._reopen(link))
                 return
+        if self.others is not None and seen is None and not plain:
+            # Several members: decide on the latest catalog and everyone's consumers.
+            self.others.look(owned, lambda answer: self._looked(link, answer))
+            return
         user = self._user_of(link.connection)
         policy = self._permissions.policy
         # Before deciding: a refusal about another user's subscription (in use, changed) would
@@ -216,24 +277,67 @@ class Subscriptions:
                 policy.check_subscription(user, rec.owner, rec.topic, rec.identity.name)
         decision = attach.decide_attach(
             request,
-            self._existing,
+            self._existing(seen.consumers if seen is not None else {}),
             shared_consumer_limit=self.settings.server.shared_consumer_limit or None,
             new_name=new_name,
             validate_selector=check_selector,
         )
+        if held and not isinstance(decision, Refuse):
+            # Another member's consumer holds it, and its record has not reached this one yet.
+            in_use = "Subscription is already in use: its consumer is attached to another member of the cluster"
+            refuse(link, AmqpCondition.RESOURCE_LOCKED, in_use)
+            return
         match decision:
             case Refuse(condition=cond, description=desc, field=field):
                 refuse(link, str(cond), desc, {proton.symbol("field"): proton.symbol(field)} if field else None)
             case Join(record=rec, reply=reply) | Lookup(record=rec, reply=reply):
                 policy.check(user, Permission.CONSUME, rec.topic)
-                self._attach(link, rec, reply)
+                joined, joined_reply = rec, reply
+                self._claim_then(link, rec, seen, lambda: self._attach(link, joined, joined_reply), known=True)
             case Create() | NewGeneration():
                 policy.check(user, Permission.CONSUME, decision.topic)
                 previous = decision.record if isinstance(decision, NewGeneration) else None
                 rec = self._generation_record(decision, previous, user)
                 if previous is not None:
                     log.info("subscription %s: new generation %d (%s)", rec.key, rec.generation, rec.topic)
-                self._create(link, rec, decision.reply)
+                created, created_reply = rec, decision.reply
+                self._claim_then(link, rec, seen, lambda: self._create(link, created, created_reply), known=False)
+
+    def _claim_then(
+        self,
+        link: proton.Sender,
+        rec: SubscriptionRecord,
+        seen: Seen | None,
+        then: Callable[[], None],
+        *,
+        known: bool,
+    ) -> None:
+        """Run ``then()``, first claiming ``rec`` across the members when it is an unshared
+        durable subscription (at most one consumer in the cluster, runtime/member_claims);
+        ``known``: ``rec`` is the record held here (its consumer joins it, rather than creating it)."""
+        others = self.others
+        if others is None or rec.identity.shared or not rec.identity.durable:
+            then()
+            return
+
+        def claimed(held: Held | None) -> None:  # reactor thread
+            gone = not link.state & Endpoint.LOCAL_UNINIT or link.state & Endpoint.REMOTE_CLOSED
+            if gone or (known and self.records.get(rec.key) is not rec):
+                if held is None and self._dispatcher.consumers(rec.key) == 0:
+                    others.release(rec.key)
+                if not gone:
+                    self.open_consumer(link)  # the subscription changed meanwhile: decide again
+                return
+            if held is not None and held.error is not None:
+                refuse(link, AmqpCondition.INTERNAL_ERROR, held.describe(f"subscription {rec.identity.name!r}"))
+            elif held is not None:
+                looked = seen if seen is not None else Seen({}, {})
+                self.open_consumer(link, looked.with_one_more(rec.key), held=True)  # refused as one front end refuses it
+            else:
+                self._claimed.add(rec.key)
+                then()
+
+        others.claim(rec.key, claimed)
 
     def _generation_record(
         self, decision: Create | NewGeneration, previous: SubscriptionRecord | None, user: str | None
@@ -277,6 +381,16 @@ class Subscriptions:
                 cont()
 
         def saved(result: Result) -> None:
+            if isinstance(result.error, SubscriptionMoved):
+                # Another member created it first (its record had not reached this one): decide
+                # again on its record.
+                waiting = self._busy.pop(key, [])
+                self.merge([result.error.record])
+                for cont in waiting:
+                    cont()
+                if not link.state & Endpoint.REMOTE_CLOSED:
+                    self.open_consumer(link)
+                return
             if result.error is not None:
                 # A typed error carries its condition (a data dir taking no writes is
                 # resource-limit-exceeded); anything else is the service's fault.
@@ -350,15 +464,43 @@ class Subscriptions:
             state.key, state.generation, link.name, link.connection.remote_container or "", state.connection, "detached"
         )
         remaining = self._dispatcher.remove_consumer(state.key, link)
+        if remaining == 0 and state.key in self._claimed and self.others is not None:
+            self._claimed.discard(state.key)
+            self.others.release(state.key)
         rec = self.records.get(state.key)
         if rec is None or rec.table != state.table:
             reply(closed, None)
             return
-        decision = attach.decide_detach(
-            closed, rec, remaining, session_ending=session_ending, connection_closing=connection_closing
+        decide = functools.partial(
+            attach.decide_detach, closed, session_ending=session_ending, connection_closing=connection_closing
         )
+        decision = decide(rec, remaining)
         if remaining == 0:
             self._idle(rec)
+        others = self.others
+        if others is not None and rec.identity.shared and isinstance(decision, DeleteSubscription):
+            # Several members: the consumers of the others keep it too (docs/design.md §8).
+            def counted(seen: Seen | None) -> None:  # reactor thread
+                if seen is not None and _moved_on(rec, seen):
+                    self.merge([seen.records[rec.key]])  # another member deleted or replaced it
+                current = self.records.get(rec.key)
+                if current is None or current.table != rec.table:
+                    reply(closed, None)  # deleted or replaced meanwhile
+                elif seen is None and rec.identity.durable and closed:
+                    reply(True, Condition(str(AmqpCondition.INTERNAL_ERROR), _UNCOUNTED))
+                else:
+                    # Not counted: kept (as if another member had a consumer), nothing lost.
+                    there = seen.consumers.get(rec.key, 0) if seen is not None else 1
+                    self._apply_detach(decide(current, self._dispatcher.consumers(rec.key) + there), link, reply)
+
+            others.look([rec.key], counted)
+            return
+        self._apply_detach(decision, link, reply)
+
+    def _apply_detach(
+        self, decision: attach.DetachDecision, link: proton.Link, reply: Callable[[bool, Condition | None], None]
+    ) -> None:
+        rec = decision.record
         match decision:
             case DeleteSubscription(reply_closed=reply_closed):
                 self._delete(rec, lambda _r: reply(reply_closed, None))
@@ -372,13 +514,30 @@ class Subscriptions:
                 reply(reply_closed, None)
 
     def scope_ended(self, kind: str, obj: proton.Session | proton.Connection) -> None:
-        """A session or connection ended: delete subscriptions whose lifetime it was."""
+        """A session or connection ended: delete subscriptions whose lifetime it was (with
+        several members, unless another member has consumers of it: theirs end it then)."""
         for key, (k, o) in list(self._scoped.items()):
             if k == kind and o == obj and self._dispatcher.consumers(key) == 0:
                 rec = self.records.get(key)
                 self._scoped.pop(key, None)
-                if rec is not None:
+                if rec is None:
+                    continue
+                if self.others is None or not rec.identity.shared:
                     self._delete(rec)
+                    continue
+                self.others.look([rec.key], functools.partial(self._scope_counted, rec))
+
+    def _scope_counted(self, rec: SubscriptionRecord, seen: Seen | None) -> None:
+        """Other members' consumers counted for a subscription whose scope ended (reactor thread)."""
+        if seen is not None and _moved_on(rec, seen):
+            self.merge([seen.records[rec.key]])
+        current = self.records.get(rec.key)
+        if current is None or current.table != rec.table or self._dispatcher.consumers(rec.key) > 0:
+            return
+        if seen is None:
+            log.warning("subscription %s kept: the consumers on the other members could not be counted", rec.key)
+        elif seen.consumers.get(rec.key, 0) == 0:
+            self._delete(current)
 
     def _idle(self, rec: SubscriptionRecord) -> None:
         """No consumer left here: stop reading its table (acknowledgements stay known)."""

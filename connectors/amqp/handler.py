@@ -40,7 +40,7 @@ from sharedsub.core.publish import amqp_message
 from sharedsub.core.publish.topic_row import topic_columns
 from sharedsub.core.security.permissions import Permission
 from sharedsub.runtime.commit_requests import Publish, Result
-from sharedsub.runtime.container_claims import ContainerClaims
+from sharedsub.runtime.member_claims import Held, MemberClaims
 from sharedsub.runtime.tailer import Row
 from sharedsub.storage import topics
 
@@ -172,7 +172,7 @@ class FrontEnd(Handler):
         self.failover_peers: Callable[[], Sequence[tuple[str, int]]] = tuple
         # With several members: container ids claimed across them (set by the service), and
         # the connections holding a claim here.
-        self.container_claims: ContainerClaims | None = None
+        self.container_claims: MemberClaims | None = None
         self._claims: dict[proton.Connection, str] = {}
         parts.inbox.connect(self)
 
@@ -284,23 +284,24 @@ class FrontEnd(Handler):
             log.info("refused a second connection for container %r", container)
             return
         if sole and self.container_claims is not None:
-            # Several members: the ClientID must be unique across them too (runtime/container_claims).
+            # Several members: the ClientID must be unique across them too (runtime/member_claims).
             claims = self.container_claims
 
-            def claimed(refusal: str | None) -> None:  # the claims thread
-                self.run_on_reactor(lambda: self._claimed(conn, container, refusal))
+            def claimed(held: Held | None) -> None:  # the claims thread
+                self.run_on_reactor(lambda: self._claimed(conn, container, held))
 
             claims.claim(container, claimed)
             return
         self._accept_open(conn, container)
 
-    def _claimed(self, conn: proton.Connection, container: str, refusal: str | None) -> None:
+    def _claimed(self, conn: proton.Connection, container: str, held: Held | None) -> None:
         """The cluster's answer to a connection's claim of its container id (reactor thread)."""
         if conn.state & Endpoint.REMOTE_CLOSED or conn.transport is None:
-            if refusal is None and self.container_claims is not None:
+            if held is None and self.container_claims is not None:
                 self.container_claims.release(container)  # it went away meanwhile
             return
-        if refusal is not None:
+        if held is not None:
+            refusal = held.describe(f"container-id {container!r}", "is already connected to")
             _refuse_client_id(conn, refusal)
             log.info("refused a connection for container %r: %s", container, refusal)
             return

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import errno
+from typing import TYPE_CHECKING
 
 from sharedsub.core.conditions import AmqpCondition
 from sharedsub.core.publish.write_faults import errno_name
+
+if TYPE_CHECKING:
+    from sharedsub.core.model import SubscriptionRecord
 
 
 class SharedSubError(Exception):
@@ -188,6 +192,20 @@ class SubscriptionInUse(SharedSubError):
         )
         self.name = name
         self.consumers = consumers
+
+
+class SubscriptionMoved(SharedSubError):
+    """A catalog write of a subscription generation that another member of the data dir has
+    meanwhile created, or gone past (docs/design.md §8): decide again on ``record``, its latest."""
+
+    condition = AmqpCondition.RESOURCE_LOCKED
+
+    def __init__(self, record: SubscriptionRecord) -> None:
+        super().__init__(
+            f"subscription {record.identity.name!r} was changed on another member of the cluster "
+            f"(generation {record.generation}, {record.state}); attach again"
+        )
+        self.record = record
 
 
 class TopicInUse(SharedSubError):

@@ -34,7 +34,8 @@ from typing import NotRequired, TypedDict, TypeVar
 import pyarrow as pa
 
 from sharedsub.core import layout
-from sharedsub.core.errors import StorageUnavailable, TopicExists
+from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicExists
+from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
 from sharedsub.runtime.commit_requests import (
@@ -507,10 +508,16 @@ class Committer:
     def _save_subscriptions(self, saves: list[SaveSubscription]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
         records = []
+        moved: list[Result] = []
         commit_id = uuid.uuid4().hex
         try:
             if self._shared_catalog:
-                self._revision = max(self._revision, self._write(self._catalog.path, self.store.latest_revision))
+                latest = self._write(self._catalog.path, self.store.latest_records)
+                self._revision = max(self._revision, max((r.revision for r in latest.values()), default=0))
+                moved = [Result(s, error=SubscriptionMoved(m)) for s in saves if (m := _moved(s, latest)) is not None]
+                saves = [s for s in saves if _moved(s, latest) is None]
+                if not saves:
+                    return moved
             for s in saves:
                 self._revision += 1
                 changes: _RecordChanges = {"revision": self._revision, "updated_at": now}
@@ -526,7 +533,7 @@ class Committer:
         except Exception as exc:
             log.exception("catalog commit failed")
             return [Result(s, error=exc) for s in saves]
-        return [Result(s, value=r) for s, r in zip(saves, records, strict=True)]
+        return [*moved, *(Result(s, value=r) for s, r in zip(saves, records, strict=True))]
 
     def _append_topic(self, topic: str, items: list[Publish]) -> list[Result]:
         try:
@@ -577,3 +584,15 @@ def _transaction_results(results: list[Result], txns: list[CommitTransaction]) -
             error = RuntimeError(f"{error} (its messages to {', '.join(stored)} were stored)")
         out.append(Result(txn, error=error, value=None if error else [r.seq() for r in mine]))
     return out
+
+
+def _moved(save: SaveSubscription, latest: dict[str, SubscriptionRecord]) -> SubscriptionRecord | None:
+    """The latest record of the saved key when another member got there first (several members
+    share the catalog): a new generation that one of the same number or later exists for, or a
+    change to a generation already followed by another. None: the save stands."""
+    found = latest.get(save.record.key)
+    if found is None or found.revision == save.record.revision:
+        return None
+    if save.assign_start:
+        return found if found.generation >= save.record.generation else None
+    return found if found.generation > save.record.generation else None

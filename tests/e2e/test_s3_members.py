@@ -27,7 +27,16 @@ from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic, topic_partitions
-from tests.amqp_peer import Subscriber, jms_shared_durable, publish, start_publish, uid, wait_for
+from tests.amqp_peer import (
+    Subscriber,
+    jms_durable,
+    jms_shared_durable,
+    jms_shared_volatile,
+    publish,
+    start_publish,
+    uid,
+    wait_for,
+)
 from tests.http_probe import health
 from tests.members import MEMBERS, wait_for_owner
 from tests.s3_server import S3Server
@@ -328,6 +337,71 @@ def test_an_unsubscribe_sent_to_one_member_counts_the_consumers_on_the_other(
     done = unsubscribe()
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
     assert not load_catalog(data)[key].active
+
+
+def test_an_unshared_durable_subscription_has_one_consumer_across_the_members(
+    pair: tuple[ServeProcess, ServeProcess], s3_env: dict[str, str]
+) -> None:
+    """A client that does not ask for a sole connection may use its container id on both
+    members: its durable subscription's consumer attached on the first, the same attach on the
+    second is refused resource-locked as one front end refuses it; once detached there, the
+    second member takes the consumer, with the backlog kept meanwhile."""
+    first, second = pair
+    topic, name, cid = uid("t"), uid("ex"), uid("client")
+    create_topic(str(first.data_dir), topic)
+    with Subscriber(first.url, topic, container_id=cid, **jms_durable(name)) as held:
+        held.wait_attached()
+        with Subscriber(second.url, topic, container_id=cid, **jms_durable(name)) as refused:
+            cond, desc = refused.wait_refused()
+            assert cond == "amqp:resource-locked", (cond, desc)
+        assert held.detach(closed=False) == (None, None)
+    assert {o.state for o in publish(first.url, topic, [Message(body="while-away")])} == {"accepted"}
+    # The claim goes as the link does; a client coming back at once may find the release not
+    # landed yet, and attaches again.
+    for _ in range(20):
+        with Subscriber(second.url, topic, container_id=cid, **jms_durable(name)) as taken:
+            wait_for(lambda: taken.attached.is_set() or taken.error is not None, 30, "the attach's answer")
+            if taken.error is None:
+                assert [r.message.body for r in taken.wait_count(1)] == ["while-away"]
+                assert taken.detach(closed=True) == (None, None)  # the unsubscribe
+                break
+            assert taken.error[0] == "amqp:resource-locked", taken.error
+        time.sleep(0.5)
+    else:
+        raise AssertionError("the second member never took the consumer after the first detached")
+
+
+def test_a_shared_non_durable_subscription_lives_while_any_member_has_a_consumer(
+    pair: tuple[ServeProcess, ServeProcess], s3_env: dict[str, str]
+) -> None:
+    """A global shared non-durable subscription with a consumer on each member: the first's
+    consumer leaving (expiry link-detach) does not end it, the second's gets what is published
+    on either member afterwards; the second's leaving ends it (no live member has a consumer)."""
+    first, second = pair
+    data = str(first.data_dir)
+    topic, name = uid("t"), uid("vol")
+    create_topic(data, topic)
+    key = layout.subscription_key("global", name, shared=True, durable=False)
+    store = open_store(data)
+    leaving = Subscriber(first.url, topic, **jms_shared_volatile(name, is_global=True))
+    staying = Subscriber(second.url, topic, **jms_shared_volatile(name, is_global=True, ordinal=2))
+    try:
+        for sub in (leaving, staying):
+            sub.start()
+            assert sub.attached.wait(60), sub.error
+        wait_for(lambda: set(read_presence(store, "", key, 1)) == {0, 1}, 30, "both members to say they have a consumer")
+        assert leaving.detach(closed=True) == (None, None)
+        assert load_catalog(data)[key].active, "the subscription ended with one member's consumer"
+        messages = [Message(body=f"{who}-{i}") for who in ("a", "b") for i in range(20)]
+        for url, part in ((first.url, messages[:20]), (second.url, messages[20:])):
+            assert {o.state for o in publish(url, topic, part)} == {"accepted"}
+        got = [r.message.body for r in staying.wait_count(40, timeout=120)]
+        assert sorted(got) == sorted(m.body for m in messages), got
+        assert staying.detach(closed=True) == (None, None)
+        wait_for(lambda: not load_catalog(data)[key].active, 30, "the subscription to end with its last consumer")
+    finally:
+        for sub in (leaving, staying):
+            sub.stop()
 
 
 def test_consumers_that_get_no_partition_are_named_in_health(

@@ -10,8 +10,9 @@ import proton
 import pytest
 
 from sharedsub.core import layout
+from sharedsub.core.errors import SubscriptionMoved
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
-from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, DropTopic, Publish, SaveSubscription
+from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, DropTopic, Publish, Result, SaveSubscription
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.catalog import load_catalog
@@ -254,3 +255,37 @@ def test_a_front_end_in_slot_1_writes_its_own_partition_of_a_topic_numbered_from
     assert list_topic_partitions(root) == {"t": [0, 1]} and list_topics(root) == ["t"]
     assert _run(root, 1, DropTopic("t", None))[0] == p1
     assert list_topic_partitions(root) == {}
+
+
+def _shared_results(root: str, partition: int, *requests: object) -> list[Result]:
+    """The results of ``requests`` committed by a member in slot ``partition`` that shares the
+    catalog with others (``shared_catalog``)."""
+    done = Collector()
+    c = Committer(DeltaStore(root, partition=partition), cache=PayloadCache(1 << 20), on_done=done, shared_catalog=True)
+    c.start()
+    for request in requests:
+        c.submit(request)  # type: ignore[arg-type]
+    c.stop()
+    return done.wait(len(requests))
+
+
+def test_a_member_s_save_of_a_generation_another_member_made_or_passed_is_refused_with_its_record(root: str) -> None:
+    """Two members share the catalog: a new generation another member created first (its record
+    had not reached this one) is not written again, nor is a deletion of a generation another
+    member has gone past; the result carries the latest record, and the catalog keeps it."""
+    (first,) = _shared_results(root, 0, SaveSubscription(_record("t"), assign_start=True, token=None))
+    assert first.error is None
+    (again,) = _shared_results(root, 1, SaveSubscription(_record("t"), assign_start=True, token=None))
+    assert isinstance(again.error, SubscriptionMoved) and again.error.record.revision == first.record().revision
+    second = dataclasses.replace(_record("t"), generation=2)
+    (newer,) = _shared_results(root, 1, SaveSubscription(second, assign_start=True, token=None))
+    assert newer.error is None and newer.record().generation == 2
+    stale = dataclasses.replace(first.record(), state=SubscriptionState.DELETED)
+    (deleted,) = _shared_results(root, 0, SaveSubscription(stale, assign_start=False, token=None))
+    assert isinstance(deleted.error, SubscriptionMoved) and deleted.error.record.generation == 2
+    key = first.record().key
+    latest = load_catalog(root)[key]
+    assert (latest.generation, latest.active) == (2, True)
+    current = dataclasses.replace(newer.record(), state=SubscriptionState.DELETED)
+    (ended,) = _shared_results(root, 0, SaveSubscription(current, assign_start=False, token=None))
+    assert ended.error is None and not load_catalog(root)[key].active

@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
+from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage import catalog, diskspace, schemas
 from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
@@ -72,9 +73,9 @@ class CommitStore(Protocol):
         """The highest revision in the catalog (0 when it has none)."""
         ...
 
-    def latest_revision(self) -> int:
-        """The highest revision in the catalog now, other writers' included (several members
-        share it); reads only the commits since the last call."""
+    def latest_records(self) -> dict[str, SubscriptionRecord]:
+        """The catalog's latest record of each key now, other writers' included (several
+        members share it); reads only the commits since the last call."""
         ...
 
     def topic_path(self, topic: str) -> str:
@@ -178,10 +179,10 @@ class DeltaStore:
         records = catalog.load_catalog(self.root)
         return max((r.revision for r in records.values()), default=0)
 
-    def latest_revision(self) -> int:  # noqa: D102
+    def latest_records(self) -> dict[str, SubscriptionRecord]:  # noqa: D102
         if self._catalog_reader is None:
             self._catalog_reader = catalog.CatalogReader(self.root)
-        return max((r.revision for r in self._catalog_reader.refresh().values()), default=0)
+        return self._catalog_reader.refresh()
 
     def topic_path(self, topic: str) -> str:  # noqa: D102
         return layout.topic_partition_table(self.root, topic, self.partition)

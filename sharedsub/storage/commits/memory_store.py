@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 
 from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
+from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage import schemas
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 
@@ -133,9 +134,14 @@ class MemoryStore:
     def prepare_topic(self, topic: str) -> None:
         """Nothing to make in memory: a table is made by its first append."""
 
-    def latest_revision(self) -> int:
-        """Highest revision in the catalog (one writer here: as :meth:`catalog_revision`)."""
-        return self.catalog_revision()
+    def latest_records(self) -> dict[str, SubscriptionRecord]:
+        """The latest record of each key in the catalog (one writer here)."""
+        latest: dict[str, SubscriptionRecord] = {}
+        for row in self.rows(self.catalog_path).to_pylist():
+            rec = SubscriptionRecord.from_row(row)
+            if rec.key not in latest or rec.revision >= latest[rec.key].revision:
+                latest[rec.key] = rec
+        return latest
 
     def topic_path(self, topic: str) -> str:
         """This writer's partition of ``topic``."""

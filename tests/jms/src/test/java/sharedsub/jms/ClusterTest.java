@@ -14,6 +14,8 @@ import java.util.Set;
 
 import jakarta.jms.Connection;
 import jakarta.jms.InvalidClientIDException;
+import jakarta.jms.InvalidDestinationException;
+import jakarta.jms.JMSException;
 import jakarta.jms.Message;
 import jakarta.jms.MessageConsumer;
 import jakarta.jms.Session;
@@ -94,6 +96,61 @@ class ClusterTest extends JmsTierSupport {
 
     @Test
     @Order(3)
+    void anUnsubscribeOnOneMemberIsRefusedWhileTheOtherHasAConsumer() throws Exception {
+        String topic = newTopicName("unsub");
+        String sub = subName("unsub");
+        Connection a = connectTo(URL);
+        Session sa = autoSession(a);
+        MessageConsumer active = sa.createSharedDurableConsumer(sa.createTopic(topic), sub);
+        Thread.sleep(HAND_OVER_MS);  // the second member reads the catalog and the first's consumer
+        Session sb = autoSession(connectTo(SECOND_URL));
+        JMSException refused = assertThrows(JMSException.class, () -> sb.unsubscribe(sub));
+        assertTrue(!(refused instanceof InvalidDestinationException), "the subscription exists: " + refused);
+        publish(a, topic, "still-subscribed");
+        expectTexts(active, "still-subscribed");
+        active.close();
+        long deadline = System.currentTimeMillis() + 4 * HAND_OVER_MS;
+        while (true) {  // the first member says it has no consumer within a reading or two
+            try {
+                sb.unsubscribe(sub);
+                break;
+            } catch (JMSException e) {
+                if (e instanceof InvalidDestinationException || System.currentTimeMillis() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(250);
+            }
+        }
+        MessageConsumer fresh = sa.createSharedDurableConsumer(sa.createTopic(topic), sub);
+        publish(a, topic, "new");
+        assertEquals(List.of(), textsUntil(fresh, "new"), "a backlog after the unsubscribe on the other member");
+    }
+
+    @Test
+    @Order(4)
+    void aSharedNonDurableSubscriptionOutlivesItsLastConsumerOnOneMember() throws Exception {
+        String topic = newTopicName("volatile");
+        String sub = subName("volatile");
+        Connection a = connectTo(URL);
+        Connection b = connectTo(SECOND_URL);
+        Session sa = autoSession(a);
+        Session sb = autoSession(b);
+        MessageConsumer leaving = sa.createSharedConsumer(sa.createTopic(topic), sub);
+        MessageConsumer staying = sb.createSharedConsumer(sb.createTopic(topic), sub);
+        Thread.sleep(HAND_OVER_MS);
+        leaving.close();
+        String[] fromA = texts("a", 20);
+        String[] fromB = texts("b", 20);
+        publish(a, topic, fromA);
+        publish(b, topic, fromB);
+        Set<String> all = setOf(fromA);
+        all.addAll(setOf(fromB));
+        List<List<String>> got = collectSplit(List.of(staying), all);
+        assertEquals(all, new HashSet<>(got.get(0)), "what the remaining consumer on the other member got");
+    }
+
+    @Test
+    @Order(5)
     void aFailoverConsumerCarriesOnOnTheSurvivorWhenItsMemberIsKilled() throws Exception {
         assertTrue(SECOND_PID > 0, "sharedsub.secondPid is not set");
         String topic = newTopicName("failover");
