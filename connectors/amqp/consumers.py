@@ -539,6 +539,19 @@ class Subscriptions:
         elif seen.consumers.get(rec.key, 0) == 0:
             self._delete(current)
 
+    def end_unconsumed(self, key: str, generation: int) -> None:
+        """End generation ``generation`` of the non-durable subscription ``key``: the members
+        found no live consumer of it for a grace (its last consumers' member died:
+        sharedsub.core.ownership.unconsumed). Nothing when it has consumers here now, a scope
+        here, a catalog write in flight, or is another generation by now."""
+        rec = self.records.get(key)
+        if rec is None or rec.generation != generation or rec.identity.durable:
+            return
+        if self._dispatcher.consumers(key) > 0 or key in self._scoped or key in self._busy:
+            return
+        log.info("subscription %s ended: no live member has consumers of it", key)
+        self._delete(rec)
+
     def _idle(self, rec: SubscriptionRecord) -> None:
         """No consumer left here: stop reading its table (acknowledgements stay known)."""
         self._tailer.unwatch(rec.key)

@@ -11,7 +11,8 @@ thread (``FrontEndServer.call``).
   settled here; :meth:`ReactorSubscriptions.settlements_stored`: when what was settled is in
   the ack logs (a committer barrier);
 * :meth:`ReactorSubscriptions.catalog`: catalog records other members committed
-  (``Subscriptions.merge``).
+  (``Subscriptions.merge``); :meth:`ReactorSubscriptions.end_unconsumed`: end a non-durable
+  subscription no live member consumes (``Subscriptions.end_unconsumed``).
 """
 
 from __future__ import annotations
@@ -79,6 +80,13 @@ class ReactorSubscriptions:
 
         self._server.call(barrier)
         return stored
+
+    def end_unconsumed(self, gen: Generation) -> None:  # noqa: D102
+        def end(front_end: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
+            front_end.subscriptions.end_unconsumed(gen.key, gen.generation)
+            future.set_result({})
+
+        self._server.call(end)
 
     def draining(self, gen: Generation, partitions: frozenset[int]) -> int:  # noqa: D102
         def count(front_end: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:

@@ -34,6 +34,7 @@ from typing import Protocol
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.ownership import unconsumed
 from sharedsub.core.ownership.dispatch_owners import Action, Owner, decide, idle_members
 from sharedsub.core.ownership.lease import LeaseRecord
 from sharedsub.core.ownership.members import fence_token
@@ -56,6 +57,11 @@ log = logging.getLogger(__name__)
 # Seconds a topic's partitions are taken as known: a member's first publish to a topic makes a
 # partition, whose rows wait (routed, in the subscription tables) until a reading finds it.
 PARTITIONS_INTERVAL = 2.0
+# Seconds between looks for non-durable subscriptions no live member consumes
+# (sharedsub.core.ownership.unconsumed), and the least time one is watched before it ends (more
+# with a long interval: a consumer's member writes its presence within an interval).
+UNCONSUMED_LOOK = 5.0
+UNCONSUMED_GRACE = 10.0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,6 +95,11 @@ class LocalSubscriptions(Protocol):
 
     def settlements_stored(self) -> threading.Event:
         """An event set once every settlement submitted so far is stored in its ack log."""
+        ...
+
+    def end_unconsumed(self, gen: Generation) -> None:
+        """End the non-durable subscription generation ``gen``: no live member has had consumers
+        of it for a grace (sharedsub.core.ownership.unconsumed); nothing if it has some here now."""
         ...
 
 
@@ -146,6 +157,9 @@ class DispatchCoordinator:
         self._partitions: dict[str, tuple[float, list[int]]] = {}
         self._catalog = CatalogReader(root)
         self._revisions: dict[str, int] = {}  # the revision of each key last handed to the front end
+        self._unconsumed: dict[Generation, float] = {}  # watched: since when no live member consumes it
+        self._looked = -UNCONSUMED_LOOK  # when the last look for them was (monotonic)
+        self._grace = max(UNCONSUMED_GRACE, 5 * interval)
         self.idle: dict[str, bool] = {}  # by key: its consumers here wait (no partition for them); any thread reads
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sharedsub-dispatch-owners", daemon=True)
@@ -183,6 +197,34 @@ class DispatchCoordinator:
         consumed = self._local.consumed()
         for gen in [*consumed, *[g for g in self._owned if g not in consumed]]:
             self._step_generation(gen, gen in consumed, live)
+        self._look_for_unconsumed(consumed, live)
+
+    def _look_for_unconsumed(self, consumed: list[Generation], live: dict[int, int]) -> None:
+        """Every UNCONSUMED_LOOK seconds: end the non-durable subscriptions no live member has
+        had consumers of for the grace (sharedsub.core.ownership.unconsumed; one reading of
+        presence objects per such subscription without consumers here)."""
+        now = self._clock()
+        if now - self._looked < UNCONSUMED_LOOK:
+            return
+        self._looked = now
+        here = {g.key for g in consumed}
+        watched: dict[Generation, float] = {}
+        for rec in self._catalog.active():
+            if not unconsumed.looked_at(rec) or rec.key in here:
+                continue
+            gen = Generation(rec.key, rec.generation, rec.topic)
+            present = read_presence(self._store, "", rec.key, rec.generation)
+            someone = any(live.get(slot) == token for slot, token in present.items())
+            verdict, since = unconsumed.verdict(
+                rec, consumed=someone, unconsumed_since=self._unconsumed.get(gen), now=now, grace=self._grace
+            )
+            if verdict is unconsumed.Verdict.END:
+                idle = now - (since if since is not None else now)
+                log.info("ending %s gen %d: no live member has had consumers of it for %.0f s", rec.key, rec.generation, idle)
+                self._local.end_unconsumed(gen)
+            elif since is not None:
+                watched[gen] = since
+        self._unconsumed = watched
 
     def _step_generation(self, gen: Generation, has_consumers: bool, live: dict[int, int]) -> None:
         if has_consumers and gen not in self._present:

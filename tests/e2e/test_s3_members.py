@@ -136,8 +136,9 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
 ) -> None:
     """kill -9 the second member while its consumer holds deliveries unsettled: the first takes
     its partition over and delivers every message of it, those the dead member had sent marked
-    redelivered; nothing accepted is lost. A new second member takes the slot again (epoch 2) and
-    its consumer gets a share of what comes next."""
+    redelivered; nothing accepted is lost. The non-durable subscriptions whose only consumers were
+    on the dead member (a shared one, a plain consumer's) are ended by the survivor. A new second
+    member takes the slot again (epoch 2) and its consumer gets a share of what comes next."""
     env = {**s3_server.env(), **MEMBERS}
     data = s3_server.url("members-kill")
     first = ServeProcess(data, env=env).start()
@@ -148,11 +149,15 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
     create_topic(data, topic, 1)  # the second member's partition, as its first publish makes it
     survivor = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
     doomed = Subscriber(second.url, topic, settle="none", **jms_shared_durable(name, is_global=True, ordinal=2))
+    volatile = Subscriber(second.url, topic, **jms_shared_volatile(name, is_global=True))
+    plain = Subscriber(second.url, topic, expiry="link-detach", capabilities=["topic"])
     later: Subscriber | None = None
     try:
-        for sub in (survivor, doomed):
+        for sub in (survivor, doomed, volatile, plain):
             sub.start()
             assert sub.attached.wait(60), sub.error
+        non_durable = [k for k, rec in load_catalog(data).items() if rec.active and not rec.identity.durable]
+        assert len(non_durable) == 2, non_durable
         wait_for_owner(data, name, 1, 1)
         sent = [f"a{i}" for i in range(30)] + [f"b{i}" for i in range(30)]
         assert {o.state for o in publish(first.url, topic, [Message(body=b) for b in sent[:30]])} == {"accepted"}
@@ -165,6 +170,10 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
         assert again and all(r.delivery_count >= 1 for r in again), [(r.message.body, r.delivery_count) for r in again]
         firsts = [r for r in survivor.received if r.message.body not in held]
         assert all(r.delivery_count == 0 for r in firsts)
+        wait_for(
+            lambda: not any(load_catalog(data)[k].active for k in non_durable), 90,
+            "the survivor to end the non-durable subscriptions only the dead member consumed",
+        )
 
         third = ServeProcess(data, command="frontend", env=env).start()
         later = Subscriber(third.url, topic, **jms_shared_durable(name, is_global=True, ordinal=3))
@@ -178,7 +187,7 @@ def test_a_killed_member_s_partition_is_taken_over_its_unsettled_deliveries_come
         assert sorted(r.message.body for r in later.received) == sorted(more)
         assert len(survivor.received) == before  # nothing of the new partition twice
     finally:
-        for sub in (survivor, doomed, later):
+        for sub in (survivor, doomed, volatile, plain, later):
             if sub is not None:
                 sub.stop()
         codes = [p.stop() for p in (third, first) if p is not None]
