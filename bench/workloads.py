@@ -24,7 +24,7 @@ import math
 import os
 import struct
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from proton import Data, Message, Terminus
@@ -92,10 +92,10 @@ class _Encoded:
         return now
 
 
-def encode_messages(count: int, size: int, props: PropsFn | None = None) -> list[_Encoded]:
+def encode_messages(count: int, size: int, props: PropsFn | None = None, first_seq: int = 0) -> list[_Encoded]:
     """Encode ``count`` durable messages with fresh random bodies of ``size`` bytes (and the
-    application properties ``props(seq)``, if given)."""
-    return [_Encoded(seq, size, props) for seq in range(count)]
+    application properties ``props(seq)``, if given), stamped ``bench_seq`` from ``first_seq``."""
+    return [_Encoded(seq, size, props) for seq in range(first_seq, first_seq + count)]
 
 
 class _Workload(MessagingHandler):
@@ -197,13 +197,13 @@ class _Workload(MessagingHandler):
 class _PublishThroughput(_Workload):
     def __init__(
         self, url: str, address: str, *, warmup: int, count: int, window: int, size: int,
-        timeout_s: float, cpu_probe: CpuProbe, connect_options: dict[str, Any] | None = None,
+        timeout_s: float, cpu_probe: CpuProbe, connect_options: dict[str, Any] | None = None, first_seq: int = 0,
     ) -> None:
         super().__init__(url, timeout_s=timeout_s, connect_options=connect_options)
         self.address = address
         self.warmup, self.count, self.window, self.size = warmup, count, window, size
         self.total = warmup + count
-        self.messages = encode_messages(self.total, size)
+        self.messages = encode_messages(self.total, size, first_seq=first_seq)
         self.sent = self.accepted = self.not_accepted = 0
         self.t_start = self.t_measure = self.t_end = None
         self.cpu_probe = cpu_probe
@@ -271,11 +271,14 @@ class _PublishThroughput(_Workload):
 def publish_throughput(
     url: str, address: str, *, warmup: int, count: int, window: int = 1000, size: int = 1024,
     timeout_s: float = 120.0, cpu_probe: CpuProbe = lambda: None, connect_options: dict[str, Any] | None = None,
+    first_seq: int = 0,
 ) -> dict[str, Any]:
     """Publish ``warmup + count`` durable messages; time the last ``count`` accepted ones.
 
     ``connect_options``: extra arguments of ``Container.connect`` (credentials, SASL
-    mechanisms, an ``SSLDomain`` for amqps URLs; bench/tls_cost.py).
+    mechanisms, an ``SSLDomain`` for amqps URLs; bench/tls_cost.py). ``first_seq``: the first
+    ``bench_seq`` stamped (publishers to one subscription through several front ends stamp
+    ranges of their own).
 
     Returns:
         ``msgs_per_s`` over the measured part (or over what was accepted after warm-up when
@@ -283,7 +286,7 @@ def publish_throughput(
     """
     h = _PublishThroughput(
         url, address, warmup=warmup, count=count, window=window, size=size,
-        timeout_s=timeout_s, cpu_probe=cpu_probe, connect_options=connect_options,
+        timeout_s=timeout_s, cpu_probe=cpu_probe, connect_options=connect_options, first_seq=first_seq,
     )
     t0 = time.perf_counter()
     Container(h).run()
@@ -754,9 +757,10 @@ class _ConsumeBacklog(_Workload):
 
     def __init__(
         self, url: str, address: str, *, consumers: int, count: int, prefetch: int, link_name: str,
-        configure: Callable[[Any], None] | None, timeout_s: float, cpu_probe: CpuProbe,
+        configure: Callable[[Any], None] | None, timeout_s: float, cpu_probe: CpuProbe, urls: Sequence[str] = (),
     ) -> None:
         super().__init__(url, timeout_s=timeout_s, prefetch=0, auto_accept=False)  # accepted in on_message
+        self.urls = list(urls) or [url]
         self.address, self.n, self.count, self.prefetch = address, consumers, count, prefetch
         self.link_name, self.configure = link_name, configure
         self.conns: list[Any] = []
@@ -777,7 +781,7 @@ class _ConsumeBacklog(_Workload):
         self.t_connect = time.perf_counter()
         options = SourceSetup(self.configure) if self.configure is not None else None
         for i in range(self.n):
-            conn = c.connect(self.url, reconnect=False)
+            conn = c.connect(self.urls[i % len(self.urls)], reconnect=False)
             rcv = c.create_receiver(conn, self.address, name=self.link_name, options=options)
             rcv.bench_consumer = i  # stored in the link's record: the same on every event
             self.conns.append(conn)
@@ -857,10 +861,12 @@ class _ConsumeBacklog(_Workload):
 def consume_backlog(
     url: str, address: str, *, consumers: int, count: int, prefetch: int = 100, link_name: str,
     configure: Callable[[Any], None] | None = None, timeout_s: float = 300.0,
-    cpu_probe: CpuProbe = lambda: None,
+    cpu_probe: CpuProbe = lambda: None, urls: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Drain ``count`` pre-loaded messages (stamped ``bench_seq`` 0..count-1) from ``address``
-    with ``consumers`` receivers, each on its own connection of one Container (one thread).
+    with ``consumers`` receivers, each on its own connection of one Container (one thread);
+    consumer ``i`` connects to ``urls[i % len(urls)]`` when ``urls`` are given (several front
+    ends of one data dir), else to ``url``.
 
     Every link is named ``link_name`` and set up by ``configure`` (e.g. ``shared_durable_source``).
     Each delivery is accepted (and settled) by the consumer: at-least-once, acknowledged.
@@ -873,7 +879,7 @@ def consume_backlog(
     """
     h = _ConsumeBacklog(
         url, address, consumers=consumers, count=count, prefetch=prefetch, link_name=link_name,
-        configure=configure, timeout_s=timeout_s, cpu_probe=cpu_probe,
+        configure=configure, timeout_s=timeout_s, cpu_probe=cpu_probe, urls=urls,
     )
     t0 = time.perf_counter()
     Container(h).run()

@@ -99,10 +99,10 @@ def start_http(server: FrontEndServer, settings: Settings) -> AdminHttpServer | 
 
 
 def announce_service(
-    settings: Settings, host: str, port: int, http: AdminHttpServer | None, tls_port: int | None = None
+    settings: Settings, host: str, port: int, http: AdminHttpServer | None, tls_port: int | None = None, slot: int = 0
 ) -> None:
-    """Write ``<data>/_service.json``: pid, the amqp (and amqps, ``tls_port``) and HTTP
-    addresses, the admin token (sharedsub.runtime.discovery)."""
+    """Write ``<data>/_service.json`` (member ``slot``'s): pid, the amqp (and amqps,
+    ``tls_port``) and HTTP addresses, the admin token (sharedsub.runtime.discovery)."""
     info = ServiceInfo(
         os.getpid(),
         host,
@@ -114,15 +114,15 @@ def announce_service(
         amqps_port=tls_port,
     )
     try:
-        write_service_file(settings.data_dir, info)
+        write_service_file(settings.data_dir, info, slot)
     except OSError as exc:
         logging.getLogger("sharedsub").warning("could not write %s/_service.json: %s", settings.data_dir, exc)
 
 
-def previous_stop_was_unclean(settings: Settings) -> bool:
-    """True when the last front end on the data dir died without its clean stop: its
-    ``_service.json`` (removed by a clean stop) is still there and its process is gone."""
-    previous = read_service_file(settings.data_dir)
+def previous_stop_was_unclean(settings: Settings, slot: int = 0) -> bool:
+    """True when the last front end on the data dir (in member ``slot``) died without its clean
+    stop: its ``_service.json`` (removed by a clean stop) is still there and its process is gone."""
+    previous = read_service_file(settings.data_dir, slot)
     unclean = previous is not None and previous.pid != os.getpid() and not pid_alive(previous.pid)
     if unclean:
         logging.getLogger("sharedsub").warning(
@@ -356,7 +356,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         partition=owner.slot,
         on_fenced=fail_stop,
         lapsed=owner.lapsed,
-        after_unclean_stop=previous_stop_was_unclean(settings),
+        after_unclean_stop=previous_stop_was_unclean(settings, owner.slot),
         # A missing or broken permissions file raises ConfigError here: never start more open.
         permissions=PolicyStore(settings.security.permissions_file),
     )
@@ -372,7 +372,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     except SharedSubError:
         server.handler.stop()
         raise
-    announce_service(settings, host, port, http, server.tls_port)
+    announce_service(settings, host, port, http, server.tls_port, owner.slot)
     owner.announce(server.url, http.url if http else None)
     membership = Membership(settings, server, owner)
     fanout = fanout_child(settings, config, server.handler.tailer.hint, fanout_lease) if with_fanout else None
@@ -421,7 +421,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     finally:
         if http is not None:
             http.stop()
-        remove_service_file(settings.data_dir, os.getpid())
+        remove_service_file(settings.data_dir, os.getpid(), owner.slot)
         if maintenance is not None:
             maintenance.stop()
         if fanout is not None:

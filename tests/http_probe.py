@@ -7,14 +7,17 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from sharedsub.runtime.discovery import read_service_file
+from sharedsub.runtime.discovery import read_service_file, running_services
 from tests.prometheus_text import Labels, parse
 from tests.service import ServeProcess
 
 
 def admin_url(svc: ServeProcess) -> str:
-    """The service's HTTP base URL, as its ``_service.json`` records it."""
-    info = read_service_file(str(svc.data_dir))
+    """The service's HTTP base URL, as its ``_service.json`` records it (of several members of
+    one data dir on this host, the file that names this process)."""
+    pid = svc.proc.pid if svc.proc is not None else None
+    found = [info for info in running_services(str(svc.data_dir)) if info.pid == pid]
+    info = found[0] if found else read_service_file(str(svc.data_dir))
     assert info is not None and info.admin_url, f"no HTTP endpoint recorded in {svc.data_dir}"
     return info.admin_url
 

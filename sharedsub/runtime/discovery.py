@@ -75,18 +75,37 @@ def state_home() -> str:
     return os.environ.get("XDG_STATE_HOME") or os.path.expanduser("~/.local/state")
 
 
-def _local(root: str) -> str | None:
+def _local(root: str, slot: int = 0) -> str | None:
     """Where ``_service.json`` is: in a local data dir; for one on object storage, in this host's
-    state directory (the file holds the admin token, which never goes to the bucket)."""
+    state directory (the file holds the admin token, which never goes to the bucket), one file
+    per member slot (``_service-<slot>.json`` beside slot 0's): several members of one data dir
+    may run on one host."""
     local = layout.local_path(layout.service_file(root))
     if local is not None:
         return local
-    return os.path.join(layout.host_state_dir(root, state_home()), layout.SERVICE_FILE)
+    name = layout.SERVICE_FILE if slot == 0 else f"_service-{slot}.json"
+    return os.path.join(layout.host_state_dir(root, state_home()), name)
 
 
-def write_service_file(root: str, info: ServiceInfo) -> None:
-    """Record ``info`` (atomically: a temporary file, then rename)."""
-    path = _local(root)
+def _slots_recorded(root: str) -> list[int]:
+    """The member slots with a service file on this host, lowest first ([0] for a local dir)."""
+    if layout.local_path(layout.service_file(root)) is not None:
+        return [0]
+    try:
+        names = os.listdir(layout.host_state_dir(root, state_home()))
+    except OSError:
+        return []
+    slots = {0} if layout.SERVICE_FILE in names else set()
+    for name in names:
+        middle = name.removeprefix("_service-").removesuffix(".json")
+        if name.startswith("_service-") and name.endswith(".json") and middle.isdigit():
+            slots.add(int(middle))
+    return sorted(slots)
+
+
+def write_service_file(root: str, info: ServiceInfo, slot: int = 0) -> None:
+    """Record ``info`` of the member in ``slot`` (atomically: a temporary file, then rename)."""
+    path = _local(root, slot)
     if path is None:
         return
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)  # (a host state dir may not exist yet)
@@ -236,9 +255,9 @@ def own_data_dir(
     return DataDirLock(fd)
 
 
-def read_service_file(root: str) -> ServiceInfo | None:
-    """The recorded service (alive or not), or None."""
-    path = _local(root)
+def read_service_file(root: str, slot: int = 0) -> ServiceInfo | None:
+    """The recorded service of member ``slot`` (alive or not), or None."""
+    path = _local(root, slot)
     if path is None:
         return None
     try:
@@ -248,10 +267,10 @@ def read_service_file(root: str) -> ServiceInfo | None:
         return None
 
 
-def remove_service_file(root: str, pid: int) -> None:
-    """Remove the file if it still names ``pid`` (a newer service's file stays)."""
-    info = read_service_file(root)
-    path = _local(root)
+def remove_service_file(root: str, pid: int, slot: int = 0) -> None:
+    """Remove member ``slot``'s file if it still names ``pid`` (a newer service's file stays)."""
+    info = read_service_file(root, slot)
+    path = _local(root, slot)
     if info is not None and info.pid == pid and path is not None:
         try:
             os.unlink(path)
@@ -274,10 +293,17 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
+def running_services(root: str) -> list[ServiceInfo]:
+    """The services (members) of this host running on ``root`` now, lowest slot first."""
+    found = [read_service_file(root, slot) for slot in _slots_recorded(root)]
+    return [info for info in found if info is not None and pid_alive(info.pid)]
+
+
 def running_service(root: str) -> ServiceInfo | None:
-    """The service running on ``root`` now, or None (no file, or its pid is gone)."""
-    info = read_service_file(root)
-    return info if info is not None and pid_alive(info.pid) else None
+    """The service running on ``root`` now (of several members on this host, the one in the
+    lowest slot), or None (no file, or its pid is gone)."""
+    running = running_services(root)
+    return running[0] if running else None
 
 
 # Any: the reply is json.loads's document, which callers read by key

@@ -86,7 +86,7 @@ from sharedsub.core.config import MaintenanceSettings
 from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import retention
-from sharedsub.core.ops.retention import FanoutProgress
+from sharedsub.core.ops.retention import FanoutProgress, Holds
 from sharedsub.core.publish.write_faults import errno_name, fault_errno
 from sharedsub.storage import ack_log_lock
 from sharedsub.storage import retention as stored
@@ -199,9 +199,9 @@ def _step(report: Report, what: str, table: str, fn: Callable[[], int | None]) -
 
 def _drop_acknowledged(
     root: str, record: SubscriptionRecord, policy: Policy, report: Report, settled_below: int | None = None
-) -> int | None:
+) -> Holds:
     """Delete the acknowledged rows below the ack watermark; return the generation's first
-    routed seq not settled for good (None: none), which holds its topic's rows.
+    routed seq not settled for good in each topic partition, which holds its topic's rows.
 
     ``settled_below``: for a non-durable generation, the front end's word that every row below
     it is settled (its acknowledgements are in that memory only, never in an ack log).
@@ -216,7 +216,7 @@ def _drop_acknowledged(
 
 def _drop_below_watermark(
     table: str, acks: str, policy: Policy, report: Report, settled_below: int | None
-) -> int | None:
+) -> Holds:
     routed = read_seqs(table).to_numpy()
     settled = _settled_seqs(acks)
     if settled_below is not None:
@@ -288,21 +288,26 @@ def _subscription_tables(
     return left
 
 
-def _holds(root: str, records: Iterable[SubscriptionRecord], first_open: Mapping[str, int | None]) -> dict[str, int | None]:
-    """Per topic, the lowest seq an active subscription generation may still deliver
-    (sharedsub.core.ops.retention.subscription_hold), rows the fan-out parked for it included. A topic
-    whose holds cannot all be read is missing: nothing of it may go."""
-    holds: dict[str, list[int | None]] = {}
+def _holds(
+    root: str,
+    records: Iterable[SubscriptionRecord],
+    first_open: Mapping[str, Holds],
+    partitions: Mapping[str, list[int]],
+) -> dict[str, Holds]:
+    """Per topic and partition, the lowest seq an active subscription generation may still
+    deliver (sharedsub.core.ops.retention.subscription_hold), rows the fan-out parked for it
+    included. A topic whose holds cannot all be read is missing: nothing of it may go."""
+    holds: dict[str, list[Holds]] = {}
     failed: set[str] = set()
     for record in records:
         if not record.active:
             continue
         try:
-            retained = stored.lowest_retained_seq(layout.join(root, record.table)) if record.identity.durable else None
+            retained = stored.lowest_retained_seqs(layout.join(root, record.table)) if record.identity.durable else {}
             hold = retention.subscription_hold(
-                durable=record.identity.durable, first_open=first_open.get(record.key), lowest_retained=retained
+                durable=record.identity.durable, first_open=first_open.get(record.key, {}), lowest_retained=retained
             )
-            parked = stored.lowest_parked_seq(root, record.table)
+            parked = stored.parked_hold(root, record.table, partitions.get(record.topic, [0]))
         except Exception as exc:  # noqa: BLE001 (unreadable: keep every row of the topic this run)
             failed.add(record.topic)
             log.warning("maintenance: cannot tell which rows %s still needs: %s", record.key, exc)
@@ -406,19 +411,15 @@ def run_once(
         )
     _tidy(catalog, policy, report)
     _tidy(layout.join(root, layout.LINKS_TABLE), policy, report)
-    holds = _holds(root, records.values(), first_open)
+    topic_partitions = list_topic_partitions(root)
+    holds = _holds(root, records.values(), first_open, topic_partitions)
     topics_with_records = {r.topic for r in records.values() if r.active}
-    for topic, partitions in list_topic_partitions(root).items():
+    for topic, partitions in topic_partitions.items():
         # A topic whose holds could not all be read keeps its rows this run.
         trim = topic in holds or topic not in topics_with_records
         for partition in partitions:
-            # Holds are seqs of partition 0 (a subscription table's lowest retained seq is not
-            # told per partition yet): the rows of other partitions are kept, only compacted,
-            # vacuumed and checkpointed. Keeping is the safe side of retention.
-            _retain_topic(
-                root, topic, holds.get(topic), routed, policy, report, now, trim=trim and partition == 0,
-                partition=partition,
-            )
+            hold = holds.get(topic, {}).get(partition)
+            _retain_topic(root, topic, hold, routed, policy, report, now, trim=trim, partition=partition)
     if report.storage_fault is not None:
         log.warning(
             "maintenance: the data dir %s takes no writes (%s): %d steps not done; the next run tries again",

@@ -85,11 +85,10 @@ class ParkedRows:
         for key in self.files(rel) if files is None else files:
             self._store.delete(key)
 
-    def lowest_seq(self, rel: str) -> int | None:
-        """Lowest seq parked for table ``rel`` (from the object names); None when none."""
-        firsts = [
+    def first_seqs(self, rel: str) -> list[int]:
+        """The first seq of each file parked for table ``rel`` (from the object names)."""
+        return [
             int(name.split("-", 1)[0])
             for name in (k.rsplit("/", 1)[-1] for k in self.files(rel))
             if name.split("-", 1)[0].isdigit()
         ]
-        return min(firsts) if firsts else None

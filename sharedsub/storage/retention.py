@@ -16,9 +16,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from sharedsub.core import layout
-from sharedsub.core.layout import local_path
+from sharedsub.core.layout import local_path, partition_of_seq
 from sharedsub.core.ops import retention
-from sharedsub.core.ops.retention import FanoutProgress, Revision, TopicFile
+from sharedsub.core.ops.retention import FanoutProgress, Holds, Revision, TopicFile
 from sharedsub.storage.delta.commit_log import file_changes, latest_version, read_commit, table_id
 from sharedsub.storage.delta.table_maintenance import compact, delete_rows, version_readable
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
@@ -100,9 +100,10 @@ def commit_time_ms(table: str, version: int) -> int | None:
 # --------------------------------------------------------------------------- subscription holds
 
 
-def _file_min_seq(location: str) -> int | None:
-    """Lowest ``seq`` of one Parquet file, from its row-group statistics (its rows when a group
-    has none). A file on a store is read whole: subscription tables hold references, small files."""
+def _file_min_seqs(location: str) -> Holds:
+    """Lowest ``seq`` of one Parquet file in each topic partition, from its row-group statistics
+    (its rows when a group has none, or spans partitions). A file on a store is read whole:
+    subscription tables hold references, small files."""
     local = local_path(location)
     if local is not None:
         source: str | pa.BufferReader = local
@@ -114,52 +115,53 @@ def _file_min_seq(location: str) -> int | None:
     meta = pq.read_metadata(source)
     names = meta.schema.names
     if "seq" not in names or meta.num_rows == 0:
-        return None
+        return {}
     column = names.index("seq")
-    lows = []
+    lows: list[Holds] = []
     for i in range(meta.num_row_groups):
         stats = meta.row_group(i).column(column).statistics
-        if stats is None or not stats.has_min_max:
+        if stats is None or not stats.has_min_max or partition_of_seq(stats.min) != partition_of_seq(stats.max):
             if isinstance(source, pa.BufferReader):
                 source.seek(0)
             data = pq.read_table(source, columns=["seq"]).column("seq")
-            return min(data.to_pylist()) if len(data) else None
-        lows.append(int(stats.min))
-    return min(lows) if lows else None
+            return retention.lowest_by_partition(data.to_numpy(zero_copy_only=False))
+        lows.append({partition_of_seq(stats.min): int(stats.min)})
+    return retention.topic_hold(lows)
 
 
 # Lowest seq per data file already read (files never change under a name: every write makes a new
 # one), so that a bucket's files are fetched once, not at every maintenance run. Bounded: cleared
 # when it grows past this many entries.
 _MIN_SEQ_CACHE_LIMIT = 100_000
-_min_seqs: dict[str, int | None] = {}
+_min_seqs: dict[str, Holds] = {}
 
 
-def lowest_retained_seq(table: str) -> int | None:
-    """Lowest ``seq`` in any data file under ``table`` (None: none): every file a version inside
-    the history retention reads is there until vacuum, so no replay reaches below it."""
+def lowest_retained_seqs(table: str) -> Holds:
+    """Per topic partition, the lowest ``seq`` in any data file under ``table`` (a partition it
+    has none of is not a key): every file a version inside the history retention reads is there
+    until vacuum, so no replay reaches below it."""
     if len(_min_seqs) > _MIN_SEQ_CACHE_LIMIT:
         _min_seqs.clear()
-    lowest: int | None = None
+    lows: list[Holds] = []
     for location in data_files(table):
         if location in _min_seqs:
             low = _min_seqs[location]
         else:
             try:
-                low = _file_min_seq(location)
+                low = _file_min_seqs(location)
             except FileNotFoundError:  # vacuumed between the listing and the read
                 continue
             _min_seqs[location] = low
-        if low is not None and (lowest is None or low < lowest):
-            lowest = low
-    return lowest
+        lows.append(low)
+    return retention.topic_hold(lows)
 
 
-def lowest_parked_seq(root: str, table_rel: str) -> int | None:
-    """Lowest seq of the rows the fan-out parked for subscription table ``table_rel`` because
-    its commit failed (sharedsub.storage.parked_rows.ParkedRows: in their micro-batch's committed
-    range but not in the table yet); None when none."""
-    return ParkedRows(root).lowest_seq(table_rel)
+def parked_hold(root: str, table_rel: str, partitions: list[int]) -> Holds:
+    """What the rows the fan-out parked for subscription table ``table_rel`` hold of a topic with
+    ``partitions`` (parked because their commit failed: sharedsub.storage.parked_rows.ParkedRows,
+    in their micro-batch's committed range but not in the table yet;
+    sharedsub.core.ops.retention.parked_hold)."""
+    return retention.parked_hold(ParkedRows(root).first_seqs(table_rel), partitions)
 
 
 # --------------------------------------------------------------------------- topics

@@ -61,6 +61,11 @@ def pair(s3_server: S3Server) -> Iterator[tuple[ServeProcess, ServeProcess]]:
         assert codes == (0, 0), "\n".join(first.stderr_lines[-30:] + second.stderr_lines[-30:])
 
 
+def _logs(*members: ServeProcess) -> str:
+    """The last lines each member logged (for a failure's message)."""
+    return "\n".join(f"--- member {i}:\n" + "\n".join(m.stderr_lines[-60:]) for i, m in enumerate(members))
+
+
 def test_each_member_holds_a_slot_and_writes_its_own_partition(
     pair: tuple[ServeProcess, ServeProcess], s3_server: S3Server, s3_env: dict[str, str]
 ) -> None:
@@ -100,7 +105,7 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
         sub.start()
     try:
         for sub in subs:
-            assert sub.attached.wait(60), sub.error
+            assert sub.attached.wait(60), (sub.error, _logs(first, second))
         wait_for_owner(str(first.data_dir), name, 1, 1)
         sent = []
         for url, who in ((first.url, "a"), (second.url, "b")):
@@ -108,7 +113,10 @@ def test_a_global_shared_durable_subscription_is_served_from_both_members_each_m
             outcomes = publish(url, topic, [Message(body=b) for b in bodies])
             assert [o.state for o in outcomes] == ["accepted"] * len(bodies)
             sent += bodies
-        wait_for(lambda: sum(len(s.received) for s in subs) >= len(sent), 180, "every message delivered")
+        try:
+            wait_for(lambda: sum(len(s.received) for s in subs) >= len(sent), 180, "every message delivered")
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; received {[len(s.received) for s in subs]}\n{_logs(first, second)}") from None
         got = Counter(r.message.body for s in subs for r in s.received)
         assert sorted(got) == sorted(sent) and max(got.values()) == 1, [b for b, n in got.items() if n > 1]
         assert all(s.received for s in subs), [len(s.received) for s in subs]  # both members' consumers served
@@ -316,16 +324,16 @@ def test_a_jms_client_id_has_one_connection_across_the_members(pair: tuple[Serve
 def test_an_unsubscribe_sent_to_one_member_counts_the_consumers_on_the_other(
     pair: tuple[ServeProcess, ServeProcess], s3_server: S3Server, s3_env: dict[str, str]
 ) -> None:
-    """A subscription with a consumer on the first member is not deleted through the second
-    (the command line reaches the member started last: the second); once that consumer is gone,
-    it is, and the first member learns it."""
+    """A subscription with a consumer on the second member is not deleted through the first
+    (the command line reaches the member of this host in the lowest slot: the first); once that
+    consumer is gone, it is, and the second member learns it."""
     first, second = pair
     data = str(first.data_dir)
     topic, name = uid("t"), uid("sub")
     create_topic(data, topic)
     key = layout.subscription_key("global", name, shared=True, durable=True)
     store = open_store(data)
-    holder = Subscriber(first.url, topic, **jms_shared_durable(name, is_global=True))
+    holder = Subscriber(second.url, topic, **jms_shared_durable(name, is_global=True))
     holder.start()
 
     def unsubscribe() -> subprocess.CompletedProcess[str]:
@@ -336,13 +344,13 @@ def test_an_unsubscribe_sent_to_one_member_counts_the_consumers_on_the_other(
 
     try:
         assert holder.attached.wait(60), holder.error
-        wait_for(lambda: 0 in read_presence(store, "", key, 1), 30, "the first member to say it has a consumer")
-        wait_for(lambda: "no subscription" not in unsubscribe().stdout, 30, "the second member to know the subscription")
+        wait_for(lambda: 1 in read_presence(store, "", key, 1), 30, "the second member to say it has a consumer")
+        wait_for(lambda: "no subscription" not in unsubscribe().stdout, 30, "the first member to know the subscription")
         refused = unsubscribe()
         assert refused.returncode != 0 and json.loads(refused.stdout)["error"] == "in-use", refused.stdout
     finally:
         holder.stop()
-    wait_for(lambda: 0 not in read_presence(store, "", key, 1), 30, "the first member to say it has none")
+    wait_for(lambda: 1 not in read_presence(store, "", key, 1), 30, "the second member to say it has none")
     done = unsubscribe()
     assert done.returncode == 0 and json.loads(done.stdout)["ok"], done.stdout + done.stderr
     assert not load_catalog(data)[key].active
@@ -432,7 +440,7 @@ def test_consumers_that_get_no_partition_are_named_in_health(
             sub.start()
             assert sub.attached.wait(60), sub.error
         wait_for(lambda: key in health(second)[1].get("member", {}).get("idle_consumers", []), 30, "/health to name it")
-        code, doc = health(second)  # (the second member's: the discovery file names the last started)
+        code, doc = health(second)  # (the second member's own: its discovery file names its pid)
         assert code == 200 and doc["member"]["slot"] == 1, doc
         assert {o.state for o in publish(first.url, topic, [Message(body=f"m{i}") for i in range(10)])} == {"accepted"}
         wait_for(lambda: len(subs[0].received) >= 10, 120, "the first member's consumer to get them all")

@@ -13,7 +13,15 @@ import pytest
 
 from sharedsub import cli
 from sharedsub.runtime import users as uf
-from sharedsub.runtime.discovery import ServiceInfo, own_data_dir, read_service_file, write_service_file
+from sharedsub.runtime.discovery import (
+    ServiceInfo,
+    own_data_dir,
+    read_service_file,
+    remove_service_file,
+    running_service,
+    running_services,
+    write_service_file,
+)
 from sharedsub.storage.owner_only import ensure_data_dir, open_to_others, owner_only_umask
 from sharedsub.storage.topics import create_topic
 
@@ -100,3 +108,25 @@ def test_the_cli_creates_everything_owner_only_and_restores_the_umask(tmp_path: 
     created = [Path(d) / n for d, dirs, files in os.walk(root) for n in dirs + files]
     assert created, "the topic table has files"
     assert [(str(p), oct(_mode(p))) for p in created if _mode(p) & 0o077] == []
+
+
+def test_members_of_one_bucket_on_one_host_each_record_their_service_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On object storage the service files live in this host's state dir, one per member slot:
+    a second member does not overwrite the first's; the command line finds the live member in
+    the lowest slot; a member removes only its own file."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    root = "s3://bucket/members"
+    first = ServiceInfo(os.getpid(), "127.0.0.1", 5672, "127.0.0.1", 8161, 0.0)
+    second = ServiceInfo(os.getppid(), "127.0.0.1", 5673, "127.0.0.1", 8162, 0.0)
+    gone = ServiceInfo(2**22 + 7, "127.0.0.1", 5674, None, None, 0.0)  # above the kernel's pid limit
+    write_service_file(root, gone, 3)
+    write_service_file(root, second, 1)
+    assert running_service(root) == second  # slot 3's process is gone
+    write_service_file(root, first, 0)
+    assert (read_service_file(root, 0), read_service_file(root, 1)) == (first, second)
+    assert running_services(root) == [first, second] and running_service(root) == first
+    remove_service_file(root, second.pid, 0)  # not slot 0's process: slot 0's file stays
+    remove_service_file(root, first.pid, 0)
+    assert running_services(root) == [second]

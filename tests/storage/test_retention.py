@@ -184,6 +184,38 @@ def test_rows_the_fanout_parked_hold_the_topic(tmp_path: Path) -> None:
     assert report.topic_rows_deleted == 10 and topic_seqs(root, "t") == list(range(10, 40))
 
 
+def test_each_partition_of_a_topic_goes_below_its_own_holds(tmp_path: Path) -> None:
+    """Two members wrote a topic (partitions 0 and 1, a table each): each partition's rows go by
+    whole files below the first row open in that partition, for a non-durable subscription and
+    for a durable one whose retained files hold each partition from its lowest seq."""
+    root = str(tmp_path)
+    p1 = 1 << 40
+    (volatile,) = b.register(root, b.subscription("t", name="volatile", durable=False))
+    first = [s for c in publish_commits(root, "t", 4) for s in c]  # partition 0: 0..39
+    second = [s for _ in range(4) for s in b.publish(root, "t", ["k"] * 10, partition=1)]  # p1..p1+39
+    route(root, volatile, first + second)
+    ack(root, volatile, first[:15] + second[:35])
+    checkpoint(root, 0, {"t": 4, layout.topic_partition_dir("t", 1): 4})
+
+    report = maintenance.run_once(root, no_compaction(), now=NOW)
+
+    assert report.errors == 0, report
+    assert topic_seqs(root, "t") == list(range(10, 40))  # 15 is open in partition 0
+    part1 = read_table(layout.topic_partition_table(root, "t", 1), ["seq"])
+    assert part1 is not None and sorted(part1.column("seq").to_pylist()) == list(range(p1 + 30, p1 + 40))
+
+    # A durable subscription whose table keeps partition 1 from p1 + 5 (and partition 0 from 20).
+    (durable,) = b.register(root, b.subscription("t", name="keeper"))
+    route(root, durable, [20, 21, p1 + 35])
+    route(root, durable, [p1 + 5])  # (a file of its own; the seqs need not be new to the topic)
+    ack(root, volatile, first[15:] + second[35:])
+    report = maintenance.run_once(root, no_compaction(), now=NOW)
+    assert report.errors == 0, report
+    assert topic_seqs(root, "t") == list(range(20, 40))
+    part1 = read_table(layout.topic_partition_table(root, "t", 1), ["seq"])
+    assert part1 is not None and sorted(part1.column("seq").to_pylist()) == list(range(p1 + 30, p1 + 40))
+
+
 def test_topic_compaction_rewrites_only_routed_files_and_adds_no_rows(tmp_path: Path) -> None:
     root = str(tmp_path)
     (rec,) = b.register(root, b.subscription("t", name="volatile", durable=False))

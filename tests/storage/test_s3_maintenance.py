@@ -16,7 +16,7 @@ from sharedsub.storage.delta.commit_log import table_id
 from sharedsub.storage.delta.table_reads import read_table, snapshot_files
 from sharedsub.storage.delta.tables import child_names, data_files
 from sharedsub.storage.fanout_progress import read_progress, write_progress
-from sharedsub.storage.retention import lowest_retained_seq
+from sharedsub.storage.retention import lowest_retained_seqs
 from tests import builders as b
 from tests.builders import maintenance_policy
 from tests.s3_server import S3Server
@@ -60,9 +60,9 @@ def test_retention_on_a_bucket_follows_the_fanouts_progress_record(s3_server: S3
     assert set(data_files(table)) == set(snapshot_files(table))
 
     # The fan-out routed versions 1..4 (rows 0..39): rows up to the volatile one's first open row
-    # (25) go by whole files; the durable one holds nothing (its files are gone, lowest_retained_seq
+    # (25) go by whole files; the durable one holds nothing (its files are gone, lowest_retained_seqs
     # reads the bucket's listing).
-    assert lowest_retained_seq(layout.join(root, durable.table)) is None
+    assert lowest_retained_seqs(layout.join(root, durable.table)) == {}
     _progress(root, {"t": 4}, at=NOW)
     report = maintenance.run_once(root, policy, now=NOW)
     assert report.errors == 0, report

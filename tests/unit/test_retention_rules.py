@@ -14,6 +14,8 @@ from sharedsub.core.ops.retention import (
     TopicFile,
     catalog_revisions_to_drop,
     first_unsettled,
+    lowest_by_partition,
+    parked_hold,
     parse_offset_file,
     subscription_hold,
     topic_cut,
@@ -57,40 +59,69 @@ def test_topic_cut(files: list[TopicFile], hold: int | None, cut: int | None) ->
     assert topic_cut(files, hold=hold, published_before_ms=BEFORE) == cut
 
 
-# (routed, settled, first unsettled)
+P1 = 1 << 40  # partition 1's first seq (sharedsub.core.layout)
+
+# (routed, settled, first unsettled per partition)
 OPEN = [
-    ([], [], None),
-    ([3, 4, 5], [3, 4, 5], None),
-    ([3, 4, 5], [3, 5], 4),
-    ([5, 3, 4], [], 3),
-    ([3, 4], [1, 2, 3, 9], 4),  # settled seqs never routed are ignored
+    ([], [], {}),
+    ([3, 4, 5], [3, 4, 5], {}),
+    ([3, 4, 5], [3, 5], {0: 4}),
+    ([5, 3, 4], [], {0: 3}),
+    ([3, 4], [1, 2, 3, 9], {0: 4}),  # settled seqs never routed are ignored
+    ([3, 4, P1, P1 + 1], [3, P1], {0: 4, 1: P1 + 1}),  # each partition its own
+    ([3, P1 + 7, P1 + 5], [3], {1: P1 + 5}),  # partition 0 settled: holds nothing there
 ]
 
 
 @pytest.mark.parametrize(("routed", "settled", "expected"), OPEN)
-def test_first_unsettled(routed: list[int], settled: list[int], expected: int | None) -> None:
+def test_first_unsettled(routed: list[int], settled: list[int], expected: dict[int, int]) -> None:
     assert first_unsettled(np.array(routed, np.int64), np.array(settled, np.int64)) == expected
+
+
+def test_lowest_by_partition() -> None:
+    assert lowest_by_partition(np.array([], np.int64)) == {}
+    assert lowest_by_partition(np.array([2 * P1 + 3, 9, P1 + 4, 7, P1 + 2], np.int64)) == {0: 7, 1: P1 + 2, 2: 2 * P1 + 3}
 
 
 # (durable, first open, lowest retained, hold)
 HOLDS = [
-    (False, None, None, None),  # non-durable, everything settled: holds nothing
-    (False, 7, 2, 7),  # non-durable: the retained files do not matter (no replay)
-    (True, 7, 2, 2),  # durable: replays inside the retention read the retained files
-    (True, None, 2, 2),  # ...even when everything is settled
-    (True, None, None, None),  # nothing routed, nothing retained
-    (True, 7, None, 7),
+    (False, {}, {}, {}),  # non-durable, everything settled: holds nothing
+    (False, {0: 7}, {0: 2}, {0: 7}),  # non-durable: the retained files do not matter (no replay)
+    (True, {0: 7}, {0: 2}, {0: 2}),  # durable: replays inside the retention read the retained files
+    (True, {}, {0: 2}, {0: 2}),  # ...even when everything is settled
+    (True, {}, {}, {}),  # nothing routed, nothing retained
+    (True, {0: 7}, {}, {0: 7}),
+    (True, {1: P1 + 9}, {0: 2, 1: P1 + 4}, {0: 2, 1: P1 + 4}),  # per partition
+    (False, {0: 7, 1: P1}, {}, {0: 7, 1: P1}),
 ]
 
 
 @pytest.mark.parametrize(("durable", "first_open", "retained", "expected"), HOLDS)
-def test_subscription_hold(durable: bool, first_open: int | None, retained: int | None, expected: int | None) -> None:
+def test_subscription_hold(
+    durable: bool, first_open: dict[int, int], retained: dict[int, int], expected: dict[int, int]
+) -> None:
     assert subscription_hold(durable=durable, first_open=first_open, lowest_retained=retained) == expected
 
 
-def test_topic_hold_is_the_lowest() -> None:
-    assert topic_hold([]) is None and topic_hold([None, None]) is None
-    assert topic_hold([None, 9, 4, None]) == 4
+def test_topic_hold_is_the_lowest_per_partition() -> None:
+    assert topic_hold([]) == {} and topic_hold([{}, {}]) == {}
+    assert topic_hold([{}, {0: 9}, {0: 4, 1: P1 + 8}, {1: P1 + 3}]) == {0: 4, 1: P1 + 3}
+
+
+# (first seqs of parked files, the topic's partitions, hold)
+PARKED = [
+    ([], [0, 1], {}),
+    ([12], [0], {0: 12}),
+    ([12, 5], [0, 1, 2], {0: 5, 1: P1, 2: 2 * P1}),  # later partitions may be in the files: whole
+    ([P1 + 6], [0, 1, 2], {1: P1 + 6, 2: 2 * P1}),  # nothing of partition 0 can be there
+]
+
+
+@pytest.mark.parametrize(("firsts", "partitions", "expected"), PARKED)
+def test_parked_rows_hold_their_partition_from_their_first_seq_and_later_ones_whole(
+    firsts: list[int], partitions: list[int], expected: dict[int, int]
+) -> None:
+    assert parked_hold(firsts, partitions) == expected
 
 
 NOW = dt.datetime(2026, 11, 22, tzinfo=dt.UTC)

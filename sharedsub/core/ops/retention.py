@@ -8,7 +8,8 @@ so a row may go only when nothing can deliver it again:
 
 * the fan-out has routed it: its file belongs to a topic version at or below the one the
   fan-out's last committed micro-batch read (:class:`FanoutProgress`);
-* no active subscription of the topic holds it (:func:`subscription_hold`): a non-durable one
+* no active subscription of the topic holds it (:func:`subscription_hold`, per topic partition:
+  each partition is a table of its own, sharedsub.core.layout "Partitions"): a non-durable one
   holds from its first routed row not settled for good as the front end consuming it vouches
   (its acknowledgements are in that memory only; sharedsub.runtime.maintenance), else its lowest row;
   a durable one from the lowest seq any data file of its table still holds, because a replay
@@ -40,6 +41,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+
+from sharedsub.core import layout
 
 # --------------------------------------------------------------------------- fan-out progress
 
@@ -113,29 +116,62 @@ class TopicFile:
     routed: bool  # the fan-out read it in a committed micro-batch
 
 
-def first_unsettled(routed: np.ndarray, settled: np.ndarray) -> int | None:
-    """Lowest routed seq not in ``settled``; None when every routed seq is settled (or none)."""
-    open_ = np.setdiff1d(routed, settled, assume_unique=False)
-    return int(open_.min()) if open_.size else None
+Holds = dict[int, int]
+"""Per topic partition, the lowest seq held in it (a partition that is not a key: nothing held)."""
 
 
-def subscription_hold(*, durable: bool, first_open: int | None, lowest_retained: int | None) -> int | None:
-    """Lowest topic seq a subscription generation may still deliver (None: nothing).
+def lowest_by_partition(seqs: np.ndarray) -> Holds:
+    """The lowest of ``seqs`` in each partition they were numbered in (sharedsub.core.layout)."""
+    if seqs.size == 0:
+        return {}
+    ordered = np.sort(seqs.astype(np.int64, copy=False))
+    parts = ordered >> layout.PARTITION_BITS
+    starts = np.flatnonzero(np.r_[True, parts[1:] != parts[:-1]])
+    return {int(parts[i]): int(ordered[i]) for i in starts}
 
-    ``first_open``: its first routed seq not settled for good. ``lowest_retained``: the lowest
-    seq in any data file its table keeps (durable: replays inside the history retention read
-    those files; everything open is in the current snapshot, so it is never above ``first_open``).
+
+def first_unsettled(routed: np.ndarray, settled: np.ndarray) -> Holds:
+    """Per partition, the lowest routed seq not in ``settled``; a partition whose routed seqs
+    are all settled (or that has none) is not a key."""
+    return lowest_by_partition(np.setdiff1d(routed, settled, assume_unique=False))
+
+
+def parked_hold(firsts: Iterable[int], partitions: Iterable[int]) -> Holds:
+    """What rows the fan-out parked hold, from their files' first seqs: a file holds its first
+    seq's partition from that seq, and may hold rows of any later partition of the topic (a
+    micro-batch reads every partition), which it holds whole (from their first seq)."""
+    lows = list(firsts)
+    if not lows:
+        return {}
+    low = min(lows)
+    first_partition = layout.partition_of_seq(low)
+    held = {p: layout.partition_seq_base(p) for p in partitions if p > first_partition}
+    for seq in lows:
+        p = layout.partition_of_seq(seq)
+        held[p] = min(held.get(p, seq), seq)
+    return held
+
+
+def subscription_hold(*, durable: bool, first_open: Mapping[int, int], lowest_retained: Mapping[int, int]) -> Holds:
+    """Per partition, the lowest topic seq a subscription generation may still deliver.
+
+    ``first_open``: its first routed seq not settled for good, per partition. ``lowest_retained``:
+    the lowest seq in any data file its table keeps, per partition (durable: replays inside the
+    history retention read those files; everything open is in the current snapshot, so it is
+    never above ``first_open``).
     """
-    if durable:
-        candidates = [s for s in (first_open, lowest_retained) if s is not None]
-        return min(candidates) if candidates else None
-    return first_open
+    if not durable:
+        return dict(first_open)
+    return topic_hold([first_open, lowest_retained])
 
 
-def topic_hold(holds: Iterable[int | None]) -> int | None:
-    """The lowest of the subscriptions' holds (None when none holds anything)."""
-    present = [h for h in holds if h is not None]
-    return min(present) if present else None
+def topic_hold(holds: Iterable[Mapping[int, int]]) -> Holds:
+    """Per partition, the lowest of the holds (a partition nothing holds is not a key)."""
+    lowest: Holds = {}
+    for hold in holds:
+        for p, seq in hold.items():
+            lowest[p] = min(lowest.get(p, seq), seq)
+    return lowest
 
 
 def topic_cut(files: Sequence[TopicFile], *, hold: int | None, published_before_ms: int) -> int | None:

@@ -347,8 +347,16 @@ class DeltaAppender:
                         check_fence(self.path, table.version() if table is not None else -1, self._epoch)
                     if self._guarded:
                         raise VersionTaken(self.path) from None
-                    if table is None or attempt + 1 == APPEND_ATTEMPTS:
+                    if attempt + 1 == APPEND_ATTEMPTS:
                         raise
+                    if table is None:
+                        # Another writer made the table first (several members' first catalog
+                        # commits at once): append to the table it made.
+                        table = self._open()
+                        if table is None:
+                            raise
+                        target = table
+                        continue
                     table.update_incremental()
         except Exception:
             self._table = None  # its state after a failed write is not trusted: reload next time
