@@ -171,6 +171,10 @@ def consume(server: S3Server, args: argparse.Namespace, members: int) -> dict[st
             configure=workloads.shared_durable_source, urls=[p.url for p in procs],
         )
         cpu = sum(_tree_cpu(p) for p in procs) - cpu0
+        if res["missing"]:  # keep what the members said, to see why
+            for i, proc in enumerate(procs):
+                with open(f"{args.out_path}.consume-{members}.member{i}.log", "w", encoding="utf-8") as fh:
+                    fh.write("\n".join(proc.stderr_lines))
     finally:
         for holder in holders:
             holder.stop()
@@ -185,6 +189,7 @@ def consume(server: S3Server, args: argparse.Namespace, members: int) -> dict[st
         # was the limit (1.0 = a whole core).
         "client_cpu_share": res["client_cpu_s"] / res["measured_s"] if res.get("client_cpu_s") and res["measured_s"] else None,
         "missing": res["missing"],
+        "missing_range": res.get("missing_range"),
         "duplicates": res["duplicates"],
         "redelivered": res["redelivered"],
         "errors": res.get("errors"),
@@ -258,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     out_path = args.out or os.path.join(HERE, "out", f"cluster-compare-{time.strftime('%Y%m%d-%H%M%S')}.jsonl")
     os.makedirs(os.path.dirname(out_path), exist_ok=True)
+    args.out_path = out_path
     root = Path(tempfile.mkdtemp(prefix="sharedsub-cluster-bench-"))
     server = S3Server(root / "buckets", root / "versitygw.log").start()
     os.environ.update(server.env())  # this process reads the bucket too (who dispatches what, the backlog)

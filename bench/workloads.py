@@ -748,6 +748,12 @@ def create_subscription(url: str, address: str, link_name: str, configure: Calla
     return out
 
 
+def _missing_range(seen: set[int], count: int) -> dict[str, Any] | None:
+    """The lowest and highest ``bench_seq`` below ``count`` not in ``seen``, and the first few."""
+    missing = [s for s in range(count) if s not in seen]
+    return {"lowest": missing[0], "highest": missing[-1], "first": missing[:5]} if missing else None
+
+
 class _ConsumeBacklog(_Workload):
     """``consumers`` receivers on a pre-loaded subscription, each on its own connection.
 
@@ -892,6 +898,8 @@ def consume_backlog(
         "measured_s": span,
         "distinct_accepted": distinct,
         "missing": count - distinct,
+        # Which were missing (a range and a few): tells a stall at the end from rows skipped early.
+        "missing_range": _missing_range(h.seen, count),
         "deliveries": sum(h.per_consumer),
         "per_consumer_accepted": h.per_consumer,
         "per_consumer_first_accepted": h.per_consumer_first,

@@ -53,6 +53,7 @@ from sharedsub.runtime.commit_requests import (
 )
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
+from sharedsub.storage.commits.append_process import lost_commit_race
 from sharedsub.storage.commits.commit_store import Appender, CommitStore
 from sharedsub.storage.commits.py_columns import PyColumns
 from sharedsub.storage.delta.appender import Fenced
@@ -465,6 +466,10 @@ class Committer:
             parked.extend(items)
             return []
         except Exception as exc:
+            if lost_commit_race(exc):  # other members kept taking the log's next version: later
+                log.info("ack commit to %s lost to other writers; tried again with the next group", table)
+                parked.extend(items)
+                return []
             log.exception("ack commit to %s failed", table)
             return [Result(item, error=exc) for item in items]
         return [Result(item) for item in items]

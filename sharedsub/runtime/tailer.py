@@ -469,7 +469,15 @@ class Tailer:
         delivered."""
         if data is None or data.num_rows == 0:
             return
-        partitions = feed.partitions
+        with self._lock:
+            if feed.rewind:
+                # Partitions were gained (or a replay reopened rows) since these rows were read:
+                # the backlog is read again from its start, these with it. Posted now, with the
+                # gained partitions, they would come ahead of that partition's lower rows, and
+                # the dispatch rules' floor (which takes each partition's rows in seq order)
+                # could pass those lower rows before they are read.
+                return
+            partitions = feed.partitions
         if partitions is not None:
             of_row = pc.shift_right(data.column("seq"), layout.PARTITION_BITS)
             data = data.filter(pc.is_in(of_row, pa.array(sorted(partitions), pa.int64())))

@@ -47,6 +47,7 @@ from collections.abc import Mapping
 from typing import IO, Any, BinaryIO
 
 import pyarrow as pa
+from deltalake.exceptions import CommitFailedError
 
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.storage.commits.py_columns import PyColumns
@@ -66,6 +67,14 @@ class AppendProcessDied(Exception):
 class ChildProcessAppendError(Exception):
     """An append failed in the child; the message is the child's (delta-rs's ``os error N``
     included, so sharedsub.core.publish.write_faults still recognises a storage fault)."""
+
+
+def lost_commit_race(exc: BaseException) -> bool:
+    """Whether an append failed only because other writers kept taking the table's next version
+    (several members append to one shared ack log): the same append may be tried again later."""
+    if isinstance(exc, CommitFailedError):
+        return True
+    return isinstance(exc, ChildProcessAppendError) and str(exc).startswith("CommitFailedError")
 
 
 class AppendProcess:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import random
+import time
 import uuid
 from collections.abc import Sequence
 
@@ -349,9 +351,12 @@ class DeltaAppender:
                         raise VersionTaken(self.path) from None
                     if attempt + 1 == APPEND_ATTEMPTS:
                         raise
+                    # Several members append to one table (a shared ack log): a short random
+                    # pause keeps two writers that collided from colliding again at once.
+                    time.sleep(random.uniform(0.002, 0.02) * (attempt + 1))
                     if table is None:
-                        # Another writer made the table first (several members' first catalog
-                        # commits at once): append to the table it made.
+                        # Another writer made the table first (several members' first commits
+                        # to a new table at once): append to the table it made.
                         table = self._open()
                         if table is None:
                             raise
