@@ -82,13 +82,6 @@ _NOT_COUNTED = "could not count the consumers on the cluster's other members (th
 _UNCOUNTED = f"{_NOT_COUNTED}; the subscription is kept, try the unsubscribe again"
 
 
-def _moved_on(rec: SubscriptionRecord, seen: Seen) -> bool:
-    """Whether the catalog's latest record of ``rec``'s key is another generation, or ``rec``'s
-    own deleted (by another member)."""
-    latest = seen.records.get(rec.key)
-    return latest is not None and latest.revision > rec.revision and (latest.generation != rec.generation or not latest.active)
-
-
 def _clashing_keys(identity: SubscriptionKey) -> list[str]:
     """Keys whose records an attach naming ``identity`` may join, change or clash with (a durable
     name clashes with the other sharedness too)."""
@@ -292,16 +285,14 @@ class Subscriptions:
                 refuse(link, str(cond), desc, {proton.symbol("field"): proton.symbol(field)} if field else None)
             case Join(record=rec, reply=reply) | Lookup(record=rec, reply=reply):
                 policy.check(user, Permission.CONSUME, rec.topic)
-                joined, joined_reply = rec, reply
-                self._claim_then(link, rec, seen, lambda: self._attach(link, joined, joined_reply), known=True)
+                self._claim_then(link, rec, seen, functools.partial(self._attach, link, rec, reply))
             case Create() | NewGeneration():
                 policy.check(user, Permission.CONSUME, decision.topic)
                 previous = decision.record if isinstance(decision, NewGeneration) else None
                 rec = self._generation_record(decision, previous, user)
                 if previous is not None:
                     log.info("subscription %s: new generation %d (%s)", rec.key, rec.generation, rec.topic)
-                created, created_reply = rec, decision.reply
-                self._claim_then(link, rec, seen, lambda: self._create(link, created, created_reply), known=False)
+                self._claim_then(link, rec, seen, functools.partial(self._create, link, rec, decision.reply))
 
     def _claim_then(
         self,
@@ -309,16 +300,14 @@ class Subscriptions:
         rec: SubscriptionRecord,
         seen: Seen | None,
         then: Callable[[], None],
-        *,
-        known: bool,
     ) -> None:
         """Run ``then()``, first claiming ``rec`` across the members when it is an unshared
-        durable subscription (at most one consumer in the cluster, runtime/member_claims);
-        ``known``: ``rec`` is the record held here (its consumer joins it, rather than creating it)."""
+        durable subscription (at most one consumer in the cluster, runtime/member_claims)."""
         others = self.others
         if others is None or rec.identity.shared or not rec.identity.durable:
             then()
             return
+        known = self.records.get(rec.key) is rec  # its consumer joins it (else it is being created)
 
         def claimed(held: Held | None) -> None:  # reactor thread
             gone = not link.state & Endpoint.LOCAL_UNINIT or link.state & Endpoint.REMOTE_CLOSED
@@ -481,10 +470,8 @@ class Subscriptions:
         if others is not None and rec.identity.shared and isinstance(decision, DeleteSubscription):
             # Several members: the consumers of the others keep it too (docs/design.md §8).
             def counted(seen: Seen | None) -> None:  # reactor thread
-                if seen is not None and _moved_on(rec, seen):
-                    self.merge([seen.records[rec.key]])  # another member deleted or replaced it
-                current = self.records.get(rec.key)
-                if current is None or current.table != rec.table:
+                current = self._after_look(rec, seen)
+                if current is None:
                     reply(closed, None)  # deleted or replaced meanwhile
                 elif seen is None and rec.identity.durable and closed:
                     reply(True, Condition(str(AmqpCondition.INTERNAL_ERROR), _UNCOUNTED))
@@ -529,15 +516,21 @@ class Subscriptions:
 
     def _scope_counted(self, rec: SubscriptionRecord, seen: Seen | None) -> None:
         """Other members' consumers counted for a subscription whose scope ended (reactor thread)."""
-        if seen is not None and _moved_on(rec, seen):
-            self.merge([seen.records[rec.key]])
-        current = self.records.get(rec.key)
-        if current is None or current.table != rec.table or self._dispatcher.consumers(rec.key) > 0:
+        current = self._after_look(rec, seen)
+        if current is None or self._dispatcher.consumers(rec.key) > 0:
             return
         if seen is None:
             log.warning("subscription %s kept: the consumers on the other members could not be counted", rec.key)
         elif seen.consumers.get(rec.key, 0) == 0:
             self._delete(current)
+
+    def _after_look(self, rec: SubscriptionRecord, seen: Seen | None) -> SubscriptionRecord | None:
+        """Take in the records the store showed (another member may have deleted or replaced
+        ``rec``'s generation); the current record of ``rec``'s generation, None when it is gone."""
+        if seen is not None:
+            self.merge(list(seen.records.values()))
+        current = self.records.get(rec.key)
+        return current if current is not None and current.table == rec.table else None
 
     def end_unconsumed(self, key: str, generation: int) -> None:
         """End generation ``generation`` of the non-durable subscription ``key``: the members

@@ -519,8 +519,9 @@ class Committer:
             if self._shared_catalog:
                 latest = self._write(self._catalog.path, self.store.latest_records)
                 self._revision = max(self._revision, max((r.revision for r in latest.values()), default=0))
-                moved = [Result(s, error=SubscriptionMoved(m)) for s in saves if (m := _moved(s, latest)) is not None]
-                saves = [s for s in saves if _moved(s, latest) is None]
+                found = [(s, _moved(s, latest)) for s in saves]
+                moved = [Result(s, error=SubscriptionMoved(m)) for s, m in found if m is not None]
+                saves = [s for s, m in found if m is None]
                 if not saves:
                     return moved
             for s in saves:

@@ -193,13 +193,15 @@ class DispatchCoordinator:
     def step(self) -> None:
         """One reading and what it decides (the thread's step; tests call it directly)."""
         live = self._live_members()
-        self._read_catalog()
+        records = self._read_catalog()
         consumed = self._local.consumed()
         for gen in [*consumed, *[g for g in self._owned if g not in consumed]]:
             self._step_generation(gen, gen in consumed, live)
-        self._look_for_unconsumed(consumed, live)
+        self._look_for_unconsumed(records, consumed, live)
 
-    def _look_for_unconsumed(self, consumed: list[Generation], live: dict[int, int]) -> None:
+    def _look_for_unconsumed(
+        self, records: dict[str, SubscriptionRecord], consumed: list[Generation], live: dict[int, int]
+    ) -> None:
         """Every UNCONSUMED_LOOK seconds: end the non-durable subscriptions no live member has
         had consumers of for the grace (sharedsub.core.ownership.unconsumed; one reading of
         presence objects per such subscription without consumers here)."""
@@ -209,7 +211,7 @@ class DispatchCoordinator:
         self._looked = now
         here = {g.key for g in consumed}
         watched: dict[Generation, float] = {}
-        for rec in self._catalog.active():
+        for rec in records.values():
             if not unconsumed.looked_at(rec) or rec.key in here:
                 continue
             gen = Generation(rec.key, rec.generation, rec.topic)
@@ -306,15 +308,15 @@ class DispatchCoordinator:
 
     # ------------------------------------------------------------------ readings
 
-    def _read_catalog(self) -> None:
+    def _read_catalog(self) -> dict[str, SubscriptionRecord]:
         """Hand the front end the catalog records committed since the last reading (the
-        catalog's new commits only: one probe when there are none)."""
-        changed = [
-            rec for key, rec in self._catalog.refresh().items() if self._revisions.get(key) != rec.revision
-        ]
+        catalog's new commits only: one probe when there are none); every record, by key."""
+        records = self._catalog.refresh()
+        changed = [rec for key, rec in records.items() if self._revisions.get(key) != rec.revision]
         if changed:
             self._local.catalog(changed)
             self._revisions.update((rec.key, rec.revision) for rec in changed)
+        return records
 
     def _live_members(self) -> dict[int, int]:
         """``{slot: fence token}`` of the members alive (module docstring)."""

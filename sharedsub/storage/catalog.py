@@ -37,6 +37,17 @@ def catalog_appender(root: str, *, fsync: bool = False, epoch: int | None = None
     return DeltaAppender(layout.catalog_table(root), schemas.CATALOG, fsync=fsync, evolve=True, epoch=epoch)
 
 
+def keep_latest(records: dict[str, SubscriptionRecord], data: pa.Table | None) -> dict[str, SubscriptionRecord]:
+    """Take the catalog rows of ``data`` into ``records`` (by key): a key's row of the highest
+    revision wins, a later row of the same revision too. Returns ``records``."""
+    for row in iter_rows(data):
+        rec = SubscriptionRecord.from_row(row)
+        cur = records.get(rec.key)
+        if cur is None or rec.revision >= cur.revision:
+            records[rec.key] = rec
+    return records
+
+
 class CatalogReader:
     """Current catalog state, refreshed incrementally from the Delta log."""
 
@@ -68,11 +79,7 @@ class CatalogReader:
         return self._records
 
     def _apply(self, data: pa.Table | None) -> None:
-        for row in iter_rows(data):
-            rec = SubscriptionRecord.from_row(row)
-            cur = self._records.get(rec.key)
-            if cur is None or rec.revision >= cur.revision:
-                self._records[rec.key] = rec
+        keep_latest(self._records, data)
 
     def active(self) -> list[SubscriptionRecord]:
         """Active records after a refresh, ordered by key."""

@@ -23,6 +23,7 @@ from sharedsub.core import layout
 from sharedsub.core.errors import TopicExists
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage import schemas
+from sharedsub.storage.catalog import keep_latest
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 
 
@@ -136,12 +137,7 @@ class MemoryStore:
 
     def latest_records(self) -> dict[str, SubscriptionRecord]:
         """The latest record of each key in the catalog (one writer here)."""
-        latest: dict[str, SubscriptionRecord] = {}
-        for row in self.rows(self.catalog_path).to_pylist():
-            rec = SubscriptionRecord.from_row(row)
-            if rec.key not in latest or rec.revision >= latest[rec.key].revision:
-                latest[rec.key] = rec
-        return latest
+        return keep_latest({}, self.rows(self.catalog_path))
 
     def topic_path(self, topic: str) -> str:
         """This writer's partition of ``topic``."""
