@@ -202,6 +202,35 @@ def ensure_jars(jar_set, *, required: bool) -> None:
         say(f"{message}; going on without it")
 
 
+def ensure_jvm_helpers() -> None:
+    """sharedsub's own JVM classes (jobs/jvm_helpers.py) compiled into .jars/jvm/ with the JDK's
+    javac, once per version of their sources. Optional: without a JDK Spark runs with Hadoop's
+    classes (a few child processes more per micro-batch), and setup says so."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from jobs import jvm_helpers
+
+    if jvm_helpers.switched_off(os.environ):
+        return
+    pyspark_dirs = sorted(VENV.glob("lib/python3*/site-packages/pyspark"))
+    hadoop = jvm_helpers.hadoop_api_jar(pyspark_dirs[-1]) if pyspark_dirs else None
+    if hadoop is None:
+        say("pyspark's Hadoop jar not found: Spark runs without sharedsub's JVM classes")
+        return
+    if jvm_helpers.jar_path(hadoop.name).is_file():
+        return
+    javac = jvm_helpers.find_javac(os.environ)
+    if javac is None:
+        say("no javac (a JDK): Spark runs without sharedsub's JVM classes (jobs/jvm_helpers.py)")
+        return
+    try:
+        built = jvm_helpers.build(hadoop, javac)
+    except (RuntimeError, OSError) as exc:
+        say(f"sharedsub's JVM classes could not be built ({exc}); Spark runs without them")
+        return
+    say(f"built sharedsub's JVM classes: {built}")
+
+
 def ensure_delta_connector(*, required: bool) -> None:
     """The Delta Spark connector's jars (jobs/delta_jars.py); without them (``serve`` goes on) the
     fan-out reads topics through delta-rs and format('delta') is unavailable."""
@@ -235,6 +264,7 @@ def setup() -> None:
     """The setup every command needs: a Java runtime and the virtual environment."""
     ensure_java()
     ensure_venv()
+    ensure_jvm_helpers()
 
 
 # The unit tier's own runs of ruff and mypy, which check has just done (with mypy's cache).
@@ -283,6 +313,7 @@ def main(argv: list[str]) -> int:
     env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
     if command == "test":
         ensure_jms_tier()
+        ensure_jvm_helpers()  # when setup found no JDK, the JMS tier has just installed one
         ensure_rhea_tier()
         env["SHAREDSUB_S3_SERVER"] = str(ensure_s3_server())
     if command == "setup":

@@ -28,10 +28,11 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from jobs import delta_jars, s3a_jars, s3a_settings
+from jobs import delta_jars, jvm_helpers, s3a_jars, s3a_settings
 from jobs.sources.deltars_topics import TopicsDataSource
 from sharedsub.core.config import Settings
 
@@ -76,6 +77,13 @@ def spark_conf(
     conf.update(delta)
     if delta:  # S3A alone is no use: Spark reads sharedsub's tables through the connector
         conf.update(s3a_classpath(conf, s3a_jars.jars()))
+    helpers = jvm_helpers.spark_conf(conf["spark.master"], Path(pyspark.__file__).parent, os.environ)
+    if helpers:  # sharedsub's own classes (jobs/jvm_helpers.py), local masters only
+        classpath = helpers.pop("spark.driver.extraClassPath")
+        conf["spark.driver.extraClassPath"] = os.pathsep.join(
+            p for p in (conf.get("spark.driver.extraClassPath", ""), classpath) if p
+        )
+        conf.update(helpers)
     conf.update(extra or {})
     return conf
 
@@ -131,7 +139,7 @@ def build_session(
         # The driver's classpath is spark-submit's: our jars cannot join it. Turn Delta on when
         # spark-submit brought the connector (--jars/--packages), off otherwise.
         delta_keys = delta_jars.spark_conf(["-"])
-        for key in [*delta_keys, "spark.driver.extraClassPath"]:
+        for key in [*delta_keys, "spark.driver.extraClassPath", "spark.hadoop.fs.file.impl"]:
             wanted.pop(key, None)
         if _driver_loads(delta_jars.EXTENSION):
             wanted.update({k: v for k, v in delta_keys.items() if k != "spark.jars" and k not in given})

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
+import pyspark
 import pytest
 from pyspark.sql import SparkSession
 
+from jobs import jvm_helpers
 from jobs.session import read_spark_defaults, spark_conf
 from tests.spark.conftest import make_settings
 
@@ -52,3 +55,64 @@ def test_an_idle_trigger_waits_the_configured_polling_delay(spark: SparkSession)
     # key in jobs/spark-defaults.conf would be ignored silently and leave Spark's 10 ms.
     sql_conf = spark._jsparkSession.sessionState().conf()  # type: ignore[attr-defined]
     assert sql_conf.streamingPollingDelay() == 50
+
+
+def test_local_files_get_their_permissions_without_a_child_process(spark: SparkSession, tmp_path: Path) -> None:
+    # jobs/jvm_helpers.py: bootstrap.py builds sharedsub's JVM classes, and a local session makes
+    # file:'s file system the one that sets permissions through java.nio. Hadoop's own runs a
+    # chmod process per created file (four per micro-batch of the fan-out's checkpoint), each
+    # with a thread of the JVM reading its output: the JVM's count of started threads shows them.
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
+    fs = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri()).getFileSystem(conf)
+    assert fs.getClass().getName() == jvm_helpers.LOCAL_FS_CLASS
+    threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
+    files = 20
+    before = threads.getTotalStartedThreadCount()
+    for n in range(files):  # with a checksum file each: 40 chmod processes the Hadoop way
+        fs.create(jvm.org.apache.hadoop.fs.Path((tmp_path / f"f{n}").as_uri()), True).close()
+    assert threads.getTotalStartedThreadCount() - before < files  # a Spark thread or two may start meanwhile
+    created = tmp_path / "f0"
+    assert created.stat().st_mode & 0o7777 == 0o644  # Hadoop's default 0666 less umask 022
+    assert (tmp_path / ".f0.crc").exists()  # still the checksummed local file system
+    private = jvm.org.apache.hadoop.fs.permission.FsPermission.createImmutable(0o600)
+    fs.setPermission(jvm.org.apache.hadoop.fs.Path(created.as_uri()), private)
+    assert created.stat().st_mode & 0o7777 == 0o600
+    # Bits java.nio cannot set are left to Hadoop's way: still set, by a chmod process (which
+    # the thread count sees, so the check above could fail).
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    before = threads.getTotalStartedThreadCount()
+    mode = jvm.org.apache.hadoop.fs.permission.FsPermission.createImmutable(0o1777)
+    fs.setPermission(jvm.org.apache.hadoop.fs.Path(sticky.as_uri()), mode)
+    assert sticky.stat().st_mode & 0o7777 == 0o1777
+    assert threads.getTotalStartedThreadCount() > before
+
+
+def test_spark_conf_uses_the_jvm_helpers_on_local_masters_only() -> None:
+    local = spark_conf(make_settings("d", spark_master="local[2]"))
+    assert local["spark.hadoop.fs.file.impl"] == jvm_helpers.LOCAL_FS_CLASS
+    assert local["spark.driver.extraClassPath"].split(os.pathsep)[-1].endswith(".jar")
+    for master in ("local-cluster[2,1,768]", "spark://h:7077"):  # executors in other JVMs lack the jar
+        assert "spark.hadoop.fs.file.impl" not in spark_conf(make_settings("d", spark_master=master))
+
+
+def test_jvm_helpers_can_be_switched_off() -> None:
+    pyspark_dir = Path(pyspark.__file__).parent
+    assert jvm_helpers.spark_conf("local[2]", pyspark_dir, {}) != {}
+    assert jvm_helpers.spark_conf("local[2]", pyspark_dir, {jvm_helpers.ENV: "off"}) == {}
+
+
+def test_changed_sources_name_another_jar(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A jar built from older sources is never used: the jar's name carries the sources' digest.
+    hadoop = jvm_helpers.hadoop_api_jar(Path(pyspark.__file__).parent)
+    assert hadoop is not None
+    built = jvm_helpers.jar_path(hadoop.name)
+    copy = tmp_path / "jvm"
+    copy.mkdir()
+    for source in jvm_helpers.sources():
+        target = copy / source.relative_to(jvm_helpers.SOURCES)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source.read_bytes() + b"\n// changed\n")
+    monkeypatch.setattr(jvm_helpers, "SOURCES", copy)
+    assert jvm_helpers.jar_path(hadoop.name) != built
