@@ -203,7 +203,7 @@ def ensure_jars(jar_set, *, required: bool) -> None:
 
 
 def ensure_jvm_helpers() -> None:
-    """sharedsub's own JVM classes (jobs/jvm_helpers.py) compiled into .jars/jvm/ with the JDK's
+    """Build sharedsub's own JVM classes (jobs/jvm_helpers.py) into .jars/jvm/ with the JDK's
     javac, once per version of their sources. Optional: without a JDK Spark runs with Hadoop's
     classes (a few child processes more per micro-batch), and setup says so."""
     if str(ROOT) not in sys.path:

@@ -40,7 +40,7 @@ def sources() -> list[Path]:
 
 
 def hadoop_api_jar(pyspark_dir: Path) -> Path | None:
-    """pyspark's Hadoop client API jar (what the sources compile against), or None."""
+    """The Hadoop client API jar of pyspark (what the sources compile against), or None."""
     found = sorted((pyspark_dir / "jars").glob("hadoop-client-api-*.jar"))
     return found[-1] if found else None
 
