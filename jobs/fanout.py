@@ -55,6 +55,7 @@ Contracts:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
@@ -62,7 +63,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol
 
 if __package__ in (None, ""):
@@ -219,7 +220,36 @@ def build_fanout_query(
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{fanout_trigger_interval(settings)} seconds")
-    return writer.start()
+    with stream_conf(spark, STREAM_CONF):
+        return writer.start()
+
+
+# SQL settings of the fan-out's query only (a query runs in a copy of the session made when it
+# starts), not of the session a notebook or test tier shares with it.
+STREAM_CONF = {
+    # Spark plans every micro-batch's DataFrame into an RDD before it calls foreachBatch, which
+    # generates Java code for it each time (WholeStageCodegenExec.doCodeGen: a quarter of the
+    # query thread's samples in a JFR profile of the latency bench); the fan-out never runs
+    # that plan on the driver's default path, and elsewhere reads files in Python.
+    "spark.sql.codegen.wholeStage": "false",
+}
+
+
+@contextlib.contextmanager
+def stream_conf(spark: SparkSession, conf: dict[str, str]) -> Iterator[None]:
+    """Set ``conf`` on ``spark`` for the duration of the block (a query started in it keeps
+    them), then restore what was there."""
+    before: dict[str, str | None] = {key: spark.conf.get(key, None) for key in conf}
+    for key, value in conf.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, old in before.items():
+            if old is None:
+                spark.conf.unset(key)
+            else:
+                spark.conf.set(key, old)
 
 
 def wait_first_trigger(query: FanoutQuery, stop: threading.Event, timeout: float) -> bool:

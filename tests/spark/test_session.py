@@ -116,3 +116,10 @@ def test_changed_sources_name_another_jar(tmp_path: Path, monkeypatch: pytest.Mo
         target.write_bytes(source.read_bytes() + b"\n// changed\n")
     monkeypatch.setattr(jvm_helpers, "SOURCES", copy)
     assert jvm_helpers.jar_path(hadoop.name) != built
+
+
+def test_the_driver_jvm_compiles_with_c1_only(spark: SparkSession) -> None:
+    # jobs/spark-defaults.conf: C2 kept compiling Spark's planning code minutes into steady load.
+    jvm = spark._jvm  # type: ignore[attr-defined]
+    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
+    assert "-XX:TieredStopAtLevel=1" in arguments
