@@ -190,9 +190,13 @@ def test_probes_on_object_storage_are_spaced_by_object_poll_interval() -> None:
     local = load_settings(environ={"SHAREDSUB_DELIVERY_POLL_INTERVAL": "0.005", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "0"})
     assert (tail_poll_interval(local), fanout_trigger_interval(local)) == (0.005, 0.0)
     s3 = load_settings(
-        environ={"SHAREDSUB_DELIVERY_POLL_INTERVAL": "0.005", "SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss"}
+        environ={
+            "SHAREDSUB_DELIVERY_POLL_INTERVAL": "0.005",
+            "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "0",
+            "SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss",
+        }
     )
     assert tail_poll_interval(s3) == fanout_trigger_interval(s3) == s3.storage.object_poll_interval == 0.1
     slow = load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "2"})
     assert fanout_trigger_interval(slow) == 2.0
-    assert fanout_trigger_interval(load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "file:///x"})) == 0.0
+    assert fanout_trigger_interval(load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "file:///x"})) == 0.1  # the default

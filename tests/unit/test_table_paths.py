@@ -52,6 +52,7 @@ ALLOWED = {
     "jobs/fanout.py": "the job's own directory on sys.path",
     "jobs/session.py": "spark-defaults.conf",
     "jobs/jar_sets.py": "the jars directories (.jars/)",
+    "jobs/jvm_helpers.py": "sharedsub's JVM classes: their sources (jobs/jvm/), javac, the jar in .jars/jvm/",
     "jobs/executor_check.py": "whether the executors' Python (PYSPARK_PYTHON) can be run on the driver's host",
     "jobs/sources/deltars_topics.py": "the fan-out's local Spark checkpoint",
 }
