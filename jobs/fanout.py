@@ -224,8 +224,24 @@ def build_fanout_query(
         return writer.start()
 
 
+# The fan-out job's driver JVM (its own session: a notebook's or a test tier's keeps Java's
+# defaults) compiles with C1 only, and sooner. Spark's planning code is large and each micro-batch
+# walks much of it: with the default tiered compilation the C2 compiler was still compiling ~110
+# methods a second after a minute of steady load (~0.2 of a core); with C1 only the job's JVM took
+# 0.44 instead of 0.56 of a core at 1k msg/s (back-to-back batches). A profile (perf, with the
+# JIT's symbol map) then found a fifth of the JVM's samples in the interpreter: code each
+# micro-batch runs a few times stays interpreted for hundreds of batches; compile thresholds at a
+# tenth took the JVM from 0.16 to 0.11 of a core at 10 batches a second (bench/RESULTS.md, issue
+# 31). C1 alone gets a 48 MB code cache, which Spark's code filled with those thresholds ("Out of
+# space in CodeCache for adapters", a fatal error, in a notebook's session): the tiered default,
+# 240 MB, is reserved. Under spark-submit the driver JVM is already running: pass these with
+# --driver-java-options. On a cluster the executors keep the defaults: they run the long tasks.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=0.1 -XX:ReservedCodeCacheSize=240m"
+DRIVER_CONF = {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
+
 # SQL settings of the fan-out's query only (a query runs in a copy of the session made when it
-# starts), not of the session a notebook or test tier shares with it.
+# starts), not of the session a notebook or test tier shares with it. The "delta" source's
+# queries keep them: their batches run in the JVM, where generated code pays off.
 STREAM_CONF = {
     # Spark plans every micro-batch's DataFrame into an RDD before it calls foreachBatch, which
     # generates Java code for it each time (WholeStageCodegenExec.doCodeGen: a quarter of the
@@ -365,7 +381,7 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
         lease.when_lost(on_lost)
 
     log.info("starting: data dir %s", settings.data_dir)
-    spark = build_session(settings)
+    spark = build_session(settings, extra_conf=DRIVER_CONF)
     # The session's master, not [fanout] spark_master: under spark-submit --master wins.
     log.info("Spark master %s, routing %s", spark.sparkContext.master, settings.fanout.routing)
     try:

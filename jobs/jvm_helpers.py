@@ -30,6 +30,7 @@ SOURCES = Path(__file__).resolve().parent / "jvm"
 JAR_DIR = CACHE / "jvm"
 ENV = "SHAREDSUB_JVM_HELPERS"
 LOCAL_FS_CLASS = "sharedsub.jvm.NoForkLocalFileSystem"
+LOCAL_FS_KEY = "spark.hadoop.fs.file.impl"
 # Masters whose executors run in the driver's JVM: the driver's classpath is theirs too.
 _IN_PROCESS_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
@@ -93,10 +94,11 @@ def build(hadoop_jar: Path, javac: str) -> Path:
 
 def spark_conf(master: str, pyspark_dir: Path, environ: Mapping[str, str]) -> dict[str, str]:
     """Settings that make a session with ``master`` use the helpers: the jar on the driver's
-    classpath and :data:`LOCAL_FS_CLASS` as ``file:``'s file system. {} unless the master runs
-    its executors in the driver's JVM (``local``, ``local[N]``: on a cluster the executors would
-    be told to load a class they lack) and the jar of today's sources is there."""
-    if switched_off(environ) or not _IN_PROCESS_MASTER.fullmatch(master):
+    classpath (any master: a later local session in the same JVM may want it) and, when the
+    master runs its executors in the driver's JVM (``local``, ``local[N]``; on a cluster the
+    executors would be told to load a class they lack), :data:`LOCAL_FS_CLASS` as ``file:``'s file
+    system. {} unless the jar of today's sources is there."""
+    if switched_off(environ):
         return {}
     hadoop = hadoop_api_jar(pyspark_dir)
     if hadoop is None:
@@ -104,4 +106,7 @@ def spark_conf(master: str, pyspark_dir: Path, environ: Mapping[str, str]) -> di
     jar = jar_path(hadoop.name)
     if not jar.is_file():
         return {}
-    return {"spark.driver.extraClassPath": str(jar), "spark.hadoop.fs.file.impl": LOCAL_FS_CLASS}
+    conf = {"spark.driver.extraClassPath": str(jar)}
+    if _IN_PROCESS_MASTER.fullmatch(master):
+        conf[LOCAL_FS_KEY] = LOCAL_FS_CLASS
+    return conf

@@ -139,10 +139,15 @@ def build_session(
         # The driver's classpath is spark-submit's: our jars cannot join it. Turn Delta on when
         # spark-submit brought the connector (--jars/--packages), off otherwise.
         delta_keys = delta_jars.spark_conf(["-"])
-        for key in [*delta_keys, "spark.driver.extraClassPath", "spark.hadoop.fs.file.impl"]:
+        for key in [*delta_keys, "spark.driver.extraClassPath", jvm_helpers.LOCAL_FS_KEY]:
             wanted.pop(key, None)
         if _driver_loads(delta_jars.EXTENSION):
             wanted.update({k: v for k, v in delta_keys.items() if k != "spark.jars" and k not in given})
+    elif jvm_helpers.LOCAL_FS_KEY in wanted and SparkContext._jvm is not None:  # noqa: SLF001 (as _driver_loads)
+        # This process started its JVM earlier (a session stopped since), with its classpath
+        # then: name sharedsub's file system only if that JVM can load it.
+        if not _driver_loads(jvm_helpers.LOCAL_FS_CLASS):
+            wanted.pop(jvm_helpers.LOCAL_FS_KEY)
     builder = SparkSession.builder.appName(app_name)
     for key, value in wanted.items():
         builder = builder.config(key, value)

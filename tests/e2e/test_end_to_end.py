@@ -4,11 +4,13 @@ subscription table → consumer link, driven by python-qpid-proton clients."""
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 from proton import Data, Described, Message, symbol, ubyte, ulong
 from proton.utils import BlockingConnection
 
+from jobs.fanout import DRIVER_JAVA_OPTIONS
 from sharedsub.core import layout
 from sharedsub.storage.delta.table_reads import read_table
 from tests.amqp_peer import Subscriber, publish, wait_for
@@ -196,3 +198,21 @@ def test_subscriber_leaving_removes_plain_subscription(service: ServeProcess, to
         return bool(recs) and all(not r.active for r in recs)
 
     wait_for(deleted, 30, "the plain subscription to be deleted from the catalog")
+
+
+def test_the_fanout_jvm_compiles_with_c1_only_and_sooner(service: ServeProcess) -> None:
+    # jobs.fanout.DRIVER_CONF: the job's driver JVM, started by its Python driver (pyspark runs
+    # spark-submit, whose java process is the child). C2 kept compiling Spark's planning code
+    # minutes into steady load, and with C1's default thresholds much of it stayed interpreted.
+    driver = service.fanout_pid()
+    assert driver is not None
+    jvm_args = [
+        argv
+        for task in Path(f"/proc/{driver}/task").glob("*")
+        for child in (task / "children").read_text().split()
+        for argv in [Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")]
+        if argv[0].endswith("java")
+    ]
+    assert len(jvm_args) == 1, jvm_args
+    assert set(DRIVER_JAVA_OPTIONS.split()) <= set(jvm_args[0])
+    assert "-XX:ReservedCodeCacheSize=240m" in jvm_args[0]  # C1 alone gets 48 MB, which Spark filled

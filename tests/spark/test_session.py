@@ -64,7 +64,10 @@ def test_local_files_get_their_permissions_without_a_child_process(spark: SparkS
     # with a thread of the JVM reading its output: the JVM's count of started threads shows them.
     jvm = spark._jvm  # type: ignore[attr-defined]
     conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
-    fs = jvm.org.apache.hadoop.fs.Path(tmp_path.as_uri()).getFileSystem(conf)
+    # A new instance: Hadoop caches file systems per JVM, and this JVM may have made its file:
+    # one for an earlier session of the test run (the cluster tier's, whose master gets no
+    # file-system setting but puts the jar on the classpath all the same).
+    fs = jvm.org.apache.hadoop.fs.FileSystem.newInstance(jvm.java.net.URI(tmp_path.as_uri()), conf)
     assert fs.getClass().getName() == jvm_helpers.LOCAL_FS_CLASS
     threads = jvm.java.lang.management.ManagementFactory.getThreadMXBean()
     files = 20
@@ -89,12 +92,14 @@ def test_local_files_get_their_permissions_without_a_child_process(spark: SparkS
     assert threads.getTotalStartedThreadCount() > before
 
 
-def test_spark_conf_uses_the_jvm_helpers_on_local_masters_only() -> None:
+def test_spark_conf_uses_the_jvm_helpers_file_system_on_local_masters_only() -> None:
     local = spark_conf(make_settings("d", spark_master="local[2]"))
-    assert local["spark.hadoop.fs.file.impl"] == jvm_helpers.LOCAL_FS_CLASS
+    assert local[jvm_helpers.LOCAL_FS_KEY] == jvm_helpers.LOCAL_FS_CLASS
     assert local["spark.driver.extraClassPath"].split(os.pathsep)[-1].endswith(".jar")
     for master in ("local-cluster[2,1,768]", "spark://h:7077"):  # executors in other JVMs lack the jar
-        assert "spark.hadoop.fs.file.impl" not in spark_conf(make_settings("d", spark_master=master))
+        cluster = spark_conf(make_settings("d", spark_master=master))
+        assert jvm_helpers.LOCAL_FS_KEY not in cluster
+        assert cluster["spark.driver.extraClassPath"].split(os.pathsep)[-1].endswith(".jar")
 
 
 def test_jvm_helpers_can_be_switched_off() -> None:
@@ -116,11 +121,3 @@ def test_changed_sources_name_another_jar(tmp_path: Path, monkeypatch: pytest.Mo
         target.write_bytes(source.read_bytes() + b"\n// changed\n")
     monkeypatch.setattr(jvm_helpers, "SOURCES", copy)
     assert jvm_helpers.jar_path(hadoop.name) != built
-
-
-def test_the_driver_jvm_compiles_with_c1_only_and_sooner(spark: SparkSession) -> None:
-    # jobs/spark-defaults.conf: C2 kept compiling Spark's planning code minutes into steady load,
-    # and with C1's default thresholds much of it stayed interpreted.
-    jvm = spark._jvm  # type: ignore[attr-defined]
-    arguments = list(jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments())
-    assert {"-XX:TieredStopAtLevel=1", "-XX:CompileThresholdScaling=0.1"} <= set(arguments)
