@@ -148,9 +148,14 @@ def ensure_s3_server() -> Path:
     return binary
 
 
-def _jar_sets():  # jobs/jar_sets.py and the sets: standard library only, no pyspark
+def _project_importable() -> None:
+    """Let this (system) Python import the project's standard-library-only modules under jobs/."""
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
+
+
+def _jar_sets():  # jobs/jar_sets.py and the sets: standard library only, no pyspark
+    _project_importable()
     from jobs import delta_jars, s3a_jars
 
     return delta_jars.CONNECTOR, s3a_jars.S3A
@@ -206,8 +211,7 @@ def ensure_jvm_helpers() -> None:
     """Build sharedsub's own JVM classes (jobs/jvm_helpers.py) into .jars/jvm/ with the JDK's
     javac, once per version of their sources. Optional: without a JDK Spark runs with Hadoop's
     classes (a few child processes more per micro-batch), and setup says so."""
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
+    _project_importable()
     from jobs import jvm_helpers
 
     if jvm_helpers.switched_off(os.environ):
