@@ -22,6 +22,7 @@ import proton
 
 from connectors.amqp.wire.proton_events import c_object
 from sharedsub.core import addressing
+from sharedsub.core.publish.commit_pace import PublisherPace
 from sharedsub.core.security.permissions import Policy
 
 
@@ -36,6 +37,9 @@ class PublisherLink:
     # The policy ``address`` was authorized under: a message is checked again only when the
     # permissions file changed since (an anonymous relay checks each message's topic).
     authorized_under: Policy | None = None
+    # Its messages in the committer and when it was last settled: whether it sends one message at
+    # a time and waits for each (sharedsub.core.publish.commit_pace).
+    pace: PublisherPace = dataclasses.field(default_factory=PublisherPace)
 
 
 @dataclasses.dataclass(slots=True)

@@ -246,6 +246,9 @@ class FrontEnd(Handler):
                     _reject(transfer.delivery, str(AmqpCondition.INTERNAL_ERROR), f"not stored: {err}")
             held = credit.get(state)
             credit[state] = (link, 1) if held is None else (held[0], held[1] + 1)
+        now = time.perf_counter()
+        for state, (_, n) in credit.items():
+            state.pace.settled(n, now)
         window = self.publish_window
         for flowed, n in [*((lk, window.grant(lk, n)) for lk, n in credit.values()), *window.release()]:
             if n and flowed.state & Endpoint.LOCAL_ACTIVE and not flowed.state & Endpoint.REMOTE_CLOSED:
@@ -477,7 +480,9 @@ class FrontEnd(Handler):
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        self.committer.submit(Publish(topic, columns, data, self.publishes.put(PublishContext(transfer, link, state)), received))
+        awaited = state.pace.arrived(received, self.settings.publish.sync_send_gap)
+        token = self.publishes.put(PublishContext(transfer, link, state))
+        self.committer.submit(Publish(topic, columns, data, token, received, awaited))
         self.stages.observe("decode", time.perf_counter() - received)
 
     def _oversized(self, transfer: Transfer | DeliveryTransfer, link: proton.Receiver) -> bool:

@@ -79,6 +79,7 @@ class PublishSettings:
     max_batch_bytes: int
     max_uncommitted_bytes: int  # over all publishers; 0 = unlimited
     min_commit_interval: float  # seconds from one group commit's start to the next one's; 0 = back to back
+    sync_send_gap: float  # seconds: a publisher sending again this soon after its last settlement is not held (commit_pace)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -362,6 +363,8 @@ def _check_intervals(s: Settings) -> None:
     """Times and retention settings (seconds or hours) are in range; [fanout]'s choices are known."""
     if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
         raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
+    if not 0 <= s.publish.sync_send_gap <= 1:  # NaN fails too
+        raise ConfigError("publish.sync_send_gap", f"must be 0..1 seconds, got {s.publish.sync_send_gap}")
     if s.server.idle_timeout < 0:
         raise ConfigError("server.idle_timeout", "must be 0 (never) or positive")
     if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too

@@ -11,6 +11,10 @@ which the front end keeps what to do with the result (connectors/amqp/tokens.py)
 and closures over them never travel through the committer's thread (a proton wrapper dropped on
 another thread corrupts proton's heap).
 
+A request whose sender waits for its answer before it sends anything more says so with
+``awaited`` (the committer then starts its group without waiting for the commit interval:
+sharedsub.core.publish.commit_pace).
+
 What a result's :attr:`Result.value` holds depends on its request; the typed readers
 (:meth:`Result.seq`, :meth:`Result.seqs`, :meth:`Result.record`, :meth:`Result.path`) say which.
 """
@@ -78,6 +82,9 @@ class Publish:
     message: bytes
     token: Token | None
     received: float = 0.0  # time.perf_counter() when its transfer was complete (stage publish_accept)
+    # Its publisher waits for its outcome before sending again: its group is committed without
+    # waiting for the commit interval (sharedsub.core.publish.commit_pace).
+    awaited: bool = False
 
     def join(self, group: Group) -> None:
         """Go into ``group``'s bucket for this kind (see :class:`Group`)."""
@@ -101,6 +108,7 @@ class SaveSubscription:
         group.saves.append(self)
 
     size = 0
+    awaited = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -114,6 +122,7 @@ class CreateTopic:
         group.creates.append(self)
 
     size = 0
+    awaited = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -132,6 +141,7 @@ class DropTopic:
         group.drops.append(self)
 
     size = 0
+    awaited = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -148,6 +158,7 @@ class Ack:
         group.acks.setdefault(self.table, []).append(self)
 
     size = 0
+    awaited = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -169,6 +180,7 @@ class DeadLetterMessage:
         group.dead_letters.setdefault(self.table, []).append(self)
 
     size = 0
+    awaited = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -182,6 +194,7 @@ class LinkEvent:
         group.links.append(self)
 
     size = 0
+    awaited = False
 
 
 @dataclasses.dataclass(slots=True)
@@ -202,6 +215,10 @@ class CommitTransaction:
     def size(self) -> int:  # noqa: D102
         return sum(len(p.message) for p in self.publishes)
 
+    # The client waits for the discharge's outcome (a JMS Session.commit() blocks): the group is
+    # committed without waiting for the commit interval (sharedsub.core.publish.commit_pace).
+    awaited = True
+
 
 @dataclasses.dataclass(slots=True)
 class Barrier:
@@ -214,6 +231,7 @@ class Barrier:
         group.barriers.append(self)
 
     size = 0
+    awaited = False
 
 
 Request = (

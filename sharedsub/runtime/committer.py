@@ -38,6 +38,7 @@ from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicEx
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
+from sharedsub.core.publish.commit_pace import collect_for
 from sharedsub.runtime.commit_requests import (
     Ack,
     CommitTransaction,
@@ -106,7 +107,8 @@ class Committer:
         tests of this thread). ``full_disk_timeout``: seconds a write the data dir cannot take is
         held before it is given up on (sharedsub.core.publish.write_faults). ``min_commit_interval``:
         seconds from one group's start to the next group's (what arrives meanwhile joins the
-        next group; a stop does not wait for it). ``stages``: where the
+        next group; a stop does not wait for it, nor a request that is ``awaited``:
+        sharedsub.core.publish.commit_pace). ``stages``: where the
         ``group_commit`` and ``ack_commit`` times go (sharedsub.core.ops.stage_timing; this thread is
         their only writer). The store is started with :meth:`start` and stopped with :meth:`stop`.
         ``on_fenced(reason)``: called (on this thread) when a write finds the table taken under a
@@ -129,6 +131,7 @@ class Committer:
         self._max_msgs = max_batch_messages
         self._max_bytes = max_batch_bytes
         self._min_interval = min_commit_interval
+        self._floor_until = 0.0  # time.monotonic() before which a new group waits for more (commit_pace)
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, Appender] = {}  # by table path
@@ -218,23 +221,11 @@ class Committer:
                 idle = True
             # Parked settlement records go first: they are older than anything queued.
             group, self._parked = self._parked, []
-            taken = size = 0
             if first is not None:
                 group.append(first)
-                taken, size = 1, first.size
+                stopping = self._fill(group, first)
             elif not idle:
                 stopping = True
-            while not stopping and taken and taken < self._max_msgs and size < self._max_bytes:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    stopping = True
-                    break
-                group.append(nxt)
-                taken += 1
-                size += nxt.size
             if not group:
                 if idle:
                     self._probe()
@@ -250,15 +241,33 @@ class Committer:
                     self._on_done(results)
                 except Exception:
                     log.exception("committer callback failed")
-            rest = self._min_interval - (time.monotonic() - started)
-            if rest > 0 and not stopping:
-                self._stopping.wait(rest)  # what arrives meanwhile makes the next group
+            self._floor_until = started + self._min_interval  # what arrives before then makes the next group
         if self._parked:
             log.error(
                 "stopping with %d settlement record(s) not written (data dir %s cannot take writes): "
                 "their messages are delivered again after the restart",
                 len(self._parked), self.root,
             )
+
+    def _fill(self, group: list[Request], first: Request) -> bool:
+        """Add to ``group`` (which ends with ``first``, just taken) what else is queued, up to the
+        group's bounds; within the commit interval also what arrives before it is over, unless a
+        request of the group is awaited (sharedsub.core.publish.commit_pace). Returns whether a
+        stop was asked for (it ends the wait: what is queued is committed at once)."""
+        taken, size, awaited = 1, first.size, first.awaited
+        while taken < self._max_msgs and size < self._max_bytes:
+            left = collect_for(self._floor_until, time.monotonic(), awaited)
+            try:
+                nxt = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if nxt is None:
+                return True
+            group.append(nxt)
+            taken += 1
+            size += nxt.size
+            awaited = awaited or nxt.awaited
+        return False
 
     # ------------------------------------------------------------------ storage faults
 

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import signal
 import socket
+import time
 from pathlib import Path
 
 import pytest
 from proton import Described, Message, uint, ulong
+from proton.utils import BlockingConnection
 
 from sharedsub.core import layout
+from sharedsub.storage.delta.commit_log import latest_version
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic, topic_exists
 from tests.amqp_peer import Subscriber, publish
@@ -104,3 +107,40 @@ def test_a_transfer_before_the_attach_is_answered_closes_only_that_connection(tm
     kept = Message()
     kept.decode(stored.column("message")[0].as_py())
     assert kept.body == "in time"
+
+
+def test_a_publisher_that_waits_for_each_outcome_is_not_held_for_the_commit_interval(tmp_path: Path) -> None:
+    """[publish] min_commit_interval (here 1 s) groups what arrives within it into one commit,
+    but a publisher that sends one message and waits for its outcome (a synchronous send, as
+    Qpid JMS sends persistent messages) is not held to one message per interval
+    (sharedsub.core.publish.commit_pace): its messages are committed at once. One that keeps
+    many in flight still gets them grouped."""
+    data = tmp_path / "data"
+    create_topic(str(data), "paced")
+    fe = ServeProcess(
+        data, command="frontend",
+        # A generous gap: this test's client may take longer than the default 2 ms to send again.
+        env={"SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "1", "SHAREDSUB_PUBLISH_SYNC_SEND_GAP": "0.5"},
+    ).start()
+    table = layout.topic_table(str(data), "paced")
+    try:
+        connection = BlockingConnection(fe.url, timeout=30)
+        try:
+            sender = connection.create_sender("paced")
+            began = time.monotonic()
+            for i in range(8):
+                sender.send(Message(body=f"sync-{i}", durable=True))  # returns once accepted
+            took = time.monotonic() - began
+        finally:
+            connection.close()
+        # Held for the interval, the seven after the first would take at least 7 s.
+        assert took < 3.5, f"8 synchronous sends took {took:.1f} s: held for the 1 s commit interval"
+        before = latest_version(table)
+        outcomes = publish(fe.url, "paced", [Message(body=f"pipelined-{i}", durable=True) for i in range(200)])
+        assert [o.state for o in outcomes] == ["accepted"] * 200
+        commits = latest_version(table) - before
+        assert 1 <= commits <= 3, f"200 messages sent without waiting made {commits} commits"
+    finally:
+        assert fe.stop() == 0
+    stored = read_table(table, ["seq"])
+    assert stored is not None and sorted(stored.column("seq").to_pylist()) == list(range(208))

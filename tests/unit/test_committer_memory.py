@@ -6,6 +6,7 @@ tests/storage/test_disk_faults.py; the two stores agree: tests/storage/test_comm
 
 from __future__ import annotations
 
+import dataclasses
 import errno
 import time
 from collections.abc import Callable, Iterator
@@ -176,6 +177,29 @@ def test_what_arrives_within_the_minimum_interval_waits_for_one_commit_and_a_sto
     committer.submit(_publish("t", "m4", 4))
     committer.stop()
     assert topic_seqs(store) == [0, 1, 2, 3, 4] and committer.commits == 3
+
+
+def test_an_awaited_publish_is_committed_without_waiting_for_the_interval_with_what_waited_before_it(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    """A publisher that waits for each outcome (sharedsub.core.publish.commit_pace) is not held
+    for the interval; what other publishers queued meanwhile goes into its commit."""
+    committer, done = running(min_interval=1.0)
+    committer.submit(_publish("t", "m0", 0))
+    done.wait(1)
+    began = time.monotonic()
+    committer.submit(_publish("t", "pipelined", 1))  # not awaited: it waits for the interval...
+    time.sleep(0.05)
+    committer.submit(dataclasses.replace(_publish("t", "sync", 2), awaited=True))  # ...until this one comes
+    results = done.wait(3)
+    took = time.monotonic() - began
+    assert committer.commits == 2 and sorted(r.value for r in results[1:]) == [1, 2]
+    assert took < 0.9, f"the awaited publish waited for the 1 s interval ({took:.2f} s)"
+    # An awaited publish on its own, right after that commit: committed at once too.
+    began = time.monotonic()
+    committer.submit(dataclasses.replace(_publish("t", "sync again", 3), awaited=True))
+    done.wait(4)
+    assert committer.commits == 3 and time.monotonic() - began < 0.9
 
 
 def test_a_front_end_whose_lease_lapsed_writes_nothing_more_and_is_told_to_stop(store: MemoryStore) -> None:

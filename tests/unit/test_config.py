@@ -98,6 +98,9 @@ def test_precedence_env_then_flags() -> None:
         ({"storage": {"full_disk_timeout": "inf"}}, "storage.full_disk_timeout"),
         ({"server": {"max_connections": -1}}, "server.max_connections"),
         ({"publish": {"max_uncommitted_bytes": -1}}, "publish.max_uncommitted_bytes"),
+        ({"publish": {"min_commit_interval": 2}}, "publish.min_commit_interval"),
+        ({"publish": {"sync_send_gap": -0.001}}, "publish.sync_send_gap"),
+        ({"publish": {"sync_send_gap": "nan"}}, "publish.sync_send_gap"),
         ({"server": {"max_transaction_messages": -1}}, "server.max_transaction_messages"),
         ({"server": {"max_transaction_bytes": -1}}, "server.max_transaction_bytes"),
         ({"log": {"format": "xml"}}, "log.format"),
@@ -163,6 +166,11 @@ def test_security_refusals(doc: dict[str, dict[str, object]], key: str) -> None:
     with pytest.raises(ConfigError) as info:
         parse_settings(doc)
     assert info.value.key == key
+
+
+def test_synchronous_senders_are_told_apart_within_2_ms_by_default_and_can_be_turned_off() -> None:
+    assert load_settings(None, {}, {}).publish.sync_send_gap == 0.002
+    assert load_settings(None, {"SHAREDSUB_PUBLISH_SYNC_SEND_GAP": "0"}, {}).publish.sync_send_gap == 0.0
 
 
 def test_fanout_source_defaults_to_delta_rs_and_takes_delta() -> None:

@@ -1,0 +1,58 @@
+"""When a group commit may start: the commit interval, and the publishers it must not hold; pure.
+
+The group committer starts at most one group per ``[publish] min_commit_interval`` (0.02 s by
+default): what arrives meanwhile joins the next group, so a steady trickle of messages makes
+fewer, larger commits (each commit is a data file and a log entry that every reader of the topic
+reads again). That wait pays only when it lets more messages join a group.
+
+It does not for a publisher that sends one message and waits for its outcome before it sends the
+next, as Qpid JMS sends persistent messages unless told otherwise (a synchronous send): its group
+holds its one message however long the committer waits, and the wait held such a publisher to
+one message per interval (measured with a blocking python-qpid-proton sender: 50 msg/s at 0.02 s,
+347 msg/s with no interval; bench/RESULTS.md, "Synchronous publishers"). Its message is
+*awaited*: the group it starts, or joins during the wait, is committed at once.
+
+Telling such a publisher apart, per publisher link (:class:`PublisherPace`): a message is awaited
+when its link had nothing unsettled when it arrived and the link's last settlement was at most
+``gap`` seconds before (``[publish] sync_send_gap``; 0: never). A publisher that keeps several
+messages in flight nearly always has one unsettled when the next arrives; one that sends at a
+slow steady pace sends its next message whenever its clock says, mostly long after the last
+settlement.
+A synchronous publisher that is slower than ``gap`` to send again (a loaded machine) is taken
+for a slow one: its message waits for the interval, as every message did before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(slots=True)
+class PublisherPace:
+    """One publisher link's messages handed to the committer and not yet settled, and when the
+    last of them was settled (seconds on the caller's monotonic clock; None: never)."""
+
+    unsettled: int = 0
+    settled_at: float | None = None
+
+    def arrived(self, now: float, gap: float) -> bool:
+        """Count a message handed to the committer at ``now``; whether it is awaited (the module
+        docstring's rule)."""
+        awaited = gap > 0 and self.unsettled == 0 and self.settled_at is not None and now - self.settled_at <= gap
+        self.unsettled += 1
+        return awaited
+
+    def settled(self, count: int, now: float) -> None:
+        """``count`` of the link's messages were settled at ``now`` (accepted or refused)."""
+        self.unsettled = max(0, self.unsettled - count)
+        if self.unsettled == 0:
+            self.settled_at = now
+
+
+def collect_for(floor_until: float, now: float, awaited: bool) -> float:
+    """Seconds a group that has requests may still wait for more before it is committed: until
+    ``floor_until`` (the previous group's start plus the interval), none when a request of it is
+    awaited or the interval is over."""
+    if awaited:
+        return 0.0
+    return max(0.0, floor_until - now)

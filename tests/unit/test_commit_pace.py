@@ -1,0 +1,81 @@
+"""When a group commit may start (sharedsub.core.publish.commit_pace): which messages are
+awaited, and how long a group still collects, as tables."""
+
+from __future__ import annotations
+
+import pytest
+
+from sharedsub.core.publish.commit_pace import PublisherPace, collect_for
+
+GAP = 0.002
+
+
+@pytest.mark.parametrize(
+    ("unsettled", "settled_at", "now", "gap", "awaited", "why"),
+    [
+        (0, None, 10.0, GAP, False, "a link's first message: nothing says its publisher waits"),
+        (0, 9.999, 10.0, GAP, True, "sent again 1 ms after its last settlement, nothing in flight"),
+        (0, 9.75, 10.0, 0.25, True, "exactly the gap after its settlement"),
+        (0, 9.99, 10.0, GAP, False, "10 ms after: a publisher on its own clock"),
+        (1, 9.999, 10.0, GAP, False, "another of its messages is unsettled: it does not wait for each"),
+        (3, None, 10.0, GAP, False, "several in flight"),
+        (0, 9.9999, 10.0, 0.0, False, "gap 0: never"),
+    ],
+)
+def test_a_message_is_awaited_when_its_link_had_nothing_in_flight_and_was_just_settled(
+    unsettled: int, settled_at: float | None, now: float, gap: float, awaited: bool, why: str
+) -> None:
+    pace = PublisherPace(unsettled, settled_at)
+    assert pace.arrived(now, gap) is awaited, why
+    assert pace.unsettled == unsettled + 1
+
+
+@pytest.mark.parametrize(
+    ("unsettled", "count", "unsettled_after", "settled_at_after"),
+    [
+        (1, 1, 0, 5.0),  # the last one settled: the time is kept
+        (3, 2, 1, 1.0),  # one still in flight: the earlier time stays
+        (2, 5, 0, 5.0),  # never below zero
+    ],
+)
+def test_settlements_count_down_and_stamp_the_moment_nothing_is_left(
+    unsettled: int, count: int, unsettled_after: int, settled_at_after: float
+) -> None:
+    pace = PublisherPace(unsettled, 1.0)
+    pace.settled(count, 5.0)
+    assert (pace.unsettled, pace.settled_at) == (unsettled_after, settled_at_after)
+
+
+def test_a_synchronous_publisher_is_awaited_from_its_second_message_on() -> None:
+    pace = PublisherPace()
+    seen = []
+    t = 0.0
+    for _ in range(4):
+        seen.append(pace.arrived(t, GAP))
+        t += 0.003  # its commit
+        pace.settled(1, t)
+        t += 0.0005  # the client sends the next one
+    assert seen == [False, True, True, True]
+
+
+def test_a_pipelining_publisher_is_never_awaited() -> None:
+    pace = PublisherPace()
+    seen = [pace.arrived(0.001 * i, GAP) for i in range(5)]  # five sent before any outcome
+    pace.settled(5, 0.01)
+    seen += [pace.arrived(0.0101 + 0.001 * i, GAP) for i in range(1, 3)]  # sent on after the batch
+    assert seen == [False] * 5 + [True, False]
+
+
+@pytest.mark.parametrize(
+    ("floor_until", "now", "awaited", "wait"),
+    [
+        (10.02, 10.0, False, pytest.approx(0.02)),  # the interval is not over: collect until it is
+        (10.02, 10.0, True, 0.0),  # someone waits for this group: commit now
+        (10.0, 10.5, False, 0.0),  # the interval is over
+        (0.0, 10.0, False, 0.0),  # no group before
+    ],
+)
+def test_a_group_collects_until_the_interval_is_over_unless_it_is_awaited(
+    floor_until: float, now: float, awaited: bool, wait: float
+) -> None:
+    assert collect_for(floor_until, now, awaited) == wait
