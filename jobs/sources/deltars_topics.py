@@ -449,7 +449,12 @@ def read_topic_files(partition: TopicFiles) -> Iterator[pa.RecordBatch]:
     Stateless: runs in a Python worker (the source's tasks, the executors' routing tasks) or on
     the driver. Reads only the routing columns, never ``message``. A file that is gone because
     its topic was dropped while the batch ran reads as nothing; any other missing file raises.
+    Files are put into the source's schema together, up to :data:`_CONVERT_ROWS` rows at a time:
+    most are one small commit each, whose own select, topic column and cast cost more than
+    reading them.
     """
+    pending: list[pa.Table] = []
+    rows = 0
     for path in partition.files:
         try:
             data = read_files([path], schemas.ROUTING_COLUMNS)
@@ -459,9 +464,28 @@ def read_topic_files(partition: TopicFiles) -> Iterator[pa.RecordBatch]:
             return  # the topic was dropped while this batch ran: nothing of it is left
         if data is None or data.num_rows == 0:
             continue
-        data = data.select(schemas.ROUTING_COLUMNS)
-        data = data.add_column(0, "topic", pa.array([partition.topic] * data.num_rows, pa.string()))
-        yield from data.cast(_SPARK_ARROW_SCHEMA).to_batches()
+        pending.append(data)
+        rows += data.num_rows
+        if rows >= _CONVERT_ROWS:
+            yield from _in_source_schema(partition.topic, pending)
+            pending, rows = [], 0
+    yield from _in_source_schema(partition.topic, pending)
+
+
+# Rows of a partition's files converted to the source's schema at once (bounds the memory of a
+# partition of many large files: routing columns only, a few hundred bytes a row).
+_CONVERT_ROWS = 65536
+
+
+def _in_source_schema(topic: str, tables: list[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """``tables`` (routing columns of one topic's files, in order) as record batches of the
+    source's schema, with the topic column."""
+    if not tables:
+        return
+    data = pa.concat_tables(tables, promote_options="default") if len(tables) > 1 else tables[0]
+    data = data.select(schemas.ROUTING_COLUMNS)
+    data = data.add_column(0, "topic", pa.repeat(pa.scalar(topic, pa.string()), data.num_rows))
+    yield from data.cast(_SPARK_ARROW_SCHEMA).to_batches()
 
 
 class DriverBatchReader:
