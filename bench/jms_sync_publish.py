@@ -1,6 +1,7 @@
 """Synchronous persistent sends with the Qpid JMS client: sharedsub beside Apache ActiveMQ Artemis.
 
-    .venv/bin/python bench/jms_sync_publish.py [--count 2000] [--warmup 200] [--runs 2] [--brokers artemis,sharedsub,sharedsub-heldsync]
+    .venv/bin/python bench/jms_sync_publish.py [--count 2000] [--warmup 200] [--runs 2]
+        [--brokers artemis,sharedsub,sharedsub-heldsync]
 
 A JMS application that sends a persistent message outside a transaction with the client's
 defaults waits in ``send()`` until the broker accepted it (bench/jms/SyncSend.java): the
