@@ -146,3 +146,37 @@ def test_an_app_transaction_is_recorded_with_the_rows(tmp_path: Path) -> None:
     assert DeltaTable(table).transaction_version("fanout") == 4
     assert DeltaAppender(table, schemas.ACK).transaction_version("fanout") == 4
     assert appender.transaction_version("fanout") == 4
+
+
+def test_with_fsync_what_a_commit_names_is_on_disk_before_its_version_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A power loss between the commit taking its version and the syncs would otherwise leave a
+    version whose data file (or content) never reached the disk: a table no reader loads. The
+    order of the real calls is recorded (each is made as it would be): the data file, the table
+    directory and the commit file's content are synced before the link that takes the version;
+    only the log directory after it. Four syncs, as before."""
+    table = str(tmp_path / "acks")
+    write_deltalake(table, _acks(range(0, 2)))
+    calls: list[tuple[str, str]] = []
+    real_fsync, real_link = blind_append.fsync_path, os.link
+
+    def fsync(path: str, *, directory: bool = False) -> None:
+        calls.append(("fsync", os.path.relpath(path, table)))
+        real_fsync(path, directory=directory)
+
+    def link(src: str, dst: str) -> None:
+        calls.append(("link", os.path.relpath(dst, table)))
+        real_link(src, dst)
+
+    monkeypatch.setattr(blind_append, "fsync_path", fsync)
+    monkeypatch.setattr("sharedsub.storage.delta.appender.fsync_path", fsync)
+    monkeypatch.setattr(blind_append.os, "link", link)
+    version = DeltaAppender(table, schemas.ACK, fsync=True).append(_acks(range(2, 5)))
+    entry = read_log_entry(table, version)
+    assert version == 1 and entry is not None and len(entry.added) == 1
+    data_file = os.path.relpath(entry.added[0], table)
+    assert [c[0] for c in calls] == ["fsync", "fsync", "fsync", "link", "fsync"], calls
+    assert calls[0] == ("fsync", data_file) and calls[1] == ("fsync", ".")
+    assert calls[2][1].startswith("_delta_log/_commit_") and calls[3] == ("link", "_delta_log/00000000000000000001.json")
+    assert calls[4] == ("fsync", "_delta_log")

@@ -150,7 +150,10 @@ class DeltaAppender:
     slower as the log grows: measured by bench/append_cost.py (bench/RESULTS.md), an appender
     that kept its object past delta-rs's checkpoint (every 100 commits) appended about 40%
     slower until it re-opened; every 100 commits (the default) or 50 keeps it flat. With ``fsync``, each commit is forced to disk
-    before :meth:`append` returns (:func:`sync_commit`).
+    before :meth:`append` returns: a blind append forces its data files and its log entry's
+    content before the entry takes its version, then the log directory (a power loss cannot
+    leave a version naming what is not on disk); a commit made through delta-rs is forced after
+    it lands (:func:`sync_commit`).
 
     Appends to an existing local table go through :class:`sharedsub.storage.delta.blind_append.FastPathAppender`
     (``blind``, the default): a Parquet file and a commit file, without loading the table, whose
@@ -201,7 +204,8 @@ class DeltaAppender:
         self._transactions: dict[str, tuple[int, tuple[int, int, int], int | None]] = {}
         self._local = local_path(path) is not None
         fast = blind and not evolve and self._local and epoch is None and not guarded
-        self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK) if fast else None
+        self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK, sync=fsync) if fast else None
+        self._presynced = False  # the last commit's files and content were forced to disk before it landed
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -258,11 +262,15 @@ class DeltaAppender:
         """Commit ``data`` under ``marker`` unless an earlier try of it landed; force it to disk
         when asked (:meth:`append`'s contract)."""
         version = self._landed(marker)
+        self._presynced = False
         if version is None:
             version = self._commit(data, marker, txns)
         if self._fsync:
             try:
-                sync_commit(self.path, version)
+                if self._presynced:  # a blind append synced all but the name of its version
+                    fsync_path(os.path.dirname(log_file(self.path, version)), directory=True)
+                else:
+                    sync_commit(self.path, version)
             except Exception as exc:  # _tried is kept: a retry with the id syncs again
                 raise CommitNotSynced(self.path, version, exc) from exc
         self._tried = None
@@ -283,8 +291,11 @@ class DeltaAppender:
                 self._tried = (marker, known)
             try:
                 if isinstance(data, list):
-                    return self._blind.append_files(data, marker, txns)
-                return self._blind.append(data.cast(self.schema).combine_chunks(), marker, txns)
+                    version = self._blind.append_files(data, marker, txns)
+                else:
+                    version = self._blind.append(data.cast(self.schema).combine_chunks(), marker, txns)
+                self._presynced = self._fsync
+                return version
             except TableChanged:
                 self._table = None  # delta-rs commits this one, on the table as it is now
             except Exception:

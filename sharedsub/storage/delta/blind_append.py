@@ -43,8 +43,10 @@ from collections.abc import Sequence
 import pyarrow as pa
 from deltalake import DeltaTable
 
-from sharedsub.storage.delta.data_files import DataFile, add_action, write_data_file
+from sharedsub.core.layout import local_path
+from sharedsub.storage.delta.data_files import DataFile, add_action, file_location, write_data_file
 from sharedsub.storage.delta.tables import delta_table, log_file, table_exists
+from sharedsub.storage.durable_files import fsync_path
 
 log = logging.getLogger(__name__)
 
@@ -84,11 +86,14 @@ class FastPathAppender:
     """The fast path of :class:`~sharedsub.storage.delta.appender.DeltaAppender`: blind appends to
     one existing local table, without loading it (see the module docstring). One thread."""
 
-    def __init__(self, path: str, schema: pa.Schema, *, commit_mark: str) -> None:
-        """``path``: the table's directory. ``commit_mark``: the commitInfo key of the marker."""
+    def __init__(self, path: str, schema: pa.Schema, *, commit_mark: str, sync: bool = False) -> None:
+        """``path``: the table's directory. ``commit_mark``: the commitInfo key of the marker.
+        ``sync``: force the data files and the commit file's content to disk *before* the commit
+        takes its version (see :meth:`append_files`)."""
         self.path = path
         self.schema = schema
         self._mark = commit_mark
+        self._sync = sync
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
         self._checkpoint: threading.Thread | None = None
         self._unsupported = False  # the table cannot be written here: never looked at again
@@ -152,6 +157,15 @@ class FastPathAppender:
         temp = os.path.join(log_dir, f"_commit_{uuid.uuid4()}.json.tmp")
         with open(temp, "w", encoding="utf-8") as fh:
             fh.write(body)
+        if self._sync:
+            # What the commit names must be on disk before the commit can be: a power loss that
+            # kept the new version's name but not a data file, or not the commit file's content,
+            # would leave a table no reader can load. Only the log directory, which makes the
+            # version's name durable, is left for after the link (the caller's).
+            for f in files:
+                fsync_path(file_location(self.path, f.name))
+            fsync_path(local_path(self.path) or self.path, directory=True)
+            fsync_path(temp)
         try:
             version = self._link(temp)
         finally:
