@@ -132,6 +132,7 @@ class Committer:
         self._max_bytes = max_batch_bytes
         self._min_interval = min_commit_interval
         self._floor_until = 0.0  # time.monotonic() before which a new group waits for more (commit_pace)
+        self._wake = threading.Event()  # set by an awaited request or a stop: the group waits no longer
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, Appender] = {}  # by table path
@@ -161,6 +162,8 @@ class Committer:
     def submit(self, request: Request) -> None:
         """Queue a request (any thread)."""
         self._queue.put(request)
+        if request.awaited:
+            self._wake.set()  # the group being collected is committed now (_fill)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Commit everything queued so far, then end the thread. Writes the data dir cannot take
@@ -168,6 +171,7 @@ class Committer:
         their messages delivered again after the restart: logged)."""
         self._stopping.set()
         self._queue.put(None)
+        self._wake.set()
         self._thread.join(timeout)
         self.store.stop()
 
@@ -253,21 +257,31 @@ class Committer:
         """Add to ``group`` (which ends with ``first``, just taken) what else is queued, up to the
         group's bounds; within the commit interval also what arrives before it is over, unless a
         request of the group is awaited (sharedsub.core.publish.commit_pace). Returns whether a
-        stop was asked for (it ends the wait: what is queued is committed at once)."""
+        stop was asked for (it ends the wait: what is queued is committed at once).
+
+        The thread sleeps through the interval and is woken only by an awaited request (or a
+        stop), then takes what is queued: taking requests one by one as they came woke it (and
+        had it take the GIL from the reactor) for every acknowledgement of a fast consumer."""
         taken, size, awaited = 1, first.size, first.awaited
-        while taken < self._max_msgs and size < self._max_bytes:
+        while True:
+            self._wake.clear()  # before draining: an awaited request queued after this sets it again
+            while taken < self._max_msgs and size < self._max_bytes:
+                try:
+                    nxt = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    return True
+                group.append(nxt)
+                taken += 1
+                size += nxt.size
+                awaited = awaited or nxt.awaited
+            if taken >= self._max_msgs or size >= self._max_bytes:
+                return False
             left = collect_for(self._floor_until, time.monotonic(), awaited)
-            try:
-                nxt = self._queue.get(timeout=left) if left > 0 else self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if nxt is None:
-                return True
-            group.append(nxt)
-            taken += 1
-            size += nxt.size
-            awaited = awaited or nxt.awaited
-        return False
+            if left <= 0:
+                return False
+            self._wake.wait(left)
 
     # ------------------------------------------------------------------ storage faults
 
