@@ -52,11 +52,26 @@ def parse_ready_line(line: str) -> tuple[str, str | None] | None:
 
 
 def sharedsub_executable() -> str:
-    """Return the ``sharedsub`` console script next to the running interpreter."""
+    """Return the ``sharedsub`` console script next to the running interpreter, after checking
+    that it runs this checkout's code.
+
+    A venv shared between checkouts (a symlink to another clone's) imports the project from the
+    checkout it was installed from, and a benchmark would measure that code while naming this
+    one's commit; PYTHONPATH set to this checkout also counts (serve inherits it).
+    """
     here = os.path.dirname(os.path.abspath(sys.executable))
     path = os.path.join(here, "sharedsub")
     if not os.path.exists(path):
         msg = f"no sharedsub console script at {path!r}: install the project into this venv (pip install -e .)"
+        raise ServiceError(msg)
+    found = subprocess.run(
+        [sys.executable, "-c", "import sharedsub, os; print(os.path.dirname(os.path.dirname(sharedsub.__file__)))"],
+        capture_output=True, text=True, timeout=60, cwd=tempfile.gettempdir(),
+    )
+    imported = found.stdout.strip()
+    if found.returncode != 0 or os.path.realpath(imported) != os.path.realpath(ROOT):
+        msg = (f"this venv's sharedsub is {imported or found.stderr.strip()[-300:]!r}, not this checkout {ROOT!r}: "
+               f"run `{sys.executable} -m pip install --no-deps -e {ROOT}`, or set PYTHONPATH={ROOT}")
         raise ServiceError(msg)
     return path
 
