@@ -205,7 +205,6 @@ class DeltaAppender:
         self._local = local_path(path) is not None
         fast = blind and not evolve and self._local and epoch is None and not guarded
         self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK, sync=fsync) if fast else None
-        self._presynced = False  # the last commit's files and content were forced to disk before it landed
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -262,12 +261,12 @@ class DeltaAppender:
         """Commit ``data`` under ``marker`` unless an earlier try of it landed; force it to disk
         when asked (:meth:`append`'s contract)."""
         version = self._landed(marker)
-        self._presynced = False
+        presynced = False
         if version is None:
-            version = self._commit(data, marker, txns)
+            version, presynced = self._commit(data, marker, txns)
         if self._fsync:
             try:
-                if self._presynced:  # a blind append synced all but the name of its version
+                if presynced:  # a blind append synced all but the name of its version
                     fsync_path(os.path.dirname(log_file(self.path, version)), directory=True)
                 else:
                     sync_commit(self.path, version)
@@ -282,8 +281,10 @@ class DeltaAppender:
             return None
         return find_commit(self.path, marker, after=self._tried[1])
 
-    def _commit(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> int:
-        """One commit of ``data``: rows, or data files already written (sharedsub.storage.delta.data_files)."""
+    def _commit(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> tuple[int, bool]:
+        """One commit of ``data``: rows, or data files already written (sharedsub.storage.delta.data_files).
+        Returns its version and whether, with ``fsync``, all of it but its version's name was
+        forced to disk before it landed (a blind append's own syncs)."""
         # Not table_exists here: it lists the log directory, the cost blind appends avoid.
         known = self._blind.ready() if self._blind is not None else None
         if self._blind is not None and known is not None:
@@ -294,19 +295,18 @@ class DeltaAppender:
                     version = self._blind.append_files(data, marker, txns)
                 else:
                     version = self._blind.append(data.cast(self.schema).combine_chunks(), marker, txns)
-                self._presynced = self._fsync
-                return version
+                return version, self._fsync
             except TableChanged:
                 self._table = None  # delta-rs commits this one, on the table as it is now
             except Exception:
                 landed = find_commit(self.path, marker, after=self._tried[1])
                 if landed is None:
                     raise
-                return landed
+                return landed, False
         version = self._commit_delta_rs(data, marker, txns)
         if self._blind is not None:
             self._blind.forget()  # its known version is behind this commit
-        return version
+        return version, False
 
     def _commit_delta_rs(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> int:
         marks = {COMMIT_MARK: marker} if self._epoch is None else {COMMIT_MARK: marker, EPOCH_MARK: str(self._epoch)}
