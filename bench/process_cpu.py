@@ -7,14 +7,19 @@ that used at least 0.5% of a core, most first, with the role of sharedsub's proc
 child", "fan-out Python", "fan-out JVM", "serve", the Spark source runner) and the bench's own, then
 the total. Run it beside ``bench/run.py ... --only latency`` once its warm-up is over to see how a
 steady load divides between serve, its append child and the fan-out (bench/RESULTS.md, issue 31).
-Standard library only.
+Standard library and bench/procstat.py only.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import procstat  # noqa: E402 (bench/ is not a package)
 
 _ROLES = (  # (what the command line holds, the role shown), first match wins
     ("sharedsub.storage.commits.append_process", "append child"),
@@ -29,20 +34,20 @@ _ROLES = (  # (what the command line holds, the role shown), first match wins
 )
 
 
-def _snapshot() -> dict[int, tuple[int, str]]:
-    """pid -> (user + system clock ticks, command line)."""
+def _snapshot() -> dict[int, tuple[float, str]]:
+    """pid -> (user + system CPU seconds, command line)."""
     out = {}
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", encoding="ascii", errors="replace") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{name}/cmdline", "rb") as fh:
                 command = fh.read().replace(b"\0", b" ").decode(errors="replace").strip()
         except OSError:
             continue
-        out[int(name)] = (int(fields[11]) + int(fields[12]), command)
+        cpu = procstat.process_cpu_seconds(int(name))
+        if cpu is not None:
+            out[int(name)] = (cpu, command)
     return out
 
 
@@ -59,10 +64,9 @@ def main() -> None:
     before = _snapshot()
     time.sleep(args.window)
     after = _snapshot()
-    tick = os.sysconf("SC_CLK_TCK")
     rows = []
-    for pid, (ticks, command) in after.items():
-        cores = (ticks - before.get(pid, (0, ""))[0]) / tick / args.window
+    for pid, (cpu, command) in after.items():
+        cores = (cpu - before.get(pid, (0.0, ""))[0]) / args.window
         if cores >= 0.005:
             rows.append((cores, pid, role(command)))
     for cores, pid, shown in sorted(rows, reverse=True):
