@@ -26,6 +26,8 @@ from tests.spark.test_executor_routing import sink_for, table_rows, the_stream
 
 pytestmark = pytest.mark.spark
 
+KILL_AFTER = 0.05  # seconds after a routing stage appears; its tasks run ~0.4 s here
+
 
 def test_executor_routing_on_a_cluster_gives_the_driver_s_rows(cluster: SparkSession, tmp_path: object) -> None:
     base = str(tmp_path)
@@ -76,6 +78,34 @@ def _expected(root: str) -> dict[str, list[int]]:
     }
 
 
+def _kill_an_executor_once_tasks_run(
+    cluster: SparkSession, routing: threading.Thread, deadline: float
+) -> tuple[int | None, int | None]:
+    """kill -9 one executor while a stage's tasks run; return its pid and the stage's id.
+
+    Spark's status store shows a task as active only when it next refreshes the stage (measured:
+    a 400 ms routing stage showed none active for its first 400 ms), so waiting for an active
+    task can miss a short stage. A stage's tasks are offered to the idle executors as it is
+    submitted: the kill comes ``KILL_AFTER`` seconds after the stage first appears, well within
+    its tasks' run (the caller checks afterwards that a task failed with the executor)."""
+    tracker = cluster.sparkContext.statusTracker()
+    first_seen: dict[int, float] = {}
+    while routing.is_alive() and time.monotonic() < deadline:
+        now = time.monotonic()
+        for stage in tracker.getActiveStageIds():
+            info = tracker.getStageInfo(stage)
+            if info is None or info.numTasks == 0:
+                continue
+            seen = first_seen.setdefault(stage, now)
+            if info.numActiveTasks > 0 or now - seen >= KILL_AFTER:
+                pids = executor_pids(cluster.sparkContext.applicationId)
+                assert len(pids) == EXECUTORS
+                os.kill(pids[0], 9)
+                return pids[0], stage
+        time.sleep(0.005)
+    return None, None
+
+
 def test_an_executor_killed_while_it_routes_costs_no_row_and_duplicates_none(cluster: SparkSession, root: str) -> None:
     """kill -9 of one executor JVM while the batch's routing tasks run: Spark runs its tasks again
     elsewhere; every subscription gets each of its messages exactly once, in seq order."""
@@ -97,19 +127,12 @@ def test_an_executor_killed_while_it_routes_costs_no_row_and_duplicates_none(clu
     routing = threading.Thread(target=run)
     routing.start()
     tracker = cluster.sparkContext.statusTracker()
-    killed = None
-    deadline = time.monotonic() + 300
-    while killed is None and routing.is_alive() and time.monotonic() < deadline:
-        running = [tracker.getStageInfo(s) for s in tracker.getActiveStageIds()]
-        if any(info is not None and info.numActiveTasks > 0 for info in running):
-            pids = executor_pids(cluster.sparkContext.applicationId)
-            assert len(pids) == EXECUTORS
-            killed = pids[0]
-            os.kill(killed, 9)
-        time.sleep(0.05)
+    killed, stage = _kill_an_executor_once_tasks_run(cluster, routing, deadline=time.monotonic() + 300)
     routing.join(420)
     assert not routing.is_alive() and not failure, failure
-    assert killed is not None, "no routing task was seen running"
+    assert killed is not None and stage is not None, "no routing stage was seen running"
+    info = tracker.getStageInfo(stage)
+    assert info is not None and info.numFailedTasks >= 1, f"the kill hit no running task of stage {stage}: {info}"
     assert sink.placed[Placement.EXECUTORS] > 0
     expected = _expected(root)
     assert len(expected) == 11 and sum(map(len, expected.values())) > 20_000
