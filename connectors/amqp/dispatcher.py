@@ -58,6 +58,7 @@ from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Set
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.core.value_type import value_type
 from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage, DeadLetterRow, Request
 from sharedsub.runtime.tailer import Row
 
@@ -140,7 +141,7 @@ _TXN_OUTCOMES = {
 }
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class _Sent:
     """A delivery sent and not settled: which subscription, consumer and row."""
 

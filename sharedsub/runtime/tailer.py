@@ -52,6 +52,7 @@ from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.core.ops.poll_backoff import next_interval
 from sharedsub.core.ops.stage_timing import StageTimes
+from sharedsub.core.value_type import value_type
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.delta.commit_log import read_commit
 from sharedsub.storage.delta.table_reads import read_files, read_table
@@ -62,7 +63,7 @@ from sharedsub.storage.topics import SeqFile, topic_files
 log = logging.getLogger(__name__)
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Row:
     """One routed message ready to send."""
 

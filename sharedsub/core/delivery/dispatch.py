@@ -102,7 +102,6 @@ they are offered again.
 from __future__ import annotations
 
 import collections
-import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Generic, Protocol, TypeAlias, TypeVar
 
@@ -110,6 +109,7 @@ from sharedsub.core import layout
 from sharedsub.core.delivery import outcomes
 from sharedsub.core.delivery.acked_seqs import AckedSeqs
 from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetterReason, Limits, Requeue, Settlement
+from sharedsub.core.value_type import value_type
 
 
 class Offered(Protocol):
@@ -141,14 +141,14 @@ E = TypeVar("E")
 # ---------------------------------------------------------------------------------- events
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Offer(Generic[R]):
     """Rows read by the tailer, in seq order (a replay's may be older than what waits)."""
 
     rows: tuple[R, ...]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class AddConsumer:
     """A consumer link joined; ``presettled``: it takes messages settled on sending."""
 
@@ -157,21 +157,21 @@ class AddConsumer:
     presettled: bool = False
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class RemoveConsumer:
     """A consumer link went away (detach, session end, connection lost)."""
 
     consumer: int
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Credit:
     """The current credit of some consumers (the others keep theirs); then dispatch."""
 
     credit: Mapping[int, int]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Settle(Generic[E]):
     """``consumer`` settled its delivery of ``seq`` with ``settlement`` (the fields of a
     modified outcome in ``delivery_failed`` / ``undeliverable_here``; ``error``: a rejected
@@ -185,7 +185,7 @@ class Settle(Generic[E]):
     error: E | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class SettleTransactional(Generic[E]):
     """``settle`` made inside transaction ``txn``: held until :class:`Discharge`."""
 
@@ -193,7 +193,7 @@ class SettleTransactional(Generic[E]):
     settle: Settle[E]
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Discharge:
     """Transaction ``txn`` ends: ``commit`` applies its held outcomes, else it rolls back."""
 
@@ -201,17 +201,17 @@ class Discharge:
     commit: bool
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Shutdown:
     """The front end stops: every unsettled delivery failed; nothing more is sent."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Drop:
     """No consumer is left: forget consumers and queued rows (they stay in the table)."""
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Release:
     """Another member dispatches these topic partitions now: forget their rows not sent yet."""
 
@@ -230,7 +230,7 @@ else:
 # ---------------------------------------------------------------------------------- effects
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Send(Generic[R]):
     """Send ``row`` to ``consumer``: header delivery-count ``delivery_count``; when
     ``first_acquirer`` is false the header says so (and the count); ``presettled``: settle the
@@ -243,7 +243,7 @@ class Send(Generic[R]):
     presettled: bool = False
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Record(Generic[R]):
     """Record ``outcome`` for ``row`` in the ack log (``failed`` counts a failed delivery;
     the others settle it for good). ``consumer``: whose settlement it was (None: nobody's)."""
@@ -253,7 +253,7 @@ class Record(Generic[R]):
     consumer: int | None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class DeadLetterRow(Generic[R, E]):
     """Move ``row`` to the dead-letter table (never delivered again)."""
 
@@ -264,7 +264,7 @@ class DeadLetterRow(Generic[R, E]):
     error: E | None = None
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class CountSent:
     """``count`` rows offered by the tailer left the queue (sent or skipped): in-flight room."""
 
@@ -290,7 +290,7 @@ _ADVANCE_MIN = 1024
 _DEFAULT_LIMITS = Limits()
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class _Held(Generic[R, E]):
     """A settlement held by a transaction, with the row it settles."""
 

@@ -32,6 +32,8 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from sharedsub.core.value_type import value_type
+
 
 class Settlement(enum.StrEnum):
     """How a delivery ended, protocol-neutral."""
@@ -80,14 +82,14 @@ class Limits:
     max_delivery_count: int = 10
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Ack:
     """Settled for good; record ``outcome`` in the ack log."""
 
     outcome: AckOutcome
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class Requeue:
     """Back to the subscription with ``delivery_count``; ``exclude_link``: not to the same link.
 
@@ -99,7 +101,7 @@ class Requeue:
     failed: bool = False
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
+@value_type
 class DeadLetter:
     """Move to the dead-letter table, never deliver again."""
 
