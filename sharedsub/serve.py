@@ -31,6 +31,7 @@ from sharedsub.core import layout
 from sharedsub.core.config import Settings, on_object_store, several_members
 from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
+from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
 from sharedsub.runtime.discovery import (
@@ -45,7 +46,6 @@ from sharedsub.runtime.discovery import (
 )
 from sharedsub.runtime.dispatch_coordinator import DispatchCoordinator
 from sharedsub.runtime.fanout_process import FanoutProcess
-from sharedsub.runtime.gc_tuning import tune_for_serving
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread, SettledBelow
 from sharedsub.runtime.member_claims import ClaimKind, MemberClaims
@@ -415,7 +415,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     maintains = owner.slot == 0
     maintenance = start_maintenance(settings, server.handler.dispatcher.first_open_in_memory) if maintains else None
     if settings.server.gc_tuning:
-        tune_for_serving()  # start-up is done: what it built is permanent (sharedsub.runtime.gc_tuning)
+        tune_for_serving()  # start-up is done: what it built is permanent (sharedsub.core.ops.gc_tuning)
     try:
         server.run(on_started=announce)
     finally:

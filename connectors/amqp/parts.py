@@ -129,7 +129,7 @@ def build_parts(
     store = DeltaStore(
         root,
         fsync=settings.storage.fsync,
-        appends=AppendProcess() if settings.storage.append_process else None,
+        appends=AppendProcess(gc_tuning=settings.server.gc_tuning) if settings.storage.append_process else None,
         epoch=epoch,
         partition=partition,
     )

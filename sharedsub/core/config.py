@@ -47,7 +47,7 @@ class ServerSettings:
     http_request_timeout: float  # seconds one HTTP request may take (slow clients are cut off)
     http_max_connections: int  # HTTP connections served at once; more are answered 503
     metrics_backlog_interval: float  # seconds a computed backlog serves scrapes
-    gc_tuning: bool  # collector thresholds raised and start-up frozen (sharedsub.runtime.gc_tuning)
+    gc_tuning: bool  # collector thresholds raised and start-up frozen (sharedsub.core.ops.gc_tuning)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -49,6 +49,7 @@ from typing import IO, Any, BinaryIO
 import pyarrow as pa
 from deltalake.exceptions import CommitFailedError
 
+from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.storage.commits.py_columns import PyColumns
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender, Fenced
@@ -81,7 +82,10 @@ class AppendProcess:
     """The child process and the pipe to it; one request at a time (the committer is one thread,
     a lock makes other callers wait)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, gc_tuning: bool = False) -> None:
+        """``gc_tuning``: the child sets its garbage collector as ``serve`` does once started
+        (sharedsub.core.ops.gc_tuning; ``[server] gc_tuning``)."""
+        self._gc_tuning = gc_tuning
         self._proc: subprocess.Popen[bytes] | None = None
         self._lock = threading.Lock()
         self._last_version: dict[str, int] = {}  # by table: newest version an append returned
@@ -120,7 +124,7 @@ class AppendProcess:
     def _ensure(self) -> subprocess.Popen[bytes]:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "sharedsub.storage.commits.append_process"],
+                [sys.executable, "-m", "sharedsub.storage.commits.append_process", *(["--gc-tuning"] if self._gc_tuning else [])],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 close_fds=True,
@@ -293,13 +297,20 @@ def _rows(header: Mapping[str, object], body: bytes) -> pa.Table:
     return pa.ipc.open_stream(body).read_all()
 
 
-def main() -> None:
-    """``python -m sharedsub.storage.commits.append_process``: the child (started by AppendProcess)."""
+def main(argv: list[str] | None = None) -> None:
+    """``python -m sharedsub.storage.commits.append_process [--gc-tuning]``: the child (started by
+    AppendProcess)."""
     _die_with_parent()
     # Ctrl-C and a service's SIGTERM reach the whole process group: the child must outlive them
     # until the parent has drained its commits and closes the pipe.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if "--gc-tuning" in (sys.argv[1:] if argv is None else argv):
+        # Unpickling a group's column lists allocates thousands of objects: with CPython's
+        # thresholds the child ran a full collection every few commits, each scanning all that
+        # its imports built (group_commit p99 36-39 ms against 25-26 with the tuning; publish of
+        # 300,000 messages, alternating runs: bench/RESULTS.md, "Cost per message").
+        tune_for_serving()
     serve(sys.stdin.buffer, sys.stdout.buffer)
 
 
