@@ -84,6 +84,11 @@ class Row:
 # waited for 2,000 payloads before its first delivery).
 _POST_CHUNK = 256
 
+# Unposted rows whose payloads a read of the topic table also takes when they are in the row
+# groups it reads anyway, and the bytes of them kept per feed (Tailer._resolve).
+_READ_AHEAD = _POST_CHUNK
+_READ_AHEAD_BYTES = 8 << 20
+
 # Rows of a read turned into Python values at once (see Tailer._emit).
 _EMIT_CHUNK = 2048
 
@@ -136,10 +141,13 @@ class _Feed:
     # possibly delivered (that member may have sent them).
     taken_over: frozenset[int] = frozenset()
     backlog_taken_over: frozenset[int] = frozenset()
+    # Payloads of unposted rows read with an earlier chunk's (Tailer._resolve), by seq.
+    ahead: dict[int, bytes] = dataclasses.field(default_factory=dict)
 
     def clear_backlog(self) -> None:
         """Forget what is left of the backlog snapshot (a rewind loads it again)."""
         self.unposted.clear()
+        self.ahead = {}
         self.backlog_files = []
         self.backlog_carry = None
         self.backlog_settled = ()
@@ -515,7 +523,7 @@ class Tailer:
             if feed.partitions is not None:  # (a partition given up since these were read)
                 owned = feed.partitions
                 part = [p for p in part if p[0] >> layout.PARTITION_BITS in owned]
-            found = self._resolve(feed.topic, [seq for seq, *_ in part])
+            found = self._resolve(feed, [seq for seq, *_ in part])
             rows = [
                 Row(feed.topic, seq, message, expires, failures, maybe_delivered, message_id, published_ms)
                 for seq, expires, message_id, published_ms, failures, maybe_delivered in part
@@ -527,19 +535,42 @@ class Tailer:
                 posted = True
         return posted
 
-    def _resolve(self, topic: str, seqs: list[int]) -> dict[int, bytes]:
-        """The payloads of ``seqs`` (cache, else the topic table); a seq the topic lacks is
-        logged and left out."""
+    def _resolve(self, feed: _Feed, seqs: list[int]) -> dict[int, bytes]:
+        """The payloads of ``seqs`` of the feed's topic: read ahead before, cached, else read from
+        the topic table; a seq the topic lacks is logged and left out.
+
+        A read from the table also takes the payloads of the next :data:`_READ_AHEAD` unposted
+        rows found in the same row groups (up to :data:`_READ_AHEAD_BYTES`), kept for the next
+        chunks: a publish commit holds a few hundred messages, so a chunk's rows and the next
+        chunk's share a file, which was read (and decoded) once per chunk."""
+        topic = feed.topic
+        ahead = feed.ahead
         found: dict[int, bytes] = {}
         missing = []
         for seq in seqs:
-            data = self._cache.get(topic, seq)
+            data = ahead.pop(seq, None)
+            if data is None:
+                data = self._cache.get(topic, seq)
             if data is None:
                 missing.append(seq)
             else:
                 found[seq] = data
         if missing:
-            found.update(read_messages(self._index(topic), missing))
+            upcoming = [row[0] for row in itertools.islice(feed.unposted, _READ_AHEAD)]
+            read = read_messages(self._index(topic), missing, upcoming)
+            for seq in missing:
+                data = read.pop(seq, None)
+                if data is not None:
+                    found[seq] = data
+            # What was read ahead before and not asked for since is not kept: rows come in seq
+            # order, so it will not be (a rewind reads the table again).
+            feed.ahead = kept = {}
+            room = _READ_AHEAD_BYTES
+            for seq, data in read.items():
+                room -= len(data)
+                if room < 0:
+                    break
+                kept[seq] = data
             lost = [s for s in missing if s not in found]
             if lost:
                 log.error("topic %s has no message for seq %s; skipping", topic, lost[:10])

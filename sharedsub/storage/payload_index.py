@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -113,12 +113,14 @@ def _leaf_column(metadata: pq.FileMetaData, name: str) -> int | None:
     return None
 
 
-def _read_seqs(path: str, wanted: list[int]) -> pa.Table:
-    """``seq`` and ``message`` of the rows of one topic file whose seq is in ``wanted`` (ascending).
+def _read_seqs(path: str, wanted: list[int], also: Sequence[int] = ()) -> pa.Table:
+    """``seq`` and ``message`` of the rows of one topic file whose seq is in ``wanted`` (ascending)
+    or in ``also``.
 
     Reads only the row groups whose ``seq`` statistics overlap ``wanted`` (compacted files hold
     many small row groups), without the dataset layer (a filtered ``pq.read_table`` builds a
-    dataset per call: most of the cost of resolving a few hundred payloads, profiled)."""
+    dataset per call: most of the cost of resolving a few hundred payloads, profiled). Rows of
+    ``also`` come only from those row groups: they cost no further read."""
     if "://" in path:
         return pq.read_table(path, columns=["seq", "message"], filters=[("seq", "in", wanted)])
     pf = pq.ParquetFile(path)
@@ -131,11 +133,14 @@ def _read_seqs(path: str, wanted: list[int]) -> pa.Table:
         if stats is None or not stats.has_min_max or (stats.max >= lo and stats.min <= hi):
             groups.append(i)
     data = pf.read_row_groups(groups, columns=["seq", "message"])
-    return data.filter(pc.is_in(data.column("seq"), value_set=pa.array(wanted, pa.int64())))
+    keep = pa.array([*wanted, *also], pa.int64()) if also else pa.array(wanted, pa.int64())
+    return data.filter(pc.is_in(data.column("seq"), value_set=keep))
 
 
-def read_messages(index: TopicIndex | TableIndex, seqs: Iterable[int]) -> dict[int, bytes]:
-    """Encoded messages for the given seqs of one topic (a seq the topic no longer holds is left out).
+def read_messages(index: TopicIndex | TableIndex, seqs: Iterable[int], also: Sequence[int] = ()) -> dict[int, bytes]:
+    """Encoded messages for the given seqs of one topic (a seq the topic no longer holds is left out),
+    and those of ``also`` found in the row groups read for them (a reader reading ahead: the rows
+    it will ask for next often share a file with these; reading them now saves reading it again).
 
     The index may name a file that compaction or topic retention removed from the table and
     vacuum then deleted (sharedsub.runtime.maintenance): the seqs it was asked for are looked up again
@@ -148,7 +153,7 @@ def read_messages(index: TopicIndex | TableIndex, seqs: Iterable[int]) -> dict[i
         vanished: list[int] = []
         for path, part in index.files_for(wanted).items():
             try:
-                data = _read_seqs(path, part)
+                data = _read_seqs(path, part, also)
             except FileNotFoundError:
                 vanished.extend(part)
                 continue

@@ -141,6 +141,35 @@ def test_the_first_slice_of_a_backlog_is_one_file(tmp_path: str) -> None:
         tailer.stop()
 
 
+def test_the_next_chunk_s_payloads_are_read_with_this_one_s(tmp_path: str) -> None:
+    """A commit of 512 messages is one topic file; its rows are posted 256 at a time, and the
+    second chunk's payloads come from the read that resolved the first (the file is gone by
+    then: read again, they would be missing)."""
+    root = str(tmp_path)
+    seqs = publish(root, "t", ["k"] * 512)
+    (rec,) = register(root, subscription("t", name="ahead"))
+    _route(root, rec.table, seqs)
+    (topic_file,) = snapshot_files(layout.topic_table(root, "t"))
+    posts: list[list[Row]] = []
+    lock = threading.Lock()
+
+    def post(key: str, watch: int, rows: list[Row]) -> None:
+        with lock:
+            posts.append(rows)
+            if len(posts) == 1:
+                os.rename(topic_file, f"{topic_file}.moved")
+
+    tailer = Tailer(root, PayloadCache(0), post, poll_interval=0.01, max_in_flight=5000)
+    tailer.start()
+    try:
+        tailer.watch(rec.key, rec.table, "t", acked=AckedSeqs(), ack_table_rel=None)
+        wait_for(lambda: sum(len(p) for p in posts) == 512, 30, "both chunks")
+        assert [len(p) for p in posts] == [256, 256]
+        assert [(r.seq, r.message) for p in posts for r in p] == [(s, f"m{s}".encode()) for s in seqs]
+    finally:
+        tailer.stop()
+
+
 def _attach_full_reads(root: str, warm: bool) -> int:
     """Full log reads (snapshot cache misses) the first slice of an attach takes, with the
     subscription kept warm by the tailer beforehand or not. Payloads come from the topic table

@@ -65,6 +65,24 @@ def test_only_the_row_groups_that_may_hold_a_wanted_seq_are_read(tmp_path: Path)
     assert payload_index._read_seqs(str(path), [100, 101]).num_rows == 0
 
 
+def test_seqs_read_ahead_come_only_from_the_row_groups_read_for_the_wanted_ones(tmp_path: Path) -> None:
+    """``also``: a reader's next seqs, taken where they share a row group with a wanted seq, never
+    from another row group or file (that would be a read it did not need yet)."""
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "part-0.parquet"
+    rows = [{"seq": s, "published_at": b.T0, "message": f"m{s}".encode()} for s in range(100)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=schemas.TOPIC), path, row_group_size=10)
+    got = payload_index._read_seqs(str(path), [3, 4], also=[5, 9, 10, 55])
+    assert got.column("seq").to_pylist() == [3, 4, 5, 9]  # 10 and 55: other row groups
+    table = b.topic(str(tmp_path), "t")
+    _append(table, list(range(0, 50)))
+    _append(table, list(range(50, 100)))
+    index = payload_index.TableIndex(table)
+    assert payload_index.read_messages(index, [48], also=[49, 50, 51]) == {48: b"m48", 49: b"m49"}
+    assert payload_index.read_messages(index, [48, 50], also=[49, 51, 99]) == {s: f"m{s}".encode() for s in (48, 49, 50, 51, 99)}
+
+
 def test_a_table_of_several_chunks_is_stored_in_its_row_order(tmp_path: Path) -> None:
     """delta-rs may write the record batches of a many-chunk table out of order; the appender
     writes one chunk, so the fan-out's parked rows and later rows stay in seq order."""
