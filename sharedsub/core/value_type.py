@@ -2,12 +2,13 @@
 (dispatch events and effects, settlement decisions, rows on their way to a consumer).
 
 To the type checker a ``@value_type`` class is a frozen dataclass: ``mypy`` refuses an assignment
-to its fields (tests/unit/test_static_checks.py runs it on the whole tree). At run time it is a
+to its fields (tests/unit/test_static_checks.py runs it over every shipped package). At run time it is a
 slotted dataclass whose ``__init__`` sets its fields directly: a frozen dataclass's ``__init__``
 goes through ``object.__setattr__`` for each field, 0.47 µs for six fields against 0.11 µs
 (timeit, 1M constructions, this project's 2-core machine), and a consumed message makes about six
 of them on the front end's event loop — 11.5% of that thread's time holding the interpreter lock
-(py-spy --gil, one consumer draining a backlog; bench/RESULTS.md, "Cost per message").
+(py-spy --gil, one consumer draining a backlog; bench/RESULTS.md, "Cost per message (issue 31),
+session 9").
 
 Equality and hashing are a frozen dataclass's (``eq`` and ``unsafe_hash``: by field values, the
 class included). Values that are not made per message keep ``dataclasses.dataclass(frozen=True)``.

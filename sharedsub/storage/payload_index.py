@@ -120,7 +120,8 @@ def _read_seqs(path: str, wanted: list[int], also: Sequence[int] = ()) -> pa.Tab
     Reads only the row groups whose ``seq`` statistics overlap ``wanted`` (compacted files hold
     many small row groups), without the dataset layer (a filtered ``pq.read_table`` builds a
     dataset per call: most of the cost of resolving a few hundred payloads, profiled). Rows of
-    ``also`` come only from those row groups: they cost no further read."""
+    ``also`` come only from those row groups: they cost no further read (none on object storage,
+    where the filtered read fetches the wanted rows alone)."""
     if "://" in path:
         return pq.read_table(path, columns=["seq", "message"], filters=[("seq", "in", wanted)])
     pf = pq.ParquetFile(path)

@@ -309,7 +309,8 @@ def main(argv: list[str] | None = None) -> None:
         # Unpickling a group's column lists allocates thousands of objects: with CPython's
         # thresholds the child ran a full collection every few commits, each scanning all that
         # its imports built (group_commit p99 36-39 ms against 25-26 with the tuning; publish of
-        # 300,000 messages, alternating runs: bench/RESULTS.md, "Cost per message").
+        # 300,000 messages, alternating runs: bench/RESULTS.md,
+        # "Cost per message (issue 31), session 9").
         tune_for_serving()
     serve(sys.stdin.buffer, sys.stdout.buffer)
 
