@@ -149,8 +149,11 @@ class FanoutSink:
         self.route_batch(df, batch_id)
 
     def close(self) -> None:
-        """Stop the commit threads."""
+        """Stop the commit threads; let the appenders' checkpoints being written end (a process
+        that ends during one dies of SIGSEGV: DeltaAppender.finish)."""
         self._pool.shutdown(wait=True)
+        for appender in list(self._appenders.values()):
+            appender.finish()
 
     def plan(self) -> RoutingPlan:
         """Routing plan from the catalog as it is now (refreshed); logs records it must skip."""

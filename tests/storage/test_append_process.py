@@ -29,6 +29,7 @@ from sharedsub.storage.commits.append_process import AppendProcess, ChildProcess
 from sharedsub.storage.commits.commit_store import DeltaStore
 from sharedsub.storage.commits.py_columns import PyColumns
 from sharedsub.storage.delta.appender import DeltaAppender
+from sharedsub.storage.delta.blind_append import CHECKPOINT_INTERVAL
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import wait_for
@@ -180,3 +181,31 @@ def test_the_committer_commits_through_the_child(tmp_path: Path) -> None:
     assert child is not None and appends.pid is None  # started with the committer, stopped with it
     assert sorted(r.value for r in results) == list(range(50))
     assert _seqs(layout.topic_table(str(tmp_path), "t")) == list(range(50))
+
+
+def test_a_child_stopped_while_it_writes_a_checkpoint_waits_for_it_and_exits_cleanly(tmp_path: Path) -> None:
+    """A table's 100th commit starts a checkpoint on a thread of the child; stopping the child
+    right after it used to end the interpreter under that thread (exit -11, SIGSEGV)."""
+    table = _topic(tmp_path)
+    appends = AppendProcess()
+    appends.start()
+    child = appends._proc  # noqa: SLF001 (its exit code, read after stop)
+    assert child is not None
+    appender = appends.appender(table, schemas.TOPIC, fsync=True)
+    version = -1
+    while version < CHECKPOINT_INTERVAL:
+        version = appender.append(_rows(version + 1, 1, 10), commit_id=f"c{version}")
+    appends.stop()
+    assert child.returncode == 0
+    assert os.path.exists(os.path.join(table, "_delta_log", f"{CHECKPOINT_INTERVAL:020d}.checkpoint.parquet"))
+
+
+def test_a_store_without_a_child_waits_for_its_appenders_checkpoints_when_it_stops(tmp_path: Path) -> None:
+    table = _topic(tmp_path)
+    store = DeltaStore(str(tmp_path), appends=None)
+    appender = store.appender(table, schemas.TOPIC)
+    version = -1
+    while version < CHECKPOINT_INTERVAL:
+        version = appender.append(_rows(version + 1, 1, 10), commit_id=f"c{version}")
+    store.stop()
+    assert os.path.exists(os.path.join(table, "_delta_log", f"{CHECKPOINT_INTERVAL:020d}.checkpoint.parquet"))

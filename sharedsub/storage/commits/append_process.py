@@ -260,6 +260,14 @@ def _error_reply(exc: BaseException) -> dict[str, object]:
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """The child's loop: answer requests until ``requests`` closes."""
     appenders: dict[str, DeltaAppender] = {}
+    try:
+        _serve(requests, replies, appenders)
+    finally:
+        for appender in appenders.values():
+            appender.finish()  # before the interpreter shuts down (DeltaAppender.finish)
+
+
+def _serve(requests: BinaryIO, replies: BinaryIO, appenders: dict[str, DeltaAppender]) -> None:
     while True:
         raw = requests.read(_HEADER.size)
         if not raw or len(raw) < _HEADER.size:
@@ -269,7 +277,9 @@ def serve(requests: BinaryIO, replies: BinaryIO) -> None:
         path = header["path"]
         reply: dict[str, object]
         if header["op"] == "forget":
-            appenders.pop(path, None)
+            forgotten = appenders.pop(path, None)
+            if forgotten is not None:
+                forgotten.finish()
             reply = {"version": -1}
         else:
             try:

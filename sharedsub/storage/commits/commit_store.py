@@ -18,6 +18,7 @@ append carries a fresh id otherwise.
 
 from __future__ import annotations
 
+import weakref
 from typing import Protocol
 
 import pyarrow as pa
@@ -151,6 +152,9 @@ class DeltaStore:
         self.epoch = epoch
         self.partition = partition
         self._catalog_reader: catalog.CatalogReader | None = None
+        # The appenders made in this process, finished by stop() (weakly held: the committer
+        # drops a table's appender when the table goes).
+        self._in_process: weakref.WeakSet[DeltaAppender] = weakref.WeakSet()
 
     def start(self) -> None:  # noqa: D102 (CommitStore documents each member)
         if self.appends is not None:
@@ -159,14 +163,20 @@ class DeltaStore:
     def stop(self) -> None:  # noqa: D102
         if self.appends is not None:
             self.appends.stop()
+        for appender in list(self._in_process):
+            appender.finish()  # checkpoints being written end before the process does (DeltaAppender.finish)
 
     def appender(self, path: str, schema: pa.Schema) -> Appender:  # noqa: D102
         if self.appends is not None:
             return self.appends.appender(path, schema, fsync=self.fsync, epoch=self.epoch)
-        return InProcessAppender(DeltaAppender(path, schema, fsync=self.fsync, epoch=self.epoch))
+        return self._in_process_appender(DeltaAppender(path, schema, fsync=self.fsync, epoch=self.epoch))
 
     def catalog_appender(self) -> Appender:  # noqa: D102
-        return InProcessAppender(catalog.catalog_appender(self.root, fsync=self.fsync, epoch=self.epoch))
+        return self._in_process_appender(catalog.catalog_appender(self.root, fsync=self.fsync, epoch=self.epoch))
+
+    def _in_process_appender(self, appender: DeltaAppender) -> InProcessAppender:
+        self._in_process.add(appender)
+        return InProcessAppender(appender)
 
     def _fence(self, path: str, schema: pa.Schema) -> None:
         """Fence ``path`` under this store's epoch before its state is read (no-op without an

@@ -206,6 +206,12 @@ class DeltaAppender:
         fast = blind and not evolve and self._local and epoch is None and not guarded
         self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK, sync=fsync) if fast else None
 
+    def finish(self, timeout: float | None = None) -> None:
+        """Let work this appender started in the background end (a checkpoint being written;
+        FastPathAppender.finish): call before the process ends. It may append again after."""
+        if self._blind is not None:
+            self._blind.finish(timeout)
+
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
             self._commits = 0

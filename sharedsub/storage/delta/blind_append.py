@@ -184,6 +184,14 @@ class FastPathAppender:
         """Whether a checkpoint is being written now."""
         return self._checkpoint is not None and self._checkpoint.is_alive()
 
+    def finish(self, timeout: float | None = None) -> None:
+        """Wait (at most ``timeout`` seconds) for the checkpoint being written, if one is: a
+        process that ends while the checkpoint's thread is inside delta-rs dies of SIGSEGV as the
+        interpreter shuts down (seen: the append child, stopped after a table's 100th commit)."""
+        thread = self._checkpoint
+        if thread is not None:
+            thread.join(timeout)
+
     def _write_checkpoint(self, version: int) -> None:
         try:
             delta_table(self.path, version).create_checkpoint()
