@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from sharedsub.core.ops.gc_tuning import THRESHOLDS
@@ -53,6 +54,18 @@ def test_the_append_child_tunes_its_collector_when_told() -> None:
     assert tuple(_child_thresholds()) != THRESHOLDS
 
 
+def _command_line(pid: int) -> list[bytes]:
+    """The arguments of process ``pid`` once it runs the append child (just after its start the
+    kernel may show the parent's command line, or none while it execs)."""
+    deadline = time.monotonic() + 30
+    while True:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            args = fh.read().split(b"\0")
+        if b"sharedsub.storage.commits.append_process" in args or time.monotonic() > deadline:
+            return args
+        time.sleep(0.01)
+
+
 def test_the_append_process_tells_its_child_what_the_setting_says() -> None:
     from sharedsub.storage.commits.append_process import AppendProcess
 
@@ -60,9 +73,9 @@ def test_the_append_process_tells_its_child_what_the_setting_says() -> None:
         appends = AppendProcess(gc_tuning=tuning)
         appends.start()
         try:
-            assert appends.pid is not None
-            with open(f"/proc/{appends.pid}/cmdline", "rb") as fh:
-                args = fh.read().split(b"\0")
+            pid = appends.pid
+            assert pid is not None
+            args = _command_line(pid)
             assert (b"--gc-tuning" in args) is tuning
         finally:
             appends.stop()
