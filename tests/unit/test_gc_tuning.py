@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from sharedsub.core.ops.gc_tuning import THRESHOLDS
+from tests.amqp_peer import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,13 +57,13 @@ def test_the_append_child_tunes_its_collector_when_told() -> None:
 def _command_line(pid: int) -> list[bytes]:
     """The arguments of process ``pid`` once it runs the append child (just after its start the
     kernel may show the parent's command line, or none while it execs)."""
-    deadline = time.monotonic() + 30
-    while True:
+
+    def args() -> list[bytes]:
         with open(f"/proc/{pid}/cmdline", "rb") as fh:
-            args = fh.read().split(b"\0")
-        if b"sharedsub.storage.commits.append_process" in args or time.monotonic() > deadline:
-            return args
-        time.sleep(0.01)
+            return fh.read().split(b"\0")
+
+    wait_for(lambda: b"sharedsub.storage.commits.append_process" in args(), 30, "the append child's exec")
+    return args()
 
 
 def test_the_append_process_tells_its_child_what_the_setting_says() -> None:
