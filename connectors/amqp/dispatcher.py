@@ -194,6 +194,8 @@ class Dispatcher:
         self._containers: dict[int, str] = {}
         self._sent: dict[str, _Sent] = {}
         self._txns: dict[bytes, _Txn] = {}
+        # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
+        self._settling: dict[int, tuple[_Open, list[rules.Settle[proton.Condition]]]] = {}
         self._counters = counters if counters is not None else metrics.Counters()
         self._submit = submit
         self._on_sent = on_sent
@@ -233,6 +235,7 @@ class Dispatcher:
 
     def draining(self, key: str, partitions: frozenset[int]) -> int:
         """Rows of ``partitions`` of ``key`` sent or held by a transaction and not settled yet."""
+        self.apply_settled()
         gen = self._open.get(key) or self._dropped.get(key)
         return gen.state.draining(partitions) if gen is not None else 0
 
@@ -245,6 +248,7 @@ class Dispatcher:
         """No consumer of ``key`` is left here: forget its pending rows (they stay in the table
         unless acknowledged); its delivery state is kept. Rows an open transaction holds stay
         held until it is discharged."""
+        self.apply_settled()
         gen = self._open.pop(key, None)
         for consumer, outgoing in self._links.pop(key, {}).items():
             self._consumer_of.pop(c_object(outgoing.link), None)
@@ -258,6 +262,7 @@ class Dispatcher:
         """The generation ``table`` of ``key`` ended (deleted, or replaced by another): drop it,
         forget its delivery state, and record nothing more for it (a transaction holding its
         rows is still discharged, without records)."""
+        self.apply_settled()
         gen = self._open.get(key)
         if gen is not None and gen.tables.table == table:
             self.drop(key)
@@ -275,6 +280,7 @@ class Dispatcher:
         """A replay opened ``seqs`` of generation ``table`` again (their ``replayed`` ack rows are
         committed): they are no longer acknowledged, and go out marked redelivered (their
         failed-delivery count + 1 here at once; the ack log's count may say more)."""
+        self.apply_settled()
         acked = self._acked.get(table)
         if acked is not None:
             acked.reopen(seqs)
@@ -303,6 +309,7 @@ class Dispatcher:
 
     def add_consumer(self, key: str, link: proton.Link) -> None:
         """Attach a consumer link to subscription ``key`` (opened before)."""
+        self.apply_settled()
         self._next_consumer += 1
         consumer = self._next_consumer
         outgoing = self._links[key][consumer] = Outgoing(link)
@@ -318,6 +325,7 @@ class Dispatcher:
         or dead-lettered at ``max_delivery_count``. Its undeliverable-here refusals are lifted.
         Rows it settled inside a transaction stay with the transaction.
         """
+        self.apply_settled()
         gen = self._open.get(key)
         if gen is None:
             return 0
@@ -336,6 +344,7 @@ class Dispatcher:
         """Shutting down: every unsettled delivery failed (recorded now, while the ack log can
         still be written), and nothing more is sent. Rows held by transactions not discharged
         yet fail the same way."""
+        self.apply_settled()
         self._stopped = True
         containers = {c: name for txn in self._txns.values() for c, name in txn.containers.items()}
         for gen in [*self._open.values(), *self._dropped.values()]:
@@ -378,6 +387,7 @@ class Dispatcher:
         """Consumer ``link``'s credit was given back (``drained``): the state holds it as read now.
         (Every other event's dispatch pass reads all the links' credit anyway; this keeps the
         state exact for a flow on another link that comes before any of those.)"""
+        self.apply_settled()
         found = self._consumer_of.get(c_object(link))
         if found is None:
             return
@@ -391,6 +401,15 @@ class Dispatcher:
     def settled(self, transfer: Settled) -> None:
         """A consumer's disposition: decide (sharedsub.core.delivery.dispatch and .outcomes) and
         apply. ``transfer``: the delivery as connectors.amqp.wire.proton_events ``Transfer`` reads it."""
+        self.settle_later(transfer)
+        self.apply_settled()
+
+    def settle_later(self, transfer: Settled) -> None:
+        """As :meth:`settled`, but what the disposition decides is applied by the next
+        :meth:`apply_settled` (or any other event of the dispatcher, which applies it first):
+        the handler calls it at the end of a run of delivery events, so the acknowledgements of
+        one frame are one event of each subscription and one ``Ack`` per ack log. The delivery
+        is settled with its peer now."""
         state = transfer.remote_state
         if state == TRANSACTIONAL_STATE:
             # Its outcome counts only if the transaction commits: the coordinator calls
@@ -416,7 +435,20 @@ class Dispatcher:
             error = transfer.delivery.remote.condition
         else:  # accepted, or settled with no outcome
             settlement = Settlement.ACCEPTED
-        self._handle(gen, rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error))
+        settle = rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error)
+        batch = self._settling.get(id(gen))
+        if batch is None:
+            self._settling[id(gen)] = (gen, [settle])
+        else:
+            batch[1].append(settle)
+
+    def apply_settled(self) -> None:
+        """Apply the dispositions :meth:`settle_later` kept: each generation's as one event."""
+        if not self._settling:
+            return
+        batches, self._settling = self._settling, {}
+        for gen, settles in batches.values():
+            self._handle(gen, settles[0] if len(settles) == 1 else rules.SettleAll(tuple(settles)))
 
     def settle_transactional(
         self,
@@ -486,7 +518,10 @@ class Dispatcher:
         read_credit: bool = True,
     ) -> None:
         """Hand ``gen``'s dispatch state ``event`` (it reads the links' credit if it dispatches,
-        unless ``read_credit`` is false: then the credit it holds is used), apply the effects."""
+        unless ``read_credit`` is false: then the credit it holds is used), apply the effects.
+        Dispositions kept for later are applied first: events keep their order."""
+        if self._settling:
+            self.apply_settled()
         key = gen.key
         links = self._links.get(key, {}) if self._open.get(key) is gen else {}
 
@@ -499,28 +534,49 @@ class Dispatcher:
         # round-robin order across consumers on separate connections would cost one transport
         # event (and its output pass) per message instead of one per connection.
         sends: dict[int, list[rules.Send]] = {}
+        # Consecutive records of one outcome and consumer go to the committer as one Ack (the
+        # acknowledgements of a SettleAll, mostly); any other request submitted in between
+        # closes it first, so the committer gets everything in the order decided.
+        ack: Ack | None = None
         for effect in gen.state.handle(event, self._clock(), credit_of if read_credit else None):
             match effect:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)
-                case rules.Record(row=row, outcome=outcome, consumer=consumer):
-                    if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
-                        name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
-                        self._counters.inc(name, row.topic, key)
-                    if gen.tables.ack_table is not None and not gen.ended:
-                        # A non-durable generation's acknowledgements live in memory only.
-                        self._submit(Ack(gen.tables.ack_table, [row.seq], outcome, self._container(consumer, containers)))
+                case rules.Record():
+                    ack = self._record(gen, effect, self._container(effect.consumer, containers), ack)
                 case rules.DeadLetterRow(row=row, reason=reason, delivery_count=count, consumer=consumer):
                     self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
+                    if ack is not None:
+                        self._submit(ack)
+                        ack = None
                     if not gen.ended:
                         decision = DeadLetter(reason, count)
                         self._dead_letter(gen, row, decision, effect.error, self._container(consumer, containers))
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
+        if ack is not None:
+            self._submit(ack)
         for receiver, effects in sends.items():
             outgoing = links[receiver]
             for send in effects:
                 self._send(key, outgoing, send)
+
+    def _record(self, gen: _Open, record: rules.Record[Row], container: str, ack: Ack | None) -> Ack | None:
+        """Count ``record`` and add it to ``ack`` when it is one of the same outcome and
+        consumer, else submit ``ack`` and start another; return the Ack being built (None: the
+        generation records nothing)."""
+        row, outcome = record.row, record.outcome
+        if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
+            name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
+            self._counters.inc(name, row.topic, gen.key)
+        if gen.tables.ack_table is None or gen.ended:
+            return ack  # a non-durable generation's acknowledgements live in memory only
+        if ack is not None and ack.outcome == outcome and ack.consumer == container:
+            ack.seqs.append(row.seq)
+            return ack
+        if ack is not None:
+            self._submit(ack)
+        return Ack(gen.tables.ack_table, [row.seq], outcome, container)
 
     def _dead_letter(
         self, gen: _Open, row: Row, decision: DeadLetter, error: proton.Condition | None, consumer: str

@@ -32,6 +32,7 @@ from sharedsub.core.delivery.dispatch import (
     RemoveConsumer,
     Send,
     Settle,
+    SettleAll,
     SettleTransactional,
     Shutdown,
     SubscriptionDispatch,
@@ -319,6 +320,18 @@ ROWS: list[Row] = [
     Row("release/#22 a row given back is forgotten, not counted again",
         (add(1, 1), offer(P1), offer(2), settle(1, P1, "released")), Release(frozenset({1})),
         (), {"pending": (2,), "outstanding": {}}),
+    # ---- a run of dispositions as one event (#23)
+    Row("#23 several settlements at once: each applied in order, as its own event would be",
+        (add(1, 3), add(2, 2), offer(1, 2, 3, 4, 5)),
+        SettleAll((settle(1, 1, "accepted"), settle(2, 2, "accepted"), settle(1, 3, "rejected", error="app:x"),
+                   settle(2, 4, "accepted"))),
+        (record(1, ACCEPTED, 1), record(2, ACCEPTED, 2), dead(3, REJECTED, 0, 1, "app:x"), record(4, ACCEPTED, 2)),
+        {"acked": {1, 2, 3, 4}, "outstanding": {5: 1}}),
+    Row("#23 a released row among them is sent again before the next settlement is applied",
+        (add(1, 3), add(2, 1), offer(1, 2, 3)),
+        SettleAll((settle(1, 1, "released"), settle(2, 2, "accepted"), settle(1, 3, "modified-failed"))),
+        (send(1, 1, 0, first=False), record(2, ACCEPTED, 2), record(3, FAILED, 1)),
+        {"outstanding": {1: 1}, "pending": (3,), "failures": {3: 1}}),
 ]
 
 
@@ -415,6 +428,46 @@ def test_a_row_is_never_outstanding_on_two_consumers_or_sent_twice_while_open() 
         assert len(places) == len(set(places)), step
         assert not set(places) & done
         assert set(places) | done == set(seqs), step
+
+
+def test_settle_all_has_the_effects_of_its_settles_one_by_one() -> None:
+    """#23 as a property: two states given the same random events, one taking each run of
+    settlements as one SettleAll, the other one Settle at a time, give the same effects and end
+    in the same state."""
+    import random
+
+    rng = random.Random(23)
+    together = SubscriptionDispatch(AckedSeqs(), {}, Limits(3))
+    alone = SubscriptionDispatch(AckedSeqs(), {}, Limits(3))
+    seqs = list(range(1, 200))
+    for sub in (together, alone):
+        sub.handle(offer(*seqs), NOW)
+    consumers: list[int] = []
+    for step in range(1500):
+        choice = rng.random()
+        events: list[Event]
+        if choice < 0.1 or not consumers:
+            consumers.append(step + 1)
+            events = [add(step + 1, rng.randint(0, 4))]
+        elif choice < 0.15:
+            events = [RemoveConsumer(consumers.pop(rng.randrange(len(consumers))))]
+        elif choice < 0.4:
+            events = [Credit({c: rng.randint(0, 4) for c in consumers})]
+        else:
+            open_ = together.outstanding
+            if not open_:
+                continue
+            picked = rng.sample(sorted(open_), min(len(open_), rng.randint(1, 6)))
+            # A settlement of a row not outstanding on that consumer (seq 0) is in a run too.
+            run = [settle(open_[seq], seq, rng.choice(list(SETTLEMENTS))) for seq in picked] + [settle(1, 0, "accepted")]
+            rng.shuffle(run)
+            assert together.handle(SettleAll(tuple(run)), NOW) == [e for one in run for e in alone.handle(one, NOW)], step
+            continue
+        for event in events:
+            assert together.handle(event, NOW) == alone.handle(event, NOW), step
+        for view in ("pending", "parked", "outstanding", "held", "failures", "consumers"):
+            assert _view(together, view) == _view(alone, view), (step, view)
+        assert set(together.acked) == set(alone.acked), step
 
 
 GIVE_BACK: dict[str, tuple[bool, list[Event]]] = {
@@ -638,6 +691,53 @@ def test_adapter_sends_round_robin_and_acknowledges_an_accept() -> None:
     bare.settled = True  # settled with no outcome: accepted
     a.d.settled(bare)  # type: ignore[arg-type]
     assert a.acks[-1] == ("k", 2, "accepted", "c2")
+
+
+def test_adapter_applies_kept_dispositions_as_one_ack_per_outcome_and_consumer_in_order() -> None:
+    """settle_later keeps what dispositions decide until apply_settled (the handler's end of a
+    run of delivery events): then the accepts of one consumer are one Ack, a reject between them
+    splits them around its dead letter, and the committer gets it all in the order settled."""
+    import proton
+
+    from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage
+
+    a = _Adapter()
+    one, two = _Link("c1", 4), _Link("c2", 2)
+    a.d.add_consumer("k", one.sender)
+    a.d.add_consumer("k", two.sender)
+    a.d.offer("k", a.rows(1, 2, 3, 4, 5, 6))
+    settled = [(one.sent[0], proton.Delivery.ACCEPTED), (one.sent[1], proton.Delivery.ACCEPTED),
+               (two.sent[0], proton.Delivery.ACCEPTED), (one.sent[2], proton.Delivery.REJECTED),
+               (one.sent[3], proton.Delivery.ACCEPTED)]
+    for dlv, state in settled:
+        dlv.remote_state, dlv.settled = state, True
+        a.d.settle_later(dlv)  # type: ignore[arg-type]
+        assert dlv.local_settled  # with its peer at once
+    assert a.submitted == []
+    a.d.apply_settled()
+    kinds = [(type(r).__name__, list(r.seqs) if isinstance(r, Ack) else r.row["seq"]) for r in a.submitted
+             if isinstance(r, (Ack, DeadLetterMessage))]
+    # rows 1, 3, 5, 6 went to c1 and 2, 4 to c2 (round-robin, c2's credit spent after two)
+    assert kinds == [("Ack", [1, 3]), ("Ack", [2]), ("DeadLetterMessage", 5), ("Ack", [6])]
+    assert [c for _k, _s, _o, c in a.acks] == ["c1", "c1", "c2", "c1"]
+
+
+def test_adapter_applies_kept_dispositions_before_any_other_event() -> None:
+    """A disposition kept for later is applied before the dispatcher's next event (here its
+    link detaching): the row it accepted is acknowledged, not failed and sent again."""
+    import proton
+
+    a = _Adapter()
+    one, two = _Link("c1", 1), _Link("c2", 1)
+    a.d.add_consumer("k", one.sender)
+    a.d.add_consumer("k", two.sender)
+    a.d.offer("k", a.rows(1, 2))
+    dlv = one.sent[0]
+    dlv.remote_state, dlv.settled = proton.Delivery.ACCEPTED, True
+    a.d.settle_later(dlv)  # type: ignore[arg-type]
+    assert a.d.remove_consumer("k", one.sender) == 1
+    assert a.acks == [("k", 1, "accepted", "c1")]
+    assert a.d.draining("k", frozenset({0})) == 1  # row 2, on c2
 
 
 def test_adapter_presettled_consumer_is_settled_and_acknowledged_on_send() -> None:

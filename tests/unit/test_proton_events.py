@@ -153,6 +153,51 @@ def test_the_short_cut_hands_the_handler_what_protons_events_do() -> None:
 
 
 
+class _Runs(proton.Handler):
+    """Logs deliveries, flows and the ends of delivery runs."""
+
+    def __init__(self) -> None:
+        self.log: list[str] = []
+
+    def on_delivery(self, event: Any) -> None:
+        self.log.append(f"delivery {event.delivery.tag}")
+
+    def on_link_flow(self, event: Any) -> None:
+        self.log.append("flow")
+
+    def on_deliveries_done(self) -> None:
+        self.log.append("done")
+
+
+@pytest.mark.parametrize("then_flow", [True, False])
+def test_a_run_of_delivery_events_ends_before_the_next_other_event_and_before_drain_returns(then_flow: bool) -> None:
+    """The handler's on_deliveries_done comes once after consecutive dispositions (a consumer
+    accepting what it got), before the flow that follows them, or at the end of the drain."""
+    collector = EventCollector()
+    pair = LinkedPair(collector, "c", credit=3)
+    for tag in ("1", "2", "3"):
+        pair.sender.delivery(tag)
+        pair.sender.send(b"m")
+        pair.sender.advance()
+    pump(pair.client_transport, pair.server_transport)
+    EventPump(collector, _Runs(), _Sockets([])).drain()  # what the sends queued
+    while (received := pair.receiver.current) is not None:
+        received.update(proton.Delivery.ACCEPTED)
+        received.settle()
+        pair.receiver.advance()
+    pump(pair.client_transport, pair.server_transport)
+    if then_flow:  # in frames of its own after the dispositions' (proton writes flows first)
+        pair.receiver.flow(3)
+        pump(pair.client_transport, pair.server_transport)
+    handler = _Runs()
+    EventPump(collector, handler, _Sockets([])).drain()
+    assert collector.peek() is None
+    log = handler.log
+    assert log[-1] == ("flow" if then_flow else "done"), log
+    assert log.count("done") == 1 and log[log.index("done") - 1].startswith("delivery"), log
+    assert all(entry.startswith("delivery") for entry in log[: log.index("done")]), log
+
+
 class _Publishes(proton.Handler):
     """A server that reads each complete published transfer as the front end does, through
     ``transfer_of``, records what proton's own wrapper says of it, and keeps the transfers to

@@ -27,6 +27,11 @@ which the short cut would skip; tests/unit/test_proton_events.py checks that bot
 handler the same objects, and tests/unit/test_no_proton_internals.py that no other module uses
 ``cproton`` and this one only these functions.
 
+A run of DELIVERY events (TRANSPORT events among them do not end it: the handler never sees
+those) ends with a call of the handler's ``on_deliveries_done()``, when it has one, before the
+next event of another type is dispatched (and before :meth:`EventPump.drain` returns): a handler may keep what a run's events decided (a consumer's acknowledgements, which
+come many to a frame) and apply it there at once, with every other event still in its order.
+
 A handler method that raises is logged and the next event goes on: one event's failure must not
 end the loop and with it every other client (the front end's client-driven methods also close
 the failing connection: connectors.amqp.handler ``_contained``).
@@ -321,6 +326,7 @@ class EventPump:
         plain = not getattr(handler, "handlers", None)
         self._on_delivery = getattr(handler, "on_delivery", None) if plain else None
         self._on_link_flow = getattr(handler, "on_link_flow", None) if plain else None
+        self._run_done = getattr(handler, "on_deliveries_done", None)
         self._ignored = _ignored_types(handler)
 
     def drain(self) -> None:
@@ -328,13 +334,24 @@ class EventPump:
         impl = self._impl
         on_delivery = self._on_delivery
         on_link_flow = self._on_link_flow
+        run_done = self._run_done
         ignored = self._ignored
+        in_run = False  # the last event dispatched was a DELIVERY (module docstring)
         while True:
             raw = _peek(impl)
-            if _isnull(raw):
+            kind = -1 if _isnull(raw) else _event_type(raw)
+            if in_run and kind != _PN_DELIVERY and kind != _PN_TRANSPORT:  # TRANSPORT: the sockets' only
+                in_run = False
+                try:
+                    run_done()  # type: ignore[misc]  # in_run is set only when there is one
+                except Exception:
+                    log.exception("handling the end of a run of proton delivery events failed")
+                continue  # what it did may have queued events
+            if kind < 0:
                 return
-            kind = _event_type(raw)
             try:
+                if kind == _PN_DELIVERY:
+                    in_run = run_done is not None
                 if kind == _PN_DELIVERY and on_delivery is not None:
                     on_delivery(MessageEvent(_event_link(raw), _event_delivery(raw)))
                 elif kind == _PN_LINK_FLOW and on_link_flow is not None:

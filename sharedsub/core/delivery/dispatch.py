@@ -81,6 +81,8 @@ Events and what they do, first match wins where several could apply:
                                                                   first sent included, and the
                                                                   one that gave it back if it
                                                                   still has credit
+23    :class:`SettleAll` (a run of dispositions that came         each settle as its own event
+      together)                                                   (7-12), in their order
 ====  =========================================================  ==============================
 
 Redelivery marking (``Send.first_acquirer``, ``Send.delivery_count``): the count is the row's
@@ -186,6 +188,15 @@ class Settle(Generic[E]):
 
 
 @value_type
+class SettleAll(Generic[E]):
+    """Several :class:`Settle` events at once, applied in their order with exactly the effects
+    they would have one by one (the adapter hands over a run of dispositions that arrived
+    together; one event instead of one per message)."""
+
+    settles: tuple[Settle[E], ...]
+
+
+@value_type
 class SettleTransactional(Generic[E]):
     """``settle`` made inside transaction ``txn``: held until :class:`Discharge`."""
 
@@ -220,11 +231,14 @@ class Release:
 
 if TYPE_CHECKING:  # generic in the row and error types; at run time the plain union of the classes
     Event: TypeAlias = (
-        Offer[R] | AddConsumer | RemoveConsumer | Credit | Settle[E] | SettleTransactional[E] | Discharge | Shutdown
-        | Drop | Release
+        Offer[R] | AddConsumer | RemoveConsumer | Credit | Settle[E] | SettleAll[E] | SettleTransactional[E] | Discharge
+        | Shutdown | Drop | Release
     )
 else:
-    Event = Offer | AddConsumer | RemoveConsumer | Credit | Settle | SettleTransactional | Discharge | Shutdown | Drop | Release
+    Event = (
+        Offer | AddConsumer | RemoveConsumer | Credit | Settle | SettleAll | SettleTransactional | Discharge | Shutdown
+        | Drop | Release
+    )
 
 
 # ---------------------------------------------------------------------------------- effects
@@ -412,11 +426,10 @@ class SubscriptionDispatch(Generic[R, E]):
                 self._dispatch(now_ms, out)
             case Settle():
                 self._settle(event, now_ms, out)
+            case SettleAll(settles=settles):
+                self._settle_all(settles, now_ms, out)
             case SettleTransactional(txn=txn, settle=settle):
-                entry = self._outstanding.get(settle.seq)
-                if entry is not None and entry[0] == settle.consumer:
-                    del self._outstanding[settle.seq]
-                    self._held.setdefault(txn, []).append(_Held(entry[1], settle))
+                self._hold(txn, settle)
             case Discharge(txn=txn, commit=commit):
                 self._discharge(txn, commit, now_ms, out)
             case Shutdown():
@@ -424,25 +437,36 @@ class SubscriptionDispatch(Generic[R, E]):
             case Release(partitions=partitions):
                 self._release(partitions, out)
             case Drop():
-                self._advance()
-                # The rows forgotten now come again from the table when a consumer returns,
-                # below the highest seq offered: the floor must not pass them before that.
-                self._offered_to = {}
-                self._consumers.clear()
-                self._credit.clear()
-                self._presettled.clear()
-                self._pending.clear()
-                self._parked.clear()
-                self._excluded.clear()
-                self._outstanding.clear()
-                self._acquired.clear()
-                self._maybe_delivered.clear()
-                self._cursor = 0
+                self._drop()
             case _:
                 raise TypeError(f"not a dispatch event: {event!r}")
         return out
 
     # ------------------------------------------------------------------ rules
+
+    def _hold(self, txn: bytes, settle: Settle[E]) -> None:
+        """Row 15: the settled row leaves "outstanding", held by ``txn``."""
+        entry = self._outstanding.get(settle.seq)
+        if entry is not None and entry[0] == settle.consumer:
+            del self._outstanding[settle.seq]
+            self._held.setdefault(txn, []).append(_Held(entry[1], settle))
+
+    def _drop(self) -> None:
+        """Row 20: forget consumers and queued rows (held rows stay)."""
+        self._advance()
+        # The rows forgotten now come again from the table when a consumer returns, below the
+        # highest seq offered: the floor must not pass them before that.
+        self._offered_to = {}
+        self._consumers.clear()
+        self._credit.clear()
+        self._presettled.clear()
+        self._pending.clear()
+        self._parked.clear()
+        self._excluded.clear()
+        self._outstanding.clear()
+        self._acquired.clear()
+        self._maybe_delivered.clear()
+        self._cursor = 0
 
     def _offer(self, rows: Iterable[R], now_ms: int, out: list[Effect[R, E]]) -> None:
         rows = list(rows)
@@ -636,6 +660,13 @@ class SubscriptionDispatch(Generic[R, E]):
         error = event.error if event.settlement == Settlement.REJECTED else None
         if self._apply(entry[1], decision, event.consumer, error, out):
             self._dispatch(now_ms, out)
+
+    def _settle_all(self, settles: Iterable[Settle[E]], now_ms: int, out: list[Effect[R, E]]) -> None:
+        """Row 23. Each as its own event would be: a requeue dispatches before the next settle.
+        The credit read once for the event stays exact across them: the state counts its own
+        sends, and no flow comes in between."""
+        for one in settles:
+            self._settle(one, now_ms, out)
 
     def _fail(self, rows: list[tuple[int, R]], out: list[Effect[R, E]]) -> None:
         """Failed deliveries (link lost, rollback, shutdown), requeued at the queue head in seq order."""
