@@ -443,12 +443,17 @@ class Dispatcher:
             batch[1].append(settle)
 
     def apply_settled(self) -> None:
-        """Apply the dispositions :meth:`settle_later` kept: each generation's as one event."""
+        """Apply the dispositions :meth:`settle_later` kept: each generation's as one event. One
+        generation's failure is logged and does not keep the others' from being applied (its
+        rows stay outstanding until their links go, then they are delivered again)."""
         if not self._settling:
             return
         batches, self._settling = self._settling, {}
         for gen, settles in batches.values():
-            self._handle(gen, settles[0] if len(settles) == 1 else rules.SettleAll(tuple(settles)))
+            try:
+                self._handle(gen, settles[0] if len(settles) == 1 else rules.SettleAll(tuple(settles)))
+            except Exception:
+                log.exception("applying %d disposition(s) of subscription %s failed", len(settles), gen.key)
 
     def settle_transactional(
         self,

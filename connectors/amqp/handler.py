@@ -558,13 +558,9 @@ class FrontEnd(Handler):
         self.dispatcher.settle_later(transfer)
 
     def on_deliveries_done(self) -> None:
-        """The engine loop's pump ended a run of delivery events: apply the dispositions kept."""
-        try:
-            self.dispatcher.apply_settled()
-        except Exception:
-            # No one connection to blame: the dispositions were settled with their peers; their
-            # rows stay outstanding until their links go (then they are delivered again).
-            log.exception("applying consumers' dispositions failed")
+        """The engine loop's pump ended a run of delivery events: apply the dispositions kept
+        (a subscription's failure there is logged, no connection closed: Dispatcher.apply_settled)."""
+        self.dispatcher.apply_settled()
 
     @_contained
     def on_link_flow(self, event: Any) -> None:  # Any: proton.Event's link is Optional; this path takes no checks

@@ -29,8 +29,9 @@ handler the same objects, and tests/unit/test_no_proton_internals.py that no oth
 
 A run of DELIVERY events (TRANSPORT events among them do not end it: the handler never sees
 those) ends with a call of the handler's ``on_deliveries_done()``, when it has one, before the
-next event of another type is dispatched (and before :meth:`EventPump.drain` returns): a handler may keep what a run's events decided (a consumer's acknowledgements, which
-come many to a frame) and apply it there at once, with every other event still in its order.
+next event of another type is dispatched (and before :meth:`EventPump.drain` returns): a
+handler may keep what a run's events decided (a consumer's acknowledgements, which come many to
+a frame) and apply it there at once, with every other event still in its order.
 
 A handler method that raises is logged and the next event goes on: one event's failure must not
 end the loop and with it every other client (the front end's client-driven methods also close
