@@ -108,7 +108,7 @@ _TERMINAL = frozenset(
 
 
 class Settled(Protocol):
-    """What :meth:`Dispatcher.settled` reads of a settled delivery (connectors.amqp.wire.proton_events
+    """What :meth:`Dispatcher.settle_later` reads of a settled delivery (connectors.amqp.wire.proton_events
     ``Transfer``; ``delivery`` only for a modified or rejected outcome's fields)."""
 
     @property
@@ -398,18 +398,13 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ settlements
 
-    def settled(self, transfer: Settled) -> None:
-        """A consumer's disposition: decide (sharedsub.core.delivery.dispatch and .outcomes) and
-        apply. ``transfer``: the delivery as connectors.amqp.wire.proton_events ``Transfer`` reads it."""
-        self.settle_later(transfer)
-        self.apply_settled()
-
     def settle_later(self, transfer: Settled) -> None:
-        """As :meth:`settled`, but what the disposition decides is applied by the next
-        :meth:`apply_settled` (or any other event of the dispatcher, which applies it first):
-        the handler calls it at the end of a run of delivery events, so the acknowledgements of
-        one frame are one event of each subscription and one ``Ack`` per ack log. The delivery
-        is settled with its peer now."""
+        """A consumer's disposition: decide (sharedsub.core.delivery.dispatch and .outcomes) now,
+        apply at the next :meth:`apply_settled` (or any other event of the dispatcher, which
+        applies it first): the handler calls that at the end of a run of delivery events, so the
+        acknowledgements of one frame are one event of each subscription and one ``Ack`` per ack
+        log. The delivery is settled with its peer now. ``transfer``: the delivery as
+        connectors.amqp.wire.proton_events ``Transfer`` reads it."""
         state = transfer.remote_state
         if state == TRANSACTIONAL_STATE:
             # Its outcome counts only if the transaction commits: the coordinator calls

@@ -630,6 +630,12 @@ class _Adapter:
         self.d = Dispatcher(self.submitted.append, lambda _k, n: self.sent_counts.append(n), limits=limits, clock=lambda: NOW)
         self.acked = self.d.open("k", TABLES)
 
+    def settled(self, dlv: Any) -> None:
+        """A disposition as the front end hands it over: kept, then applied at the end of its
+        run of delivery events (connectors/amqp/handler.py)."""
+        self.d.settle_later(dlv)
+        self.d.apply_settled()
+
     @property
     def acks(self) -> list[tuple[str, int, str, str]]:
         """The acknowledgements recorded in TABLES' ack log: (key, seq, outcome, consumer)."""
@@ -684,12 +690,12 @@ def test_adapter_sends_round_robin_and_acknowledges_an_accept() -> None:
     assert a.sent_counts == [3]
     dlv = one.sent[0]
     dlv.remote_state, dlv.settled = proton.Delivery.ACCEPTED, True
-    a.d.settled(dlv)  # type: ignore[arg-type]
+    a.settled(dlv)
     assert dlv.local_settled
     assert a.acks == [("k", 1, "accepted", "c1")]
     bare = two.sent[0]
     bare.settled = True  # settled with no outcome: accepted
-    a.d.settled(bare)  # type: ignore[arg-type]
+    a.settled(bare)
     assert a.acks[-1] == ("k", 2, "accepted", "c2")
 
 
@@ -860,10 +866,10 @@ def test_adapter_leaves_a_transactional_disposition_to_the_coordinator() -> None
     a.d.offer("k", a.rows(1))
     (dlv,) = link.sent
     dlv.remote_state, dlv.settled = 0x34, True
-    a.d.settled(dlv)  # type: ignore[arg-type]
+    a.settled(dlv)
     assert a.acks == [] and not dlv.local_settled
     a.d.settle_transactional(dlv, b"T", proton.Delivery.RELEASED)  # type: ignore[arg-type]
-    a.d.settled(dlv)  # type: ignore[arg-type]  # in either order
+    a.settled(dlv)  # in either order
     a.d.discharge(b"T", True)
     assert a.acks == []
     link.credit = 1
@@ -941,7 +947,7 @@ def test_adapter_released_rows_spread_after_the_releasing_link_drained() -> None
     assert two.credit == 0
     for dlv in list(two.sent):
         dlv.remote_state, dlv.settled = proton.Delivery.RELEASED, True
-        a.d.settled(dlv)  # type: ignore[arg-type]
+        a.settled(dlv)
     assert len(two.sent) == 4
     again = one.sent[4:]
     assert [_body(d.payload) for d in again] == ["m2", "m6"]
