@@ -92,7 +92,8 @@ from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
 from sharedsub.core.layout import local_path
-from sharedsub.runtime.discovery import DataDirLock, own_fanout, state_home
+from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_fanout
+from sharedsub.runtime.discovery import state_home
 from sharedsub.runtime.fanout_process import (  # the lines and codes its supervisor reads
     EXIT_EXECUTORS_UNFIT,
     EXIT_INVALID_SETTINGS,

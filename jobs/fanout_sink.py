@@ -103,7 +103,7 @@ class FanoutSink:
     ) -> None:
         """``on_routed``: called after each batch (or retry) that committed rows to a subscription
         table (the job's ``--announce-routed``). ``epoch``: the job's lease epoch on object
-        storage (sharedsub.runtime.discovery.own_fanout): every subscription commit carries it,
+        storage (sharedsub.runtime.cluster.data_dir_owner.own_fanout): every subscription commit carries it,
         each table is fenced under it before this job's first commit to it, and a commit that
         finds a higher epoch fails the batch (the job is superseded and stops). ``routing`` and
         ``executor_min_work``: ``[fanout]``'s (sharedsub.core.fanout.routing_place); ``router``

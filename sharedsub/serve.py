@@ -21,10 +21,10 @@ import time
 import types
 from collections.abc import Callable
 
+from connectors.amqp.cluster_port import ReactorSubscriptions
 from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
-from connectors.amqp.shared_dispatch import ReactorSubscriptions
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
@@ -34,24 +34,22 @@ from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
+from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_data_dir, own_fanout
+from sharedsub.runtime.cluster.member_claims import ClaimKind, MemberClaims
+from sharedsub.runtime.cluster.member_view import MemberView
+from sharedsub.runtime.cluster.partition_owners import PartitionOwners
+from sharedsub.runtime.cluster.peer_consumers import PeerConsumers
 from sharedsub.runtime.discovery import (
-    DataDirLock,
     ServiceInfo,
-    own_data_dir,
-    own_fanout,
     pid_alive,
     read_service_file,
     remove_service_file,
     write_service_file,
 )
-from sharedsub.runtime.dispatch_coordinator import DispatchCoordinator
 from sharedsub.runtime.fanout_process import FanoutProcess
 from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread, SettledBelow
-from sharedsub.runtime.member_claims import ClaimKind, MemberClaims
-from sharedsub.runtime.member_view import MemberView
 from sharedsub.runtime.memprofile import start_from_env
-from sharedsub.runtime.peer_consumers import PeerConsumers
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
@@ -272,45 +270,45 @@ class Membership:
         self.members = MemberView(settings.data_dir).start(server.url) if on_object_store(settings) else None
         if self.members is not None:
             server.handler.failover_peers = self.members.peers
-        self.coordinator = _coordinator(settings, server, owner)
+        self.partition_owners = _partition_owners(settings, server, owner)
         self.claims: MemberClaims | None = None
         self.peers: PeerConsumers | None = None
-        if self.coordinator is not None:
-            coordinator = self.coordinator
-            server.consumers_elsewhere = coordinator.consumers_elsewhere
-            server.member_status = coordinator.status
+        if self.partition_owners is not None:
+            owners = self.partition_owners
+            server.consumers_elsewhere = owners.consumers_elsewhere
+            server.member_status = owners.status
 
             def claims(kind: ClaimKind) -> MemberClaims:
                 store = open_store(settings.data_dir)
-                return MemberClaims(store, kind, slot=coordinator.slot, token=coordinator.token, pid_alive=pid_alive)
+                return MemberClaims(store, kind, slot=owners.slot, token=owners.token, pid_alive=pid_alive)
 
             self.claims = server.handler.container_claims = claims("containers")
             self.peers = PeerConsumers(
-                settings.data_dir, claims("subscriptions"), coordinator.consumers_elsewhere, server.handler.run_on_reactor
+                settings.data_dir, claims("subscriptions"), owners.consumers_elsewhere, server.handler.run_on_reactor
             )
             server.handler.subscriptions.others = self.peers
 
     def start_dispatch(self) -> None:
         """Start sharing dispatch (the reactor runs now)."""
-        if self.coordinator is not None:
-            self.coordinator.start()
+        if self.partition_owners is not None:
+            self.partition_owners.start()
 
     def stop(self) -> None:
         """Stop both."""
         if self.members is not None:
             self.members.stop()
-        if self.coordinator is not None:
-            self.coordinator.stop()
+        if self.partition_owners is not None:
+            self.partition_owners.stop()
         if self.claims is not None:
             self.claims.stop()
         if self.peers is not None:
             self.peers.stop()
 
 
-def _coordinator(settings: Settings, server: FrontEndServer, owner: DataDirLock) -> DispatchCoordinator | None:
+def _partition_owners(settings: Settings, server: FrontEndServer, owner: DataDirLock) -> PartitionOwners | None:
     if not several_members(settings) or owner.epoch is None:
         return None
-    return DispatchCoordinator(
+    return PartitionOwners(
         settings.data_dir,
         open_store(settings.data_dir),
         slot=owner.slot,

@@ -4,7 +4,7 @@ their settings, and waiting until a given member dispatches a partition of a sub
 from __future__ import annotations
 
 from sharedsub.core import layout
-from sharedsub.storage.cluster_records import read_owners
+from sharedsub.storage.cluster.owner_records import read_owners
 from sharedsub.storage.objects import open_store
 from tests.amqp_peer import wait_for
 

@@ -45,10 +45,10 @@ from sharedsub.core.subscriptions.attach import (
     Refuse,
     RefuseDelete,
 )
+from sharedsub.runtime.cluster.member_claims import Held
+from sharedsub.runtime.cluster.peer_consumers import Seen
 from sharedsub.runtime.commit_requests import Barrier, LinkEvent, LinkRow, Result, SaveSubscription
 from sharedsub.runtime.committer import Committer
-from sharedsub.runtime.member_claims import Held
-from sharedsub.runtime.peer_consumers import Seen
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.tailer import Tailer
 from sharedsub.storage.catalog import attached_links, load_catalog
@@ -302,7 +302,7 @@ class Subscriptions:
         then: Callable[[], None],
     ) -> None:
         """Run ``then()``, first claiming ``rec`` across the members when it is an unshared
-        durable subscription (at most one consumer in the cluster, runtime/member_claims)."""
+        durable subscription (at most one consumer in the cluster, runtime/cluster/member_claims)."""
         others = self.others
         if others is None or rec.identity.shared or not rec.identity.durable:
             then()

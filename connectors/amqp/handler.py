@@ -39,8 +39,8 @@ from sharedsub.core.ops import metrics
 from sharedsub.core.publish import amqp_message
 from sharedsub.core.publish.topic_row import topic_columns
 from sharedsub.core.security.permissions import Permission
+from sharedsub.runtime.cluster.member_claims import Held, MemberClaims
 from sharedsub.runtime.commit_requests import Publish, Result
-from sharedsub.runtime.member_claims import Held, MemberClaims
 from sharedsub.runtime.tailer import Row
 from sharedsub.storage import topics
 
@@ -167,7 +167,7 @@ class FrontEnd(Handler):
             end_settlements=self.dispatcher.discharge,
         )
         self.connections: set[proton.Connection] = set()
-        # The other members of the data dir, (host, port) each (sharedsub.runtime.member_view;
+        # The other members of the data dir, (host, port) each (sharedsub.runtime.cluster.member_view;
         # set by the service on object storage): each open frame advertises them.
         self.failover_peers: Callable[[], Sequence[tuple[str, int]]] = tuple
         # With several members: container ids claimed across them (set by the service), and
@@ -287,7 +287,7 @@ class FrontEnd(Handler):
             log.info("refused a second connection for container %r", container)
             return
         if sole and self.container_claims is not None:
-            # Several members: the ClientID must be unique across them too (runtime/member_claims).
+            # Several members: the ClientID must be unique across them too (runtime/cluster/member_claims).
             claims = self.container_claims
 
             def claimed(held: Held | None) -> None:  # the claims thread

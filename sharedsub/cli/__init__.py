@@ -296,7 +296,7 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
 def cmd_cluster(args: argparse.Namespace) -> int:
     """``cluster status``."""
     from sharedsub.cli.format import cluster_report
-    from sharedsub.runtime.cluster_status import cluster_status
+    from sharedsub.runtime.cluster.cluster_status import cluster_status
 
     status = cluster_status(_settings(args).data_dir)
     print(json.dumps(status.to_json(), indent=2) if args.json else cluster_report(status))

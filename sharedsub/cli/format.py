@@ -12,7 +12,7 @@ import json
 from collections.abc import Sequence
 
 from sharedsub.core.fanout.explain import SelectorExplanation
-from sharedsub.runtime.cluster_status import ClusterStatus, Member
+from sharedsub.runtime.cluster.cluster_status import ClusterStatus, Member
 from sharedsub.runtime.inspection import SubscriptionStatus
 from sharedsub.storage.backlog import PartitionBacklog
 

@@ -24,7 +24,7 @@ Layout (all Delta tables unless noted)::
     <data>/_cluster/dispatch/<key>/g<gen>/p<k>
                                              who dispatches topic partition k of a subscription
                                              generation (several members; JSON;
-                                             sharedsub.core.ownership.dispatch_owners)
+                                             sharedsub.core.ownership.partition_owners)
     <data>/_cluster/consumers/<key>/g<gen>/<slot>
                                              member <slot> has consumers of that generation
                                              (several members; JSON)

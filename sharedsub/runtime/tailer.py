@@ -115,7 +115,7 @@ class _Feed:
     acked: Container[int]  # the dispatcher's acknowledged seqs: read here, written there
     ack_table: str | None
     # The topic partitions whose rows are posted (None: all). Several members share a
-    # subscription by partition (sharedsub.core.ownership.dispatch_owners); the front end's
+    # subscription by partition (sharedsub.core.ownership.partition_owners); the front end's
     # thread replaces it, this thread reads it.
     partitions: frozenset[int] | None = None
     next_version: int = -1  # -1: the backlog snapshot is not loaded yet

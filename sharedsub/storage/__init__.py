@@ -1,7 +1,7 @@
 """Storage boundary: Delta tables through delta-rs, their layout and schemas, and other files.
 
 Only this package imports ``deltalake``; importing the package itself does not. One module per
-concern, in three groups.
+concern, in four groups.
 
 ``storage.delta``: the project's own Delta protocol code, lowest first (each imports only modules
 listed above it):
@@ -27,6 +27,10 @@ listed above it):
 put-if-match, delete) for every byte outside Delta's own API: ``store`` (the contract and its
 errors), ``local_store`` (a directory), ``s3_store`` (an S3 bucket through obstore); ``open_store``.
 
+``storage.cluster``: the objects members of a data dir on object storage share under
+``_cluster/``: ``lease_objects`` (member slots' and the fan-out's leases: read, create, replace),
+``owner_records`` (consumer presence, dispatch owners).
+
 ``storage.commits``: the group committer's write seam:
 
 - ``commit_store``: the narrow interface the committer writes through (``CommitStore``,
@@ -51,8 +55,6 @@ The domain's tables and files, on top of those:
 - ``fanout_stats``: the fan-out's per-topic statistics file, and topic lag.
 - ``parked_rows``: the fan-out's routed rows that could not be committed yet, on disk.
 - ``ack_log_lock``: replays and maintenance's acknowledged-row deletes of one generation, one at a time.
-- ``lease_objects``: lease objects on the data dir's store (read, create, replace): member slots, the fan-out's.
-- ``cluster_records``: what members sharing a subscription write: consumer presence, dispatch owners.
 - ``owner_only``: owner-only files: the data dir's mode, the process umask.
 - ``diskspace``: whether a local data dir takes writes, and its free space.
 

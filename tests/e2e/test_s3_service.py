@@ -17,12 +17,12 @@ from proton import Message
 
 from sharedsub.core.layout import FANOUT_LEASE, member_lease
 from sharedsub.runtime.users import UserStore
+from sharedsub.storage.cluster.lease_objects import read_lease
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry, table_id
 from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.delta.tables import child_names
 from sharedsub.storage.fanout_progress import read_progress
-from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.topics import create_topic
 from tests.amqp_peer import Subscriber, jms_shared_durable, jms_shared_volatile, publish, start_publish, uid, wait_for
@@ -107,7 +107,7 @@ def test_the_open_frame_advertises_the_other_members_for_failover(
     from proton.utils import BlockingConnection
 
     from sharedsub.core.ownership.lease import LeaseRecord
-    from sharedsub.storage.lease_objects import create_lease
+    from sharedsub.storage.cluster.lease_objects import create_lease
 
     def advertised() -> object:
         conn = BlockingConnection(s3_service.url, timeout=30)

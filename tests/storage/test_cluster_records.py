@@ -1,5 +1,5 @@
 """Presence and dispatch-owner objects of members sharing a subscription
-(sharedsub.storage.cluster_records), on a local store and on a real S3 server."""
+(sharedsub.storage.cluster.owner_records), on a local store and on a real S3 server."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.storage.cluster_records import (
+from sharedsub.storage.cluster.owner_records import (
     OwnerRecord,
     clear_presence,
     read_owners,

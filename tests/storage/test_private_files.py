@@ -13,9 +13,9 @@ import pytest
 
 from sharedsub import cli
 from sharedsub.runtime import users as uf
+from sharedsub.runtime.cluster.data_dir_owner import own_data_dir
 from sharedsub.runtime.discovery import (
     ServiceInfo,
-    own_data_dir,
     read_service_file,
     remove_service_file,
     running_service,

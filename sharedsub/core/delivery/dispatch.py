@@ -69,7 +69,7 @@ Events and what they do, first match wins where several could apply:
                                                                   forgotten (held rows kept)
 22    :class:`Release` of topic partitions (another member        their waiting and parked rows
       dispatches them now: sharedsub.core.ownership.              forgotten, unsent
-      dispatch_owners)                                            (``CountSent`` for those never
+      partition_owners)                                           (``CountSent`` for those never
                                                                   sent); their outstanding and
                                                                   held rows stay until settled
                                                                   (``draining`` counts them)

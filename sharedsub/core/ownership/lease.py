@@ -1,6 +1,6 @@
 """Ownership of a data dir on object storage by a lease object: the decision tables; pure.
 
-A local data dir is owned through ``flock`` (sharedsub.runtime.discovery.own_data_dir). An
+A local data dir is owned through ``flock`` (sharedsub.runtime.cluster.data_dir_owner.own_data_dir). An
 object store has no locks, so one front end owns an ``s3://`` data dir by holding a lease
 object ``_cluster/owner`` (sharedsub.core.layout): it **creates** it with put-if-absent and
 **renews** it with put-if-match on the tag it last wrote, every ``renew_s`` seconds. Each taking

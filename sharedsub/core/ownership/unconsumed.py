@@ -8,7 +8,8 @@ So every member looks, now and then, at the active non-durable subscriptions it 
 of, and at who says they have one (presence objects of live members). One that no live member
 consumes is **watched**; one watched for a whole ``grace`` is **ended** (a catalog revision,
 which other members merge). The grace covers a consumer that just attached on a member that has
-not written its presence yet (it does so at its next reading, within one coordinator interval).
+not written its presence yet (it does so at its next reading, within one interval of the
+partition owners' thread, sharedsub.runtime.cluster.partition_owners).
 
 :func:`verdict` decides for one subscription at one look:
 

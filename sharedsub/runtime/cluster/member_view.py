@@ -1,7 +1,7 @@
 """The other members of a data dir on object storage, as a front end advertises them to clients.
 
 :class:`MemberView` reads the member slots' leases (one LIST of ``_cluster/members/``, then a GET
-and a HEAD per slot: sharedsub.runtime.cluster_status) every ``interval`` seconds on its own thread and keeps
+and a HEAD per slot: sharedsub.runtime.cluster.cluster_status) every ``interval`` seconds on its own thread and keeps
 the other members' ``(host, port)`` (sharedsub.core.ownership.members.failover_peers), which the
 front end puts in each open frame's ``failover-server-list``. A read that fails keeps what the
 last one found (a store that does not answer for a while does not make peers vanish from the
@@ -14,7 +14,7 @@ import logging
 import threading
 
 from sharedsub.core.ownership.members import failover_peers
-from sharedsub.runtime.cluster_status import read_members
+from sharedsub.runtime.cluster.cluster_status import read_members
 from sharedsub.storage.objects.store import StoreFailure
 
 log = logging.getLogger(__name__)

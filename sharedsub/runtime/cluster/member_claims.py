@@ -31,7 +31,7 @@ from typing import Literal
 
 from sharedsub.core import layout
 from sharedsub.core.ownership.members import fence_token
-from sharedsub.runtime.cluster_status import read_member
+from sharedsub.runtime.cluster.cluster_status import read_member
 from sharedsub.storage.objects.store import AlreadyExists, ObjectNotFound, ObjectStore, PreconditionFailed, StoreFailure
 
 log = logging.getLogger(__name__)

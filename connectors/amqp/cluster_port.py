@@ -1,6 +1,6 @@
-"""The front end's side of sharing subscriptions between members: what the dispatch coordinator
-(sharedsub.runtime.dispatch_coordinator) asks of this front end and tells it, done on the reactor
-thread (``FrontEndServer.call``).
+"""The front end's side of sharing subscriptions between members: what the partition owners'
+thread (sharedsub.runtime.cluster.partition_owners) asks of this front end and tells it, done on
+the reactor thread (``FrontEndServer.call``).
 
 * :meth:`ReactorSubscriptions.consumed`: the generations with consumer links here;
 * :meth:`ReactorSubscriptions.own`: dispatch exactly these partitions of a generation: the
@@ -23,11 +23,11 @@ import threading
 from connectors.amqp.handler import FrontEnd
 from connectors.amqp.server import FrontEndServer
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.runtime.dispatch_coordinator import Generation
+from sharedsub.runtime.cluster.partition_owners import Generation
 
 
 class ReactorSubscriptions:
-    """:class:`sharedsub.runtime.dispatch_coordinator.LocalSubscriptions` of one front end."""
+    """:class:`sharedsub.runtime.cluster.partition_owners.LocalSubscriptions` of one front end."""
 
     def __init__(self, server: FrontEndServer) -> None:
         self._server = server

@@ -1,6 +1,6 @@
 """The objects by which members of a data dir on object storage share a subscription: who has
 consumers of a generation, and who dispatches each of its topic partitions (the rules are
-sharedsub.core.ownership.dispatch_owners'; the keys sharedsub.core.layout's). Each is one small
+sharedsub.core.ownership.partition_owners'; the keys sharedsub.core.layout's). Each is one small
 JSON object, written with the store's conditional puts, never with a lock:
 
 * presence ``_cluster/consumers/<key>/g<gen>/<slot>``: ``{slot, token}``, put while member

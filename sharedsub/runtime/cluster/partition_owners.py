@@ -4,7 +4,7 @@ topic partitions of each subscription generation this member dispatches (docs/de
 Every ``interval`` seconds it reads, for each generation this member has consumers of or
 dispatches partitions of: the members' leases (who is alive, under which fence token), who has
 consumers (presence objects), who dispatches each partition (owner records), and the topic's
-partitions; then applies sharedsub.core.ownership.dispatch_owners.decide for this member: it
+partitions; then applies sharedsub.core.ownership.partition_owners.decide for this member: it
 takes a partition by a conditional put (one taker wins), and hands one over by first telling
 the front end to stop sending its rows, then, once the deliveries it sent of them are settled
 (or ``drain_timeout`` passed) and those settlements are stored in the ack log (which the next
@@ -35,12 +35,13 @@ from typing import Protocol
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ownership import unconsumed
-from sharedsub.core.ownership.dispatch_owners import Action, Owner, decide, idle_members
 from sharedsub.core.ownership.lease import LeaseRecord
 from sharedsub.core.ownership.members import fence_token
-from sharedsub.runtime.cluster_status import read_member
+from sharedsub.core.ownership.partition_owners import Action, Owner, decide, idle_members
+from sharedsub.runtime.cluster.cluster_status import read_member
 from sharedsub.storage.catalog import CatalogReader
-from sharedsub.storage.cluster_records import (
+from sharedsub.storage.cluster.lease_objects import read_lease
+from sharedsub.storage.cluster.owner_records import (
     OwnerRecord,
     clear_presence,
     read_owners,
@@ -49,7 +50,6 @@ from sharedsub.storage.cluster_records import (
     write_owner,
 )
 from sharedsub.storage.delta.tables import table_exists
-from sharedsub.storage.lease_objects import read_lease
 from sharedsub.storage.objects.store import ObjectStore, PreconditionFailed, StoreFailure
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ UNCONSUMED_GRACE = 10.0
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Generation:
-    """A subscription generation as the coordinator knows it."""
+    """A subscription generation as this thread knows it."""
 
     key: str
     generation: int
@@ -74,7 +74,7 @@ class Generation:
 
 
 class LocalSubscriptions(Protocol):
-    """What the coordinator asks of and tells the front end (its thread does the work)."""
+    """What :class:`PartitionOwners` asks of and tells the front end (its thread does the work)."""
 
     def consumed(self) -> list[Generation]:
         """The generations with consumer links on this front end now."""
@@ -105,7 +105,7 @@ class LocalSubscriptions(Protocol):
 
 @dataclasses.dataclass(slots=True)
 class _Watched:
-    """A member slot's lease as this coordinator has watched it."""
+    """A member slot's lease as this thread has watched it."""
 
     etag: str
     since: float  # monotonic: when this tag was first seen
@@ -121,7 +121,7 @@ class _Owned:
     stored: threading.Event | None = None  # set once the settlements made before the drain ended are stored
 
 
-class DispatchCoordinator:
+class PartitionOwners:
     """See the module docstring."""
 
     def __init__(
@@ -164,7 +164,7 @@ class DispatchCoordinator:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="sharedsub-dispatch-owners", daemon=True)
 
-    def start(self) -> DispatchCoordinator:
+    def start(self) -> PartitionOwners:
         """Run :meth:`step` every ``interval`` seconds on its own thread."""
         self._thread.start()
         return self
@@ -345,7 +345,7 @@ class DispatchCoordinator:
 
     def consumers_elsewhere(self, key: str, generation: int) -> int:
         """How many other live members say they have consumers of the generation (any thread:
-        reads the store, not this coordinator's state)."""
+        reads the store, not this thread's state)."""
         now = int(time.time() * 1000)
         count = 0
         for slot, token in read_presence(self._store, "", key, generation).items():

@@ -5,8 +5,8 @@ connectors.amqp.consumers.OtherMembers).
 The store is read off the reactor thread: the catalog's latest records of the subscriptions a
 decision names (another member may have created, changed or deleted them since this one's last
 reading), the consumers of each active one on the other live members (their presence objects,
-sharedsub.runtime.dispatch_coordinator), and the claim of an unshared durable subscription's
-one consumer (sharedsub.runtime.member_claims). Every answer is handed to ``post``, which runs
+sharedsub.runtime.cluster.partition_owners), and the claim of an unshared durable subscription's
+one consumer (sharedsub.runtime.cluster.member_claims). Every answer is handed to ``post``, which runs
 it on the reactor thread.
 """
 
@@ -18,7 +18,7 @@ import logging
 from collections.abc import Callable
 
 from sharedsub.core.model import SubscriptionRecord
-from sharedsub.runtime.member_claims import Held, MemberClaims
+from sharedsub.runtime.cluster.member_claims import Held, MemberClaims
 from sharedsub.storage.catalog import CatalogReader
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,5 @@
 """The owner lease on a real S3 server (versitygw) and on a local directory: taking, refusing,
-taking over, renewing, losing, releasing (sharedsub.runtime.store_lease; rules in
+taking over, renewing, losing, releasing (sharedsub.runtime.cluster.member_lease; rules in
 sharedsub.core.ownership.lease, tested as tables in tests/unit/test_lease_table.py)."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 from sharedsub.core.errors import DataDirInUse
 from sharedsub.core.layout import member_lease
 from sharedsub.core.ownership.lease import LeaseRecord
-from sharedsub.runtime.store_lease import LeaseHolder, take_lease, take_slot
-from sharedsub.storage.lease_objects import read_lease
+from sharedsub.runtime.cluster.member_lease import LeaseHolder, take_lease, take_slot
+from sharedsub.storage.cluster.lease_objects import read_lease
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.objects.store import ObjectStore
 from tests.s3_server import S3Server

@@ -1,5 +1,5 @@
 """Taking and holding the owner lease of a data dir on object storage (the rules are
-sharedsub.core.ownership.lease's; the requests sharedsub.storage.lease_objects's).
+sharedsub.core.ownership.lease's; the requests sharedsub.storage.cluster.lease_objects's).
 
 :func:`take_lease` runs at start, before anything is written: it creates the lease, takes over
 one that is released, left by a dead process of this host, or not renewed for its TTL, and
@@ -39,7 +39,7 @@ from sharedsub.core.ownership.lease import (
     decide_renewal,
 )
 from sharedsub.core.ownership.members import Full, TakeSlot, WatchSlots, decide_slot
-from sharedsub.storage.lease_objects import create_lease, read_lease, replace_lease
+from sharedsub.storage.cluster.lease_objects import create_lease, read_lease, replace_lease
 from sharedsub.storage.objects.store import ObjectStore, PreconditionFailed, StoreFailure
 
 log = logging.getLogger(__name__)

@@ -1,10 +1,10 @@
-"""The dispatch-ownership tables of sharedsub.core.ownership.dispatch_owners, row by row."""
+"""The dispatch-ownership tables of sharedsub.core.ownership.partition_owners, row by row."""
 
 from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.ownership.dispatch_owners import Action, Owner, decide, desired_owners, idle_members
+from sharedsub.core.ownership.partition_owners import Action, Owner, decide, desired_owners, idle_members
 
 # (partitions, members with consumers, desired owners)
 DESIRED = [

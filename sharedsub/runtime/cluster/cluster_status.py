@@ -19,8 +19,8 @@ from sharedsub.core import layout
 from sharedsub.core.ownership.lease import LeaseRecord
 from sharedsub.core.ownership.members import member_state
 from sharedsub.runtime.discovery import pid_alive, running_service
-from sharedsub.storage.cluster_records import OwnerRecord
-from sharedsub.storage.lease_objects import read_lease
+from sharedsub.storage.cluster.lease_objects import read_lease
+from sharedsub.storage.cluster.owner_records import OwnerRecord
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.store import ObjectNotFound, ObjectStore
 from sharedsub.storage.topics import list_topic_partitions
