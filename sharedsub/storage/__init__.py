@@ -29,7 +29,9 @@ errors), ``local_store`` (a directory), ``s3_store`` (an S3 bucket through obsto
 
 ``storage.cluster``: the objects members of a data dir on object storage share under
 ``_cluster/``: ``lease_objects`` (member slots' and the fan-out's leases: read, create, replace),
-``owner_records`` (consumer presence, dispatch owners).
+``presence`` (who has consumers of a subscription generation), ``owner_records`` (who dispatches
+each of its topic partitions), ``claim_objects`` (names one member holds at a time: ClientIDs,
+unshared durable subscriptions), ``record_keys`` (where those records are in a store).
 
 ``storage.commits``: the group committer's write seam:
 

@@ -21,7 +21,7 @@ from proton import Message
 from sharedsub.core import layout
 from sharedsub.core.ownership.members import fence_token
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.cluster.owner_records import read_presence
+from sharedsub.storage.cluster.presence import read_presence
 from sharedsub.storage.delta.appender import EPOCH_MARK
 from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
 from sharedsub.storage.delta.table_reads import read_table

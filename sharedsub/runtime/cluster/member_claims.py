@@ -15,15 +15,15 @@ the store's clock (a member that died elsewhere): then the next claimant replace
 on its tag. A store that does not answer refuses the claim (the rule cannot be checked; the
 client tries again).
 
-The requests run on a thread of their own; the caller gets the answer through its callback
-(the front end moves it to its reactor thread).
+The requests (sharedsub.storage.cluster.claim_objects) run on a thread of their own; the caller
+gets the answer through its callback (the front end moves it to its reactor thread). This module
+decides; the objects' bodies and requests are the storage module's.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import json
 import logging
 import time
 from collections.abc import Callable
@@ -32,7 +32,8 @@ from typing import Literal
 from sharedsub.core import layout
 from sharedsub.core.ownership.members import fence_token
 from sharedsub.runtime.cluster.cluster_status import read_member
-from sharedsub.storage.objects.store import AlreadyExists, ObjectNotFound, ObjectStore, PreconditionFailed, StoreFailure
+from sharedsub.storage.cluster.claim_objects import Claim, create_claim, read_claim, release_claim, replace_claim
+from sharedsub.storage.objects.store import AlreadyExists, ObjectStore, PreconditionFailed, StoreFailure
 
 log = logging.getLogger(__name__)
 
@@ -93,13 +94,8 @@ class MemberClaims:
         member is gone, or that this member takes back."""
 
         def run() -> None:
-            key = claim_key(self._kind, name)
             try:
-                got = self._store.get(key)
-                if json.loads(got.data).get("token") == self._token:
-                    self._store.delete(key)
-            except (ObjectNotFound, ValueError):
-                pass
+                release_claim(self._store, claim_key(self._kind, name), self._token)
             except StoreFailure as exc:
                 log.warning("could not release %s %r: %s", self._kind, name, exc)
 
@@ -117,28 +113,23 @@ class MemberClaims:
             StoreFailure: the store did not answer.
         """
         key = claim_key(self._kind, name)
-        body = json.dumps({"slot": self._slot, "token": self._token}).encode()
+        mine = Claim(self._slot, self._token)
         for _ in range(3):
             try:
-                self._store.put_if_absent(key, body)
+                create_claim(self._store, key, mine)
                 return None
             except AlreadyExists:
                 pass
-            try:
-                got = self._store.get(key)
-            except ObjectNotFound:
+            got = read_claim(self._store, key)
+            if got is None:
                 continue  # released meanwhile: claim again
-            try:
-                held = json.loads(got.data)
-                slot, token = int(held["slot"]), int(held["token"])
-            except (ValueError, KeyError, TypeError):
-                slot, token = -1, -1  # not a claim: void
-            if token == self._token:
+            held, etag = got  # an object that is not a claim reads as slot -1, token -1: void
+            if held.token == self._token:
                 return None  # this member's own (a connection or link it just lost, not released yet)
-            if not self._void(slot, token):
-                return Held(slot)
+            if not self._void(held.slot, held.token):
+                return Held(held.slot)
             try:
-                self._store.put_if_match(key, body, got.meta.etag)
+                replace_claim(self._store, key, mine, etag)
                 return None
             except PreconditionFailed:
                 continue  # someone else claimed or released it meanwhile

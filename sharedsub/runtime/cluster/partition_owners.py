@@ -41,14 +41,8 @@ from sharedsub.core.ownership.partition_owners import Action, Owner, decide, idl
 from sharedsub.runtime.cluster.cluster_status import read_member
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.cluster.lease_objects import read_lease
-from sharedsub.storage.cluster.owner_records import (
-    OwnerRecord,
-    clear_presence,
-    read_owners,
-    read_presence,
-    set_presence,
-    write_owner,
-)
+from sharedsub.storage.cluster.owner_records import OwnerRecord, read_owners, write_owner
+from sharedsub.storage.cluster.presence import clear_presence, read_presence, set_presence
 from sharedsub.storage.delta.tables import table_exists
 from sharedsub.storage.objects.store import ObjectStore, PreconditionFailed, StoreFailure
 

@@ -3,5 +3,10 @@ sharedsub.core.layout's; the rules sharedsub.core.ownership's): each one small J
 written with the store's conditional puts, never with a lock.
 
 - ``lease_objects``: lease objects (read, create, replace): member slots, the fan-out's.
-- ``owner_records``: what members sharing a subscription write: consumer presence, dispatch owners.
+- ``record_keys``: where these records are in a store (a data-dir-relative key under the data
+  dir's own key; the names under a prefix).
+- ``presence``: which members have consumers of a subscription generation.
+- ``owner_records``: which member dispatches each topic partition of a subscription generation.
+- ``claim_objects``: names one member holds at a time (a JMS ClientID, an unshared durable
+  subscription's one consumer): create, read, replace, release.
 """

@@ -1,5 +1,6 @@
 """Presence and dispatch-owner objects of members sharing a subscription
-(sharedsub.storage.cluster.owner_records), on a local store and on a real S3 server."""
+(sharedsub.storage.cluster.owner_records, presence), and claim objects
+(sharedsub.storage.cluster.claim_objects), on a local store and on a real S3 server."""
 
 from __future__ import annotations
 
@@ -7,14 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from sharedsub.storage.cluster.owner_records import (
-    OwnerRecord,
-    clear_presence,
-    read_owners,
-    read_presence,
-    set_presence,
-    write_owner,
-)
+from sharedsub.storage.cluster.claim_objects import Claim, create_claim, read_claim, release_claim, replace_claim
+from sharedsub.storage.cluster.owner_records import OwnerRecord, read_owners, write_owner
+from sharedsub.storage.cluster.presence import clear_presence, read_presence, set_presence
 from sharedsub.storage.objects import open_store
 from sharedsub.storage.objects.store import AlreadyExists, ObjectStore, PreconditionFailed
 from tests.s3_server import S3Server
@@ -58,3 +54,34 @@ def test_members_say_they_have_consumers_and_take_it_back(where: tuple[ObjectSto
     clear_presence(store, base, KEY, 1, 0)
     clear_presence(store, base, KEY, 1, 0)  # twice: nothing to remove, no error
     assert read_presence(store, base, KEY, 1) == {1: (1 << 32) | 1}
+
+
+def test_a_claim_is_created_once_replaced_on_its_tag_and_released_only_by_its_token(
+    where: tuple[ObjectStore, str],
+) -> None:
+    store, _ = where
+    key = "_cluster/containers/6331"  # (a test may spell a key: only shipped modules must not)
+    assert read_claim(store, key) is None
+    create_claim(store, key, Claim(0, 3))
+    with pytest.raises(AlreadyExists):
+        create_claim(store, key, Claim(1, 5))
+    found = read_claim(store, key)
+    assert found is not None and found[0] == Claim(0, 3)
+    with pytest.raises(PreconditionFailed):
+        replace_claim(store, key, Claim(1, 5), '"not-its-tag"')
+    replace_claim(store, key, Claim(1, 5), found[1])
+    release_claim(store, key, 3)  # another's token: stays
+    after = read_claim(store, key)
+    assert after is not None and after[0] == Claim(1, 5)
+    release_claim(store, key, 5)
+    assert read_claim(store, key) is None
+    release_claim(store, key, 5)  # twice: nothing to remove, no error
+
+
+def test_an_object_that_is_not_a_claim_reads_as_no_member_s(where: tuple[ObjectStore, str]) -> None:
+    store, _ = where
+    store.put("_cluster/subscriptions/78", b"not json")
+    found = read_claim(store, "_cluster/subscriptions/78")
+    assert found is not None and found[0] == Claim(-1, -1)
+    release_claim(store, "_cluster/subscriptions/78", -1)  # not a claim: left alone
+    assert read_claim(store, "_cluster/subscriptions/78") is not None
