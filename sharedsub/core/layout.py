@@ -28,6 +28,13 @@ Layout (all Delta tables unless noted)::
     <data>/_cluster/consumers/<key>/g<gen>/<slot>
                                              member <slot> has consumers of that generation
                                              (several members; JSON)
+    <data>/_cluster/containers/<hex of a name>
+    <data>/_cluster/subscriptions/<hex of a name>
+                                             the member holding a JMS ClientID, an unshared durable
+                                             subscription's one consumer (several members; JSON;
+                                             sharedsub.runtime.cluster.member_claims)
+    <data>/_cluster/probe/<uuid>             the start-up check of a store (sharedsub.storage.objects.probe)
+    <data>/_cluster/write-probe              the committer's check that a store takes writes again
     <data>/_service.json                     the running service: pid, AMQP (amqps) and HTTP addresses (JSON)
     <data>/_users.json                       users and their SCRAM keys, mode 0600 (JSON; sharedsub.runtime.users),
                                              unless [security] users_file names another path
@@ -42,6 +49,9 @@ and keep one int64 space per topic: partition ``k`` numbers its messages from ``
 (:func:`partition_seq_base`), so every seq-keyed structure (acks, dispatch, payload index,
 app transactions per partition) stays unique per topic and :func:`partition_of_seq` finds a row's
 partition from its seq alone. 2**40 messages per partition, 2**23 partitions.
+
+Every ``_cluster/`` key is spelled here and nowhere else in the shipped code
+(tests/unit/test_cluster_keys.py).
 
 Pure: no I/O besides string handling.
 """
@@ -61,6 +71,9 @@ FANOUT_PENDING = "_fanout/pending"
 FANOUT_PROGRESS = "_fanout/progress.json"
 SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
+# The objects members of a data dir on object storage share (leases, claims, presence, owners);
+# the first segment of every key below that starts with it.
+CLUSTER_DIR = "_cluster"
 # The lease objects of the member slots of a data dir on object storage, one per front end
 # (sharedsub.core.ownership.members; slot k writes topic partition k).
 MEMBERS_DIR = "_cluster/members"
@@ -68,6 +81,9 @@ MEMBERS_DIR = "_cluster/members"
 FANOUT_LEASE = "_cluster/fanout"
 # What the committer puts and deletes to learn whether a store takes writes again during an outage.
 WRITE_PROBE = "_cluster/write-probe"
+# Where the start-up check of a store writes its objects, one ``<uuid>`` each
+# (sharedsub.storage.objects.probe).
+STORE_PROBE_PREFIX = "_cluster/probe/"
 
 # Topic names double as directory names and as the first segment of an AMQP address, so
 # they may not contain '/' and are kept to a portable character set.
@@ -159,6 +175,13 @@ def consumer_presence_dir(key: str, generation: int) -> str:
 def consumer_presence(key: str, generation: int, slot: int) -> str:
     """Member ``slot``'s presence object for a subscription generation."""
     return f"{consumer_presence_dir(key, generation)}/{slot}"
+
+
+def claim_key(kind: str, name: str) -> str:
+    """The claim object of ``name`` among ``kind``'s (``containers``: a JMS ClientID;
+    ``subscriptions``: an unshared durable subscription's key), relative to the data dir; the
+    name in hex, so any name is a safe key (sharedsub.runtime.cluster.member_claims)."""
+    return f"{CLUSTER_DIR}/{kind}/{name.encode().hex()}"
 
 
 def member_lease(slot: int) -> str:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from sharedsub.core import layout
 from sharedsub.storage.cluster.claim_objects import Claim, create_claim, read_claim, release_claim, replace_claim
 from sharedsub.storage.cluster.owner_records import OwnerRecord, read_owners, write_owner
 from sharedsub.storage.cluster.presence import clear_presence, read_presence, set_presence
@@ -60,7 +61,7 @@ def test_a_claim_is_created_once_replaced_on_its_tag_and_released_only_by_its_to
     where: tuple[ObjectStore, str],
 ) -> None:
     store, _ = where
-    key = "_cluster/containers/6331"  # (a test may spell a key: only shipped modules must not)
+    key = layout.claim_key("containers", "c1")
     assert read_claim(store, key) is None
     create_claim(store, key, Claim(0, 3))
     with pytest.raises(AlreadyExists):
@@ -80,8 +81,9 @@ def test_a_claim_is_created_once_replaced_on_its_tag_and_released_only_by_its_to
 
 def test_an_object_that_is_not_a_claim_reads_as_no_member_s(where: tuple[ObjectStore, str]) -> None:
     store, _ = where
-    store.put("_cluster/subscriptions/78", b"not json")
-    found = read_claim(store, "_cluster/subscriptions/78")
+    key = layout.claim_key("subscriptions", "x")
+    store.put(key, b"not json")
+    found = read_claim(store, key)
     assert found is not None and found[0] == Claim(-1, -1)
-    release_claim(store, "_cluster/subscriptions/78", -1)  # not a claim: left alone
-    assert read_claim(store, "_cluster/subscriptions/78") is not None
+    release_claim(store, key, -1)  # not a claim: left alone
+    assert read_claim(store, key) is not None

@@ -8,12 +8,12 @@ Two rules of seed 000 hold across the members the way one front end holds them i
 
 With several members each one **claims** the name (kind ``containers``: the container id; kind
 ``subscriptions``: the subscription key) by a create-only object ``_cluster/<kind>/<hex of the
-name>`` = ``{slot, token}`` before it opens the connection or attaches the consumer, and deletes
-it when that ends. A claim is void once its member's slot carries another token, is released, or
-belongs to a process of this host that is gone, or its lease was not written for a whole TTL by
-the store's clock (a member that died elsewhere): then the next claimant replaces it with a put
-on its tag. A store that does not answer refuses the claim (the rule cannot be checked; the
-client tries again).
+name>`` (sharedsub.core.layout.claim_key) = ``{slot, token}`` before it opens the connection or
+attaches the consumer, and deletes it when that ends. A claim is void once its member's slot
+carries another token, is released, or belongs to a process of this host that is gone, or its
+lease was not written for a whole TTL by the store's clock (a member that died elsewhere): then
+the next claimant replaces it with a put on its tag. A store that does not answer refuses the
+claim (the rule cannot be checked; the client tries again).
 
 The requests (sharedsub.storage.cluster.claim_objects) run on a thread of their own; the caller
 gets the answer through its callback (the front end moves it to its reactor thread). This module
@@ -38,11 +38,6 @@ from sharedsub.storage.objects.store import AlreadyExists, ObjectStore, Precondi
 log = logging.getLogger(__name__)
 
 ClaimKind = Literal["containers", "subscriptions"]
-
-
-def claim_key(kind: ClaimKind, name: str) -> str:
-    """The claim object of ``name`` (hex: any name is a safe key)."""
-    return f"_cluster/{kind}/{name.encode().hex()}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -95,7 +90,7 @@ class MemberClaims:
 
         def run() -> None:
             try:
-                release_claim(self._store, claim_key(self._kind, name), self._token)
+                release_claim(self._store, layout.claim_key(self._kind, name), self._token)
             except StoreFailure as exc:
                 log.warning("could not release %s %r: %s", self._kind, name, exc)
 
@@ -112,7 +107,7 @@ class MemberClaims:
         Raises:
             StoreFailure: the store did not answer.
         """
-        key = claim_key(self._kind, name)
+        key = layout.claim_key(self._kind, name)
         mine = Claim(self._slot, self._token)
         for _ in range(3):
             try:

@@ -7,9 +7,8 @@ from __future__ import annotations
 import uuid
 
 from sharedsub.core.errors import StoreUnusable
+from sharedsub.core.layout import STORE_PROBE_PREFIX
 from sharedsub.storage.objects.store import AlreadyExists, ObjectStore, PreconditionFailed, StoreFailure
-
-PROBE_PREFIX = "_cluster/probe/"
 
 
 def probe_store(store: ObjectStore, prefix: str = "", *, data_dir: str | None = None) -> None:
@@ -20,7 +19,8 @@ def probe_store(store: ObjectStore, prefix: str = "", *, data_dir: str | None = 
             which setting to check.
     """
     where = data_dir or store.root
-    key = f"{prefix.rstrip('/')}/{PROBE_PREFIX}{uuid.uuid4().hex}" if prefix else f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    name = f"{STORE_PROBE_PREFIX}{uuid.uuid4().hex}"
+    key = f"{prefix.rstrip('/')}/{name}" if prefix else name
     try:
         first = store.put_if_absent(key, b"probe 1")
         try:

@@ -10,12 +10,14 @@ from __future__ import annotations
 import collections
 import threading
 
+from sharedsub.core import layout
+
 # Path segments that name a family, first match from the left (keys are bucket-relative).
 _FAMILIES = {
     "topics": "topics",
     "subscriptions": "subscriptions",
     "catalog": "catalog",
-    "_cluster": "cluster",
+    layout.CLUSTER_DIR: "cluster",
     "_fanout": "fanout",
     "_users.json": "users",
 }
