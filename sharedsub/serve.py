@@ -25,6 +25,7 @@ from connectors.amqp.cluster_port import ReactorSubscriptions
 from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
+from connectors.amqp.wire import reactor_thread
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
@@ -334,6 +335,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     """
     configure_logging_from(settings)
     start_from_env(os.environ)  # off unless SHAREDSUB_TRACEMALLOC_DIR is set (diagnosis)
+    reactor_thread.install_from_env(os.environ)  # off unless SHAREDSUB_PROTON_THREAD_CHECK is set (debug)
     # The reactor thread is CPU-bound Python; the committer and tailer threads call into Rust and
     # need the GIL briefly and often. A short switch interval keeps them from queuing behind the
     # reactor for 5 ms at every hand-over (measured: commits ~3x faster under publish load).

@@ -1,12 +1,45 @@
-"""Fixtures every tier may ask for: the one S3 server of the session (tests/s3_server.py)."""
+"""Fixtures every tier may ask for: the one S3 server of the session (tests/s3_server.py); and,
+for every test, the proton thread check (connectors/amqp/wire/reactor_thread.py) in every
+``sharedsub serve``/``frontend`` the suite starts: a proton call or release off the reactor
+thread fails the test that was running."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from connectors.amqp.wire.reactor_thread import ENV as PROTON_THREAD_CHECK
+from connectors.amqp.wire.reactor_thread import REPORT_PREFIX
 from tests.s3_server import S3Server
+
+
+@pytest.fixture(scope="session", autouse=True)
+def proton_thread_reports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The directory every service the suite starts reports proton thread violations to (set in
+    this process's environment, which each service inherits)."""
+    reports = Path(os.environ.get(PROTON_THREAD_CHECK) or tmp_path_factory.mktemp("proton-thread"))
+    reports.mkdir(parents=True, exist_ok=True)
+    before = os.environ.get(PROTON_THREAD_CHECK)
+    os.environ[PROTON_THREAD_CHECK] = str(reports)
+    try:
+        yield reports
+    finally:
+        if before is None:
+            os.environ.pop(PROTON_THREAD_CHECK, None)
+
+
+@pytest.fixture(autouse=True)
+def no_proton_thread_violation(proton_thread_reports: Path) -> Iterator[None]:
+    """Fail the test during which a service reported a proton object touched off its reactor thread."""
+    seen = set(proton_thread_reports.glob(f"{REPORT_PREFIX}*"))
+    yield
+    new = sorted(set(proton_thread_reports.glob(f"{REPORT_PREFIX}*")) - seen)
+    if new:
+        reports = "\n\n".join(p.read_text(encoding="utf-8", errors="replace") for p in new[:3])
+        pytest.fail(f"{len(new)} proton thread violation(s) reported by a service:\n{reports}", pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 from proton import Connection, Handler, Transport
 
+from connectors.amqp.wire import reactor_thread
 from connectors.amqp.wire.proton_events import EventCollector, EventPump
 
 log = logging.getLogger(__name__)
@@ -329,7 +330,9 @@ class EngineLoop:
         self._stopped = True
 
     def run(self) -> None:
-        """Serve until :meth:`stop`."""
+        """Serve until :meth:`stop`; the calling thread is the reactor's from now on
+        (connectors/amqp/wire/reactor_thread.py)."""
+        reactor_thread.bind()
         select = self._selector.select
         injector = self.injector
         while not self._stopped:
