@@ -120,6 +120,25 @@ def test_a_waiting_loop_is_woken_by_a_trigger() -> None:
     assert handler.got == [1]
 
 
+def test_a_call_made_as_the_previous_one_is_answered_wakes_the_loop_every_time() -> None:
+    """One thread waits for each call's answer, then queues the next (what the cluster port and
+    the admin endpoint do): no other wake-up comes, so a lost one hangs the loop for an hour.
+    Clearing the flag before reading the wake-up bytes lost one within a few such calls."""
+    import concurrent.futures
+
+    loop = EngineLoop(_Recorder())
+    thread = threading.Thread(target=loop.run, daemon=True)
+    thread.start()
+    try:
+        for i in range(300):
+            answered: concurrent.futures.Future[int] = concurrent.futures.Future()
+            loop.injector.call(functools.partial(answered.set_result, i))
+            assert answered.result(5) == i, f"call {i} was not run"
+    finally:
+        loop.injector.call(loop.stop)
+        thread.join(5)
+
+
 def test_a_closed_injector_drops_what_comes_after() -> None:
     injector = Injector()
     handler = _Recorder()

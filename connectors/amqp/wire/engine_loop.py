@@ -120,7 +120,7 @@ class Injector:
         :meth:`close` was called)."""
         if self._closed:
             return
-        self._queue.append(fn)  # first: a take() that clears the flag after this finds it
+        self._queue.append(fn)  # first: a take() that clears the flag after this append also takes fn
         if self._signalled:
             return  # a wake-up is on its way, and the take() it leads to comes after this append
         self._signalled = True
@@ -134,16 +134,22 @@ class Injector:
     def take(self) -> list[Call]:
         """Everything queued (the loop's thread), oldest first; clears the wake-up.
 
-        The flag is cleared before the wake-up bytes are read and the queue is emptied: a
-        call appended after the emptying was appended after the clearing, so its :meth:`call` saw
-        the flag down and wrote a wake-up byte of its own.
+        The wake-up bytes are read first, then the flag is cleared, then the queue is emptied.
+        A call that finds the flag up was queued after some call raised it since the last
+        clearing; that call's byte was written after the reading that preceded the clearing, so
+        it is still to be read: the loop wakes and a later take() finds what was queued. A call
+        that finds the flag down writes its own byte. (Clearing before reading lost wake-ups: a
+        call raising the flag between the clearing and the reading had its byte read at once,
+        its function taken in the same pass, and the flag left up with no byte on its way, so
+        the next call queued, found it up, wrote nothing, and waited for some other wake-up:
+        tests/unit/test_engine_loop.py.)
         """
-        self._signalled = False
         try:
             while self.reader.recv(4096):
                 pass
         except (BlockingIOError, InterruptedError, OSError):
             pass
+        self._signalled = False
         queue = self._queue
         items = []
         while queue:
@@ -157,6 +163,11 @@ class Injector:
     def close(self) -> None:
         """Take no more calls (those queued still run)."""
         self._closed = True
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called (calls are dropped from then on)."""
+        return self._closed
 
     def dispose(self) -> None:
         """Close the socket pair (the loop has ended)."""
