@@ -21,7 +21,6 @@ import time
 import types
 from collections.abc import Callable
 
-from connectors.amqp.cluster_port import ReactorSubscriptions
 from connectors.amqp.operations import FrontEndOperations
 from connectors.amqp.parts import build_parts
 from connectors.amqp.server import FrontEndServer
@@ -29,17 +28,13 @@ from connectors.amqp.wire import reactor_thread
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
-from sharedsub.core.config import Settings, on_object_store, several_members
+from sharedsub.core.config import Settings, on_object_store
 from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_data_dir, own_fanout
-from sharedsub.runtime.cluster.member_claims import ClaimKind, MemberClaims
-from sharedsub.runtime.cluster.member_view import MemberView
-from sharedsub.runtime.cluster.partition_owners import PartitionOwners
-from sharedsub.runtime.cluster.peer_consumers import PeerConsumers
 from sharedsub.runtime.discovery import (
     ServiceInfo,
     pid_alive,
@@ -54,7 +49,6 @@ from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
-from sharedsub.storage.objects import open_store
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.probe import probe_store
 from sharedsub.storage.objects.store import StoreFailure
@@ -258,70 +252,6 @@ def fanout_child(
     )
 
 
-class Membership:
-    """What a front end on object storage runs beside its peers: the view of the other members,
-    whose addresses each open frame advertises (``failover-server-list``), started at once; and,
-    with several members allowed (``[cluster] max_members`` > 1), the claims that keep a JMS
-    ClientID to one connection and an unshared durable subscription to one consumer across
-    them, the count of other members' consumers that attach and detach decisions take, and the
-    thread that decides which partitions of each subscription this member dispatches, started
-    once the reactor runs (:meth:`start_dispatch`). Nothing for a local data dir."""
-
-    def __init__(self, settings: Settings, server: FrontEndServer, owner: DataDirLock) -> None:
-        self.members = MemberView(settings.data_dir).start(server.url) if on_object_store(settings) else None
-        if self.members is not None:
-            server.handler.failover_peers = self.members.peers
-        self.partition_owners = _partition_owners(settings, server, owner)
-        self.claims: MemberClaims | None = None
-        self.peers: PeerConsumers | None = None
-        if self.partition_owners is not None:
-            owners = self.partition_owners
-            server.consumers_elsewhere = owners.consumers_elsewhere
-            server.member_status = owners.status
-
-            def claims(kind: ClaimKind) -> MemberClaims:
-                store = open_store(settings.data_dir)
-                return MemberClaims(store, kind, slot=owners.slot, token=owners.token, pid_alive=pid_alive)
-
-            self.claims = server.handler.container_claims = claims("containers")
-            self.peers = PeerConsumers(
-                settings.data_dir, claims("subscriptions"), owners.consumers_elsewhere, server.handler.run_on_reactor
-            )
-            server.handler.subscriptions.others = self.peers
-
-    def start_dispatch(self) -> None:
-        """Start sharing dispatch (the reactor runs now)."""
-        if self.partition_owners is not None:
-            self.partition_owners.start()
-
-    def stop(self) -> None:
-        """Stop both."""
-        if self.members is not None:
-            self.members.stop()
-        if self.partition_owners is not None:
-            self.partition_owners.stop()
-        if self.claims is not None:
-            self.claims.stop()
-        if self.peers is not None:
-            self.peers.stop()
-
-
-def _partition_owners(settings: Settings, server: FrontEndServer, owner: DataDirLock) -> PartitionOwners | None:
-    if not several_members(settings) or owner.epoch is None:
-        return None
-    return PartitionOwners(
-        settings.data_dir,
-        open_store(settings.data_dir),
-        slot=owner.slot,
-        token=owner.epoch,
-        max_members=settings.cluster.max_members,
-        local=ReactorSubscriptions(server),
-        interval=settings.cluster.interval,
-        drain_timeout=settings.cluster.drain_timeout,
-        pid_alive=pid_alive,
-    )
-
-
 def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     """Run the front end (and, ``with_fanout``, the fan-out child) until SIGINT/SIGTERM; the exit code.
 
@@ -360,7 +290,8 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         # A missing or broken permissions file raises ConfigError here: never start more open.
         permissions=PolicyStore(settings.security.permissions_file),
     )
-    server = FrontEndServer(parts)
+    fanout = fanout_child(settings, config, parts.tailer.hint, fanout_lease) if with_fanout else None
+    server = FrontEndServer(parts, fanout_status=fanout.status if fanout is not None else None)
     owner.when_lost(lambda reason: fail_stop(f"lost the owner lease: {reason}"))  # (sharedsub.core.ownership.lease)
     fanout_lease.when_lost(lambda reason: fail_stop(f"lost the fan-out lease: {reason}"))
     host, port = server.listen()
@@ -374,11 +305,8 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         raise
     announce_service(settings, host, port, http, server.tls_port, owner.slot)
     owner.announce(server.url, http.url if http else None)
-    membership = Membership(settings, server, owner)
-    fanout = fanout_child(settings, config, server.handler.tailer.hint, fanout_lease) if with_fanout else None
+    membership = parts.cluster.membership  # started with the loop, stopped after it
     fanout_failed = False
-    if fanout is not None:
-        server.fanout_status = fanout.status
 
     def on_signal(signum: int, _frame: types.FrameType | None) -> None:
         logging.getLogger("sharedsub").info("signal %d: stopping", signum)
@@ -391,7 +319,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     ready_line = " ".join(u for u in ("sharedsub ready", server.url, server.tls_url) if u)
 
     def announce() -> None:
-        membership.start_dispatch()
+        membership.start(server.url)
         if fanout is not None:
             fanout.start()
 

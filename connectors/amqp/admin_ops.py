@@ -21,7 +21,8 @@ from sharedsub.runtime.inspection import display_name, find_subscription
 
 log = logging.getLogger(__name__)
 
-Op = Operation
+Op = Operation[dict[str, object]]
+"""An admin operation whose future gets the JSON-ready reply."""
 
 
 def _describe(rec: SubscriptionRecord) -> dict[str, object]:
@@ -36,13 +37,13 @@ def _fail_on_error(future: concurrent.futures.Future[dict[str, object]], result:
     return True
 
 
-def find(name: str) -> Op:
+def find(name: str) -> Operation[tuple[str, int]]:
     """The key and generation of the subscription ``name`` designates (before an unsubscribe
     asks the other members whether they have consumers of it)."""
 
-    def op(front: FrontEnd, future: concurrent.futures.Future[dict[str, object]]) -> None:
+    def op(front: FrontEnd, future: concurrent.futures.Future[tuple[str, int]]) -> None:
         rec = find_subscription(front.subscriptions.records, name)
-        future.set_result({"key": rec.key, "generation": rec.generation})
+        future.set_result((rec.key, rec.generation))
 
     return op
 

@@ -92,19 +92,20 @@ def _clashing_keys(identity: SubscriptionKey) -> list[str]:
 
 class OtherMembers(Protocol):
     """What the other members of the data dir hold (docs/design.md §8), asked off the reactor
-    thread; every answer comes back on the reactor thread."""
+    thread; every answer comes back on the reactor thread, and what waits for it (the link)
+    never leaves that thread (connectors/amqp/cluster_port.py, ClusterPort is the one)."""
 
-    def look(self, keys: list[str], done: Callable[[Seen | None], None]) -> None:
-        """``done(Seen)``: the catalog's latest records of ``keys`` and their consumers on the
-        other live members; ``done(None)`` when the store did not answer."""
+    def look(self, keys: list[str], then: Callable[[Seen | None], None]) -> None:
+        """``then(Seen)``: the catalog's latest records of ``keys`` and their consumers on the
+        other live members; ``then(None)`` when the store did not answer."""
         ...
 
-    def claim(self, key: str, done: Callable[[Held | None], None]) -> None:
+    def claim_subscription(self, key: str, then: Callable[[Held | None], None]) -> None:
         """Claim ``key`` for this member's one consumer of an unshared durable subscription:
-        ``done(None)`` when it is this member's."""
+        ``then(None)`` when it is this member's."""
         ...
 
-    def release(self, key: str) -> None:
+    def release_subscription(self, key: str) -> None:
         """Give the claim of ``key`` up."""
         ...
 
@@ -123,13 +124,15 @@ class Subscriptions:
         user_of: Callable[[proton.Connection], str | None] = lambda _conn: None,
         permissions: PolicyStore | None = None,
         endpoints: EndpointState | None = None,
+        others: OtherMembers | None = None,
     ) -> None:
         """``dispatcher``: where consumer links are served (it owns delivery state);
         ``continuations``: the front end's registry of what a committer request leaves behind
         (connectors/amqp/tokens.py); ``user_of(connection)``: who authenticated on it (None:
         anonymous); ``permissions``: the policy attaches are checked against (None: the open one,
         sharedsub.core.security.permissions); ``endpoints``: where consumer links' states are
-        kept (shared with the handler)."""
+        kept (shared with the handler); ``others``: the other members of the data dir (None:
+        this front end is alone)."""
         self.settings = settings
         # Several members share the data dir's subscriptions (docs/design.md §8): their
         # settlements are recorded for every generation, non-durable ones too.
@@ -151,9 +154,9 @@ class Subscriptions:
         # Subscriptions without consumers whose lifetime ends with a session or connection.
         self._scoped: dict[str, tuple[str, proton.Session | proton.Connection]] = {}
         self._replaying: set[str] = set()  # keys with a replay in progress (connectors/amqp/replays.py)
-        # Several members (set by the service): attach and detach decisions count their
-        # consumers too, and an unshared durable subscription's consumer is claimed across them.
-        self.others: OtherMembers | None = None
+        # Several members: attach and detach decisions count their consumers too, and an
+        # unshared durable subscription's consumer is claimed across them.
+        self.others = others
         self._claimed: set[str] = set()  # keys claimed here (unshared durable, a consumer attached)
 
     def durable_tables(self) -> list[tuple[str, str]]:
@@ -313,7 +316,7 @@ class Subscriptions:
             gone = not link.state & Endpoint.LOCAL_UNINIT or link.state & Endpoint.REMOTE_CLOSED
             if gone or (known and self.records.get(rec.key) is not rec):
                 if held is None and self._dispatcher.consumers(rec.key) == 0:
-                    others.release(rec.key)
+                    others.release_subscription(rec.key)
                 if not gone:
                     self.open_consumer(link)  # the subscription changed meanwhile: decide again
                 return
@@ -326,7 +329,7 @@ class Subscriptions:
                 self._claimed.add(rec.key)
                 then()
 
-        others.claim(rec.key, claimed)
+        others.claim_subscription(rec.key, claimed)
 
     def _generation_record(
         self, decision: Create | NewGeneration, previous: SubscriptionRecord | None, user: str | None
@@ -455,7 +458,7 @@ class Subscriptions:
         remaining = self._dispatcher.remove_consumer(state.key, link)
         if remaining == 0 and state.key in self._claimed and self.others is not None:
             self._claimed.discard(state.key)
-            self.others.release(state.key)
+            self.others.release_subscription(state.key)
         rec = self.records.get(state.key)
         if rec is None or rec.table != state.table:
             reply(closed, None)

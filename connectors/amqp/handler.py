@@ -17,7 +17,7 @@ import concurrent.futures
 import functools
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import proton
@@ -39,7 +39,7 @@ from sharedsub.core.ops import metrics
 from sharedsub.core.publish import amqp_message
 from sharedsub.core.publish.topic_row import topic_columns
 from sharedsub.core.security.permissions import Permission
-from sharedsub.runtime.cluster.member_claims import Held, MemberClaims
+from sharedsub.runtime.cluster.member_claims import Held
 from sharedsub.runtime.commit_requests import Publish, Result
 from sharedsub.runtime.tailer import Row
 from sharedsub.storage import topics
@@ -136,6 +136,7 @@ class FrontEnd(Handler):
         self.identities = parts.identities
         self.permissions = parts.permissions
         self.endpoints = parts.endpoints
+        self.cluster = parts.cluster
         # What committer requests leave behind on this thread (connectors/amqp/tokens.py).
         self.publishes: Tokens[PublishContext] = Tokens()
         self.continuations: Tokens[Continuation] = Tokens()
@@ -156,6 +157,7 @@ class FrontEnd(Handler):
             user_of=self.user_of,
             permissions=self.permissions,
             endpoints=self.endpoints,
+            others=self.cluster if self.cluster.several else None,
         )
         self.coordinator = Coordinator(
             txn_rules.Transactions(
@@ -167,14 +169,11 @@ class FrontEnd(Handler):
             end_settlements=self.dispatcher.discharge,
         )
         self.connections: set[proton.Connection] = set()
-        # The other members of the data dir, (host, port) each (sharedsub.runtime.cluster.member_view;
-        # set by the service on object storage): each open frame advertises them.
-        self.failover_peers: Callable[[], Sequence[tuple[str, int]]] = tuple
-        # With several members: container ids claimed across them (set by the service), and
-        # the connections holding a claim here.
-        self.container_claims: MemberClaims | None = None
+        # The other members (connectors/amqp/cluster_port.py): each open frame advertises them;
+        # with several, a ClientID is claimed across them. The connections holding such a claim:
         self._claims: dict[proton.Connection, str] = {}
         parts.inbox.connect(self)
+        self.cluster.connect(self)
 
     def user_of(self, conn: proton.Connection) -> str | None:
         """The user ``conn`` authenticated as; None = anonymous."""
@@ -286,22 +285,18 @@ class FrontEnd(Handler):
             _refuse_client_id(conn, f"container-id {container!r} is already connected; the JMS ClientID must be unique")
             log.info("refused a second connection for container %r", container)
             return
-        if sole and self.container_claims is not None:
-            # Several members: the ClientID must be unique across them too (runtime/cluster/member_claims).
-            claims = self.container_claims
-
-            def claimed(held: Held | None) -> None:  # the claims thread
-                self.run_on_reactor(lambda: self._claimed(conn, container, held))
-
-            claims.claim(container, claimed)
+        if sole and self.cluster.several:
+            # Several members: the ClientID must be unique across them too (runtime/cluster/member_claims);
+            # the answer comes back on this thread, the connection never leaves it.
+            self.cluster.claim_container(container, functools.partial(self._claimed, conn, container))
             return
         self._accept_open(conn, container)
 
     def _claimed(self, conn: proton.Connection, container: str, held: Held | None) -> None:
         """The cluster's answer to a connection's claim of its container id (reactor thread)."""
         if conn.state & Endpoint.REMOTE_CLOSED or conn.transport is None:
-            if held is None and self.container_claims is not None:
-                self.container_claims.release(container)  # it went away meanwhile
+            if held is None:
+                self.cluster.release_container(container)  # it went away meanwhile
             return
         if held is not None:
             refusal = held.describe(f"container-id {container!r}", "is already connected to")
@@ -330,7 +325,7 @@ class FrontEnd(Handler):
             # Proton advertises this in the open and closes the transport when nothing arrives
             # for that long (on_transport_closed then releases what the connection held).
             conn.transport.idle_timeout = self.settings.server.idle_timeout
-        peers = self.failover_peers()
+        peers = self.cluster.failover_peers()
         if peers:
             # docs/wire.md §1.1: the Qpid JMS client on a failover: URI takes these as the other
             # servers to reconnect to (network-host, port, scheme per server).
@@ -637,8 +632,8 @@ class FrontEnd(Handler):
 
     def _connection_gone(self, conn: proton.Connection) -> None:
         container = self._claims.pop(conn, None)
-        if container is not None and self.container_claims is not None:
-            self.container_claims.release(container)
+        if container is not None:
+            self.cluster.release_container(container)
         if conn not in self.connections:
             return
         self._links_gone(conn)
@@ -668,6 +663,9 @@ class FrontEnd(Handler):
             link = link.next(0)
 
 
-Operation = Callable[[FrontEnd, "concurrent.futures.Future[dict[str, object]]"], None]
+_R = TypeVar("_R")
+
+Operation = Callable[[FrontEnd, concurrent.futures.Future[_R]], None]
 """Work another thread runs on the front end's thread (connectors.amqp.server.FrontEndServer.call):
-``op(front_end, future)`` completes ``future`` at once or from a later continuation."""
+``op(front_end, future)`` completes ``future`` at once or from a later continuation; the future's
+value is typed per operation (``Operation[T]``)."""

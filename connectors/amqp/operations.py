@@ -58,24 +58,19 @@ class FrontEndOperations:
         return status() if status is not None else None
 
     def member(self) -> dict[str, object] | None:  # noqa: D102
-        status = self._server.member_status
-        return status() if status is not None else None
+        status = self._server.cluster.status()
+        return None if status is None else {"slot": status.slot, "idle_consumers": status.idle_consumers}
 
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:  # noqa: D102
         elsewhere = 0
-        consumers_elsewhere = self._server.consumers_elsewhere
-        if consumers_elsewhere is not None:  # several members: ask the store who has consumers
-            found = self._server.call(admin_ops.find(name), timeout)
-            key, generation = found["key"], found["generation"]
-            assert isinstance(key, str) and isinstance(generation, int)
-            elsewhere = consumers_elsewhere(key, generation)
-        result: dict[str, object] = self._server.call(admin_ops.unsubscribe(name, elsewhere=elsewhere), timeout)
-        return result
+        cluster = self._server.cluster
+        if cluster.several:  # several members: ask the store who has consumers
+            key, generation = self._server.call(admin_ops.find(name), timeout)
+            elsewhere = cluster.consumers_elsewhere(key, generation) or 0
+        return self._server.call(admin_ops.unsubscribe(name, elsewhere=elsewhere), timeout)
 
     def drop_topic(self, topic: str, *, force: bool, timeout: float) -> dict[str, object]:  # noqa: D102
-        result: dict[str, object] = self._server.call(admin_ops.drop_topic(topic, force=force), timeout)
-        return result
+        return self._server.call(admin_ops.drop_topic(topic, force=force), timeout)
 
     def replay(self, name: str, *, version: int | None, timestamp_ms: int | None, timeout: float) -> dict[str, object]:  # noqa: D102
-        result: dict[str, object] = self._server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), timeout)
-        return result
+        return self._server.call(replays.replay(name, version=version, timestamp_ms=timestamp_ms), timeout)

@@ -3,9 +3,11 @@
 :func:`build_parts` makes the ones ``sharedsub serve``/``frontend`` use (sharedsub.serve calls it):
 the group committer and the tailer threads, the payload cache they share, the dispatcher (which
 owns delivery state), the counters and stage timings /metrics reads, the permissions, who
-authenticated on each connection, and the :class:`Inbox` through which the threads hand their
-results to the front end's thread. :class:`~connectors.amqp.handler.FrontEnd` and
-:class:`~connectors.amqp.server.FrontEndServer` only use what they are given.
+authenticated on each connection, the :class:`Inbox` through which the threads hand their
+results to the front end's thread, and the cluster port with the membership behind it
+(connectors/amqp/cluster_port.py; a member alone on a local data dir).
+:class:`~connectors.amqp.handler.FrontEnd` and :class:`~connectors.amqp.server.FrontEndServer`
+only use what they are given.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Protocol
 
 import proton
 
+from connectors.amqp.cluster_port import ClusterPort
 from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.wire.engine_loop import Injector
@@ -27,6 +30,7 @@ from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish.publish_window import PublishWindow
 from sharedsub.core.security.authenticated import Identities
+from sharedsub.runtime.cluster.membership import MemberSlot, build_membership
 from sharedsub.runtime.commit_requests import Result
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
@@ -98,6 +102,7 @@ class FrontEndParts:
     identities: Identities
     endpoints: EndpointState
     publish_window: PublishWindow[proton.Link]
+    cluster: ClusterPort  # the membership and the front end's port to it
 
 
 def build_parts(
@@ -118,6 +123,8 @@ def build_parts(
     on object storage), ``on_fenced``: what stops the service when a commit meets a higher one;
     ``partition``: the topic partition this front end writes (its member slot); ``lapsed``:
     why its lease may be another's by now, asked before each write (sharedsub.runtime.committer).
+    With an ``epoch``, the membership is that of member slot ``partition`` (its fence token
+    the epoch); without, of a front end alone on a local data dir.
     """
     injector = Injector()
     inbox = Inbox(injector)
@@ -182,4 +189,10 @@ def build_parts(
         endpoints=EndpointState(),
         # Bytes handed to the committer and not committed yet, over all publishers.
         publish_window=PublishWindow(settings.publish.max_uncommitted_bytes),
+        cluster=ClusterPort(
+            injector,
+            lambda local, post: build_membership(
+                settings, MemberSlot(partition, epoch) if epoch is not None else None, local=local, post=post
+            ),
+        ),
     )

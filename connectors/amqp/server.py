@@ -21,6 +21,7 @@ import concurrent.futures
 import functools
 import logging
 from collections.abc import Callable
+from typing import TypeVar
 
 from connectors.amqp.arrow_pool import ArrowPoolRelease
 from connectors.amqp.handler import FrontEnd, Operation
@@ -34,13 +35,15 @@ from sharedsub.runtime.users import UserStore, users_path
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
+
 
 class _Root(FrontEnd):
     """FrontEnd plus the stop sequence, which needs the loop and the listeners."""
 
     server: FrontEndServer
 
-    def run_call(self, fn: Operation, future: concurrent.futures.Future[dict[str, object]]) -> None:
+    def run_call(self, fn: Operation[_T], future: concurrent.futures.Future[_T]) -> None:
         """Run a :meth:`FrontEndServer.call` function; what it raises fails its future."""
         if not future.set_running_or_notify_cancel():
             return  # the caller gave up before the reactor got to it
@@ -90,8 +93,9 @@ def _offered(policy: SaslPolicy) -> list[str]:
 class FrontEndServer:
     """The AMQP listener of ``sharedsub frontend`` / ``serve``."""
 
-    def __init__(self, parts: FrontEndParts) -> None:
-        """Serve with ``parts`` (connectors.amqp.parts.build_parts)."""
+    def __init__(self, parts: FrontEndParts, fanout_status: Callable[[], FanoutStatus] | None = None) -> None:
+        """Serve with ``parts`` (connectors.amqp.parts.build_parts); ``fanout_status``: the
+        embedded fan-out job's (``serve``), None when it runs elsewhere (``frontend``)."""
         settings = parts.settings
         self.settings = settings
         self.injector = parts.injector
@@ -108,13 +112,10 @@ class FrontEndServer:
         self.anonymous = True  # anonymous clients allowed (decided in listen())
         self._stopping = False
         # State of the embedded fan-out job for /health and /metrics (sharedsub.runtime.fanout_process
-        # FanoutProcess.status), set by ``serve``; None under ``frontend`` (the job runs elsewhere).
-        self.fanout_status: Callable[[], FanoutStatus] | None = None
-        # Several members: how many other live members have consumers of (key, generation) (a
-        # store read; the admin endpoint's thread asks it before an unsubscribe). None: one member.
-        self.consumers_elsewhere: Callable[[str, int], int] | None = None
-        # Several members: this member's slot and idle consumers, for /health (any thread).
-        self.member_status: Callable[[], dict[str, object]] | None = None
+        # FanoutProcess.status); None under ``frontend`` (the job runs elsewhere).
+        self.fanout_status = fanout_status
+        # The membership (connectors/amqp/cluster_port.py): consumers on other members, /health's member.
+        self.cluster = parts.cluster
 
     def listen(self) -> tuple[str, int]:
         """Bind the listeners; return the actual (host, port) of the amqp one (port 0 picks a
@@ -202,7 +203,7 @@ class FrontEndServer:
             if not self._stopping:
                 self.handler.stop()
 
-    def call(self, fn: Operation, timeout: float = 30.0) -> dict[str, object]:
+    def call(self, fn: Operation[_T], timeout: float = 30.0) -> _T:
         """Run ``fn(front_end, future)`` on the reactor thread and return the future's result.
 
         ``fn`` completes ``future`` with ``set_result``/``set_exception``, at once or later from
@@ -215,7 +216,7 @@ class FrontEndServer:
         """
         if self._stopping:
             raise ServiceUnavailable("the service is stopping")
-        future: concurrent.futures.Future[dict[str, object]] = concurrent.futures.Future()
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
         self.injector.call(functools.partial(self.handler.run_call, fn, future))
         try:
             return future.result(timeout)

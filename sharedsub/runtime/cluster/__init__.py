@@ -15,4 +15,6 @@ end's side).
   decisions (``PeerConsumers``).
 - ``partition_owners``: the thread that decides which topic partitions of each subscription this
   member dispatches (``PartitionOwners``).
+- ``membership``: the cluster part of a front end, built with its other parts: the above
+  composed, started and stopped together (``Membership``, ``build_membership``).
 """

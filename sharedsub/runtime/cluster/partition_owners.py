@@ -332,10 +332,10 @@ class PartitionOwners:
             live[slot] = fence_token(slot, record.epoch)
         return live
 
-    def status(self) -> dict[str, object]:
-        """This member's slot and the subscriptions whose consumers here get no partition
-        (any thread: a copy of what the last reading found)."""
-        return {"slot": self.slot, "idle_consumers": sorted(k for k, idle in self.idle.copy().items() if idle)}
+    def idle_consumers(self) -> list[str]:
+        """The subscriptions whose consumers here get no partition, sorted (any thread: a copy of
+        what the last reading found)."""
+        return sorted(k for k, idle in self.idle.copy().items() if idle)
 
     def consumers_elsewhere(self, key: str, generation: int) -> int:
         """How many other live members say they have consumers of the generation (any thread:
