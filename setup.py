@@ -2,7 +2,7 @@
 
 from setuptools import find_packages, setup
 
-# Pinned: these are the versions the suite runs against (see README "Setup").
+# Pinned: these are the versions the suite runs against (see README "The two commands").
 RUNTIME = [
     "pyspark==4.2.0",
     "deltalake==1.6.6",

@@ -32,7 +32,7 @@ _LINE = re.compile(
     r"(?P<object_size>\S+) (?P<total_ms>\S+) (?P<turnaround_ms>\S+) (?P<referer>\S+) (?P<user_agent>\S+)"
 )
 
-# S3 operations by the verb the brief and the README count in.
+# S3 operations by the verb the brief and docs/object-storage.md count in.
 _VERBS = {
     "s3_GetObject": "GET",
     "s3_HeadObject": "HEAD",

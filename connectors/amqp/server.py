@@ -7,7 +7,7 @@ stop accepting, commit and settle everything already received, close connections
 ``call(fn)`` runs ``fn`` on the reactor thread from any other thread (the admin endpoint's
 calls) and waits for the result it gives.
 
-Listeners (``[security]``, README "Security"; connectors/amqp/wire/listener.py): while the users file
+Listeners (``[security]``, docs/security.md; connectors/amqp/wire/listener.py): while the users file
 holds no user, anonymous clients are allowed (``anonymous = "auto"``) and TLS is off, ``[server]
 port`` is served without a SASL layer of ours (proton's own answers: any client gets in, with SASL
 ANONYMOUS or none). Otherwise our SASL layer serves it, and also ``[security] tls_port`` (amqps)

@@ -17,7 +17,7 @@ Contracts:
   are ``{"ok": true, ...}`` (:meth:`Reply.json`).
 * Unknown paths are 404 (``not-found``); a known path with another method is 405.
 
-Hardening (README "Security"):
+Hardening (docs/security.md):
 
 * **Admin token.** Every request that is not a GET or HEAD, and every request under ``/admin/``,
   needs ``Authorization: Bearer TOKEN``; without it, or with another token, it is answered 401

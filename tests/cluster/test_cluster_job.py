@@ -49,7 +49,7 @@ def submit(data_dir: str, state: Path, s3: dict[str, str], master: str = MASTER)
             str(SPARK_SUBMIT), "--master", master, "--conf", "spark.executor.memory=512m",
             str(ROOT / "jobs" / "fanout.py"), "--data-dir", data_dir, "--available-now",
         ],
-        # Under spark-submit the Python driver's log lines come on stdout (README): one stream.
+        # Under spark-submit the Python driver's log lines come on stdout (docs/cluster.md): one stream.
         cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )  # fmt: skip
 

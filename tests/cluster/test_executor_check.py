@@ -28,7 +28,7 @@ def test_executors_without_the_packages_stop_the_job_with_one_line(tmp_path: Pat
     ours = [line for line in done.stderr.splitlines() if line.startswith("jobs.fanout:")]
     assert len(ours) == 1, done.stderr[-3000:]
     assert "lacks pyarrow (ModuleNotFoundError: No module named 'pyarrow')" in ours[0]
-    assert "--archives" in ours[0] and 'README "Routing on a Spark cluster"' in ours[0]
+    assert "--archives" in ours[0] and 'docs/cluster.md "Routing on a Spark cluster"' in ours[0]
     assert "Traceback" not in done.stderr, done.stderr[-3000:]
 
 

@@ -41,7 +41,7 @@ def test_spark_submit_fanout_and_the_backlog_notebook_on_an_s3_data_dir(
     create_topic(data, "orders")
     state = {"XDG_STATE_HOME": str(tmp_path / "state")}  # _service.json and the job's checkpoint
     frontend = ServeProcess(data, command="frontend", env={**s3_server.env(), **state}).start()
-    # The README's form for a local master: the jars on the driver's class path (--jars would
+    # docs/object-storage.md's form for a local master: the jars on the driver's class path (--jars would
     # copy the 690 MB SDK into the job's scratch directory); the bucket's settings come from the
     # AWS variables, as the front end's do.
     job = SparkSubmit(

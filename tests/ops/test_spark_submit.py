@@ -1,6 +1,6 @@
 """The two halves as separate processes: ``sharedsub frontend`` and ``spark-submit jobs/fanout.py``.
 
-This is the cluster layout of the README ("Running the two halves separately") on one machine:
+This is the layout of docs/cluster.md ("Running the two halves separately") on one machine:
 the front end alone serves AMQP, the fan-out runs under the spark-submit of the pyspark package
 (with jobs/spark-defaults.conf as its properties file, PYSPARK_PYTHON the venv's python), and
 both meet only in the tables under the data dir, which the job is given as a ``file://`` URI.

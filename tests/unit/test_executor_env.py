@@ -134,7 +134,7 @@ def test_unfit_line_names_hosts_findings_and_fix_in_one_line() -> None:
     assert "Python 3.11 with pyarrow 26.0.1, deltalake 1.6.6, sharedsub 0.1.0" in line
     assert "--archives sharedsub-env.tar.gz#environment" in line
     assert "PYSPARK_PYTHON=./environment/bin/python" in line
-    assert line.endswith('(README "Routing on a Spark cluster")')
+    assert line.endswith('(docs/cluster.md "Routing on a Spark cluster")')
 
 
 # What pyspark 4.2 raised for a task whose worker could not unpickle the function (captured on
@@ -202,7 +202,7 @@ def test_worker_failure(text: str, failure: WorkerFailure | None) -> None:
 def test_failure_line(failure: WorkerFailure, start: str) -> None:
     line = failure_line(failure, DRIVER)
     assert line.startswith(start) and "\n" not in line
-    assert line.endswith('(README "Routing on a Spark cluster")')
+    assert line.endswith('(docs/cluster.md "Routing on a Spark cluster")')
 
 
 def test_no_executors_line_names_master_timeout_and_the_usual_causes() -> None:

@@ -45,7 +45,7 @@ imports (numpy, pandas, ...) must work there too, not only the three :data:`PACK
 UNKNOWN_VERSION = "?"
 """The version of a package that imports but states none (e.g. a source tree on PYTHONPATH)."""
 
-README_SECTION = 'README "Routing on a Spark cluster"'
+GUIDE_SECTION = 'docs/cluster.md "Routing on a Spark cluster"'
 
 _LOCAL_MASTER = re.compile(r"local(\[[^\]]*\])?")
 
@@ -123,7 +123,7 @@ def how_to_fix(driver: Environment) -> str:
         f"The fan-out needs Python {_minor(driver.python)} with {wanted} on every executor: ship the "
         "driver's environment (--archives sharedsub-env.tar.gz#environment with "
         "PYSPARK_PYTHON=./environment/bin/python) or install them on the executor hosts "
-        f"({README_SECTION})"
+        f"({GUIDE_SECTION})"
     )
 
 
@@ -173,7 +173,7 @@ def no_executors_line(timeout: float, master: str) -> str:
         f"no executor of {master} ran the fan-out's start-up check within {timeout:g} s "
         "(fanout.startup_timeout): the cluster gave the job no executors. Check that workers are "
         "registered with the master and have the cores and memory one executor asks for "
-        f"(spark.executor.cores, spark.executor.memory; {README_SECTION})"
+        f"(spark.executor.cores, spark.executor.memory; {GUIDE_SECTION})"
     )
 
 
@@ -185,5 +185,5 @@ def driver_side_line(python: str) -> str:
         "directory), where Spark starts it too: the fan-out's topic source is a Python data source "
         "that Spark plans there. With --archives sharedsub-env.tar.gz#environment, unpack the same "
         "archive as ./environment in the directory spark-submit runs in "
-        f"(mkdir environment && tar -xzf sharedsub-env.tar.gz -C environment; {README_SECTION})"
+        f"(mkdir environment && tar -xzf sharedsub-env.tar.gz -C environment; {GUIDE_SECTION})"
     )

@@ -1,6 +1,6 @@
 """Who may publish, consume and manage on which topics, and whose subscription is whose; pure.
 
-The rules (README "Security", permissions):
+The rules (docs/security.md, "Permissions"):
 
 * A **policy** comes from the permissions file (``[security] permissions_file``, TOML, read by
   :mod:`sharedsub.runtime.permissions_file`). Without one the policy is :data:`OPEN`: every connection,
