@@ -2,8 +2,8 @@
 
     .venv/bin/python bench/fanout_commit_cost.py [--commits 1000] [--rows 100] [--block 100]
 
-For each subscription table a micro-batch routes rows to, the fan-out (jobs/fanout.py
-``FanoutSink._commit``) asks the table's appender for the Spark app transaction's version
+For each subscription table a micro-batch routes rows to, the fan-out (jobs/table_commits.py
+``TableCommits.commit``) asks the table's appender for the Spark app transaction's version
 (``DeltaAppender.transaction_version``), drops the rows at or below it, and appends the rest with
 the new version. This makes ``--commits`` such commits of ``--rows`` rows to a fresh subscription
 table, as one long-lived fan-out process does, and prints per block of ``--block`` commits the

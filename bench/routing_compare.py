@@ -37,7 +37,7 @@ Everything measured runs on this host; the figures of more executors are modelle
    is chosen; the run prints it for N = 2 (modelled from one executor, and measured with two).
 4. **Cd**, the driver's commit rate of executor-written files: ``--commit-tables`` subscription
    tables, each round one Parquet file per table written (untimed, as the executors do), then
-   all tables committed through ``FanoutSink._commit_files`` by 4 threads as the sink does
+   all tables committed through ``TableCommits.commit_files`` (``FanoutSink.commits``) by 4 threads as the sink does
    (timed): table-commits/s, on a local dir and on a local S3 server (versitygw, tests/s3_server.py).
 5. **Model**: N executors route at ``min(N × r1, Cd × B / T)`` published msg/s, where r1 is one
    executor's measured rate, B the messages per batch and T the subscription tables a batch
@@ -126,12 +126,12 @@ def commit_rate(root: str, tables: int, rounds: int, rows: int) -> dict[str, Any
     try:
         with ThreadPoolExecutor(DEFAULT_COMMIT_THREADS) as pool:
             first = files_round()  # creates each table (its first commit sets the schema): untimed
-            list(pool.map(sink._commit_files, names, first))  # noqa: SLF001 (the sink's own commit)
+            list(pool.map(sink.commits.commit_files, names, first))  # the sink's own commit
             timed = 0.0
             for _ in range(rounds):
                 batch = files_round()
                 t0 = time.perf_counter()
-                list(pool.map(sink._commit_files, names, batch))  # noqa: SLF001
+                list(pool.map(sink.commits.commit_files, names, batch))
                 timed += time.perf_counter() - t0
     finally:
         sink.close()

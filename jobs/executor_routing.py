@@ -4,8 +4,8 @@ One Spark job per micro-batch routed this way. Each task reads its share of the 
 files (routing columns only), routes the rows with the plan compiled from the catalog, writes each
 subscription's routed rows as one Parquet file into that subscription's table
 (sharedsub.storage.delta.data_files), and returns only the files' descriptions and a summary of
-the rows it read. The driver (jobs/fanout_sink.py) groups the files by table and commits each
-table's files in one Delta commit carrying the batch's app transaction.
+the rows it read. The driver groups the files by table and commits each table's files in one
+Delta commit carrying the batch's app transaction (jobs/table_commits.py).
 
 * **The catalog** goes to the executors once per catalog revision (a broadcast variable), and each
   Python worker compiles it once (sharedsub.core.fanout.routing.plan_for remembers the last few

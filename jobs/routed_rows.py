@@ -1,6 +1,6 @@
 """Routed rows: what routing a batch of topic rows gives, and a subscription table's rows of it.
 
-Shared by the two places a micro-batch is routed: the driver (jobs/fanout_sink.py) and Spark's
+Shared by the two places a micro-batch is routed: the driver (jobs/batch_routing.py) and Spark's
 executors (jobs/executor_routing.py), so both produce the same rows for the same input.
 """
 

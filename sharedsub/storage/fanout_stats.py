@@ -1,6 +1,6 @@
 """The fan-out job's batch statistics, shared with the metrics endpoint through one JSON file.
 
-The job (jobs/fanout_sink.py) calls :meth:`StatsRecorder.record` after each micro-batch that routed
+The job (jobs/batch_report.py) calls :meth:`StatsRecorder.record` after each micro-batch that routed
 something, and :meth:`StatsRecorder.write` when what it reports changed between batches (the
 query's routed versions, failing subscription tables); it replaces
 ``<data>/_checkpoints/fanout-stats.json`` atomically (a temporary file in the same directory, then

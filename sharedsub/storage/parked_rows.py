@@ -1,6 +1,6 @@
 """The fan-out's routed rows that could not be committed yet, kept until their table takes them.
 
-:class:`ParkedRows` is the store the fan-out sink (jobs/fanout_sink.py) parks a failing
+:class:`ParkedRows` is the store the fan-out sink (jobs/parking.py) parks a failing
 subscription table's rows in, and retries them from (the rule: sharedsub.core.fanout.fanout_faults).
 It writes through the data dir's object store (sharedsub.storage.objects): files on a local dir
 (fsynced), objects on S3 (durable once the PUT is answered).

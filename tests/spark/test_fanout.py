@@ -16,6 +16,7 @@ from jobs.executor_routing import ExecutorRouter, worker_setup
 from jobs.fanout import STREAM_CONF, build_fanout_query
 from jobs.fanout_sink import FanoutSink
 from jobs.sources.deltars_topics import SPARK_SCHEMA, TopicsStreamReader
+from jobs.table_commits import TableCommits
 from sharedsub.core import layout
 from sharedsub.core.fanout.routing_place import Placement
 from sharedsub.storage import schemas
@@ -122,21 +123,35 @@ class DiskFull(ParkedRows):
         raise OSError(28, "simulated full disk")
 
 
+class CrashingCommits(TableCommits):
+    """Fails the first commit to one table."""
+
+    def __init__(self, root: str, fail_table: str) -> None:
+        super().__init__(root)
+        self.fail_table = fail_table
+        self.crashed = False
+
+    def commit(self, table: str, rows: pa.Table) -> int:
+        if table == self.fail_table and not self.crashed:
+            self.crashed = True
+            raise RuntimeError("simulated crash in the middle of a fan-out batch")
+        return super().commit(table, rows)
+
+
 class CrashingSink(FanoutSink):
     """Fails the first commit to one table, after the other tables of the batch committed, and
     cannot park its rows either: the batch fails."""
 
     def __init__(self, root: str, fail_table: str) -> None:
         super().__init__(root, commit_threads=1)
-        self.fail_table = fail_table
-        self.crashed = False
-        self.parked = DiskFull(root)
+        self.crashing = CrashingCommits(root, fail_table)
+        self.commits = self.crashing
+        self.parking.parked = DiskFull(root)
 
-    def _commit(self, table: str, rows: pa.Table) -> int:
-        if table == self.fail_table and not self.crashed:
-            self.crashed = True
-            raise RuntimeError("simulated crash in the middle of a fan-out batch")
-        return super()._commit(table, rows)
+    @property
+    def crashed(self) -> bool:
+        """Whether the commit to the failing table was made (and failed)."""
+        return self.crashing.crashed
 
 
 def test_crash_between_table_commits_and_lost_checkpoint_never_duplicate(spark: SparkSession, root: str) -> None:

@@ -2,7 +2,7 @@
 what delta-rs reads (the oracle) whatever wrote the commits since, and starts again on a table
 made anew under the same path.
 
-The fan-out asks it before every commit to a subscription table (jobs/fanout_sink.py: rows at or
+The fan-out asks it before every commit to a subscription table (jobs/table_commits.py: rows at or
 below the version are dropped, which makes routing exactly once)."""
 
 from __future__ import annotations

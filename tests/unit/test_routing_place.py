@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.fanout.routing_place import FilePlan, Placement, commits_in_tasks, placement, plan_files
+from sharedsub.core.fanout.routing_place import FilePlan, Placement, batch_work, commits_in_tasks, placement, plan_files
 
 D, E = Placement.DRIVER, Placement.EXECUTORS
 
@@ -57,3 +57,19 @@ def test_plan_files(ranges: list[tuple[int, int]], done: int | None, expected: F
 )
 def test_commits_in_tasks(tables: int, min_tables: int, expected: bool) -> None:
     assert commits_in_tasks(tables, min_tables=min_tables) is expected
+
+
+@pytest.mark.parametrize(
+    ("parts", "expected"),
+    [
+        (None, None),  # the driver did not plan the batch
+        ([], 0),
+        ([("a", 10)], 20),
+        ([("a", 10), ("b", 5), ("a", 1)], 20 + 15 + 2),
+        ([("a", 10), ("c", 1000)], 20),  # no route reads c
+        ([("a", 10), ("b", None)], None),  # a part's rows unknown
+        ([("a", 0)], 0),
+    ],
+)
+def test_batch_work(parts: list[tuple[str, int | None]] | None, expected: int | None) -> None:
+    assert batch_work(parts, {"a": 2, "b": 3}) == expected

@@ -2,7 +2,7 @@
 
 One subscription table that cannot be written (a full or broken disk under it, a damaged log)
 must not stop routing for the others. Its routed rows are *parked*: stored durably by the job
-(jobs/fanout_sink.py, sharedsub/storage/parked_rows.py: ``<data>/_fanout/pending/``) before
+(jobs/parking.py, sharedsub/storage/parked_rows.py: ``<data>/_fanout/pending/``) before
 the batch is reported done, because Spark does not replay a batch that succeeded. Parked rows
 are committed before any newer row of that table, so the table still gets every row once and in
 ``seq`` order.

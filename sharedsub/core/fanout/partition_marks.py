@@ -7,10 +7,13 @@ its own from ``partition << 40``: sharedsub.core.layout, "Partitions"), so one m
 would drop a lower partition's newer rows after a higher partition's commit. Each partition
 therefore has its own mark: app id ``<app_id>`` for partition 0 — the id every table written
 before partitions existed carries, so their marks keep their meaning — and ``<app_id>-p<k>``
-for partition k. A commit carries one mark per partition whose rows it holds.
+for partition k. A commit carries one mark per partition whose rows it holds
+(:func:`rows_to_commit`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -51,3 +54,34 @@ def above_marks(rows: pa.Table, marks: dict[int, int]) -> pa.Table:
     if len(parts) == 1:
         return parts[0]
     return pa.concat_tables(parts) if parts else rows.slice(0, 0)
+
+
+def rows_to_commit(
+    rows: pa.Table, app_id: str, done: Callable[[str], int | None]
+) -> tuple[pa.Table | None, list[tuple[str, int]]]:
+    """What one commit of ``rows`` (seq order within each partition) to a subscription table
+    writes: the rows above their partition's mark, and the marks that commit moves, one
+    ``(app-transaction id, highest seq)`` per partition with rows left, partitions ascending.
+    ``done(id)``: the table's version of app transaction ``id`` (None: it has none), asked once
+    per partition of ``rows``. ``(None, [])`` when the table holds every row already::
+
+        rows' partitions   marks (done)          rows written          marks moved
+        ---------------    ------------------    ------------------    ----------------------
+        0: 1..5            none                  1..5                  (app, 5)
+        0: 1..5            app: 3                4, 5                  (app, 5)
+        0: 1..5            app: 5                none                  none
+        0: 1, 2; 1: P+1    app: 2, app-p1: none  P+1                   (app-p1, P+1)
+    """
+    keep: list[pa.Table] = []
+    marks: list[tuple[str, int]] = []
+    for partition, part in by_partition(rows):
+        txn = transaction_app_id(app_id, partition)
+        version = done(txn)
+        if version is not None:
+            part = part.filter(pc.greater(part.column("seq"), version))
+        if part.num_rows:
+            keep.append(part)
+            marks.append((txn, int(pc.max(part.column("seq")).as_py())))
+    if not keep:
+        return None, []
+    return (keep[0] if len(keep) == 1 else pa.concat_tables(keep)), marks

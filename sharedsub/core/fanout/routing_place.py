@@ -20,7 +20,9 @@ work is large and the executors have cores of their own:
 
 "Executors" counts the cluster's executors (0 for ``local[…]``, whose tasks share the driver's
 cores); ``local-cluster[…]`` and ``spark://…`` have them. Work is the batch's source rows times
-the routes of their topics: routing cost grows with both (one mask per route and row).
+the routes of their topics: routing cost grows with both (one mask per route and row). It is
+known only when the driver planned the batch's files and knows the rows of each
+(:func:`batch_work`).
 
 **Who commits.** The driver commits the tables a batch wrote from a few threads; each commit
 is several store requests (a bucket: about ten, tens of ms), so a batch that wrote many tables
@@ -52,7 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 ROUTING_MODES = ("driver", "executors", "auto")
 
@@ -82,6 +84,15 @@ def placement(mode: str, *, executors: int, work: int | None, executor_min_work:
     if work is None or work >= executor_min_work:
         return Placement.EXECUTORS
     return Placement.DRIVER
+
+
+def batch_work(parts: Sequence[tuple[str, int | None]] | None, routes: Mapping[str, int]) -> int | None:
+    """A batch's routing work: the sum over its planned ``parts`` (``(topic, rows)``) of rows
+    times the ``routes`` of that topic (a topic no route reads counts 0). None when unknown:
+    the driver did not plan the batch (``parts`` None) or a part's rows are unknown."""
+    if parts is None or any(rows is None for _, rows in parts):
+        return None
+    return sum((rows or 0) * routes.get(topic, 0) for topic, rows in parts)
 
 
 def commits_in_tasks(tables: int, *, min_tables: int) -> bool:

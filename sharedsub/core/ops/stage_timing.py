@@ -14,7 +14,7 @@ Stages of the front end (``sharedsub serve`` / ``frontend``), each observed wher
 ``publish_to_send``    a message's topic commit → its transfer to a consumer (per transfer)
 =====================  ==========================================================================
 
-Stages of the fan-out job (recorded by jobs/fanout_sink.py into its stats file, sharedsub.storage.
+Stages of the fan-out job (recorded by jobs/batch_report.py into its stats file, sharedsub.storage.
 fanout_stats, and exposed by the same endpoint): ``fanout_source_read`` (a micro-batch's topic
 rows read), ``fanout_route`` (bindings and selectors evaluated), ``fanout_commit`` (subscription
 tables committed), ``fanout_batch`` (the whole batch), ``fanout_between_batches`` (the gap before

@@ -2,7 +2,7 @@
 under an app transaction, each row once.
 
 :func:`commit_routed_files` is the one commit step for such files, on the driver (an appender of
-the job's single writer: jobs/fanout_sink.py) and in a Spark task (a guarded appender, which
+the job's single writer: jobs/table_commits.py) and in a Spark task (a guarded appender, which
 other attempts of the same task may race: jobs/executor_routing.py). It reads the table's app
 transaction, keeps, trims or drops each file by its seq range against it
 (sharedsub.core.fanout.routing_place.plan_files), commits what is left in one commit whose app
