@@ -48,275 +48,37 @@ Intentional divergences from proton (each refuses or stores what proton could no
 
 from __future__ import annotations
 
-import struct
 import uuid
 from typing import Any, NamedTuple, TypeAlias, TypedDict
 
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError
+from sharedsub.core.publish.amqp_sections import (
+    AMQP_VALUE,
+    APPLICATION_PROPERTIES,
+    BODY,
+    DELIVERY_ANNOTATIONS,
+    FOOTER,
+    HEADER,
+    MESSAGE_ANNOTATIONS,
+    PROPERTIES,
+    SectionFields,
+    described_value_is_described,
+    section_descriptor,
+)
+from sharedsub.core.publish.amqp_types import (
+    CLASS_NAMES,
+    COMPOUND,
+    DOUBLE,
+    FIXED,
+    FLOAT,
+    INT64,
+    INT_NAMES,
+    PN_TYPE,
+    SIGNED,
+    UNHASHABLE_KEYS,
+)
+from sharedsub.core.publish.amqp_walk import ValueWalk, check_text, malformed, underflow
 
-MAX_NODES = 65535  # proton's pn_data_t holds at most this many nodes (uint16 node ids)
-MAX_DEPTH = 100
-
-HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES = 0x70, 0x71, 0x72, 0x73
-APPLICATION_PROPERTIES, DATA, AMQP_SEQUENCE, AMQP_VALUE, FOOTER = 0x74, 0x75, 0x76, 0x77, 0x78
-SECTION_NAMES: dict[int, str] = {
-    HEADER: "amqp:header:list",
-    DELIVERY_ANNOTATIONS: "amqp:delivery-annotations:map",
-    MESSAGE_ANNOTATIONS: "amqp:message-annotations:map",
-    PROPERTIES: "amqp:properties:list",
-    APPLICATION_PROPERTIES: "amqp:application-properties:map",
-    DATA: "amqp:data:binary",
-    AMQP_SEQUENCE: "amqp:amqp-sequence:list",
-    AMQP_VALUE: "amqp:amqp-value:*",
-    FOOTER: "amqp:footer:map",
-}
-_SECTION_TEXTS = frozenset(SECTION_NAMES.values())
-_BODY = (DATA, AMQP_SEQUENCE, AMQP_VALUE)
-
-_INT64 = (-(2**63), 2**63 - 1)
-_FIXED: dict[int, int] = {  # fixed-width primitive constructors -> bytes after the code
-    0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0,
-    0x50: 1, 0x51: 1, 0x52: 1, 0x53: 1, 0x54: 1, 0x55: 1, 0x56: 1,
-    0x60: 2, 0x61: 2,
-    0x70: 4, 0x71: 4, 0x72: 4, 0x73: 4, 0x74: 4,
-    0x80: 8, 0x81: 8, 0x82: 8, 0x83: 8, 0x84: 8,
-    0x94: 16, 0x98: 16,
-}
-_VARIABLE = frozenset((0xA0, 0xA1, 0xA3, 0xB0, 0xB1, 0xB3))
-_COMPOUND = frozenset((0xC0, 0xD0, 0xC1, 0xD1, 0xE0, 0xF0))
-_NOT_DESCRIPTORS = frozenset((0x00, 0xC0, 0xD0, 0xC1, 0xD1, 0xE0, 0xF0))  # proton refuses these
-_UNHASHABLE_KEYS = frozenset((0x00, 0x45, 0xA0, 0xB0, 0xC0, 0xD0, 0xC1, 0xD1, 0xE0, 0xF0))
-# proton's pn_type_t numbers (Array's repr shows them) of each constructor
-_PN_TYPE: dict[int, int] = {
-    0x40: 1, 0x41: 2, 0x42: 2, 0x56: 2, 0x50: 3, 0x51: 4, 0x60: 5, 0x61: 6, 0x70: 7, 0x52: 7, 0x43: 7,
-    0x71: 8, 0x54: 8, 0x73: 9, 0x80: 10, 0x53: 10, 0x44: 10, 0x81: 11, 0x55: 11, 0x83: 12, 0x72: 13,
-    0x82: 14, 0x74: 15, 0x84: 16, 0x94: 17, 0x98: 18, 0xA0: 19, 0xB0: 19, 0xA1: 20, 0xB1: 20,
-    0xA3: 21, 0xB3: 21, 0xE0: 23, 0xF0: 23, 0x45: 24, 0xC0: 24, 0xD0: 24, 0xC1: 25, 0xD1: 25,
-}
-_INT_NAMES: dict[int, str] = {  # property_value type names (proton class -> AMQP type name)
-    0x50: "ubyte", 0x51: "byte", 0x60: "ushort", 0x61: "short", 0x70: "uint", 0x52: "uint", 0x43: "uint",
-    0x71: "int", 0x54: "int", 0x80: "ulong", 0x53: "ulong", 0x44: "ulong", 0x81: "long", 0x55: "long",
-    0x83: "timestamp", 0x74: "long", 0x84: "long",  # decimal32/64 are int subclasses proton does not list
-}
-_CLASS_NAMES: dict[int, str] = {  # proton's Python class of each constructor (its repr prefix)
-    0x50: "ubyte", 0x51: "byte", 0x60: "ushort", 0x61: "short", 0x70: "uint", 0x52: "uint", 0x43: "uint",
-    0x71: "int32", 0x54: "int32", 0x80: "ulong", 0x53: "ulong", 0x44: "ulong", 0x83: "timestamp",
-    0x74: "decimal32", 0x84: "decimal64",
-}
-_SIGNED = frozenset((0x51, 0x54, 0x55, 0x61, 0x71, 0x81, 0x83))
-_FLOAT = struct.Struct(">f")
-_DOUBLE = struct.Struct(">d")
-
-
-def _fail(pos: int, why: str) -> MessageDecodeError:
-    return MessageDecodeError(f"transfer is not a valid AMQP message: {why} (offset {pos})")
-
-
-def _underflow(pos: int) -> MessageDecodeError:
-    return _fail(pos, "a value runs past the end of the transfer")
-
-
-# --------------------------------------------------------------------------- structural walk
-
-
-class _Walk:
-    """One pass over a message's values with proton's pn_data_decode acceptance.
-
-    ``value`` returns the offset after the value at ``pos``; with ``semantic`` it also checks
-    what proton's ``Data.get_object`` would refuse (strings, symbols, chars, map keys). Both
-    kinds of fault raise MessageDecodeError. ``nodes`` counts proton's Data nodes of the
-    section being walked; ``nested`` records a described value whose value is described.
-    """
-
-    __slots__ = ("end", "nested", "nodes", "raw")
-
-    def __init__(self, raw: bytes) -> None:
-        self.raw = raw
-        self.end = len(raw)
-        self.nodes = 0
-        self.nested = False
-
-    def value(self, pos: int, depth: int, semantic: bool) -> int:
-        raw = self.raw
-        if pos >= self.end:
-            raise _underflow(pos)
-        code = raw[pos]
-        if code != 0x00:
-            return self.primitive(code, pos + 1, depth, semantic)
-        if depth >= MAX_DEPTH:
-            raise _fail(pos, f"values nested deeper than {MAX_DEPTH} levels")
-        self.nodes += 1  # the described node
-        pos = self.descriptor(pos + 1, depth, semantic)
-        if pos < self.end and raw[pos] == 0x00:
-            self.nested = True
-        return self.value(pos, depth + 1, semantic)
-
-    def descriptor(self, pos: int, depth: int, semantic: bool) -> int:
-        if pos >= self.end:
-            raise _underflow(pos)
-        code = self.raw[pos]
-        if code in _NOT_DESCRIPTORS:
-            raise _fail(pos, f"constructor 0x{code:02x} cannot be a descriptor")
-        return self.primitive(code, pos + 1, depth, semantic)
-
-    def primitive(self, code: int, pos: int, depth: int, semantic: bool) -> int:
-        """Offset after the value whose constructor ``code`` was at ``pos - 1``."""
-        self.nodes += 1
-        if self.nodes > MAX_NODES:
-            raise _fail(pos, f"more than {MAX_NODES} values in one section")
-        end = self.end
-        width = _FIXED.get(code)
-        if width is not None:
-            if end - pos < width:
-                raise _underflow(pos)
-            if semantic and code == 0x73 and int.from_bytes(self.raw[pos : pos + 4]) > 0x10FFFF:
-                raise _fail(pos, "a char above U+10FFFF")
-            return pos + width
-        if code in _VARIABLE:
-            if code < 0xB0:
-                if pos >= end:
-                    raise _underflow(pos)
-                size = self.raw[pos]
-                pos += 1
-            else:
-                if end - pos < 4:
-                    raise _underflow(pos)
-                size = int.from_bytes(self.raw[pos : pos + 4])
-                pos += 4
-            if end - pos < size:
-                raise _underflow(pos)
-            if semantic and code & 0x0F:
-                _check_text(self.raw, code, pos, pos + size)
-            return pos + size
-        if code in _COMPOUND:
-            return self.compound(code, pos, depth, semantic)
-        raise _fail(pos - 1, f"unknown constructor 0x{code:02x}")
-
-    def compound(  # noqa: C901 (one pass over a compound's wire forms: the decoder's hot path, ~7 us a message)
-        self, code: int, pos: int, depth: int, semantic: bool, collect: list[tuple[int, int, int]] | None = None
-    ) -> int:
-        """Offset after the list, map or array whose constructor ``code`` was at ``pos - 1``;
-        ``collect`` receives (constructor, start, stop) of each element of a list or map."""
-        raw, end = self.raw, self.end
-        if depth >= MAX_DEPTH:
-            raise _fail(pos, f"values nested deeper than {MAX_DEPTH} levels")
-        array = code in (0xE0, 0xF0)
-        if code in (0xC0, 0xC1, 0xE0):  # size and count of one byte
-            minimum = 2 if array else 1
-            if end - pos < minimum + 1:
-                raise _underflow(pos)
-            size = raw[pos]
-            pos += 1
-            if size < minimum:
-                raise _fail(pos, f"a size of {size} leaves no room for the count")
-            if end - pos < size:
-                raise _underflow(pos)
-            count = raw[pos]
-            stop = pos + size
-            pos += 1
-        else:
-            minimum = 5 if array else 4
-            if end - pos < minimum + 4:
-                raise _underflow(pos)
-            size = int.from_bytes(raw[pos : pos + 4])
-            pos += 4
-            if size < minimum:
-                raise _fail(pos, f"a size of {size} leaves no room for the count")
-            if end - pos < size:
-                raise _underflow(pos)
-            count = int.from_bytes(raw[pos : pos + 4])
-            stop = pos + size
-            pos += 4
-        if array:
-            pos = self.array(pos, count, depth, semantic)
-        else:
-            if count > end - pos:
-                raise _underflow(pos)
-            check_keys = semantic and code in (0xC1, 0xD1)
-            fixed, nodes, unhashable = _FIXED, self.nodes, _UNHASHABLE_KEYS
-            append = collect.append if collect is not None else None
-            for i in range(count):
-                start = pos
-                if pos >= end:
-                    raise _underflow(pos)
-                element = raw[pos]
-                if check_keys and not i & 1 and element in unhashable:
-                    raise _fail(pos, "a map key that is a binary, list, map, array or described value")
-                width = fixed.get(element)
-                if width is not None and element != 0x73:  # inline: fixed-width scalars
-                    pos += 1 + width
-                    if pos > end:
-                        raise _underflow(start + 1)
-                    nodes += 1
-                elif element == 0xA1 or element == 0xA3 or element == 0xA0:  # inline: short text
-                    if start + 2 > end:
-                        raise _underflow(start + 1)
-                    pos = start + 2 + raw[start + 1]
-                    if pos > end:
-                        raise _underflow(start + 2)
-                    if semantic and element != 0xA0:
-                        try:
-                            raw[start + 2 : pos].decode("utf-8" if element == 0xA1 else "ascii")
-                        except UnicodeDecodeError:
-                            _check_text(raw, element, start + 2, pos)
-                    nodes += 1
-                else:
-                    self.nodes = nodes
-                    pos = self.value(pos, depth + 1, semantic)
-                    nodes = self.nodes
-                if append is not None:
-                    append((element, start, pos))
-            self.nodes = nodes
-            if nodes > MAX_NODES:
-                raise _fail(pos, f"more than {MAX_NODES} values in one section")
-        if pos != stop:
-            kind = "list" if code in (0xC0, 0xD0) else "map" if code in (0xC1, 0xD1) else "array"
-            raise _fail(pos, f"the size of a {kind} disagrees with its elements")
-        return pos
-
-    def array(self, pos: int, count: int, depth: int, semantic: bool) -> int:
-        raw, end = self.raw, self.end
-        if pos >= end:
-            raise _underflow(pos)
-        code = raw[pos]
-        pos += 1
-        while code == 0x00:  # described element constructor (each descriptor one node)
-            pos = self.descriptor(pos, depth + 1, semantic)
-            if pos >= end:
-                raise _underflow(pos)
-            code = raw[pos]
-            pos += 1
-        if code not in _PN_TYPE:
-            raise _fail(pos - 1, f"unknown array element constructor 0x{code:02x}")
-        width = _FIXED.get(code)
-        if width is not None and not (semantic and code == 0x73):
-            if self.nodes + count > MAX_NODES:
-                raise _fail(pos, f"more than {MAX_NODES} values in one section")
-            if end - pos < width * count:
-                raise _underflow(pos)
-            self.nodes += count
-            return pos + width * count
-        if count > end - pos:
-            raise _underflow(pos)
-        for _ in range(count):
-            pos = self.primitive(code, pos, depth + 1, semantic)
-        return pos
-
-
-def _check_text(raw: bytes, code: int, start: int, stop: int) -> None:
-    """str8/32 must be UTF-8, sym8/32 ASCII (what proton's Python binding decodes them with)."""
-    try:
-        raw[start:stop].decode("utf-8" if code & 0x0F == 1 else "ascii")
-    except UnicodeDecodeError as exc:
-        kind = "string" if code & 0x0F == 1 else "symbol"
-        raise _fail(start, f"a {kind} that is not {'UTF-8' if kind == 'string' else 'ASCII'} ({exc.reason})") from None
-
-
-# --------------------------------------------------------------------------- sections
-
-# A section's offset and the (constructor, start, stop) of its list's or map's elements (None
-# when its value is not a list or map).
-_Fields = tuple[int, list[tuple[int, int, int]] | None]
 
 class PropertyValue(TypedDict):
     """One application property's value as the ``application_properties`` column stores it (the
@@ -362,33 +124,33 @@ def decode(raw: bytes | bytearray | memoryview) -> Decoded:  # noqa: C901 (one p
         raw = bytes(raw)
     end = len(raw)
     pos = 0
-    walk = _Walk(raw)
+    walk = ValueWalk(raw)
     # The sections proton's decoder reads last: (offset, extents of the list's fields or None).
-    header: _Fields | None = None
-    properties: _Fields | None = None
-    application: _Fields | None = None
+    header: SectionFields | None = None
+    properties: SectionFields | None = None
+    application: SectionFields | None = None
     deferred: dict[int, MessageDecodeError | None] = {}  # kind -> error of its last section
     seen_by_proton = True
     kind: int | None
     while pos < end:
         start = pos
         if raw[pos] != 0x00:
-            raise _fail(pos, "a value that is not a message section (not a described type)")
+            raise malformed(pos, "a value that is not a message section (not a described type)")
         if pos + 2 < end and raw[pos + 1] == 0x53 and HEADER <= raw[pos + 2] <= FOOTER:
             kind, pos = raw[pos + 2], pos + 3  # the usual smallulong descriptor
             walk.nodes = 2  # the described node and its descriptor
         else:
             walk.nodes = 1
-            kind, pos = _section_descriptor(walk, pos + 1)
+            kind, pos = section_descriptor(walk, pos + 1)
         value_start = pos
         if pos >= end:
-            raise _underflow(pos)
-        if raw[pos] == 0x00 and _described_value_is_described(raw, pos + 1):
+            raise underflow(pos)
+        if raw[pos] == 0x00 and described_value_is_described(raw, pos + 1):
             seen_by_proton = False  # proton's section scanner gives up here (module docstring)
         if kind is None or not seen_by_proton:
             pos = walk.value(pos, 1, False)
-        elif kind in (DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS) or kind in _BODY:
-            group = AMQP_VALUE if kind in _BODY else kind
+        elif kind in (DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS) or kind in BODY:
+            group = AMQP_VALUE if kind in BODY else kind
             try:
                 pos = walk.value(pos, 1, True)
                 deferred[group] = None
@@ -438,51 +200,11 @@ def decode(raw: bytes | bytearray | memoryview) -> Decoded:  # noqa: C901 (one p
     return _columns(raw, header, properties, entries, walk.nested)
 
 
-def _structural(walk: _Walk, pos: int) -> int:
+def _structural(walk: ValueWalk, pos: int) -> int:
     """Offset after the section value at ``pos``, walked again without semantic checks (after
     a semantic failure, so that a later structural fault still takes precedence)."""
     walk.nodes = 2  # the described node and the descriptor
     return walk.value(pos, 1, False)
-
-
-def _described_value_is_described(raw: bytes, pos: int) -> bool:
-    """True when the described value whose descriptor starts at ``pos`` has a described value."""
-    try:
-        after = _Walk(raw).descriptor(pos, 0, False)
-    except MessageDecodeError:
-        return False  # the real walk raises for it
-    return after < len(raw) and raw[after] == 0x00
-
-
-def _section_descriptor(walk: _Walk, pos: int) -> tuple[int | None, int]:
-    """(section kind when proton's message decoder dispatches it, offset after the descriptor).
-
-    check_encoding compared the descriptor as a Python value with the section codes and names,
-    so any integer or float type equal to a code and a string or symbol equal to a name makes a
-    section; proton's message decoder dispatches only ulong-encoded codes.
-    """
-    raw = walk.raw
-    if pos >= walk.end:
-        raise _underflow(pos)
-    code = raw[pos]
-    after = walk.descriptor(pos, 0, False)
-    value: int | float | str | None = None
-    if code in _INT_NAMES:
-        value = int.from_bytes(raw[pos + 1 : after], signed=code in _SIGNED)
-    elif code == 0x72:
-        value = _FLOAT.unpack(raw[pos + 1 : after])[0]
-    elif code == 0x82:
-        value = _DOUBLE.unpack(raw[pos + 1 : after])[0]
-    elif code in (0xA1, 0xB1, 0xA3, 0xB3):
-        start = pos + (2 if code < 0xB0 else 5)
-        _check_text(raw, code, start, after)
-        value = raw[start:after].decode("utf-8")
-        if value in _SECTION_TEXTS:
-            return None, after
-    if isinstance(value, (int, float)) and HEADER <= value <= FOOTER and value == int(value):
-        return (int(value) if code in (0x53, 0x80) else None), after
-    raise _fail(pos, f"a value that is not a message section (descriptor {value!r})" if value is not None
-                else f"a value that is not a message section (descriptor of constructor 0x{code:02x})")
 
 
 # --------------------------------------------------------------------------- proton's field readers
@@ -695,10 +417,10 @@ def _ms(millis: int) -> int | None:
     seconds = float(millis) / 1000.0
     if not seconds:
         return None
-    return min(max(round(seconds * 1000), _INT64[0]), _INT64[1])
+    return min(max(round(seconds * 1000), INT64[0]), INT64[1])
 
 
-def _header_fields(raw: bytes, section: _Fields) -> tuple[bool, int, int]:
+def _header_fields(raw: bytes, section: SectionFields) -> tuple[bool, int, int]:
     """(durable, priority, ttl ms) of a header section, as proton reads them."""
     start, fields = section
     fast = _header_fast(raw, fields) if fields is not None else None
@@ -743,7 +465,7 @@ _TEXT_FIELDS = {2: "to", 3: "subject", 4: "reply-to", 6: "content-type", 7: "con
                 10: "group-id", 12: "reply-to-group-id"}
 
 
-def _properties_fields(raw: bytes, section: _Fields) -> _PropertyFields:
+def _properties_fields(raw: bytes, section: SectionFields) -> _PropertyFields:
     """(message-id text, user-id, raw text fields, correlation-id text, expiry, creation,
     group-sequence, None) of a properties section, as proton reads them."""
     start, fields = section
@@ -830,7 +552,7 @@ def _properties_fast(  # noqa: C901 (one branch per properties field, in wire or
     return message_id, user_id, texts, correlation_id, expiry, creation, group_sequence, None
 
 
-def _columns(raw: bytes, header: _Fields | None, properties: _Fields | None,
+def _columns(raw: bytes, header: SectionFields | None, properties: SectionFields | None,
              application: _Properties, nested: bool) -> Decoded:
     durable, priority, ttl = _header_fields(raw, header) if header is not None else (False, 4, 0)
     columns: dict[str, object]
@@ -895,7 +617,7 @@ def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, i
         return [], {}
     if fields is None:
         fields = []
-        _Walk(raw).compound(code, pos + 1, 1, False, fields)
+        ValueWalk(raw).compound(code, pos + 1, 1, False, fields)
     column: list[tuple[str, PropertyValue]] = []
     routing: dict[str, str] = {}
     index: dict[object, int] = {}  # a dict keeps the first key (its text) and the last value
@@ -905,8 +627,8 @@ def _application_properties(raw: bytes, pos: int, fields: list[tuple[int, int, i
         code, start, stop = fields[i]
         if code == 0xA1 or code == 0xA3:
             key = text = reader.text(code, start + 2, stop)
-        elif code in _UNHASHABLE_KEYS:
-            raise _fail(start, "an application-properties key that is a binary, list, map, array or described value")
+        elif code in UNHASHABLE_KEYS:
+            raise malformed(start, "an application-properties key that is a binary, list, map, array or described value")
         else:
             key, text, _ = reader.key(start)
         string: str | None = None
@@ -963,7 +685,7 @@ def _type_name(raw: bytes, pos: int, value: object) -> str:
              0x72: "float32", 0x82: "float", 0x94: "decimal128", 0x98: "UUID", 0xA0: "memoryview",
              0xB0: "memoryview", 0xA1: "str", 0xB1: "str", 0xA3: "symbol", 0xB3: "symbol", 0x73: "char",
              0x45: "list", 0xC0: "list", 0xD0: "list", 0xE0: "Array", 0xF0: "Array", 0x00: "Described"}
-    return _CLASS_NAMES.get(code) or names.get(code) or type(value).__name__
+    return CLASS_NAMES.get(code) or names.get(code) or type(value).__name__
 
 
 class _Num(int):
@@ -1079,7 +801,7 @@ class _Reader:
             start, stop = _extent(raw, code, pos + 1)
             text = self.text(code, start, stop)
             return _struct("string" if code & 0x0F == 1 else "symbol", string=text), text, stop
-        if code == 0x00 or code in _COMPOUND or code == 0x45:
+        if code == 0x00 or code in COMPOUND or code == 0x45:
             value, stop = self.obj(pos, 0)
             kind = ("Described" if isinstance(value, _Described) else "Array" if isinstance(value, _Array)
                     else "dict" if isinstance(value, dict) else "list")
@@ -1091,8 +813,8 @@ class _Reader:
         try:
             return self.raw[start:stop].decode("utf-8" if code & 0x0F == 1 else "ascii")
         except UnicodeDecodeError:
-            _check_text(self.raw, code, start, stop)
-            raise  # pragma: no cover (_check_text raised)
+            check_text(self.raw, code, start, stop)
+            raise  # pragma: no cover (check_text raised)
 
     # The value's class follows from ``code`` (as in proton's decoder) and callers rely on that
     # (``_property_struct``, a char's text); the decode path takes no isinstance checks to tell mypy.
@@ -1100,7 +822,7 @@ class _Reader:
     def scalar(self, code: int, pos: int) -> tuple[Any, int]:
         """A non-compound value whose constructor ``code`` was at ``pos - 1``."""
         raw = self.raw
-        width = _FIXED.get(code)
+        width = FIXED.get(code)
         if width is None:
             start, stop = _extent(raw, code, pos)
             if code & 0x0F == 0:
@@ -1118,20 +840,20 @@ class _Reader:
         if code == 0x45:
             return [], stop
         if code == 0x72:
-            return _Float32(_FLOAT.unpack(body)[0]), stop
+            return _Float32(FLOAT.unpack(body)[0]), stop
         if code == 0x82:
-            return _DOUBLE.unpack(body)[0], stop
+            return DOUBLE.unpack(body)[0], stop
         if code == 0x73:
             point = int.from_bytes(body)
             if point > 0x10FFFF:
-                raise _fail(pos, "a char above U+10FFFF")
+                raise malformed(pos, "a char above U+10FFFF")
             return _Char(chr(point)), stop
         if code == 0x94:
             return _Decimal128(body), stop
         if code == 0x98:
             return uuid.UUID(bytes=body), stop
-        number = int.from_bytes(body, signed=code in _SIGNED) if body else 0
-        name = _CLASS_NAMES.get(code)
+        number = int.from_bytes(body, signed=code in SIGNED) if body else 0
+        name = CLASS_NAMES.get(code)
         return (_NUM_CLASSES[name](number) if name else number), stop
 
     def obj(self, pos: int, depth: int) -> tuple[_Object, int]:
@@ -1146,7 +868,7 @@ class _Reader:
 
     def body(self, code: int, pos: int, depth: int) -> tuple[_Object, int]:
         """The value whose constructor ``code`` was at ``pos - 1`` (or is an array's)."""
-        if code not in _COMPOUND:
+        if code not in COMPOUND:
             return self.scalar(code, pos)
         raw = self.raw
         if code in (0xC0, 0xC1, 0xE0):
@@ -1166,7 +888,7 @@ class _Reader:
             try:
                 out[items[i]] = items[i + 1] if i + 1 < len(items) else None
             except TypeError:
-                raise _fail(pos, "a map key that is a binary, list, map, array or described value") from None
+                raise malformed(pos, "a map key that is a binary, list, map, array or described value") from None
         return out, pos
 
     def array(self, pos: int, count: int, depth: int) -> tuple[_Object, int]:
@@ -1183,7 +905,7 @@ class _Reader:
         for _ in range(count):
             element, pos = self.body(code, pos, depth + 1)
             elements.append(element)
-        return _Array(descriptors[0] if descriptors else _UNDESCRIBED, _PN_TYPE[code], elements), pos
+        return _Array(descriptors[0] if descriptors else _UNDESCRIBED, PN_TYPE[code], elements), pos
 
 
 def _extent(raw: bytes, code: int, pos: int) -> tuple[int, int]:
@@ -1219,10 +941,10 @@ def _property_struct(code: int, value: Any) -> PropertyValue:
         return _struct("binary", string=bytes(value).hex())
     if isinstance(value, uuid.UUID):
         return _struct("uuid", string=str(value))
-    name = _INT_NAMES[code]
+    name = INT_NAMES[code]
     if name == "timestamp":
         return _struct(name, string=str(int(value)))
-    if _INT64[0] <= value <= _INT64[1]:
+    if INT64[0] <= value <= INT64[1]:
         return _struct(name, long=int(value))
     return _struct(name, double=float(value))
 
@@ -1232,15 +954,15 @@ def holds_nested_described(raw: bytes | bytearray | memoryview) -> bool:
     value is itself described: the case where proton's Data decodes what follows differently
     from what was encoded (see the module docstring)."""
     raw = bytes(raw)
-    walk = _Walk(raw)
+    walk = ValueWalk(raw)
     pos = 0
     try:
         while pos < walk.end:
             if raw[pos] != 0x00:
                 return False
             walk.nodes = 1
-            _kind, pos = _section_descriptor(walk, pos + 1)
-            if pos < walk.end and raw[pos] == 0x00 and _described_value_is_described(raw, pos + 1):
+            _kind, pos = section_descriptor(walk, pos + 1)
+            if pos < walk.end and raw[pos] == 0x00 and described_value_is_described(raw, pos + 1):
                 return True
             pos = walk.value(pos, 1, False)
     except MessageDecodeError:
