@@ -28,6 +28,7 @@ from proton import (
 
 from sharedsub.core.errors import InvalidMessage, MessageDecodeError
 from sharedsub.core.publish import amqp_message
+from sharedsub.core.publish.amqp_walk import MAX_DEPTH
 from tests.fuzz import messages as m
 from tests.message_oracle import assert_same, decoder_outcome, proton_outcome
 
@@ -373,7 +374,7 @@ def test_values_nested_deeper_than_the_limit_are_refused() -> None:
     raw = b"\x00\x53\x77" + _value([[[[[[[[[[1]]]]]]]]]])
     assert amqp_message.decode(raw).columns["durable"] is False
     deep: Any = 1
-    for _ in range(amqp_message.MAX_DEPTH + 1):
+    for _ in range(MAX_DEPTH + 1):
         deep = [deep]
     raw = b"\x00\x53\x77" + _value(deep)
     with pytest.raises(MessageDecodeError, match="nested deeper than"):
