@@ -47,13 +47,12 @@ from typing import Protocol
 
 import proton
 
+from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from connectors.amqp.translate import with_delivery_count
 from connectors.amqp.wire.outgoing import Outgoing
 from connectors.amqp.wire.proton_events import c_object
-from sharedsub.core import layout
 from sharedsub.core.delivery import dispatch as rules
-from sharedsub.core.delivery.acked_seqs import AckedSeqs
 from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
@@ -63,35 +62,6 @@ from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage, DeadLetter
 from sharedsub.runtime.tailer import Row
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GenerationTables:
-    """Where a subscription generation's rows and settlements are, relative to the data dir."""
-
-    table: str  # the generation's table; also the name its delivery state is kept under
-    ack_table: str | None  # its ack log; None: not durable (acknowledgements kept in memory only)
-    dead_letter_table: str
-
-    @classmethod
-    def of(cls, rec: SubscriptionRecord, *, shared: bool = False) -> GenerationTables:
-        """The tables of ``rec``'s generation; ``shared``: several members may dispatch it (its
-        partitions move between them), so a non-durable one's settlements are recorded too."""
-        return cls(
-            rec.table,
-            layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable or shared else None,
-            layout.dead_letter_table_rel(rec.key, rec.generation),
-        )
-
-
-@dataclasses.dataclass(slots=True)
-class _Open:
-    """A subscription generation the dispatcher serves: its rules and where it records."""
-
-    key: str
-    tables: GenerationTables
-    state: rules.SubscriptionDispatch[Row, proton.Condition]  # the pure dispatch state (sharedsub.core.delivery.dispatch)
-    ended: bool = False  # end_generation was called: nothing more is recorded
 
 
 def _now_ms() -> int:
@@ -155,7 +125,7 @@ class _Txn:
     """An open transaction: the generations holding its rows, and the container of each
     consumer that settled in it (the consumer may be gone when it is discharged)."""
 
-    held: dict[int, _Open] = dataclasses.field(default_factory=dict)  # by id()
+    held: dict[int, Generation] = dataclasses.field(default_factory=dict)  # by id()
     containers: dict[int, str] = dataclasses.field(default_factory=dict)
 
 
@@ -183,19 +153,17 @@ class Dispatcher:
         ``n`` rows of ``key`` left the queue (the tailer's in-flight bound); ``stages``: where the
         ``publish_to_send`` times go (sharedsub.core.ops.stage_timing)."""
         self._stages = stages if stages is not None else StageTimes()
-        self._open: dict[str, _Open] = {}
+        self._open: dict[str, Generation] = {}
         # Generations without consumers whose rows an open transaction holds.
-        self._dropped: dict[str, _Open] = {}
-        # Delivery state per generation table (module docstring: one owner).
-        self._acked: dict[str, AckedSeqs] = {}
-        self._failures: dict[str, dict[int, int]] = {}  # seq -> failed deliveries
+        self._dropped: dict[str, Generation] = {}
+        self._delivery = DeliveryState()  # module docstring: one owner
         self._links: dict[str, dict[int, Outgoing]] = {}
         self._consumer_of: dict[object, tuple[str, int]] = {}
         self._containers: dict[int, str] = {}
         self._sent: dict[str, _Sent] = {}
         self._txns: dict[bytes, _Txn] = {}
         # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
-        self._settling: dict[int, tuple[_Open, list[rules.Settle[proton.Condition]]]] = {}
+        self._settling: dict[int, tuple[Generation, list[rules.Settle[proton.Condition]]]] = {}
         self._counters = counters if counters is not None else metrics.Counters()
         self._submit = submit
         self._on_sent = on_sent
@@ -210,18 +178,16 @@ class Dispatcher:
     def open(self, key: str, tables: GenerationTables) -> Container[int]:
         """Make ``key`` dispatchable as the generation ``tables`` (idempotent). Returns its
         acknowledged seqs, for the tailer to read (module docstring)."""
-        acked = self._acked.get(tables.table)
-        if acked is None:
-            acked = self._acked[tables.table] = AckedSeqs()
+        acked = self._delivery.acked(tables.table)
         if key in self._open:
             return acked
         gen = self._dropped.pop(key, None)
         if gen is None or gen.tables.table != tables.table:  # another generation: start afresh
             sub: rules.SubscriptionDispatch[Row, proton.Condition]
-            sub = rules.SubscriptionDispatch(acked, self._failures.setdefault(tables.table, {}), self._limits)
+            sub = rules.SubscriptionDispatch(acked, self._delivery.failures(tables.table), self._limits)
             if self._stopped:
                 sub.handle(rules.Shutdown(), self._clock())
-            gen = _Open(key, tables, sub)
+            gen = Generation(key, tables, sub)
         self._open[key] = gen
         self._links.setdefault(key, {})
         return acked
@@ -273,37 +239,23 @@ class Dispatcher:
             for gen in txn.held.values():
                 if gen.tables.table == table:
                     gen.ended = True
-        self._acked.pop(table, None)
-        self._failures.pop(table, None)
+        self._delivery.forget(table)
 
     def reopen(self, table: str, seqs: frozenset[int]) -> None:
         """A replay opened ``seqs`` of generation ``table`` again (their ``replayed`` ack rows are
         committed): they are no longer acknowledged, and go out marked redelivered (their
         failed-delivery count + 1 here at once; the ack log's count may say more)."""
         self.apply_settled()
-        acked = self._acked.get(table)
-        if acked is not None:
-            acked.reopen(seqs)
-        counts = self._failures.setdefault(table, {})
-        for seq in seqs:
-            counts[seq] = counts.get(seq, 0) + 1
+        self._delivery.reopen(table, seqs)
 
     def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
-        """For a non-durable subscription generation consumed here, the lowest seq that may still
-        be open: every row below it is settled (its acknowledgements live only in this memory,
-        sharedsub.core.delivery.acked_seqs). None for a durable one (its ack log says) or one this
-        front end has not consumed. Any thread (maintenance): reads one consistent state."""
-        acked = self._acked.get(rec.table)
-        if acked is None or rec.identity.durable:
-            return None
-        return acked.lowest_unsettled()
+        """Any thread (maintenance): connectors/amqp/generations.py
+        ``DeliveryState.first_open_in_memory``."""
+        return self._delivery.first_open_in_memory(rec)
 
     def delivery_state_sizes(self) -> dict[str, int]:
-        """Seqs held in memory per subscription generation table (acknowledged ones above the
-        floor, reopened ones, failure counts): bounded by the open window, not by history
-        (sharedsub.core.delivery.acked_seqs). Any thread: the dicts are copied in one C call each."""
-        acked, failures = self._acked.copy(), self._failures.copy()
-        return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
+        """Any thread: connectors/amqp/generations.py ``DeliveryState.sizes``."""
+        return self._delivery.sizes()
 
     # ------------------------------------------------------------------ consumers
 
@@ -511,7 +463,7 @@ class Dispatcher:
 
     def _handle(
         self,
-        gen: _Open,
+        gen: Generation,
         event: rules.Event,
         containers: dict[int, str] | None = None,
         *,
@@ -561,7 +513,7 @@ class Dispatcher:
             for send in effects:
                 self._send(key, outgoing, send)
 
-    def _record(self, gen: _Open, record: rules.Record[Row], container: str, ack: Ack | None) -> Ack | None:
+    def _record(self, gen: Generation, record: rules.Record[Row], container: str, ack: Ack | None) -> Ack | None:
         """Count ``record`` and add it to ``ack`` when it is one of the same outcome and
         consumer, else submit ``ack`` and start another; return the Ack being built (None: the
         generation records nothing)."""
@@ -579,7 +531,7 @@ class Dispatcher:
         return Ack(gen.tables.ack_table, [row.seq], outcome, container)
 
     def _dead_letter(
-        self, gen: _Open, row: Row, decision: DeadLetter, error: proton.Condition | None, consumer: str
+        self, gen: Generation, row: Row, decision: DeadLetter, error: proton.Condition | None, consumer: str
     ) -> None:
         """Record a dead-lettered row: in the generation's dead-letter table (so it can be
         inspected), and in its ack log when durable (so a restart does not deliver it again)."""
