@@ -47,11 +47,11 @@ from typing import Protocol
 
 import proton
 
+from connectors.amqp.consumer_links import ConsumerLinks
 from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from connectors.amqp.translate import with_delivery_count
 from connectors.amqp.wire.outgoing import Outgoing
-from connectors.amqp.wire.proton_events import c_object
 from sharedsub.core.delivery import dispatch as rules
 from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.core.model import SubscriptionRecord
@@ -132,11 +132,9 @@ class _Txn:
 class Dispatcher:
     """Applies the dispatch rules to proton links and owns delivery state (module docstring).
 
-    Consumer links are named by ints in typed side tables (never attributes on proton objects):
-    ``_links`` (key -> consumer -> link), ``_consumer_of`` (the link's C object, proton_events
-    ``c_object`` -> (key, consumer)),
-    ``_sent`` (unsettled delivery's tag -> key, consumer, seq; tags are this dispatcher's
-    counter, unique across its links, and only it sends on the service's sender links).
+    Consumer links are named by ints (connectors/amqp/consumer_links.py); ``_sent`` maps an
+    unsettled delivery's tag to its key, consumer, seq (tags are this dispatcher's counter,
+    unique across its links, and only it sends on the service's sender links).
     """
 
     def __init__(
@@ -157,9 +155,7 @@ class Dispatcher:
         # Generations without consumers whose rows an open transaction holds.
         self._dropped: dict[str, Generation] = {}
         self._delivery = DeliveryState()  # module docstring: one owner
-        self._links: dict[str, dict[int, Outgoing]] = {}
-        self._consumer_of: dict[object, tuple[str, int]] = {}
-        self._containers: dict[int, str] = {}
+        self._links = ConsumerLinks()
         self._sent: dict[str, _Sent] = {}
         self._txns: dict[bytes, _Txn] = {}
         # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
@@ -170,7 +166,6 @@ class Dispatcher:
         self._limits = limits
         self._clock = clock
         self._tag = 0
-        self._next_consumer = 0
         self._stopped = False
 
     # ------------------------------------------------------------------ generations
@@ -189,7 +184,7 @@ class Dispatcher:
                 sub.handle(rules.Shutdown(), self._clock())
             gen = Generation(key, tables, sub)
         self._open[key] = gen
-        self._links.setdefault(key, {})
+        self._links.open(key)
         return acked
 
     def release(self, key: str, partitions: frozenset[int]) -> None:
@@ -216,9 +211,7 @@ class Dispatcher:
         held until it is discharged."""
         self.apply_settled()
         gen = self._open.pop(key, None)
-        for consumer, outgoing in self._links.pop(key, {}).items():
-            self._consumer_of.pop(c_object(outgoing.link), None)
-            self._containers.pop(consumer, None)
+        self._links.drop(key)
         self._sent = {d: s for d, s in self._sent.items() if s.key != key}
         if gen is not None and gen.state.holds_transactions():
             gen.state.handle(rules.Drop(), self._clock())
@@ -262,11 +255,7 @@ class Dispatcher:
     def add_consumer(self, key: str, link: proton.Link) -> None:
         """Attach a consumer link to subscription ``key`` (opened before)."""
         self.apply_settled()
-        self._next_consumer += 1
-        consumer = self._next_consumer
-        outgoing = self._links[key][consumer] = Outgoing(link)
-        self._consumer_of[c_object(link)] = (key, consumer)
-        self._containers[consumer] = link.connection.remote_container or ""
+        consumer, outgoing = self._links.add(key, link)
         presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
         self._handle(self._open[key], rules.AddConsumer(consumer, outgoing.credit, presettled))
 
@@ -281,15 +270,12 @@ class Dispatcher:
         gen = self._open.get(key)
         if gen is None:
             return 0
-        found = self._consumer_of.get(c_object(link))
-        if found is None or found[0] != key:
+        consumer = self._links.remove(key, link)
+        if consumer is None:
             return len(gen.state.consumers)
-        consumer = found[1]
-        del self._consumer_of[c_object(link)]
-        del self._links[key][consumer]
         self._sent = {d: s for d, s in self._sent.items() if s.consumer != consumer}
         self._handle(gen, rules.RemoveConsumer(consumer))
-        self._containers.pop(consumer, None)
+        self._links.forget_container(consumer)  # after its failed deliveries are recorded under it
         return len(gen.state.consumers)
 
     def fail_outstanding(self) -> None:
@@ -327,11 +313,11 @@ class Dispatcher:
         by the sends this dispatcher makes (the state counts them), and by the front end draining
         it (:meth:`credit_drained`). With N consumers each flow would otherwise read N links
         (profiled: 4 consumers consumed ~10% slower than 1)."""
-        found = self._consumer_of.get(c_object(link))
+        found = self._links.find(link)
         if found is None:
             return
-        key, consumer = found
-        gen, outgoing = self._open.get(key), self._links.get(key, {}).get(consumer)
+        key, consumer, outgoing = found
+        gen = self._open.get(key)
         if outgoing is not None and gen is not None:
             self._handle(gen, rules.Credit({consumer: outgoing.credit}), read_credit=False)
 
@@ -340,11 +326,11 @@ class Dispatcher:
         (Every other event's dispatch pass reads all the links' credit anyway; this keeps the
         state exact for a flow on another link that comes before any of those.)"""
         self.apply_settled()
-        found = self._consumer_of.get(c_object(link))
+        found = self._links.find(link)
         if found is None:
             return
-        key, consumer = found
-        gen, outgoing = self._open.get(key), self._links.get(key, {}).get(consumer)
+        key, consumer, outgoing = found
+        gen = self._open.get(key)
         if gen is not None and outgoing is not None:
             gen.state.set_credit(consumer, outgoing.credit)
 
@@ -442,7 +428,7 @@ class Dispatcher:
         self._handle(gen, event)
         txn = self._txns.setdefault(bytes(txn_id), _Txn())
         txn.held[id(gen)] = gen
-        txn.containers[sent.consumer] = self._containers.get(sent.consumer, "")
+        txn.containers[sent.consumer] = self._links.container_of(sent.consumer)
 
     def discharge(self, txn_id: bytes, commit: bool) -> None:
         """Transaction ``txn_id`` ends. Commit: each outcome settled in it is applied as a plain
@@ -475,7 +461,8 @@ class Dispatcher:
         if self._settling:
             self.apply_settled()
         key = gen.key
-        links = self._links.get(key, {}) if self._open.get(key) is gen else {}
+        links = self._links.by_key.get(key, {}) if self._open.get(key) is gen else {}
+        container = self._links.container
 
         def credit_of(consumer: int) -> int:
             outgoing = links.get(consumer)
@@ -495,7 +482,7 @@ class Dispatcher:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)
                 case rules.Record():
-                    ack = self._record(gen, effect, self._container(effect.consumer, containers), ack)
+                    ack = self._record(gen, effect, container(effect.consumer, containers), ack)
                 case rules.DeadLetterRow(row=row, reason=reason, delivery_count=count, consumer=consumer):
                     self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
                     if ack is not None:
@@ -503,7 +490,7 @@ class Dispatcher:
                         ack = None
                     if not gen.ended:
                         decision = DeadLetter(reason, count)
-                        self._dead_letter(gen, row, decision, effect.error, self._container(consumer, containers))
+                        self._dead_letter(gen, row, decision, effect.error, container(consumer, containers))
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
         if ack is not None:
@@ -552,15 +539,6 @@ class Dispatcher:
                 ),
             )
         )
-
-    def _container(self, consumer: int | None, containers: dict[int, str] | None) -> str:
-        """The container-id of ``consumer``'s connection ("" for none)."""
-        if consumer is None:
-            return ""
-        found = self._containers.get(consumer)
-        if found is None and containers is not None:
-            found = containers.get(consumer)
-        return found or ""
 
     def _send(self, key: str, outgoing: Outgoing, effect: rules.Send) -> None:
         row: Row = effect.row
