@@ -49,15 +49,13 @@ import proton
 
 from connectors.amqp.consumer_links import ConsumerLinks
 from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
+from connectors.amqp.sent_deliveries import SentDeliveries
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
-from connectors.amqp.translate import with_delivery_count
-from connectors.amqp.wire.outgoing import Outgoing
 from sharedsub.core.delivery import dispatch as rules
 from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
-from sharedsub.core.value_type import value_type
 from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage, DeadLetterRow, Request
 from sharedsub.runtime.tailer import Row
 
@@ -111,15 +109,6 @@ _TXN_OUTCOMES = {
 }
 
 
-@value_type
-class _Sent:
-    """A delivery sent and not settled: which subscription, consumer and row."""
-
-    key: str
-    consumer: int
-    seq: int
-
-
 @dataclasses.dataclass(slots=True)
 class _Txn:
     """An open transaction: the generations holding its rows, and the container of each
@@ -132,9 +121,9 @@ class _Txn:
 class Dispatcher:
     """Applies the dispatch rules to proton links and owns delivery state (module docstring).
 
-    Consumer links are named by ints (connectors/amqp/consumer_links.py); ``_sent`` maps an
-    unsettled delivery's tag to its key, consumer, seq (tags are this dispatcher's counter,
-    unique across its links, and only it sends on the service's sender links).
+    Consumer links are named by ints (connectors/amqp/consumer_links.py); a delivery sent and not
+    settled is found by its tag (connectors/amqp/sent_deliveries.py: tags are this dispatcher's
+    counter, unique across its links, and only it sends on the service's sender links).
     """
 
     def __init__(
@@ -150,22 +139,20 @@ class Dispatcher:
         """``submit``: where settlement records go (the committer's queue); ``on_sent(key, n)``:
         ``n`` rows of ``key`` left the queue (the tailer's in-flight bound); ``stages``: where the
         ``publish_to_send`` times go (sharedsub.core.ops.stage_timing)."""
-        self._stages = stages if stages is not None else StageTimes()
         self._open: dict[str, Generation] = {}
         # Generations without consumers whose rows an open transaction holds.
         self._dropped: dict[str, Generation] = {}
         self._delivery = DeliveryState()  # module docstring: one owner
         self._links = ConsumerLinks()
-        self._sent: dict[str, _Sent] = {}
         self._txns: dict[bytes, _Txn] = {}
         # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
         self._settling: dict[int, tuple[Generation, list[rules.Settle[proton.Condition]]]] = {}
         self._counters = counters if counters is not None else metrics.Counters()
+        self._deliveries = SentDeliveries(self._counters, stages if stages is not None else StageTimes())
         self._submit = submit
         self._on_sent = on_sent
         self._limits = limits
         self._clock = clock
-        self._tag = 0
         self._stopped = False
 
     # ------------------------------------------------------------------ generations
@@ -212,7 +199,7 @@ class Dispatcher:
         self.apply_settled()
         gen = self._open.pop(key, None)
         self._links.drop(key)
-        self._sent = {d: s for d, s in self._sent.items() if s.key != key}
+        self._deliveries.forget_subscription(key)
         if gen is not None and gen.state.holds_transactions():
             gen.state.handle(rules.Drop(), self._clock())
             self._dropped[key] = gen
@@ -273,7 +260,7 @@ class Dispatcher:
         consumer = self._links.remove(key, link)
         if consumer is None:
             return len(gen.state.consumers)
-        self._sent = {d: s for d, s in self._sent.items() if s.consumer != consumer}
+        self._deliveries.forget_consumer(consumer)
         self._handle(gen, rules.RemoveConsumer(consumer))
         self._links.forget_container(consumer)  # after its failed deliveries are recorded under it
         return len(gen.state.consumers)
@@ -287,7 +274,7 @@ class Dispatcher:
         containers = {c: name for txn in self._txns.values() for c, name in txn.containers.items()}
         for gen in [*self._open.values(), *self._dropped.values()]:
             self._handle(gen, rules.Shutdown(), containers)
-        self._sent.clear()
+        self._deliveries.clear()
         self._txns.clear()
         self._dropped.clear()
 
@@ -351,7 +338,7 @@ class Dispatcher:
         if state not in _TERMINAL and not transfer.settled:
             return  # e.g. a received state: not an outcome yet
         transfer.settle()
-        sent = self._sent.pop(transfer.tag, None)
+        sent = self._deliveries.unsettled.pop(transfer.tag, None)
         gen = None if sent is None else self._open.get(sent.key)
         if sent is None or gen is None:
             return
@@ -408,7 +395,7 @@ class Dispatcher:
         if settlement is None:
             raise ValueError(f"not an outcome: {outcome!r}")
         dlv.settle()
-        sent = self._sent.pop(dlv.tag, None)
+        sent = self._deliveries.unsettled.pop(dlv.tag, None)
         if sent is None:
             return
         gen = self._open.get(sent.key)
@@ -472,7 +459,7 @@ class Dispatcher:
         # transport event for every send whose connection differs from the last one's, so
         # round-robin order across consumers on separate connections would cost one transport
         # event (and its output pass) per message instead of one per connection.
-        sends: dict[int, list[rules.Send]] = {}
+        sends: dict[int, list[rules.Send[Row]]] = {}
         # Consecutive records of one outcome and consumer go to the committer as one Ack (the
         # acknowledgements of a SettleAll, mostly); any other request submitted in between
         # closes it first, so the committer gets everything in the order decided.
@@ -495,10 +482,11 @@ class Dispatcher:
                     self._on_sent(key, count)
         if ack is not None:
             self._submit(ack)
+        deliver = self._deliveries.send
         for receiver, effects in sends.items():
             outgoing = links[receiver]
             for send in effects:
-                self._send(key, outgoing, send)
+                deliver(key, outgoing, send)
 
     def _record(self, gen: Generation, record: rules.Record[Row], container: str, ack: Ack | None) -> Ack | None:
         """Count ``record`` and add it to ``ack`` when it is one of the same outcome and
@@ -539,18 +527,3 @@ class Dispatcher:
                 ),
             )
         )
-
-    def _send(self, key: str, outgoing: Outgoing, effect: rules.Send) -> None:
-        row: Row = effect.row
-        self._tag += 1
-        tag = str(self._tag)
-        self._counters.inc(metrics.DELIVERED, row.topic, key)
-        if not effect.first_acquirer:
-            self._counters.inc(metrics.REDELIVERED, row.topic, key)
-        # An at-most-once consumer's delivery is settled on sending (acknowledged by the next effect).
-        message = row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count)
-        outgoing.send(tag, message, effect.presettled)
-        if effect.first_acquirer and row.published_ms is not None:
-            self._stages.observe("publish_to_send", time.time() - row.published_ms / 1000)
-        if not effect.presettled:
-            self._sent[tag] = _Sent(key, effect.consumer, row.seq)
