@@ -47,16 +47,17 @@ from typing import Protocol
 
 import proton
 
+from connectors.amqp.ack_records import AckRecords
 from connectors.amqp.consumer_links import ConsumerLinks
 from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
 from connectors.amqp.sent_deliveries import SentDeliveries
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from sharedsub.core.delivery import dispatch as rules
-from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
+from sharedsub.core.delivery.outcomes import Limits, Settlement
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
-from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage, DeadLetterRow, Request
+from sharedsub.runtime.commit_requests import Ack, Request
 from sharedsub.runtime.tailer import Row
 
 log = logging.getLogger(__name__)
@@ -147,9 +148,9 @@ class Dispatcher:
         self._txns: dict[bytes, _Txn] = {}
         # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
         self._settling: dict[int, tuple[Generation, list[rules.Settle[proton.Condition]]]] = {}
-        self._counters = counters if counters is not None else metrics.Counters()
-        self._deliveries = SentDeliveries(self._counters, stages if stages is not None else StageTimes())
-        self._submit = submit
+        counters = counters if counters is not None else metrics.Counters()
+        self._deliveries = SentDeliveries(counters, stages if stages is not None else StageTimes())
+        self._records = AckRecords(submit, counters)
         self._on_sent = on_sent
         self._limits = limits
         self._clock = clock
@@ -449,7 +450,7 @@ class Dispatcher:
             self.apply_settled()
         key = gen.key
         links = self._links.by_key.get(key, {}) if self._open.get(key) is gen else {}
-        container = self._links.container
+        record, container = self._records.record, self._links.container
 
         def credit_of(consumer: int) -> int:
             outgoing = links.get(consumer)
@@ -460,70 +461,25 @@ class Dispatcher:
         # round-robin order across consumers on separate connections would cost one transport
         # event (and its output pass) per message instead of one per connection.
         sends: dict[int, list[rules.Send[Row]]] = {}
-        # Consecutive records of one outcome and consumer go to the committer as one Ack (the
-        # acknowledgements of a SettleAll, mostly); any other request submitted in between
-        # closes it first, so the committer gets everything in the order decided.
+        # Consecutive records of one outcome and consumer go to the committer as one Ack
+        # (connectors/amqp/ack_records.py); any other request submitted in between closes it
+        # first, so the committer gets everything in the order decided.
         ack: Ack | None = None
         for effect in gen.state.handle(event, self._clock(), credit_of if read_credit else None):
             match effect:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)
                 case rules.Record():
-                    ack = self._record(gen, effect, container(effect.consumer, containers), ack)
-                case rules.DeadLetterRow(row=row, reason=reason, delivery_count=count, consumer=consumer):
-                    self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
-                    if ack is not None:
-                        self._submit(ack)
-                        ack = None
-                    if not gen.ended:
-                        decision = DeadLetter(reason, count)
-                        self._dead_letter(gen, row, decision, effect.error, container(consumer, containers))
+                    ack = record(gen, effect, container(effect.consumer, containers), ack)
+                case rules.DeadLetterRow():
+                    self._records.dead_letter(gen, effect, container(effect.consumer, containers), ack)
+                    ack = None
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
         if ack is not None:
-            self._submit(ack)
+            self._records.submit(ack)
         deliver = self._deliveries.send
         for receiver, effects in sends.items():
             outgoing = links[receiver]
             for send in effects:
                 deliver(key, outgoing, send)
-
-    def _record(self, gen: Generation, record: rules.Record[Row], container: str, ack: Ack | None) -> Ack | None:
-        """Count ``record`` and add it to ``ack`` when it is one of the same outcome and
-        consumer, else submit ``ack`` and start another; return the Ack being built (None: the
-        generation records nothing)."""
-        row, outcome = record.row, record.outcome
-        if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
-            name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
-            self._counters.inc(name, row.topic, gen.key)
-        if gen.tables.ack_table is None or gen.ended:
-            return ack  # a non-durable generation's acknowledgements live in memory only
-        if ack is not None and ack.outcome == outcome and ack.consumer == container:
-            ack.seqs.append(row.seq)
-            return ack
-        if ack is not None:
-            self._submit(ack)
-        return Ack(gen.tables.ack_table, [row.seq], outcome, container)
-
-    def _dead_letter(
-        self, gen: Generation, row: Row, decision: DeadLetter, error: proton.Condition | None, consumer: str
-    ) -> None:
-        """Record a dead-lettered row: in the generation's dead-letter table (so it can be
-        inspected), and in its ack log when durable (so a restart does not deliver it again)."""
-        log.info("subscription %s: seq %d of %s dead-lettered (%s)", gen.key, row.seq, row.topic, decision.reason)
-        self._submit(
-            DeadLetterMessage(
-                gen.tables.dead_letter_table,
-                gen.tables.ack_table,
-                DeadLetterRow(
-                    topic=row.topic,
-                    seq=row.seq,
-                    reason=str(decision.reason),
-                    error_condition=str(error.name) if error is not None and error.name else None,
-                    error_description=str(error.description) if error is not None and error.description else None,
-                    delivery_count=decision.delivery_count,
-                    consumer=consumer,
-                    message_id=row.message_id,
-                ),
-            )
-        )
