@@ -39,7 +39,6 @@ a non-durable one's acknowledgements live in this memory), a dead letter as a
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Container
@@ -51,6 +50,7 @@ from connectors.amqp.ack_records import AckRecords
 from connectors.amqp.consumer_links import ConsumerLinks
 from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
 from connectors.amqp.sent_deliveries import SentDeliveries
+from connectors.amqp.transaction_holds import TransactionHolds, txn_settlement
 from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from sharedsub.core.delivery import dispatch as rules
 from sharedsub.core.delivery.outcomes import Limits, Settlement
@@ -99,25 +99,6 @@ class Settled(Protocol):
     def settle(self) -> None:
         """Settle it locally."""
 
-# Delivery state codes of the outcome inside a transactional state (AMQP 0x34), as proton
-# numbers them, and the settlement each means. 0: settled inside the transaction with no outcome.
-_TXN_OUTCOMES = {
-    0: Settlement.ACCEPTED,
-    proton.Delivery.ACCEPTED: Settlement.ACCEPTED,
-    proton.Delivery.REJECTED: Settlement.REJECTED,
-    proton.Delivery.RELEASED: Settlement.RELEASED,
-    proton.Delivery.MODIFIED: Settlement.MODIFIED,
-}
-
-
-@dataclasses.dataclass(slots=True)
-class _Txn:
-    """An open transaction: the generations holding its rows, and the container of each
-    consumer that settled in it (the consumer may be gone when it is discharged)."""
-
-    held: dict[int, Generation] = dataclasses.field(default_factory=dict)  # by id()
-    containers: dict[int, str] = dataclasses.field(default_factory=dict)
-
 
 class Dispatcher:
     """Applies the dispatch rules to proton links and owns delivery state (module docstring).
@@ -145,7 +126,7 @@ class Dispatcher:
         self._dropped: dict[str, Generation] = {}
         self._delivery = DeliveryState()  # module docstring: one owner
         self._links = ConsumerLinks()
-        self._txns: dict[bytes, _Txn] = {}
+        self._txns = TransactionHolds()
         # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
         self._settling: dict[int, tuple[Generation, list[rules.Settle[proton.Condition]]]] = {}
         counters = counters if counters is not None else metrics.Counters()
@@ -216,10 +197,7 @@ class Dispatcher:
         held = self._dropped.get(key)
         if held is not None and held.tables.table == table:
             held.ended = True
-        for txn in self._txns.values():
-            for gen in txn.held.values():
-                if gen.tables.table == table:
-                    gen.ended = True
+        self._txns.end_generation(table)
         self._delivery.forget(table)
 
     def reopen(self, table: str, seqs: frozenset[int]) -> None:
@@ -272,7 +250,7 @@ class Dispatcher:
         yet fail the same way."""
         self.apply_settled()
         self._stopped = True
-        containers = {c: name for txn in self._txns.values() for c, name in txn.containers.items()}
+        containers = self._txns.containers()
         for gen in [*self._open.values(), *self._dropped.values()]:
             self._handle(gen, rules.Shutdown(), containers)
         self._deliveries.clear()
@@ -392,9 +370,7 @@ class Dispatcher:
         accepted). ``dlv`` is settled locally now; its row is no longer outstanding on its link
         and is held by the transaction until :meth:`discharge`: not sent again, and not
         requeued when its link, session or connection goes."""
-        settlement = _TXN_OUTCOMES.get(outcome)
-        if settlement is None:
-            raise ValueError(f"not an outcome: {outcome!r}")
+        settlement = txn_settlement(outcome)
         dlv.settle()
         sent = self._deliveries.unsettled.pop(dlv.tag, None)
         if sent is None:
@@ -414,9 +390,7 @@ class Dispatcher:
             ),
         )
         self._handle(gen, event)
-        txn = self._txns.setdefault(bytes(txn_id), _Txn())
-        txn.held[id(gen)] = gen
-        txn.containers[sent.consumer] = self._links.container_of(sent.consumer)
+        self._txns.hold(bytes(txn_id), gen, sent.consumer, self._links.container_of(sent.consumer))
 
     def discharge(self, txn_id: bytes, commit: bool) -> None:
         """Transaction ``txn_id`` ends. Commit: each outcome settled in it is applied as a plain
@@ -424,7 +398,7 @@ class Dispatcher:
         Rollback: every row it holds goes back to its subscription marked redelivered with its
         delivery count + 1 (dead-lettered at ``max_delivery_count``), then dispatch. Unknown
         ``txn_id``: nothing happens."""
-        txn = self._txns.pop(bytes(txn_id), None)
+        txn = self._txns.pop(bytes(txn_id))
         if txn is None:
             return
         event = rules.Discharge(bytes(txn_id), commit)
