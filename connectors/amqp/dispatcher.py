@@ -35,6 +35,13 @@ What is settled is recorded through the committer (sharedsub.runtime.commit_requ
 outcome or a failed delivery as an ``Ack`` in the generation's ack log (durable generations only;
 a non-durable one's acknowledgements live in this memory), a dead letter as a
 ``DeadLetterMessage``. A generation that was ended records nothing more.
+
+**Its parts** (each front end's thread only, like the dispatcher): the generations served and
+their delivery state (connectors/amqp/generations.py), the consumer links named by ints
+(consumer_links.py), what goes on the wire for a row and the deliveries not settled yet
+(sent_deliveries.py), the records to the committer (ack_records.py) and the transactions holding
+rows (transaction_holds.py). The dispatcher composes them: it alone hands events to the rules and
+applies their effects, and callers use it alone.
 """
 
 from __future__ import annotations
@@ -42,16 +49,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Container
-from typing import Protocol
 
 import proton
 
 from connectors.amqp.ack_records import AckRecords
 from connectors.amqp.consumer_links import ConsumerLinks
 from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
+from connectors.amqp.kept_settlements import KeptSettlements, Settled
 from connectors.amqp.sent_deliveries import SentDeliveries
 from connectors.amqp.transaction_holds import TransactionHolds, txn_settlement
-from connectors.amqp.transactions import TRANSACTIONAL_STATE
 from sharedsub.core.delivery import dispatch as rules
 from sharedsub.core.delivery.outcomes import Limits, Settlement
 from sharedsub.core.model import SubscriptionRecord
@@ -71,35 +77,6 @@ def _now_ms() -> int:
 _DEFAULT_LIMITS = Limits()
 
 
-_TERMINAL = frozenset(
-    (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED),
-)
-
-
-class Settled(Protocol):
-    """What :meth:`Dispatcher.settle_later` reads of a settled delivery (connectors.amqp.wire.proton_events
-    ``Transfer``; ``delivery`` only for a modified or rejected outcome's fields)."""
-
-    @property
-    def remote_state(self) -> int:
-        """The type code of the peer's state (0x24 accepted ... 0x34 transactional; 0 none)."""
-
-    @property
-    def settled(self) -> bool:
-        """The peer settled it."""
-
-    @property
-    def tag(self) -> str:
-        """Its delivery-tag."""
-
-    @property
-    def delivery(self) -> proton.Delivery:
-        """Proton's wrapper of it."""
-
-    def settle(self) -> None:
-        """Settle it locally."""
-
-
 class Dispatcher:
     """Applies the dispatch rules to proton links and owns delivery state (module docstring).
 
@@ -107,6 +84,11 @@ class Dispatcher:
     settled is found by its tag (connectors/amqp/sent_deliveries.py: tags are this dispatcher's
     counter, unique across its links, and only it sends on the service's sender links).
     """
+
+    settle_later: Callable[[Settled], None]
+    """A consumer's disposition: decided now, applied at the next :meth:`apply_settled` (or any
+    other event of the dispatcher, which applies it first); the handler calls that at the end of
+    a run of delivery events. It is connectors/amqp/kept_settlements.py ``KeptSettlements.keep``."""
 
     def __init__(
         self,
@@ -121,17 +103,17 @@ class Dispatcher:
         """``submit``: where settlement records go (the committer's queue); ``on_sent(key, n)``:
         ``n`` rows of ``key`` left the queue (the tailer's in-flight bound); ``stages``: where the
         ``publish_to_send`` times go (sharedsub.core.ops.stage_timing)."""
+        counters = counters if counters is not None else metrics.Counters()
         self._open: dict[str, Generation] = {}
         # Generations without consumers whose rows an open transaction holds.
         self._dropped: dict[str, Generation] = {}
         self._delivery = DeliveryState()  # module docstring: one owner
         self._links = ConsumerLinks()
-        self._txns = TransactionHolds()
-        # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
-        self._settling: dict[int, tuple[Generation, list[rules.Settle[proton.Condition]]]] = {}
-        counters = counters if counters is not None else metrics.Counters()
         self._deliveries = SentDeliveries(counters, stages if stages is not None else StageTimes())
         self._records = AckRecords(submit, counters)
+        self._txns = TransactionHolds()
+        self._kept = KeptSettlements(self._open, self._deliveries)
+        self.settle_later = self._kept.keep  # once per settled message: no call in between
         self._on_sent = on_sent
         self._limits = limits
         self._clock = clock
@@ -302,53 +284,13 @@ class Dispatcher:
 
     # ------------------------------------------------------------------ settlements
 
-    def settle_later(self, transfer: Settled) -> None:
-        """A consumer's disposition: decide (sharedsub.core.delivery.dispatch and .outcomes) now,
-        apply at the next :meth:`apply_settled` (or any other event of the dispatcher, which
-        applies it first): the handler calls that at the end of a run of delivery events, so the
-        acknowledgements of one frame are one event of each subscription and one ``Ack`` per ack
-        log. The delivery is settled with its peer now. ``transfer``: the delivery as
-        connectors.amqp.wire.proton_events ``Transfer`` reads it."""
-        state = transfer.remote_state
-        if state == TRANSACTIONAL_STATE:
-            # Its outcome counts only if the transaction commits: the coordinator calls
-            # settle_transactional (then discharge).
-            return
-        if state not in _TERMINAL and not transfer.settled:
-            return  # e.g. a received state: not an outcome yet
-        transfer.settle()
-        sent = self._deliveries.unsettled.pop(transfer.tag, None)
-        gen = None if sent is None else self._open.get(sent.key)
-        if sent is None or gen is None:
-            return
-        error = None
-        failed = undeliverable = False
-        if state == proton.Delivery.RELEASED:
-            settlement = Settlement.RELEASED
-        elif state == proton.Delivery.MODIFIED:
-            settlement = Settlement.MODIFIED
-            remote = transfer.delivery.remote
-            failed, undeliverable = bool(remote.failed), bool(remote.undeliverable)
-        elif state == proton.Delivery.REJECTED:
-            settlement = Settlement.REJECTED
-            error = transfer.delivery.remote.condition
-        else:  # accepted, or settled with no outcome
-            settlement = Settlement.ACCEPTED
-        settle = rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error)
-        batch = self._settling.get(id(gen))
-        if batch is None:
-            self._settling[id(gen)] = (gen, [settle])
-        else:
-            batch[1].append(settle)
-
     def apply_settled(self) -> None:
-        """Apply the dispositions :meth:`settle_later` kept: each generation's as one event. One
+        """Apply the dispositions ``settle_later`` kept: each generation's as one event. One
         generation's failure is logged and does not keep the others' from being applied (its
         rows stay outstanding until their links go, then they are delivered again)."""
-        if not self._settling:
+        if not self._kept.batches:
             return
-        batches, self._settling = self._settling, {}
-        for gen, settles in batches.values():
+        for gen, settles in self._kept.take().values():
             try:
                 self._handle(gen, settles[0] if len(settles) == 1 else rules.SettleAll(tuple(settles)))
             except Exception:
@@ -420,7 +362,7 @@ class Dispatcher:
         """Hand ``gen``'s dispatch state ``event`` (it reads the links' credit if it dispatches,
         unless ``read_credit`` is false: then the credit it holds is used), apply the effects.
         Dispositions kept for later are applied first: events keep their order."""
-        if self._settling:
+        if self._kept.batches:
             self.apply_settled()
         key = gen.key
         links = self._links.by_key.get(key, {}) if self._open.get(key) is gen else {}
