@@ -54,7 +54,7 @@ import proton
 
 from connectors.amqp.ack_records import AckRecords
 from connectors.amqp.consumer_links import ConsumerLinks
-from connectors.amqp.generations import DeliveryState, Generation, GenerationTables
+from connectors.amqp.generations import Generation, Generations, GenerationTables
 from connectors.amqp.kept_settlements import KeptSettlements, Settled
 from connectors.amqp.sent_deliveries import SentDeliveries
 from connectors.amqp.transaction_holds import TransactionHolds, txn_settlement
@@ -104,56 +104,41 @@ class Dispatcher:
         ``n`` rows of ``key`` left the queue (the tailer's in-flight bound); ``stages``: where the
         ``publish_to_send`` times go (sharedsub.core.ops.stage_timing)."""
         counters = counters if counters is not None else metrics.Counters()
-        self._open: dict[str, Generation] = {}
-        # Generations without consumers whose rows an open transaction holds.
-        self._dropped: dict[str, Generation] = {}
-        self._delivery = DeliveryState()  # module docstring: one owner
+        self._gens = Generations(limits, clock)  # module docstring: the one owner of delivery state
         self._links = ConsumerLinks()
         self._deliveries = SentDeliveries(counters, stages if stages is not None else StageTimes())
         self._records = AckRecords(submit, counters)
         self._txns = TransactionHolds()
-        self._kept = KeptSettlements(self._open, self._deliveries)
+        self._kept = KeptSettlements(self._gens.served, self._deliveries)
         self.settle_later = self._kept.keep  # once per settled message: no call in between
         self._on_sent = on_sent
-        self._limits = limits
         self._clock = clock
-        self._stopped = False
 
     # ------------------------------------------------------------------ generations
 
     def open(self, key: str, tables: GenerationTables) -> Container[int]:
         """Make ``key`` dispatchable as the generation ``tables`` (idempotent). Returns its
         acknowledged seqs, for the tailer to read (module docstring)."""
-        acked = self._delivery.acked(tables.table)
-        if key in self._open:
-            return acked
-        gen = self._dropped.pop(key, None)
-        if gen is None or gen.tables.table != tables.table:  # another generation: start afresh
-            sub: rules.SubscriptionDispatch[Row, proton.Condition]
-            sub = rules.SubscriptionDispatch(acked, self._delivery.failures(tables.table), self._limits)
-            if self._stopped:
-                sub.handle(rules.Shutdown(), self._clock())
-            gen = Generation(key, tables, sub)
-        self._open[key] = gen
+        acked = self._gens.serve(key, tables)
         self._links.open(key)
         return acked
 
     def release(self, key: str, partitions: frozenset[int]) -> None:
         """Another member dispatches ``partitions`` of ``key`` now: forget their rows not sent
         (sharedsub.core.delivery.dispatch row 22)."""
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None:
             self._handle(gen, rules.Release(partitions))
 
     def draining(self, key: str, partitions: frozenset[int]) -> int:
         """Rows of ``partitions`` of ``key`` sent or held by a transaction and not settled yet."""
         self.apply_settled()
-        gen = self._open.get(key) or self._dropped.get(key)
+        gen = self._gens.find(key)
         return gen.state.draining(partitions) if gen is not None else 0
 
     def consumers(self, key: str) -> int:
         """Number of consumer links on ``key``."""
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         return len(gen.state.consumers) if gen else 0
 
     def drop(self, key: str) -> None:
@@ -161,42 +146,36 @@ class Dispatcher:
         unless acknowledged); its delivery state is kept. Rows an open transaction holds stay
         held until it is discharged."""
         self.apply_settled()
-        gen = self._open.pop(key, None)
+        self._gens.drop(key)
         self._links.drop(key)
         self._deliveries.forget_subscription(key)
-        if gen is not None and gen.state.holds_transactions():
-            gen.state.handle(rules.Drop(), self._clock())
-            self._dropped[key] = gen
 
     def end_generation(self, key: str, table: str) -> None:
         """The generation ``table`` of ``key`` ended (deleted, or replaced by another): drop it,
         forget its delivery state, and record nothing more for it (a transaction holding its
         rows is still discharged, without records)."""
         self.apply_settled()
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None and gen.tables.table == table:
             self.drop(key)
-        held = self._dropped.get(key)
-        if held is not None and held.tables.table == table:
-            held.ended = True
+        self._gens.end(key, table)
         self._txns.end_generation(table)
-        self._delivery.forget(table)
 
     def reopen(self, table: str, seqs: frozenset[int]) -> None:
         """A replay opened ``seqs`` of generation ``table`` again (their ``replayed`` ack rows are
         committed): they are no longer acknowledged, and go out marked redelivered (their
         failed-delivery count + 1 here at once; the ack log's count may say more)."""
         self.apply_settled()
-        self._delivery.reopen(table, seqs)
+        self._gens.delivery.reopen(table, seqs)
 
     def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
         """Any thread (maintenance): connectors/amqp/generations.py
         ``DeliveryState.first_open_in_memory``."""
-        return self._delivery.first_open_in_memory(rec)
+        return self._gens.delivery.first_open_in_memory(rec)
 
     def delivery_state_sizes(self) -> dict[str, int]:
         """Any thread: connectors/amqp/generations.py ``DeliveryState.sizes``."""
-        return self._delivery.sizes()
+        return self._gens.delivery.sizes()
 
     # ------------------------------------------------------------------ consumers
 
@@ -205,7 +184,7 @@ class Dispatcher:
         self.apply_settled()
         consumer, outgoing = self._links.add(key, link)
         presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
-        self._handle(self._open[key], rules.AddConsumer(consumer, outgoing.credit, presettled))
+        self._handle(self._gens.served[key], rules.AddConsumer(consumer, outgoing.credit, presettled))
 
     def remove_consumer(self, key: str, link: proton.Link) -> int:
         """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
@@ -215,7 +194,7 @@ class Dispatcher:
         Rows it settled inside a transaction stay with the transaction.
         """
         self.apply_settled()
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is None:
             return 0
         consumer = self._links.remove(key, link)
@@ -231,13 +210,11 @@ class Dispatcher:
         still be written), and nothing more is sent. Rows held by transactions not discharged
         yet fail the same way."""
         self.apply_settled()
-        self._stopped = True
         containers = self._txns.containers()
-        for gen in [*self._open.values(), *self._dropped.values()]:
+        for gen in self._gens.stop():
             self._handle(gen, rules.Shutdown(), containers)
         self._deliveries.clear()
         self._txns.clear()
-        self._dropped.clear()
 
     # ------------------------------------------------------------------ rows
 
@@ -249,7 +226,7 @@ class Dispatcher:
         skipped ones count as sent for the tailer's in-flight bound. A row older than the newest
         waiting one (a replay's) is queued in seq order.
         """
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None:
             self._handle(gen, rules.Offer(tuple(rows)))
 
@@ -265,7 +242,7 @@ class Dispatcher:
         if found is None:
             return
         key, consumer, outgoing = found
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if outgoing is not None and gen is not None:
             self._handle(gen, rules.Credit({consumer: outgoing.credit}), read_credit=False)
 
@@ -278,7 +255,7 @@ class Dispatcher:
         if found is None:
             return
         key, consumer, outgoing = found
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None and outgoing is not None:
             gen.state.set_credit(consumer, outgoing.credit)
 
@@ -317,7 +294,7 @@ class Dispatcher:
         sent = self._deliveries.unsettled.pop(dlv.tag, None)
         if sent is None:
             return
-        gen = self._open.get(sent.key)
+        gen = self._gens.served.get(sent.key)
         if gen is None:
             return
         event = rules.SettleTransactional(
@@ -346,8 +323,7 @@ class Dispatcher:
         event = rules.Discharge(bytes(txn_id), commit)
         for gen in txn.held.values():
             self._handle(gen, event, txn.containers)
-            if not gen.state.holds_transactions() and self._dropped.get(gen.key) is gen:
-                del self._dropped[gen.key]
+            self._gens.discharged(gen)
 
     # ------------------------------------------------------------------ effects
 
@@ -365,7 +341,7 @@ class Dispatcher:
         if self._kept.batches:
             self.apply_settled()
         key = gen.key
-        links = self._links.by_key.get(key, {}) if self._open.get(key) is gen else {}
+        links = self._links.by_key.get(key, {}) if self._gens.served.get(key) is gen else {}
         record, container = self._records.record, self._links.container
 
         def credit_of(consumer: int) -> int:
