@@ -342,7 +342,6 @@ class Dispatcher:
             self.apply_settled()
         key = gen.key
         links = self._links.by_key.get(key, {}) if self._gens.served.get(key) is gen else {}
-        record, container = self._records.record, self._links.container
 
         def credit_of(consumer: int) -> int:
             outgoing = links.get(consumer)
@@ -362,16 +361,15 @@ class Dispatcher:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)
                 case rules.Record():
-                    ack = record(gen, effect, container(effect.consumer, containers), ack)
+                    ack = self._records.record(gen, effect, self._links.container(effect.consumer, containers), ack)
                 case rules.DeadLetterRow():
-                    self._records.dead_letter(gen, effect, container(effect.consumer, containers), ack)
+                    self._records.dead_letter(gen, effect, self._links.container(effect.consumer, containers), ack)
                     ack = None
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
         if ack is not None:
             self._records.submit(ack)
-        deliver = self._deliveries.send
         for receiver, effects in sends.items():
             outgoing = links[receiver]
             for send in effects:
-                deliver(key, outgoing, send)
+                self._deliveries.send(key, outgoing, send)
