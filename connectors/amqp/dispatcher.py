@@ -40,7 +40,8 @@ a non-durable one's acknowledgements live in this memory), a dead letter as a
 their delivery state (connectors/amqp/generations.py), the consumer links named by ints
 (consumer_links.py), what goes on the wire for a row and the deliveries not settled yet
 (sent_deliveries.py), the records to the committer (ack_records.py) and the transactions holding
-rows (transaction_holds.py). The dispatcher composes them: it alone hands events to the rules and
+rows (transaction_holds.py); a consumer's disposition is read and kept until the end of its run
+of events in kept_settlements.py. The dispatcher composes them: it alone hands events to the rules and
 applies their effects, and callers use it alone.
 """
 
@@ -57,9 +58,9 @@ from connectors.amqp.consumer_links import ConsumerLinks
 from connectors.amqp.generations import Generation, Generations, GenerationTables
 from connectors.amqp.kept_settlements import KeptSettlements, Settled
 from connectors.amqp.sent_deliveries import SentDeliveries
-from connectors.amqp.transaction_holds import TransactionHolds, txn_settlement
+from connectors.amqp.transaction_holds import TransactionHolds
 from sharedsub.core.delivery import dispatch as rules
-from sharedsub.core.delivery.outcomes import Limits, Settlement
+from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
@@ -108,7 +109,7 @@ class Dispatcher:
         self._links = ConsumerLinks()
         self._deliveries = SentDeliveries(counters, stages if stages is not None else StageTimes())
         self._records = AckRecords(submit, counters)
-        self._txns = TransactionHolds()
+        self._txns = TransactionHolds(self._gens.served, self._deliveries, self._links)
         self._kept = KeptSettlements(self._gens.served, self._deliveries)
         self.settle_later = self._kept.keep  # once per settled message: no call in between
         self._on_sent = on_sent
@@ -289,27 +290,11 @@ class Dispatcher:
         accepted). ``dlv`` is settled locally now; its row is no longer outstanding on its link
         and is held by the transaction until :meth:`discharge`: not sent again, and not
         requeued when its link, session or connection goes."""
-        settlement = txn_settlement(outcome)
-        dlv.settle()
-        sent = self._deliveries.unsettled.pop(dlv.tag, None)
-        if sent is None:
-            return
-        gen = self._gens.served.get(sent.key)
-        if gen is None:
-            return
-        event = rules.SettleTransactional(
-            bytes(txn_id),
-            rules.Settle(
-                sent.consumer,
-                sent.seq,
-                settlement,
-                delivery_failed=failed and settlement == Settlement.MODIFIED,
-                undeliverable_here=undeliverable and settlement == Settlement.MODIFIED,
-                error=condition if settlement == Settlement.REJECTED else None,
-            ),
-        )
-        self._handle(gen, event)
-        self._txns.hold(bytes(txn_id), gen, sent.consumer, self._links.container_of(sent.consumer))
+        held = self._txns.settle(dlv, bytes(txn_id), outcome, failed, undeliverable, condition)
+        if held is not None:
+            gen, event = held
+            self._handle(gen, event)
+            self._txns.hold(gen, event)
 
     def discharge(self, txn_id: bytes, commit: bool) -> None:
         """Transaction ``txn_id`` ends. Commit: each outcome settled in it is applied as a plain
