@@ -11,8 +11,9 @@ log. A disposition inside a transaction (AMQP 0x34) is not kept here: the coordi
 
 :meth:`KeptSettlements.keep` runs once per settled message, and it is the dispatcher's
 ``settle_later`` itself (bound there, no call in between). It reads the dispatcher's own table of
-open generations and its :class:`~connectors.amqp.sent_deliveries.SentDeliveries` (given, not
-copied) and writes nothing of the dispatcher's but the unsettled delivery it pops.
+served generations (connectors/amqp/generations.py ``Generations.served``) and its
+:class:`~connectors.amqp.sent_deliveries.SentDeliveries` (given, not copied) and writes nothing
+of the dispatcher's but the unsettled delivery it pops.
 
 Front end's thread only (it settles proton deliveries).
 """
@@ -65,13 +66,13 @@ class Settled(Protocol):
 class KeptSettlements:
     """The dispositions decided and not applied yet (module docstring)."""
 
-    __slots__ = ("batches", "_open", "_deliveries")
+    __slots__ = ("batches", "_served", "_deliveries")
 
-    def __init__(self, open_generations: dict[str, Generation], deliveries: SentDeliveries) -> None:
-        """``open_generations``: the dispatcher's generations by subscription key (read only);
+    def __init__(self, served: dict[str, Generation], deliveries: SentDeliveries) -> None:
+        """``served``: the dispatcher's served generations by subscription key (read only);
         ``deliveries``: its sent deliveries (a settled one's tag is popped)."""
         self.batches: Batches = {}  # empty: nothing to apply (read before each dispatcher event)
-        self._open = open_generations
+        self._served = served
         self._deliveries = deliveries
 
     def keep(self, transfer: Settled) -> None:
@@ -88,7 +89,7 @@ class KeptSettlements:
             return  # e.g. a received state: not an outcome yet
         transfer.settle()
         sent = self._deliveries.unsettled.pop(transfer.tag, None)
-        gen = None if sent is None else self._open.get(sent.key)
+        gen = None if sent is None else self._served.get(sent.key)
         if sent is None or gen is None:
             return
         error = None

@@ -8,8 +8,8 @@ applies or rolls back its outcome. :class:`TransactionHolds` reads such a settle
 and keeps, per transaction, the generations holding its rows and the container-id of each
 consumer that settled in it (the consumer may be gone by the discharge, and its records still
 name it). It reads the dispatcher's table of served generations, its sent deliveries and its
-consumer links (given, not copied) and writes nothing of the dispatcher's but the unsettled
-delivery it pops.
+consumer links (given, not copied); of the dispatcher's state it writes only the unsettled
+delivery it pops and, when a generation ends, that generation's ``ended``.
 
 Front end's thread only (it settles proton deliveries).
 """
