@@ -35,63 +35,39 @@ What is settled is recorded through the committer (sharedsub.runtime.commit_requ
 outcome or a failed delivery as an ``Ack`` in the generation's ack log (durable generations only;
 a non-durable one's acknowledgements live in this memory), a dead letter as a
 ``DeadLetterMessage``. A generation that was ended records nothing more.
+
+**Its parts** (each front end's thread only, like the dispatcher): the generations served and
+their delivery state (connectors/amqp/generations.py), the consumer links named by ints
+(consumer_links.py), what goes on the wire for a row and the deliveries not settled yet
+(sent_deliveries.py), the records to the committer (ack_records.py) and the transactions holding
+rows (transaction_holds.py); a consumer's disposition is read and kept until the end of its run
+of events in kept_settlements.py. The dispatcher composes them: it alone hands events to the rules and
+applies their effects, and callers use it alone.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import time
 from collections.abc import Callable, Container
-from typing import Protocol
 
 import proton
 
-from connectors.amqp.transactions import TRANSACTIONAL_STATE
-from connectors.amqp.translate import with_delivery_count
-from connectors.amqp.wire.outgoing import Outgoing
-from connectors.amqp.wire.proton_events import c_object
-from sharedsub.core import layout
+from connectors.amqp.ack_records import AckRecords
+from connectors.amqp.consumer_links import ConsumerLinks
+from connectors.amqp.generations import Generation, Generations, GenerationTables
+from connectors.amqp.kept_settlements import KeptSettlements, Settled
+from connectors.amqp.sent_deliveries import SentDeliveries
+from connectors.amqp.transaction_holds import TransactionHolds
 from sharedsub.core.delivery import dispatch as rules
-from sharedsub.core.delivery.acked_seqs import AckedSeqs
-from sharedsub.core.delivery.outcomes import AckOutcome, DeadLetter, Limits, Settlement
+from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
-from sharedsub.core.value_type import value_type
-from sharedsub.runtime.commit_requests import Ack, DeadLetterMessage, DeadLetterRow, Request
+from sharedsub.runtime.commit_requests import Ack, Request
 from sharedsub.runtime.tailer import Row
 
 log = logging.getLogger(__name__)
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class GenerationTables:
-    """Where a subscription generation's rows and settlements are, relative to the data dir."""
-
-    table: str  # the generation's table; also the name its delivery state is kept under
-    ack_table: str | None  # its ack log; None: not durable (acknowledgements kept in memory only)
-    dead_letter_table: str
-
-    @classmethod
-    def of(cls, rec: SubscriptionRecord, *, shared: bool = False) -> GenerationTables:
-        """The tables of ``rec``'s generation; ``shared``: several members may dispatch it (its
-        partitions move between them), so a non-durable one's settlements are recorded too."""
-        return cls(
-            rec.table,
-            layout.ack_table_rel(rec.key, rec.generation) if rec.identity.durable or shared else None,
-            layout.dead_letter_table_rel(rec.key, rec.generation),
-        )
-
-
-@dataclasses.dataclass(slots=True)
-class _Open:
-    """A subscription generation the dispatcher serves: its rules and where it records."""
-
-    key: str
-    tables: GenerationTables
-    state: rules.SubscriptionDispatch[Row, proton.Condition]  # the pure dispatch state (sharedsub.core.delivery.dispatch)
-    ended: bool = False  # end_generation was called: nothing more is recorded
 
 
 def _now_ms() -> int:
@@ -102,72 +78,18 @@ def _now_ms() -> int:
 _DEFAULT_LIMITS = Limits()
 
 
-_TERMINAL = frozenset(
-    (proton.Delivery.ACCEPTED, proton.Delivery.REJECTED, proton.Delivery.RELEASED, proton.Delivery.MODIFIED),
-)
-
-
-class Settled(Protocol):
-    """What :meth:`Dispatcher.settle_later` reads of a settled delivery (connectors.amqp.wire.proton_events
-    ``Transfer``; ``delivery`` only for a modified or rejected outcome's fields)."""
-
-    @property
-    def remote_state(self) -> int:
-        """The type code of the peer's state (0x24 accepted ... 0x34 transactional; 0 none)."""
-
-    @property
-    def settled(self) -> bool:
-        """The peer settled it."""
-
-    @property
-    def tag(self) -> str:
-        """Its delivery-tag."""
-
-    @property
-    def delivery(self) -> proton.Delivery:
-        """Proton's wrapper of it."""
-
-    def settle(self) -> None:
-        """Settle it locally."""
-
-# Delivery state codes of the outcome inside a transactional state (AMQP 0x34), as proton
-# numbers them, and the settlement each means. 0: settled inside the transaction with no outcome.
-_TXN_OUTCOMES = {
-    0: Settlement.ACCEPTED,
-    proton.Delivery.ACCEPTED: Settlement.ACCEPTED,
-    proton.Delivery.REJECTED: Settlement.REJECTED,
-    proton.Delivery.RELEASED: Settlement.RELEASED,
-    proton.Delivery.MODIFIED: Settlement.MODIFIED,
-}
-
-
-@value_type
-class _Sent:
-    """A delivery sent and not settled: which subscription, consumer and row."""
-
-    key: str
-    consumer: int
-    seq: int
-
-
-@dataclasses.dataclass(slots=True)
-class _Txn:
-    """An open transaction: the generations holding its rows, and the container of each
-    consumer that settled in it (the consumer may be gone when it is discharged)."""
-
-    held: dict[int, _Open] = dataclasses.field(default_factory=dict)  # by id()
-    containers: dict[int, str] = dataclasses.field(default_factory=dict)
-
-
 class Dispatcher:
     """Applies the dispatch rules to proton links and owns delivery state (module docstring).
 
-    Consumer links are named by ints in typed side tables (never attributes on proton objects):
-    ``_links`` (key -> consumer -> link), ``_consumer_of`` (the link's C object, proton_events
-    ``c_object`` -> (key, consumer)),
-    ``_sent`` (unsettled delivery's tag -> key, consumer, seq; tags are this dispatcher's
+    Consumer links are named by ints (connectors/amqp/consumer_links.py); a delivery sent and not
+    settled is found by its tag (connectors/amqp/sent_deliveries.py: tags are this dispatcher's
     counter, unique across its links, and only it sends on the service's sender links).
     """
+
+    settle_later: Callable[[Settled], None]
+    """A consumer's disposition: decided now, applied at the next :meth:`apply_settled` (or any
+    other event of the dispatcher, which applies it first); the handler calls that at the end of
+    a run of delivery events. It is connectors/amqp/kept_settlements.py ``KeptSettlements.keep``."""
 
     def __init__(
         self,
@@ -182,66 +104,42 @@ class Dispatcher:
         """``submit``: where settlement records go (the committer's queue); ``on_sent(key, n)``:
         ``n`` rows of ``key`` left the queue (the tailer's in-flight bound); ``stages``: where the
         ``publish_to_send`` times go (sharedsub.core.ops.stage_timing)."""
-        self._stages = stages if stages is not None else StageTimes()
-        self._open: dict[str, _Open] = {}
-        # Generations without consumers whose rows an open transaction holds.
-        self._dropped: dict[str, _Open] = {}
-        # Delivery state per generation table (module docstring: one owner).
-        self._acked: dict[str, AckedSeqs] = {}
-        self._failures: dict[str, dict[int, int]] = {}  # seq -> failed deliveries
-        self._links: dict[str, dict[int, Outgoing]] = {}
-        self._consumer_of: dict[object, tuple[str, int]] = {}
-        self._containers: dict[int, str] = {}
-        self._sent: dict[str, _Sent] = {}
-        self._txns: dict[bytes, _Txn] = {}
-        # Dispositions decided, not applied yet (settle_later): id(generation) -> it, its settles.
-        self._settling: dict[int, tuple[_Open, list[rules.Settle[proton.Condition]]]] = {}
-        self._counters = counters if counters is not None else metrics.Counters()
-        self._submit = submit
+        counters = counters if counters is not None else metrics.Counters()
+        self._gens = Generations(limits, clock)  # module docstring: the one owner of delivery state
+        self._links = ConsumerLinks()
+        self._deliveries = SentDeliveries(counters, stages if stages is not None else StageTimes())
+        self._records = AckRecords(submit, counters)
+        self._txns = TransactionHolds(self._gens.served, self._deliveries, self._links)
+        self._kept = KeptSettlements(self._gens.served, self._deliveries)
+        self.settle_later = self._kept.keep  # once per settled message: no call in between
         self._on_sent = on_sent
-        self._limits = limits
         self._clock = clock
-        self._tag = 0
-        self._next_consumer = 0
-        self._stopped = False
 
     # ------------------------------------------------------------------ generations
 
     def open(self, key: str, tables: GenerationTables) -> Container[int]:
         """Make ``key`` dispatchable as the generation ``tables`` (idempotent). Returns its
         acknowledged seqs, for the tailer to read (module docstring)."""
-        acked = self._acked.get(tables.table)
-        if acked is None:
-            acked = self._acked[tables.table] = AckedSeqs()
-        if key in self._open:
-            return acked
-        gen = self._dropped.pop(key, None)
-        if gen is None or gen.tables.table != tables.table:  # another generation: start afresh
-            sub: rules.SubscriptionDispatch[Row, proton.Condition]
-            sub = rules.SubscriptionDispatch(acked, self._failures.setdefault(tables.table, {}), self._limits)
-            if self._stopped:
-                sub.handle(rules.Shutdown(), self._clock())
-            gen = _Open(key, tables, sub)
-        self._open[key] = gen
-        self._links.setdefault(key, {})
+        acked = self._gens.serve(key, tables)
+        self._links.open(key)
         return acked
 
     def release(self, key: str, partitions: frozenset[int]) -> None:
         """Another member dispatches ``partitions`` of ``key`` now: forget their rows not sent
         (sharedsub.core.delivery.dispatch row 22)."""
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None:
             self._handle(gen, rules.Release(partitions))
 
     def draining(self, key: str, partitions: frozenset[int]) -> int:
         """Rows of ``partitions`` of ``key`` sent or held by a transaction and not settled yet."""
         self.apply_settled()
-        gen = self._open.get(key) or self._dropped.get(key)
+        gen = self._gens.find(key)
         return gen.state.draining(partitions) if gen is not None else 0
 
     def consumers(self, key: str) -> int:
         """Number of consumer links on ``key``."""
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         return len(gen.state.consumers) if gen else 0
 
     def drop(self, key: str) -> None:
@@ -249,74 +147,45 @@ class Dispatcher:
         unless acknowledged); its delivery state is kept. Rows an open transaction holds stay
         held until it is discharged."""
         self.apply_settled()
-        gen = self._open.pop(key, None)
-        for consumer, outgoing in self._links.pop(key, {}).items():
-            self._consumer_of.pop(c_object(outgoing.link), None)
-            self._containers.pop(consumer, None)
-        self._sent = {d: s for d, s in self._sent.items() if s.key != key}
-        if gen is not None and gen.state.holds_transactions():
-            gen.state.handle(rules.Drop(), self._clock())
-            self._dropped[key] = gen
+        self._gens.drop(key)
+        self._links.drop(key)
+        self._deliveries.forget_subscription(key)
 
     def end_generation(self, key: str, table: str) -> None:
         """The generation ``table`` of ``key`` ended (deleted, or replaced by another): drop it,
         forget its delivery state, and record nothing more for it (a transaction holding its
         rows is still discharged, without records)."""
         self.apply_settled()
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None and gen.tables.table == table:
             self.drop(key)
-        held = self._dropped.get(key)
-        if held is not None and held.tables.table == table:
-            held.ended = True
-        for txn in self._txns.values():
-            for gen in txn.held.values():
-                if gen.tables.table == table:
-                    gen.ended = True
-        self._acked.pop(table, None)
-        self._failures.pop(table, None)
+        self._gens.end(key, table)
+        self._txns.end_generation(table)
 
     def reopen(self, table: str, seqs: frozenset[int]) -> None:
         """A replay opened ``seqs`` of generation ``table`` again (their ``replayed`` ack rows are
         committed): they are no longer acknowledged, and go out marked redelivered (their
         failed-delivery count + 1 here at once; the ack log's count may say more)."""
         self.apply_settled()
-        acked = self._acked.get(table)
-        if acked is not None:
-            acked.reopen(seqs)
-        counts = self._failures.setdefault(table, {})
-        for seq in seqs:
-            counts[seq] = counts.get(seq, 0) + 1
+        self._gens.delivery.reopen(table, seqs)
 
     def first_open_in_memory(self, rec: SubscriptionRecord) -> int | None:
-        """For a non-durable subscription generation consumed here, the lowest seq that may still
-        be open: every row below it is settled (its acknowledgements live only in this memory,
-        sharedsub.core.delivery.acked_seqs). None for a durable one (its ack log says) or one this
-        front end has not consumed. Any thread (maintenance): reads one consistent state."""
-        acked = self._acked.get(rec.table)
-        if acked is None or rec.identity.durable:
-            return None
-        return acked.lowest_unsettled()
+        """Any thread (maintenance): connectors/amqp/generations.py
+        ``DeliveryState.first_open_in_memory``."""
+        return self._gens.delivery.first_open_in_memory(rec)
 
     def delivery_state_sizes(self) -> dict[str, int]:
-        """Seqs held in memory per subscription generation table (acknowledged ones above the
-        floor, reopened ones, failure counts): bounded by the open window, not by history
-        (sharedsub.core.delivery.acked_seqs). Any thread: the dicts are copied in one C call each."""
-        acked, failures = self._acked.copy(), self._failures.copy()
-        return {table: a.held() + len(failures.get(table, ())) for table, a in acked.items()}
+        """Any thread: connectors/amqp/generations.py ``DeliveryState.sizes``."""
+        return self._gens.delivery.sizes()
 
     # ------------------------------------------------------------------ consumers
 
     def add_consumer(self, key: str, link: proton.Link) -> None:
         """Attach a consumer link to subscription ``key`` (opened before)."""
         self.apply_settled()
-        self._next_consumer += 1
-        consumer = self._next_consumer
-        outgoing = self._links[key][consumer] = Outgoing(link)
-        self._consumer_of[c_object(link)] = (key, consumer)
-        self._containers[consumer] = link.connection.remote_container or ""
+        consumer, outgoing = self._links.add(key, link)
         presettled = link.snd_settle_mode == proton.Link.SND_SETTLED  # at most once
-        self._handle(self._open[key], rules.AddConsumer(consumer, outgoing.credit, presettled))
+        self._handle(self._gens.served[key], rules.AddConsumer(consumer, outgoing.credit, presettled))
 
     def remove_consumer(self, key: str, link: proton.Link) -> int:
         """Detach a consumer link, returning its unsettled rows to the queue; return consumers left.
@@ -326,18 +195,15 @@ class Dispatcher:
         Rows it settled inside a transaction stay with the transaction.
         """
         self.apply_settled()
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is None:
             return 0
-        found = self._consumer_of.get(c_object(link))
-        if found is None or found[0] != key:
+        consumer = self._links.remove(key, link)
+        if consumer is None:
             return len(gen.state.consumers)
-        consumer = found[1]
-        del self._consumer_of[c_object(link)]
-        del self._links[key][consumer]
-        self._sent = {d: s for d, s in self._sent.items() if s.consumer != consumer}
+        self._deliveries.forget_consumer(consumer)
         self._handle(gen, rules.RemoveConsumer(consumer))
-        self._containers.pop(consumer, None)
+        self._links.forget_container(consumer)  # after its failed deliveries are recorded under it
         return len(gen.state.consumers)
 
     def fail_outstanding(self) -> None:
@@ -345,13 +211,11 @@ class Dispatcher:
         still be written), and nothing more is sent. Rows held by transactions not discharged
         yet fail the same way."""
         self.apply_settled()
-        self._stopped = True
-        containers = {c: name for txn in self._txns.values() for c, name in txn.containers.items()}
-        for gen in [*self._open.values(), *self._dropped.values()]:
+        containers = self._txns.containers()
+        for gen in self._gens.stop():
             self._handle(gen, rules.Shutdown(), containers)
-        self._sent.clear()
+        self._deliveries.clear()
         self._txns.clear()
-        self._dropped.clear()
 
     # ------------------------------------------------------------------ rows
 
@@ -363,7 +227,7 @@ class Dispatcher:
         skipped ones count as sent for the tailer's in-flight bound. A row older than the newest
         waiting one (a replay's) is queued in seq order.
         """
-        gen = self._open.get(key)
+        gen = self._gens.served.get(key)
         if gen is not None:
             self._handle(gen, rules.Offer(tuple(rows)))
 
@@ -375,11 +239,11 @@ class Dispatcher:
         by the sends this dispatcher makes (the state counts them), and by the front end draining
         it (:meth:`credit_drained`). With N consumers each flow would otherwise read N links
         (profiled: 4 consumers consumed ~10% slower than 1)."""
-        found = self._consumer_of.get(c_object(link))
+        found = self._links.find(link)
         if found is None:
             return
-        key, consumer = found
-        gen, outgoing = self._open.get(key), self._links.get(key, {}).get(consumer)
+        key, consumer, outgoing = found
+        gen = self._gens.served.get(key)
         if outgoing is not None and gen is not None:
             self._handle(gen, rules.Credit({consumer: outgoing.credit}), read_credit=False)
 
@@ -388,63 +252,23 @@ class Dispatcher:
         (Every other event's dispatch pass reads all the links' credit anyway; this keeps the
         state exact for a flow on another link that comes before any of those.)"""
         self.apply_settled()
-        found = self._consumer_of.get(c_object(link))
+        found = self._links.find(link)
         if found is None:
             return
-        key, consumer = found
-        gen, outgoing = self._open.get(key), self._links.get(key, {}).get(consumer)
+        key, consumer, outgoing = found
+        gen = self._gens.served.get(key)
         if gen is not None and outgoing is not None:
             gen.state.set_credit(consumer, outgoing.credit)
 
     # ------------------------------------------------------------------ settlements
 
-    def settle_later(self, transfer: Settled) -> None:
-        """A consumer's disposition: decide (sharedsub.core.delivery.dispatch and .outcomes) now,
-        apply at the next :meth:`apply_settled` (or any other event of the dispatcher, which
-        applies it first): the handler calls that at the end of a run of delivery events, so the
-        acknowledgements of one frame are one event of each subscription and one ``Ack`` per ack
-        log. The delivery is settled with its peer now. ``transfer``: the delivery as
-        connectors.amqp.wire.proton_events ``Transfer`` reads it."""
-        state = transfer.remote_state
-        if state == TRANSACTIONAL_STATE:
-            # Its outcome counts only if the transaction commits: the coordinator calls
-            # settle_transactional (then discharge).
-            return
-        if state not in _TERMINAL and not transfer.settled:
-            return  # e.g. a received state: not an outcome yet
-        transfer.settle()
-        sent = self._sent.pop(transfer.tag, None)
-        gen = None if sent is None else self._open.get(sent.key)
-        if sent is None or gen is None:
-            return
-        error = None
-        failed = undeliverable = False
-        if state == proton.Delivery.RELEASED:
-            settlement = Settlement.RELEASED
-        elif state == proton.Delivery.MODIFIED:
-            settlement = Settlement.MODIFIED
-            remote = transfer.delivery.remote
-            failed, undeliverable = bool(remote.failed), bool(remote.undeliverable)
-        elif state == proton.Delivery.REJECTED:
-            settlement = Settlement.REJECTED
-            error = transfer.delivery.remote.condition
-        else:  # accepted, or settled with no outcome
-            settlement = Settlement.ACCEPTED
-        settle = rules.Settle(sent.consumer, sent.seq, settlement, failed, undeliverable, error)
-        batch = self._settling.get(id(gen))
-        if batch is None:
-            self._settling[id(gen)] = (gen, [settle])
-        else:
-            batch[1].append(settle)
-
     def apply_settled(self) -> None:
-        """Apply the dispositions :meth:`settle_later` kept: each generation's as one event. One
+        """Apply the dispositions ``settle_later`` kept: each generation's as one event. One
         generation's failure is logged and does not keep the others' from being applied (its
         rows stay outstanding until their links go, then they are delivered again)."""
-        if not self._settling:
+        if not self._kept.batches:
             return
-        batches, self._settling = self._settling, {}
-        for gen, settles in batches.values():
+        for gen, settles in self._kept.take().values():
             try:
                 self._handle(gen, settles[0] if len(settles) == 1 else rules.SettleAll(tuple(settles)))
             except Exception:
@@ -466,31 +290,11 @@ class Dispatcher:
         accepted). ``dlv`` is settled locally now; its row is no longer outstanding on its link
         and is held by the transaction until :meth:`discharge`: not sent again, and not
         requeued when its link, session or connection goes."""
-        settlement = _TXN_OUTCOMES.get(outcome)
-        if settlement is None:
-            raise ValueError(f"not an outcome: {outcome!r}")
-        dlv.settle()
-        sent = self._sent.pop(dlv.tag, None)
-        if sent is None:
-            return
-        gen = self._open.get(sent.key)
-        if gen is None:
-            return
-        event = rules.SettleTransactional(
-            bytes(txn_id),
-            rules.Settle(
-                sent.consumer,
-                sent.seq,
-                settlement,
-                delivery_failed=failed and settlement == Settlement.MODIFIED,
-                undeliverable_here=undeliverable and settlement == Settlement.MODIFIED,
-                error=condition if settlement == Settlement.REJECTED else None,
-            ),
-        )
-        self._handle(gen, event)
-        txn = self._txns.setdefault(bytes(txn_id), _Txn())
-        txn.held[id(gen)] = gen
-        txn.containers[sent.consumer] = self._containers.get(sent.consumer, "")
+        held = self._txns.settle(dlv, bytes(txn_id), outcome, failed, undeliverable, condition)
+        if held is not None:
+            gen, event = held
+            self._handle(gen, event)
+            self._txns.hold(gen, event)
 
     def discharge(self, txn_id: bytes, commit: bool) -> None:
         """Transaction ``txn_id`` ends. Commit: each outcome settled in it is applied as a plain
@@ -498,20 +302,19 @@ class Dispatcher:
         Rollback: every row it holds goes back to its subscription marked redelivered with its
         delivery count + 1 (dead-lettered at ``max_delivery_count``), then dispatch. Unknown
         ``txn_id``: nothing happens."""
-        txn = self._txns.pop(bytes(txn_id), None)
+        txn = self._txns.pop(bytes(txn_id))
         if txn is None:
             return
         event = rules.Discharge(bytes(txn_id), commit)
         for gen in txn.held.values():
             self._handle(gen, event, txn.containers)
-            if not gen.state.holds_transactions() and self._dropped.get(gen.key) is gen:
-                del self._dropped[gen.key]
+            self._gens.discharged(gen)
 
     # ------------------------------------------------------------------ effects
 
     def _handle(
         self,
-        gen: _Open,
+        gen: Generation,
         event: rules.Event,
         containers: dict[int, str] | None = None,
         *,
@@ -520,10 +323,10 @@ class Dispatcher:
         """Hand ``gen``'s dispatch state ``event`` (it reads the links' credit if it dispatches,
         unless ``read_credit`` is false: then the credit it holds is used), apply the effects.
         Dispositions kept for later are applied first: events keep their order."""
-        if self._settling:
+        if self._kept.batches:
             self.apply_settled()
         key = gen.key
-        links = self._links.get(key, {}) if self._open.get(key) is gen else {}
+        links = self._links.by_key.get(key, {}) if self._gens.served.get(key) is gen else {}
 
         def credit_of(consumer: int) -> int:
             outgoing = links.get(consumer)
@@ -533,94 +336,25 @@ class Dispatcher:
         # transport event for every send whose connection differs from the last one's, so
         # round-robin order across consumers on separate connections would cost one transport
         # event (and its output pass) per message instead of one per connection.
-        sends: dict[int, list[rules.Send]] = {}
-        # Consecutive records of one outcome and consumer go to the committer as one Ack (the
-        # acknowledgements of a SettleAll, mostly); any other request submitted in between
-        # closes it first, so the committer gets everything in the order decided.
+        sends: dict[int, list[rules.Send[Row]]] = {}
+        # Consecutive records of one outcome and consumer go to the committer as one Ack
+        # (connectors/amqp/ack_records.py); any other request submitted in between closes it
+        # first, so the committer gets everything in the order decided.
         ack: Ack | None = None
         for effect in gen.state.handle(event, self._clock(), credit_of if read_credit else None):
             match effect:
                 case rules.Send():
                     sends.setdefault(effect.consumer, []).append(effect)
                 case rules.Record():
-                    ack = self._record(gen, effect, self._container(effect.consumer, containers), ack)
-                case rules.DeadLetterRow(row=row, reason=reason, delivery_count=count, consumer=consumer):
-                    self._counters.inc(metrics.DEAD_LETTERED, row.topic, key)
-                    if ack is not None:
-                        self._submit(ack)
-                        ack = None
-                    if not gen.ended:
-                        decision = DeadLetter(reason, count)
-                        self._dead_letter(gen, row, decision, effect.error, self._container(consumer, containers))
+                    ack = self._records.record(gen, effect, self._links.container(effect.consumer, containers), ack)
+                case rules.DeadLetterRow():
+                    self._records.dead_letter(gen, effect, self._links.container(effect.consumer, containers), ack)
+                    ack = None
                 case rules.CountSent(count=count):
                     self._on_sent(key, count)
         if ack is not None:
-            self._submit(ack)
+            self._records.submit(ack)
         for receiver, effects in sends.items():
             outgoing = links[receiver]
             for send in effects:
-                self._send(key, outgoing, send)
-
-    def _record(self, gen: _Open, record: rules.Record[Row], container: str, ack: Ack | None) -> Ack | None:
-        """Count ``record`` and add it to ``ack`` when it is one of the same outcome and
-        consumer, else submit ``ack`` and start another; return the Ack being built (None: the
-        generation records nothing)."""
-        row, outcome = record.row, record.outcome
-        if outcome in (AckOutcome.ACCEPTED, AckOutcome.EXPIRED):
-            name = metrics.ACKNOWLEDGED if outcome == AckOutcome.ACCEPTED else metrics.EXPIRED
-            self._counters.inc(name, row.topic, gen.key)
-        if gen.tables.ack_table is None or gen.ended:
-            return ack  # a non-durable generation's acknowledgements live in memory only
-        if ack is not None and ack.outcome == outcome and ack.consumer == container:
-            ack.seqs.append(row.seq)
-            return ack
-        if ack is not None:
-            self._submit(ack)
-        return Ack(gen.tables.ack_table, [row.seq], outcome, container)
-
-    def _dead_letter(
-        self, gen: _Open, row: Row, decision: DeadLetter, error: proton.Condition | None, consumer: str
-    ) -> None:
-        """Record a dead-lettered row: in the generation's dead-letter table (so it can be
-        inspected), and in its ack log when durable (so a restart does not deliver it again)."""
-        log.info("subscription %s: seq %d of %s dead-lettered (%s)", gen.key, row.seq, row.topic, decision.reason)
-        self._submit(
-            DeadLetterMessage(
-                gen.tables.dead_letter_table,
-                gen.tables.ack_table,
-                DeadLetterRow(
-                    topic=row.topic,
-                    seq=row.seq,
-                    reason=str(decision.reason),
-                    error_condition=str(error.name) if error is not None and error.name else None,
-                    error_description=str(error.description) if error is not None and error.description else None,
-                    delivery_count=decision.delivery_count,
-                    consumer=consumer,
-                    message_id=row.message_id,
-                ),
-            )
-        )
-
-    def _container(self, consumer: int | None, containers: dict[int, str] | None) -> str:
-        """The container-id of ``consumer``'s connection ("" for none)."""
-        if consumer is None:
-            return ""
-        found = self._containers.get(consumer)
-        if found is None and containers is not None:
-            found = containers.get(consumer)
-        return found or ""
-
-    def _send(self, key: str, outgoing: Outgoing, effect: rules.Send) -> None:
-        row: Row = effect.row
-        self._tag += 1
-        tag = str(self._tag)
-        self._counters.inc(metrics.DELIVERED, row.topic, key)
-        if not effect.first_acquirer:
-            self._counters.inc(metrics.REDELIVERED, row.topic, key)
-        # An at-most-once consumer's delivery is settled on sending (acknowledged by the next effect).
-        message = row.message if effect.first_acquirer else with_delivery_count(row.message, effect.delivery_count)
-        outgoing.send(tag, message, effect.presettled)
-        if effect.first_acquirer and row.published_ms is not None:
-            self._stages.observe("publish_to_send", time.time() - row.published_ms / 1000)
-        if not effect.presettled:
-            self._sent[tag] = _Sent(key, effect.consumer, row.seq)
+                self._deliveries.send(key, outgoing, send)

@@ -45,7 +45,7 @@ TEN = Limits(max_delivery_count=10)
 
 
 def _tables(name: str) -> Any:
-    from connectors.amqp.dispatcher import GenerationTables
+    from connectors.amqp.generations import GenerationTables
 
     return GenerationTables(f"{name}-table", f"{name}-acks", f"{name}-dead")
 

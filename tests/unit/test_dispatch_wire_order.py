@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from proton import Collector, Event, Message
 
-from connectors.amqp.dispatcher import Dispatcher, GenerationTables
+from connectors.amqp.dispatcher import Dispatcher
+from connectors.amqp.generations import GenerationTables
 from sharedsub.runtime.tailer import Row
 from tests.proton_pair import LinkedPair, drain
 
