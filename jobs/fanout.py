@@ -92,6 +92,7 @@ from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
 from sharedsub.core.layout import local_path
+from sharedsub.runtime import console
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_fanout
 from sharedsub.runtime.discovery import state_home
 from sharedsub.runtime.fanout_process import (  # the lines and codes its supervisor reads
@@ -333,7 +334,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             {"storage.data_dir": args.data_dir, "fanout.trigger_interval": args.trigger_interval},
         )
     except SharedSubError as exc:
-        print(f"jobs.fanout: {exc.description}", file=sys.stderr)
+        console.err(f"jobs.fanout: {exc.description}")
         return EXIT_INVALID_SETTINGS
     configure_logging(settings.log.level, settings.log.format)  # [log] / SHAREDSUB_LOG_* (serve passes its flags so)
     register(settings.storage.data_dir, settings.storage.options)  # the tables' [storage] options
@@ -342,14 +343,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         lease = own_fanout(settings.data_dir)  # object storage: one fan-out job per data dir
     except DataDirInUse as exc:
-        print(
+        console.err(
             f"jobs.fanout: another fan-out job ({exc.holder}) holds the fan-out lease of {settings.data_dir}: "
-            "one fan-out job per data dir (stop it first)",
-            file=sys.stderr,
+            "one fan-out job per data dir (stop it first)"
         )
         return EXIT_IN_USE
     except OSError as exc:  # StoreFailure: the store did not answer
-        print(f"jobs.fanout: {exc}", file=sys.stderr)
+        console.err(f"jobs.fanout: {exc}")
         return 1
     try:
         return _run(args, settings, lease, lease.epoch if lease is not None else None)
@@ -388,13 +388,13 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
     try:
         check_executors(spark, timeout=settings.fanout.startup_timeout)
     except ExecutorsUnfit as exc:
-        print(f"jobs.fanout: {exc.description}", file=sys.stderr)
+        console.err(f"jobs.fanout: {exc.description}")
         spark.stop()
         return EXIT_EXECUTORS_UNFIT
     sink = make_sink(
         spark,
         settings,
-        on_routed=(lambda: print(ROUTED_LINE, flush=True)) if args.announce_routed else None,
+        on_routed=(lambda: console.out(ROUTED_LINE)) if args.announce_routed else None,
         epoch=epoch,
     )
     query: FanoutQuery | None = None
@@ -407,7 +407,7 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
             sink=sink,
         )
         if wait_first_trigger(query, stop, settings.fanout.startup_timeout):
-            print(READY_LINE, flush=True)
+            console.out(READY_LINE)
         elif not stop.is_set():
             log.error("no micro-batch within %.0f s (fanout.startup_timeout)", settings.fanout.startup_timeout)
             return 1

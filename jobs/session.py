@@ -13,12 +13,18 @@ fan-out reads through delta-rs and nothing else changes. Under spark-submit the 
 is fixed before this code runs, so the connector is only configured when spark-submit was given
 its jars (``--jars`` or ``--packages``).
 
+``[fanout] spark_conf`` (the user's Spark settings) comes last, as spark-submit's ``--conf``
+would: over the defaults file and the service's own settings, except for the list-valued keys of
+:data:`JOINED`, where it is added to the service's value (the service's jars and JVM flags stay).
+
 Object storage: when ``bootstrap.py setup --object-storage`` fetched S3A's jars
-(:mod:`jobs.s3a_jars`) they join the classpath too, and a data dir ``s3://BUCKET/...`` gets S3A
-settings for its bucket derived from the AWS variables and ``[storage] options``
-(:func:`use_object_storage`, :mod:`jobs.s3a_settings`), so Spark reads the tables at
-``s3a://BUCKET/...`` (:func:`jobs.s3a_settings.spark_path`). They are set on the running
-session, so a session that was already running (a notebook's, the test tier's) gets them too.
+(:mod:`jobs.s3a_jars`) they join the classpath for sessions that may read ``s3a://`` paths
+(:func:`wants_s3a`: a data dir ``s3://BUCKET/...``, a caller that asks, or S3A settings in
+``[fanout] spark_conf``), and a data dir ``s3://BUCKET/...`` gets S3A settings for its bucket
+derived from the AWS variables and ``[storage] options`` (:func:`use_object_storage`,
+:mod:`jobs.s3a_settings`), so Spark reads the tables at ``s3a://BUCKET/...``
+(:func:`jobs.s3a_settings.spark_path`). They are set on the running session, so a session that
+was already running (a notebook's, the test tier's) gets them too.
 """
 
 from __future__ import annotations
@@ -60,22 +66,31 @@ def read_spark_defaults(path: str | os.PathLike[str] = SPARK_DEFAULTS) -> dict[s
     return conf
 
 
+# Spark settings whose value is a list the service fills (its jars, its class path, its JVM
+# flags): a [fanout] spark_conf value is added after the service's, with this separator, so the
+# Delta connector and sharedsub's own classes stay (a JVM flag given twice takes the last one).
+JOINED = {"spark.jars": ",", "spark.driver.extraClassPath": os.pathsep, "spark.driver.extraJavaOptions": " "}
+S3A_KEYS = "spark.hadoop.fs.s3a."  # a [fanout] spark_conf key with this prefix asks for S3A's jars
+
+
 def spark_conf(
     settings: Settings,
     *,
     defaults_path: str | os.PathLike[str] = SPARK_DEFAULTS,
     extra: Mapping[str, str] | None = None,
+    s3a: bool = False,
 ) -> dict[str, str]:
     """The Spark configuration sharedsub wants: the defaults file, the master, the Delta
-    connector's settings when its jars are there (with S3A's jars when those are there too),
-    ``extra`` on top."""
+    connector's settings when its jars are there (with S3A's jars when those are there too and
+    :func:`wants_s3a`), ``extra`` on top, and ``[fanout] spark_conf`` over all (:func:`with_user_conf`)."""
     conf = read_spark_defaults(defaults_path)
     conf["spark.master"] = settings.fanout.spark_master
     if settings.fanout.spark_master.startswith("local"):
         conf.update(_LOCAL_ONLY)
     delta = delta_jars.spark_conf(delta_jars.jars())
     conf.update(delta)
-    if delta:  # S3A alone is no use: Spark reads sharedsub's tables through the connector
+    # S3A alone is no use: Spark reads sharedsub's tables through the connector.
+    if delta and wants_s3a(settings, asked=s3a):
         conf.update(s3a_classpath(conf, s3a_jars.jars()))
     helpers = jvm_helpers.spark_conf(conf["spark.master"], Path(pyspark.__file__).parent, os.environ)
     if helpers:  # sharedsub's own classes (jobs/jvm_helpers.py), local masters only
@@ -85,7 +100,28 @@ def spark_conf(
         )
         conf.update(helpers)
     conf.update(extra or {})
-    return conf
+    return with_user_conf(conf, settings.fanout.spark_conf)
+
+
+def with_user_conf(conf: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str]:
+    """``conf`` with the user's settings ``user`` (``[fanout] spark_conf``, checked by
+    sharedsub.core.config) over it; for a key of :data:`JOINED` the user's value follows ours."""
+    merged = dict(conf)
+    for key, value in user.items():
+        sep = JOINED.get(key)
+        merged[key] = sep.join(v for v in (conf.get(key, ""), value) if v) if sep else value
+    return merged
+
+
+def wants_s3a(settings: Settings, *, asked: bool = False) -> bool:
+    """Whether S3A's jars (690 MB: hadoop-aws and the AWS SDK bundle) join the session's class
+    path: only when Spark may read ``s3a://`` paths. Yes for a data dir ``s3://...``, when the
+    caller ``asked`` (a session that reads buckets beside a local data dir: the Spark test tier,
+    a notebook), or when ``[fanout] spark_conf`` configures S3A (a ``spark.hadoop.fs.s3a.*`` key).
+    A local data dir's job reads nothing over S3A, and the jars only lengthen its start."""
+    if asked or s3a_settings.bucket_of(settings.storage.data_dir) is not None:
+        return True
+    return any(key.startswith(S3A_KEYS) for key in settings.fanout.spark_conf)
 
 
 def s3a_classpath(conf: Mapping[str, str], paths: list[str]) -> dict[str, str]:
@@ -116,6 +152,7 @@ def build_session(
     *,
     app_name: str = APP_NAME,
     extra_conf: Mapping[str, str] | None = None,
+    s3a: bool = False,
 ) -> SparkSession:
     """Get or create the SparkSession for the fan-out and register the topics data source.
 
@@ -123,10 +160,12 @@ def build_session(
     spark-defaults.conf) win over ours; otherwise a local session is started with ours.
     ``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` default to this interpreter so Python workers use
     the same environment (set them before the first session; a running JVM keeps its workers).
+    ``s3a``: put S3A's jars on the class path even for a data dir that is not on S3
+    (:func:`wants_s3a`); the first session of a process fixes its JVM's class path.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
-    wanted = spark_conf(settings, extra=extra_conf)
+    wanted = spark_conf(settings, extra=extra_conf, s3a=s3a)
     if under_spark_submit():
         # pyspark 4.2's private API (the pinned version): connects to spark-submit's JVM without
         # starting a context; no public call does that.

@@ -34,6 +34,7 @@ from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
+from sharedsub.runtime import console
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_data_dir, own_fanout
 from sharedsub.runtime.discovery import (
     ServiceInfo,
@@ -316,6 +317,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     # The amqp URL stays the third word (tests/service.py reads it); the amqps one follows when on.
+    # One write (sharedsub.runtime.console): the relay and logging write to the same pipe meanwhile.
     ready_line = " ".join(u for u in ("sharedsub ready", server.url, server.tls_url) if u)
 
     def announce() -> None:
@@ -328,7 +330,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
                 # serves meanwhile, and a slow first micro-batch no longer ends the service.
                 nonlocal fanout_failed
                 if fanout.wait_started():
-                    print(ready_line, flush=True)
+                    console.out(ready_line)
                 else:
                     fanout_failed = True
                     logging.getLogger("sharedsub").error("%s; stopping", fanout.failure)
@@ -336,7 +338,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
 
             threading.Thread(target=wait, name="sharedsub-ready", daemon=True).start()
         else:
-            print(ready_line, flush=True)
+            console.out(ready_line)
 
     # With several members, the member in slot 0 maintains the tables (one at a time: two
     # compactions of a table would conflict); a slot 0 left by a dead member is taken first.

@@ -1,7 +1,8 @@
 """Run a real ``sharedsub serve`` (or ``frontend``) process for tests.
 
 The process is started with ``--port 0`` (or a given port, so a restart after a crash keeps the
-URL its clients reconnect to); its URL comes from the single ready line it prints. ``stop()``
+URL its clients reconnect to); its URL comes from the single ready line it prints (with
+``one_pipe``, stdout and stderr share one pipe, as under a supervisor that merges them). ``stop()``
 sends SIGTERM and checks the process exits cleanly; ``kill()`` and ``kill_fanout()`` SIGKILL the
 server or only its supervised fan-out job.
 """
@@ -31,6 +32,7 @@ class ServeProcess:
         env: dict[str, str] | None = None,
         ready_timeout: float = 300.0,
         port: int = 0,
+        one_pipe: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.command = command
@@ -38,6 +40,7 @@ class ServeProcess:
         self.env = env or {}
         self.ready_timeout = ready_timeout
         self.port = port
+        self.one_pipe = one_pipe  # stderr into stdout's pipe: stdout_lines has every line, stderr_lines the others
         self.url = ""
         self.tls_url: str | None = None  # the amqps URL when the ready line names one
         self.proc: subprocess.Popen[str] | None = None
@@ -55,7 +58,7 @@ class ServeProcess:
             env=env,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stderr=subprocess.STDOUT if self.one_pipe else subprocess.PIPE,
             text=True,
         )
         self._ready = threading.Event()
@@ -64,6 +67,8 @@ class ServeProcess:
             assert self.proc is not None and self.proc.stdout is not None
             for line in self.proc.stdout:
                 self.stdout_lines.append(line.rstrip("\n"))
+                if self.one_pipe and not line.startswith("sharedsub ready "):
+                    self.stderr_lines.append(line.rstrip("\n"))  # for log() and wait_log()
                 if line.startswith("sharedsub ready "):
                     # ``sharedsub ready amqp://HOST:PORT [amqps://HOST:TLS_PORT]``
                     urls = line.split()[2:]
@@ -77,7 +82,8 @@ class ServeProcess:
                 self.stderr_lines.append(line.rstrip("\n"))
 
         threading.Thread(target=read_stdout, daemon=True).start()
-        threading.Thread(target=read_stderr, daemon=True).start()
+        if not self.one_pipe:
+            threading.Thread(target=read_stderr, daemon=True).start()
         if wait:
             self.wait_ready()
         return self

@@ -48,6 +48,7 @@ from sharedsub.core.ops.admin_rules import (
     EXIT_USAGE,
     exit_code,
 )
+from sharedsub.runtime import console
 from sharedsub.storage.objects.store import StoreFailure
 
 __all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE", "EXIT_USAGE", "main"]
@@ -185,17 +186,17 @@ def cmd_topics(args: argparse.Namespace) -> int:
         from sharedsub.core.layout import is_valid_topic_name
 
         if not is_valid_topic_name(args.name):
-            print(f"error: invalid topic name {args.name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*", file=sys.stderr)
+            console.err(f"error: invalid topic name {args.name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*")
             return EXIT_USAGE
         path = create_topic(settings.data_dir, args.name)
-        print(f"created topic {args.name} at {path}")
+        console.out(f"created topic {args.name} at {path}")
         return EXIT_OK
     names = list_topics(settings.data_dir)
     if args.json:
-        print(json.dumps([{"name": n} for n in names]))
+        console.out(json.dumps([{"name": n} for n in names]))
     else:
         for n in names:
-            print(n)
+            console.out(n)
     return EXIT_OK
 
 
@@ -206,7 +207,7 @@ def _progress(what: str) -> Callable[[int, int], None] | None:
 
     def report(done: int, total: int) -> None:
         end = "\n" if done == total else ""
-        print(f"\r{what} {done}/{total}", end=end, file=sys.stderr, flush=True)
+        console.write(sys.stderr, f"\r{what} {done}/{total}{end}")  # one write: a line of logging may come meanwhile
 
     return report
 
@@ -241,15 +242,15 @@ def _admin_call(
     service = running_service(settings.data_dir)
     if service is not None:
         if sys.stderr.isatty():
-            print(f"asking the service (pid {service.pid})...", file=sys.stderr, flush=True)
+            console.err(f"asking the service (pid {service.pid})...")
         result = call_admin(service, path, body, timeout=args.timeout)
         mode: dict[str, object] = {"mode": "service", "pid": service.pid}
         where = f"through the running service (pid {service.pid})"
         if not result.get("ok"):
             code, message = error_from_body(result)
             if args.json:
-                print(json.dumps(result | mode))
-            print(f"error: {message}", file=sys.stderr)
+                console.out(json.dumps(result | mode))
+            console.err(f"error: {message}")
             return code
     else:
         mode = {"mode": "offline"}
@@ -258,9 +259,9 @@ def _admin_call(
             result = offline()
         except SharedSubError as exc:
             if args.json:
-                print(json.dumps(error_body(exc) | mode))
+                console.out(json.dumps(error_body(exc) | mode))
             raise
-    print(json.dumps(result | mode) if args.json else _done_line(result, where))
+    console.out(json.dumps(result | mode) if args.json else _done_line(result, where))
     return EXIT_OK
 
 
@@ -284,12 +285,12 @@ def cmd_subscriptions(args: argparse.Namespace) -> int:
     settings = _settings(args)
     if args.action == "show":
         status = inspection.subscription_status(settings.data_dir, args.subscription)
-        print(json.dumps(status.to_json(), indent=2) if args.json else subscription_details(status))
+        console.out(json.dumps(status.to_json(), indent=2) if args.json else subscription_details(status))
         return EXIT_OK
     found = inspection.list_subscriptions(
         settings.data_dir, include_deleted=args.all, progress=_progress("reading subscriptions")
     )
-    print(json.dumps([s.to_json() for s in found], indent=2) if args.json else subscriptions_table(found))
+    console.out(json.dumps([s.to_json() for s in found], indent=2) if args.json else subscriptions_table(found))
     return EXIT_OK
 
 
@@ -299,7 +300,7 @@ def cmd_cluster(args: argparse.Namespace) -> int:
     from sharedsub.runtime.cluster.cluster_status import cluster_status
 
     status = cluster_status(_settings(args).data_dir)
-    print(json.dumps(status.to_json(), indent=2) if args.json else cluster_report(status))
+    console.out(json.dumps(status.to_json(), indent=2) if args.json else cluster_report(status))
     return EXIT_OK
 
 
@@ -312,15 +313,15 @@ def cmd_backlog(args: argparse.Namespace) -> int:
     if args.subscription is not None:
         status = inspection.subscription_status(settings.data_dir, args.subscription)
         if args.json:
-            print(json.dumps(status.to_json()["backlog"] | {"key": status.key, "name": status.display_name}, indent=2))
+            console.out(json.dumps(status.to_json()["backlog"] | {"key": status.key, "name": status.display_name}, indent=2))
         else:
-            print(partitions_table(status))
+            console.out(partitions_table(status))
         return EXIT_OK
     found = inspection.list_subscriptions(settings.data_dir, progress=_progress("reading backlog"))
     if args.json:
-        print(json.dumps([s.to_json()["backlog"] | {"key": s.key, "name": s.display_name} for s in found], indent=2))
+        console.out(json.dumps([s.to_json()["backlog"] | {"key": s.key, "name": s.display_name} for s in found], indent=2))
     else:
-        print(backlog_table(found))
+        console.out(backlog_table(found))
     return EXIT_OK
 
 
@@ -334,11 +335,11 @@ def cmd_selector(args: argparse.Namespace) -> int:
         explained = explain_selector(args.expression)
     except SelectorError as exc:
         if args.json:
-            print(json.dumps({"selector": args.expression, "valid": False, "position": exc.position,
-                              "expected": exc.expected, "found": exc.found, "error": exc.description}))
-        print(f"error: {exc.description}", file=sys.stderr)
+            console.out(json.dumps({"selector": args.expression, "valid": False, "position": exc.position,
+                                    "expected": exc.expected, "found": exc.found, "error": exc.description}))
+        console.err(f"error: {exc.description}")
         return EXIT_USAGE
-    print(json.dumps(explained.to_json(), indent=2) if args.json else selector_explanation(explained))
+    console.out(json.dumps(explained.to_json(), indent=2) if args.json else selector_explanation(explained))
     return EXIT_OK
 
 
@@ -392,14 +393,14 @@ def cmd_users(args: argparse.Namespace) -> int:
     current = users_file.load_users(path)
     if args.action == "list":
         if args.json:
-            print(json.dumps([{"name": n, "mechanisms": sorted(current[n])} for n in sorted(current)]))
+            console.out(json.dumps([{"name": n, "mechanisms": sorted(current[n])} for n in sorted(current)]))
         else:
             for name in sorted(current):
-                print(f"{name}\t{' '.join(sorted(current[name]))}")
+                console.out(f"{name}\t{' '.join(sorted(current[name]))}")
         return EXIT_OK
     if args.action == "remove":
         users_file.save_users(path, users_file.remove_user(current, args.name))
-        print(f"removed user {args.name} from {path}")
+        console.out(f"removed user {args.name} from {path}")
         return EXIT_OK
     if args.name in current:  # before asking for a password
         from sharedsub.core.errors import UserExists
@@ -408,7 +409,7 @@ def cmd_users(args: argparse.Namespace) -> int:
     updated = users_file.add_user(current, args.name, _read_password(args))
     users_file.save_users(path, updated)
     kept = "mode 0600" if local_path(path) is not None else "readable by who may read the bucket"
-    print(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; {kept})")
+    console.out(f"added user {args.name} to {path} (SCRAM-SHA-256 and SCRAM-SHA-512 keys; {kept})")
     return EXIT_OK
 
 
@@ -449,9 +450,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
         )
     except SharedSubError as exc:
         if args.json:
-            print(json.dumps(error_body(exc)))
+            console.out(json.dumps(error_body(exc)))
         raise
-    print(json.dumps(result) if args.json else f"{result['message']} (through the running service, pid {result['pid']})")
+    console.out(json.dumps(result) if args.json else f"{result['message']} (through the running service, pid {result['pid']})")
     return EXIT_OK
 
 
@@ -489,11 +490,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "users":
             return cmd_users(args)
     except SharedSubError as exc:
-        print(f"error: {exc.description}", file=sys.stderr)
+        console.err(f"error: {exc.description}")
         return exit_code(exc)
     except StoreFailure as exc:  # the data dir's object store did not answer or refused
         error = StoreUnusable(getattr(args, "data_dir", None) or "the data dir", str(exc))
-        print(f"error: {error.description}", file=sys.stderr)
+        console.err(f"error: {error.description}")
         return exit_code(error)
     finally:
         os.umask(previous_umask)

@@ -96,6 +96,9 @@ class FanoutSettings:
     """[fanout]: the Spark job."""
 
     spark_master: str
+    # Spark settings of the embedded job's session ("spark.*" keys, string values), given as
+    # spark-submit's --conf would give them (jobs/session.py); never logged (they may hold secrets).
+    spark_conf: dict[str, str] = dataclasses.field(repr=False)
     trigger_interval: float
     max_commits_per_batch: int
     startup_timeout: float
@@ -202,6 +205,12 @@ ANONYMOUS_MODES = ("auto", "true", "false")
 LOG_FORMATS = ("text", "json")
 FANOUT_SOURCES = ("deltars", "delta")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+# [fanout] spark_conf keys the service sets itself and a user must not override: why, each.
+SPARK_CONF_REFUSED = {
+    "spark.master": "the master is [fanout] spark_master",
+    "spark.sql.extensions": "the service sets it to the Delta connector's extension when its jars are there",
+    "spark.sql.catalog.spark_catalog": "the service sets it to the Delta connector's catalog when its jars are there",
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -320,6 +329,13 @@ def _string_table(key: str, value: object) -> dict[str, str]:
             raise ConfigError(key, "expected key=value pairs separated by commas")
         return {k.strip(): v.strip() for k, _, v in (p.partition("=") for p in pairs)}
     if isinstance(value, Mapping) and all(isinstance(k, str) for k in value):
+        for k, v in value.items():
+            if isinstance(v, Mapping):  # [fanout.spark_conf] spark.executor.memory = ... is a nested table in TOML
+                dotted = k
+                while isinstance(v, Mapping) and v:
+                    inner = next(iter(v))
+                    dotted, v = f"{dotted}.{inner}", v[inner]
+                raise ConfigError(f"{key}.{k}", f'is a table: quote a dotted key ("{dotted}" = ...)')
         return {str(k): str(v).lower() if isinstance(v, bool) else str(v) for k, v in value.items()}
     raise ConfigError(key, "expected a table of strings")
 
@@ -412,6 +428,17 @@ def _check_fanout_choices(s: Settings) -> None:
     ):
         if count < 0:
             raise ConfigError(key, f"must not be negative, got {count}")
+    _check_spark_conf(s.fanout.spark_conf)
+
+
+def _check_spark_conf(conf: Mapping[str, str]) -> None:
+    """[fanout] spark_conf: Spark's own keys only (``spark.``), none the service sets itself
+    (:data:`SPARK_CONF_REFUSED`); the ConfigError names the key."""
+    for key in conf:
+        if not key.startswith("spark.") or key == "spark.":
+            raise ConfigError(f"fanout.spark_conf.{key}", "not a Spark setting: keys start with 'spark.'")
+        if key in SPARK_CONF_REFUSED:
+            raise ConfigError(f"fanout.spark_conf.{key}", f"may not be set here: {SPARK_CONF_REFUSED[key]}")
 
 
 def _check_cluster(s: Settings) -> None:

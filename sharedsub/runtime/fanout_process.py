@@ -36,6 +36,8 @@ import time
 from collections.abc import Callable
 from typing import TypedDict
 
+from sharedsub.runtime import console
+
 log = logging.getLogger(__name__)
 
 READY_LINE = "sharedsub fanout running"
@@ -205,7 +207,7 @@ class FanoutProcess:
                 self._settled.set()
                 log.info("fan-out job running (pid %d)", proc.pid)
             elif text:
-                print(f"[fanout] {text}", file=sys.stderr, flush=True)
+                console.err(f"[fanout] {text}")  # one write: serve's ready line may be printed meanwhile
 
     def _await_exit(self, proc: subprocess.Popen[str], came_up: threading.Event, deadline: float) -> bool:
         """Return once the child has exited, leaving it unreaped (its pid, the process group's

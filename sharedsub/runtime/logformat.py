@@ -10,6 +10,9 @@ object per line::
 ``ts`` is UTC with milliseconds; ``message`` is the formatted message; every attribute a log
 call attaches with ``extra={...}`` becomes a field of its own (values that are not JSON types
 are written as strings); an exception adds ``exception`` (the formatted traceback).
+
+Each record, with its newline, is one write under the console lock (:class:`LineHandler`,
+sharedsub.runtime.console), so a record and a line printed by another thread never mix.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import json
 import logging
 import sys
 from typing import TextIO
+
+from sharedsub.runtime import console
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -62,10 +67,24 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(document, ensure_ascii=False)
 
 
+class LineHandler(logging.StreamHandler[TextIO]):
+    """A stream handler that writes each formatted record and its newline through
+    :func:`sharedsub.runtime.console.write`: one write, under the lock the service's other lines take."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Format ``record`` and write it whole (logging's own errors go to ``handleError``)."""
+        try:
+            console.write(self.stream, self.format(record) + self.terminator)
+        except RecursionError:  # as logging.StreamHandler: a recursion must surface
+            raise
+        except Exception:  # noqa: BLE001 (logging's contract: handleError reports it and the caller goes on)
+            self.handleError(record)
+
+
 def configure_logging(level: str = "INFO", fmt: str = "text", stream: TextIO | None = None) -> None:
     """Send the root logger's records to ``stream`` (stderr) as ``fmt`` (``text`` | ``json``) at
     ``level``, replacing handlers set before (an entry point calls this once)."""
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = LineHandler(stream or sys.stderr)
     handler.setFormatter(JsonFormatter() if fmt == "json" else logging.Formatter(TEXT_FORMAT))
     root = logging.getLogger()
     for old in list(root.handlers):

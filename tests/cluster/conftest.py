@@ -42,8 +42,13 @@ def cluster() -> Iterator[SparkSession]:
     active = SparkContext._active_spark_context  # noqa: SLF001 (pyspark 4.2: the one context of this process)
     if active is not None:  # another tier's local session: one context per process
         active.stop()
+    # s3a: the JVM this first session starts keeps its class path for the Spark tier after it,
+    # whose S3A tests need the jars (tests/spark/conftest.py asks for them too).
     session = build_session(
-        make_settings("unused", spark_master=CLUSTER_MASTER), app_name="sharedsub-cluster-tests", extra_conf=CLUSTER_CONF
+        make_settings("unused", spark_master=CLUSTER_MASTER),
+        app_name="sharedsub-cluster-tests",
+        extra_conf=CLUSTER_CONF,
+        s3a=True,
     )
     wait_for_executors(session, EXECUTORS, timeout=240)
     yield session

@@ -25,7 +25,8 @@ def make_settings(root: str, **fanout: Any) -> Settings:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
-    session = build_session(make_settings("unused"), app_name="sharedsub-tests")
+    # S3A's jars asked for: tests/spark/test_s3a_reads.py reads a bucket beside a local data dir.
+    session = build_session(make_settings("unused"), app_name="sharedsub-tests", s3a=True)
     yield session
     session.stop()
 

@@ -81,8 +81,8 @@ class _Check:
 _check: _Check | None = None
 
 
+# Any: cproton's functions are untyped (cffi builtins and plain Python functions)
 def _guarded(check: _Check, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
-    # Any: cproton's functions are untyped (cffi builtins and plain Python functions)
     get_ident = threading.get_ident
 
     @functools.wraps(fn)
@@ -95,7 +95,7 @@ def _guarded(check: _Check, name: str, fn: Callable[..., Any]) -> Callable[..., 
     return checked
 
 
-def _modules() -> Iterable[Any]:
+def _modules() -> Iterable[Any]:  # Any: module objects (types.ModuleType has no typed attributes)
     """The loaded modules that may hold cproton's functions under names of their own."""
     for name, module in list(sys.modules.items()):
         if module is None:
