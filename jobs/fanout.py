@@ -92,7 +92,6 @@ from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
 from sharedsub.core.layout import local_path
-from sharedsub.runtime import console
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_fanout
 from sharedsub.runtime.discovery import state_home
 from sharedsub.runtime.fanout_process import (  # the lines and codes its supervisor reads
@@ -101,7 +100,8 @@ from sharedsub.runtime.fanout_process import (  # the lines and codes its superv
     READY_LINE,
     ROUTED_LINE,
 )
-from sharedsub.runtime.logformat import configure_logging
+from sharedsub.runtime.process import console
+from sharedsub.runtime.process.logformat import configure_logging
 from sharedsub.storage.objects.locations import register
 
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns

@@ -34,7 +34,6 @@ from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
 from sharedsub.core.security.exposure import is_loopback, open_warning, refusal
-from sharedsub.runtime import console
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_data_dir, own_fanout
 from sharedsub.runtime.discovery import (
     ServiceInfo,
@@ -44,10 +43,11 @@ from sharedsub.runtime.discovery import (
     write_service_file,
 )
 from sharedsub.runtime.fanout_process import FanoutProcess
-from sharedsub.runtime.logformat import configure_logging
 from sharedsub.runtime.maintenance import MaintenanceThread, SettledBelow
-from sharedsub.runtime.memprofile import start_from_env
 from sharedsub.runtime.permissions_file import PolicyStore
+from sharedsub.runtime.process import console
+from sharedsub.runtime.process.logformat import configure_logging
+from sharedsub.runtime.process.memprofile import start_from_env
 from sharedsub.runtime.users import load_users, users_path
 from sharedsub.storage import diskspace
 from sharedsub.storage.objects.locations import locate
@@ -317,7 +317,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
     signal.signal(signal.SIGTERM, on_signal)
 
     # The amqp URL stays the third word (tests/service.py reads it); the amqps one follows when on.
-    # One write (sharedsub.runtime.console): the relay and logging write to the same pipe meanwhile.
+    # One write (sharedsub.runtime.process.console): the relay and logging write to the same pipe meanwhile.
     ready_line = " ".join(u for u in ("sharedsub ready", server.url, server.tls_url) if u)
 
     def announce() -> None:

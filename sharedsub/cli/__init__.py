@@ -48,7 +48,7 @@ from sharedsub.core.ops.admin_rules import (
     EXIT_USAGE,
     exit_code,
 )
-from sharedsub.runtime import console
+from sharedsub.runtime.process import console
 from sharedsub.storage.objects.store import StoreFailure
 
 __all__ = ["EXIT_ERROR", "EXIT_EXISTS", "EXIT_IN_USE", "EXIT_NOT_FOUND", "EXIT_OK", "EXIT_STORAGE", "EXIT_USAGE", "main"]
@@ -459,7 +459,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``sharedsub`` console script."""
     args = build_parser().parse_args(argv)
-    from sharedsub.runtime.process_exit import exit_after_clean_stop
+    from sharedsub.runtime.process.process_exit import exit_after_clean_stop
     from sharedsub.storage.owner_only import owner_only_umask
 
     # Everything this process (and the fan-out child it starts) creates is owner-only.
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
             code = serve.run(_settings(args), config=args.config, with_fanout=args.command == "serve")
             os.umask(previous_umask)
             # The service stopped cleanly (or said why not): leave without interpreter finalization,
-            # which can crash in native libraries' threads (sharedsub.runtime.process_exit).
+            # which can crash in native libraries' threads (sharedsub.runtime.process.process_exit).
             exit_after_clean_stop(code)
         if args.command == "topics":
             return cmd_topics(args)

@@ -158,7 +158,7 @@ class MaintenanceSettings:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class LogSettings:
-    """[log]: what serve, frontend and the fan-out job write to stderr (sharedsub.runtime.logformat)."""
+    """[log]: what serve, frontend and the fan-out job write to stderr (sharedsub.runtime.process.logformat)."""
 
     format: str  # text | json (one JSON object per line)
     level: str  # DEBUG | INFO | WARNING | ERROR

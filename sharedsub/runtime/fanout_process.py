@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable
 from typing import TypedDict
 
-from sharedsub.runtime import console
+from sharedsub.runtime.process import console
 
 log = logging.getLogger(__name__)
 

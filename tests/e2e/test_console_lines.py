@@ -53,7 +53,7 @@ JVM_START = {
 
 
 def is_log_record(line: str) -> bool:
-    """Whether ``line`` is one JSON log record of sharedsub.runtime.logformat."""
+    """Whether ``line`` is one JSON log record of sharedsub.runtime.process.logformat."""
     try:
         record = json.loads(line)
     except ValueError:

@@ -1,5 +1,5 @@
-"""Lines on stdout and stderr are whole writes (sharedsub/runtime/console.py), log records too
-(sharedsub/runtime/logformat.py LineHandler): a line and its newline never reach the stream in two
+"""Lines on stdout and stderr are whole writes (sharedsub/runtime/process/console.py), log records too
+(sharedsub/runtime/process/logformat.py LineHandler): a line and its newline never reach the stream in two
 calls, which another thread's line could come between (the torn ready line of issue 40)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from sharedsub.runtime import console
-from sharedsub.runtime.logformat import LineHandler, configure_logging
+from sharedsub.runtime.process import console
+from sharedsub.runtime.process.logformat import LineHandler, configure_logging
 
 
 class Calls(io.StringIO):

@@ -1,4 +1,4 @@
-"""The JSON log format (sharedsub/runtime/logformat.py): one object per line with the structured fields."""
+"""The JSON log format (sharedsub/runtime/process/logformat.py): one object per line with the structured fields."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import io
 import json
 import logging
 
-from sharedsub.runtime.logformat import configure_logging
+from sharedsub.runtime.process.logformat import configure_logging
 
 
 def test_json_lines() -> None:

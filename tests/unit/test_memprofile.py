@@ -1,4 +1,4 @@
-"""sharedsub.runtime.memprofile: off without its variable; counters lines, and snapshots when tracing."""
+"""sharedsub.runtime.process.memprofile: off without its variable; counters lines, and snapshots when tracing."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import json
 import tracemalloc
 from pathlib import Path
 
-from sharedsub.runtime import memprofile
+from sharedsub.runtime.process import memprofile
 
 
 def _lines(directory: Path) -> list[dict[str, object]]:

@@ -29,13 +29,16 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import cproton
-from proton._wrapper import Wrapper  # the base of Connection, Session, Link, Delivery, Transport
+import proton
 
 log = logging.getLogger(__name__)
+
+_WRAPPERS = (proton.Connection, proton.Session, proton.Link, proton.Delivery, proton.Transport)
+"""The proton objects that count references into Proton-C (released by ``pn_decref``)."""
 
 ENV = "SHAREDSUB_PROTON_THREAD_CHECK"
 """The environment variable that turns the check on: a directory for the reports."""
@@ -127,7 +130,7 @@ def install(reports: str) -> None:
     log.info("proton thread check on (%s): reports go to %s", ENV, reports)
 
 
-def install_from_env(environ: dict[str, str] | os._Environ[str]) -> None:
+def install_from_env(environ: Mapping[str, str]) -> None:
     """:func:`install` when ``environ`` names a report directory in :data:`ENV`."""
     reports = environ.get(ENV, "")
     if reports:
@@ -152,7 +155,7 @@ def holds_proton(value: object, depth: int = 4) -> bool:
     it along: itself, a closure's cells, a partial's arguments, a bound method's object (when it
     is one), the items of a tuple, list, set or dict, to ``depth`` levels. Objects of other kinds
     are not looked into (a front end's own object is released on its own thread)."""
-    if isinstance(value, Wrapper):
+    if isinstance(value, _WRAPPERS):
         return True
     if depth <= 0:
         return False

@@ -8,7 +8,7 @@ ready line of ``sharedsub serve``: ``sharedsub ready amqp://127.0.0.1:376292026-
 Contract: :func:`out` and :func:`err` write ``line`` and its newline as one ``write`` on the
 stream, then flush, under one lock for the process; :func:`write` does the same for text that
 brings its own ends (a progress line that starts with a carriage return). Logging's handler
-writes each record through :func:`write` (sharedsub.runtime.logformat), so within a process no
+writes each record through :func:`write` (sharedsub.runtime.process.logformat), so within a process no
 two lines mix. Across processes (the fan-out child writes to the same stderr) an unbuffered
 stream turns each call into one ``write(2)``, which a pipe keeps whole up to ``PIPE_BUF`` (4096)
 bytes.

@@ -12,7 +12,7 @@ call attaches with ``extra={...}`` becomes a field of its own (values that are n
 are written as strings); an exception adds ``exception`` (the formatted traceback).
 
 Each record, with its newline, is one write under the console lock (:class:`LineHandler`,
-sharedsub.runtime.console), so a record and a line printed by another thread never mix.
+sharedsub.runtime.process.console), so a record and a line printed by another thread never mix.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import logging
 import sys
 from typing import TextIO
 
-from sharedsub.runtime import console
+from sharedsub.runtime.process import console
 
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
@@ -69,7 +69,7 @@ class JsonFormatter(logging.Formatter):
 
 class LineHandler(logging.StreamHandler[TextIO]):
     """A stream handler that writes each formatted record and its newline through
-    :func:`sharedsub.runtime.console.write`: one write, under the lock the service's other lines take."""
+    :func:`sharedsub.runtime.process.console.write`: one write, under the lock the service's other lines take."""
 
     def emit(self, record: logging.LogRecord) -> None:
         """Format ``record`` and write it whole (logging's own errors go to ``handleError``)."""
