@@ -19,7 +19,7 @@ import functools
 import logging
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 import proton
 from proton import Condition, Endpoint
@@ -27,6 +27,7 @@ from proton import Condition, Endpoint
 from connectors.amqp import translate
 from connectors.amqp.dispatcher import Dispatcher, GenerationTables
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
+from connectors.amqp.refusal import refuse
 from connectors.amqp.tokens import Continuation, Tokens
 from sharedsub.core.conditions import AmqpCondition
 from sharedsub.core.config import Settings, several_members
@@ -57,25 +58,6 @@ log = logging.getLogger(__name__)
 
 TopicGate = Callable[[str, Callable[[BaseException | None], None]], None]
 """``gate(topic, then)``: run ``then(None)`` once the topic exists, else ``then(error)``."""
-
-
-# Any: proton's Condition takes ``info`` as PythonAMQPData, a type proton keeps in a private module (proton._data)
-def refuse(link: proton.Link, condition: str, description: str, info: dict[Any, Any] | None = None) -> None:
-    """Refuse an attach: null source in the reply, then detach closed=true with the condition."""
-    try:
-        name: str = link.name
-    except UnicodeDecodeError:  # proton decodes the name when it is read; a refusal must not fail on it
-        name = "<name not valid UTF-8>"
-    log.info("refusing link %r: %s %s", name, condition, description)
-    if link.state & Endpoint.LOCAL_UNINIT:
-        # A fresh proton link's local termini are typed SOURCE/TARGET with no address and would
-        # go out as an empty source, which the Qpid JMS client reads as "found"/"opened".
-        # UNSPECIFIED encodes as null (docs/wire.md §3, D13: both termini null on a refusal).
-        link.source.type = proton.Terminus.UNSPECIFIED
-        link.target.type = proton.Terminus.UNSPECIFIED
-        link.open()
-    link.condition = Condition(condition, description, info)
-    link.close()
 
 
 _NOT_COUNTED = "could not count the consumers on the cluster's other members (the store did not answer)"
