@@ -25,8 +25,9 @@ import proton
 from proton import Condition, Endpoint
 
 from connectors.amqp import translate
-from connectors.amqp.dispatcher import Dispatcher, GenerationTables
+from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import ConsumerLink, EndpointState
+from connectors.amqp.generations import GenerationTables
 from connectors.amqp.refusal import refuse
 from connectors.amqp.tokens import Continuation, Tokens
 from sharedsub.core.conditions import AmqpCondition
