@@ -23,9 +23,10 @@ from typing import Any, TypeVar
 import proton
 from proton import Condition, Delivery, Endpoint, Handler, symbol
 
-from connectors.amqp.consumers import Subscriptions, refuse
+from connectors.amqp.consumers import Subscriptions
 from connectors.amqp.endpoint_state import ConsumerLink, PublisherLink
 from connectors.amqp.parts import FrontEndParts
+from connectors.amqp.refusal import refuse
 from connectors.amqp.tokens import Continuation, PublishContext, Tokens
 from connectors.amqp.topic_gate import TopicGate
 from connectors.amqp.transactions import TRANSACTIONAL_STATE, Coordinator, is_coordinator, transaction_of
