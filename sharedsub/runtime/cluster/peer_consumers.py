@@ -1,6 +1,6 @@
 """The catalog and the other members' consumers, as a front end's attach and detach decisions
 see them when several members share a data dir (docs/design.md §8;
-connectors.amqp.consumers.OtherMembers).
+connectors.amqp.cluster_decisions.OtherMembers).
 
 The store is read off the reactor thread: the catalog's latest records of the subscriptions a
 decision names (another member may have created, changed or deleted them since this one's last
@@ -37,7 +37,7 @@ class Seen:
 
 
 class PeerConsumers:
-    """:class:`connectors.amqp.consumers.OtherMembers` of one member (module docstring)."""
+    """:class:`connectors.amqp.cluster_decisions.OtherMembers` of one member (module docstring)."""
 
     def __init__(
         self,
@@ -56,7 +56,7 @@ class PeerConsumers:
         self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sharedsub-peer-consumers")
 
     def look(self, keys: list[str], done: Callable[[Seen | None], None]) -> None:
-        """See :class:`connectors.amqp.consumers.OtherMembers`."""
+        """See :class:`connectors.amqp.cluster_decisions.OtherMembers`."""
 
         def run() -> None:
             seen: Seen | None
@@ -73,11 +73,11 @@ class PeerConsumers:
         self._pool.submit(run)
 
     def claim(self, key: str, done: Callable[[Held | None], None]) -> None:
-        """See :class:`connectors.amqp.consumers.OtherMembers`."""
+        """See :class:`connectors.amqp.cluster_decisions.OtherMembers`."""
         self._claims.claim(key, lambda held: self._post(lambda: done(held)))
 
     def release(self, key: str) -> None:
-        """See :class:`connectors.amqp.consumers.OtherMembers`."""
+        """See :class:`connectors.amqp.cluster_decisions.OtherMembers`."""
         self._claims.release(key)
 
     def stop(self) -> None:
