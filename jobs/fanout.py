@@ -63,7 +63,7 @@ import sys
 import threading
 import time
 import types
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from typing import Any, Protocol
 
 if __package__ in (None, ""):
@@ -91,6 +91,7 @@ from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
 from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
+from sharedsub.core.fanout.routed_tables import routed_line
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_fanout
 from sharedsub.runtime.discovery import state_home
@@ -135,7 +136,7 @@ def make_sink(
     spark: SparkSession,
     settings: Settings,
     *,
-    on_routed: Callable[[], None] | None = None,
+    on_routed: Callable[[Collection[str]], None] | None = None,
     epoch: int | None = None,
 ) -> FanoutSink:
     """The fan-out's sink for ``settings``: ``[fanout]``'s retry interval and routing, with an
@@ -305,7 +306,7 @@ def _parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument(
         "--announce-routed", action="store_true",
-        help=f"print {ROUTED_LINE!r} after each micro-batch that wrote rows (sharedsub serve asks, on object storage)",
+        help=f"print {ROUTED_LINE!r} and the tables it wrote after each micro-batch that wrote rows (sharedsub serve asks)",
     )
     parser.add_argument("--checkpoint", help="Spark checkpoint dir (default: [fanout] checkpoint_dir)")
     return parser.parse_args(argv)
@@ -394,7 +395,7 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
     sink = make_sink(
         spark,
         settings,
-        on_routed=(lambda: console.out(ROUTED_LINE)) if args.announce_routed else None,
+        on_routed=(lambda tables: console.out(routed_line(tables))) if args.announce_routed else None,
         epoch=epoch,
     )
     query: FanoutQuery | None = None

@@ -70,15 +70,16 @@ class FanoutSink:
         *,
         commit_threads: int = DEFAULT_COMMIT_THREADS,
         retry_interval: float = 5.0,
-        on_routed: Callable[[], None] | None = None,
+        on_routed: Callable[[Collection[str]], None] | None = None,
         epoch: int | None = None,
         routing: str = "driver",
         executor_min_work: int = 0,
         router: ExecutorRouter | None = None,
         task_commit_min_tables: int = 0,
     ) -> None:
-        """``on_routed``: called after each batch (or retry) that committed rows to a subscription
-        table (the job's ``--announce-routed``). ``epoch``: the job's lease epoch on object
+        """``on_routed``: called after each batch (or retry) that committed rows to subscription
+        tables, with those tables' paths relative to ``root`` (the job's ``--announce-routed``:
+        sharedsub.core.fanout.routed_tables). ``epoch``: the job's lease epoch on object
         storage (sharedsub.runtime.cluster.data_dir_owner.own_fanout): every subscription commit carries it,
         each table is fenced under it before this job's first commit to it, and a commit that
         finds a higher epoch fails the batch (the job is superseded and stops). ``routing`` and
@@ -173,7 +174,7 @@ class FanoutSink:
                 if in_tasks:
                     written.update((layout.join(self.root, rel), rows) for rel, rows in in_tasks.items() if rows)
                     if self.on_routed is not None and any(in_tasks.values()):
-                        self.on_routed()
+                        self.on_routed([rel for rel, rows in in_tasks.items() if rows])
             self.report.batch_done(batch_id, plan, routed, written, started=started, started_wall=started_wall)
             return written
 
@@ -238,8 +239,9 @@ class FanoutSink:
         batch.update(files or {})
         written, failed = self.parking.write(batch, batch_id, self.commits)
         self.stats.failing = self.parking.failing_report()
-        if written and self.on_routed is not None:
-            self.on_routed()
+        if self.on_routed is not None and any(written.values()):
+            prefix = self.root.rstrip("/") + "/"
+            self.on_routed([table.removeprefix(prefix) for table, rows in written.items() if rows])
         if failed is not None:
             self.stats.write()  # the failing tables, before the batch fails
             raise failed

@@ -28,7 +28,7 @@ from connectors.amqp.wire import reactor_thread
 from connectors.http.admin import AdminHttpServer
 from connectors.http.endpoints import build_routes
 from sharedsub.core import layout
-from sharedsub.core.config import Settings, on_object_store
+from sharedsub.core.config import Settings
 from sharedsub.core.errors import ConfigError, DataDirInUse, FanoutInUse, SharedSubError, StorageUnavailable, StoreUnusable
 from sharedsub.core.ops.admin_rules import EXIT_ERROR, EXIT_OK
 from sharedsub.core.ops.gc_tuning import tune_for_serving
@@ -239,16 +239,17 @@ def take_fanout_lease(data_dir: str, owner: DataDirLock, *, embedded: bool) -> D
 
 
 def fanout_child(
-    settings: Settings, config: str | None, wake_tailer: Callable[[], None], lease: DataDirLock
+    settings: Settings, config: str | None, wake_tailer: Callable[[frozenset[str] | None], None], lease: DataDirLock
 ) -> FanoutProcess:
     """The embedded fan-out job's supervisor (not started). On object storage it writes under
-    ``lease``'s epoch, and each micro-batch that wrote rows calls ``wake_tailer`` (the tailer
-    backs off while idle there)."""
+    ``lease``'s epoch. Each micro-batch that wrote rows calls ``wake_tailer`` with the tables it
+    wrote (sharedsub.core.fanout.routed_tables): the tailer probes those at once and backs off on
+    the others while they stay idle."""
     return FanoutProcess(
         settings.data_dir,
         config=config,
         startup_timeout=settings.fanout.startup_timeout,
-        on_routed=wake_tailer if on_object_store(settings) else None,
+        on_routed=wake_tailer,
         extra_args=["--lease-epoch", str(lease.epoch)] if lease.epoch is not None else None,
     )
 

@@ -36,14 +36,16 @@ import time
 from collections.abc import Callable
 from typing import TypedDict
 
+from sharedsub.core.fanout import routed_tables
 from sharedsub.runtime.process import console
 
 log = logging.getLogger(__name__)
 
 READY_LINE = "sharedsub fanout running"
 # What the job prints after a micro-batch that wrote rows to subscription tables, when asked to
-# (``--announce-routed``): the front end's tailer then polls at once (sharedsub.core.ops.poll_backoff).
-ROUTED_LINE = "sharedsub fanout routed"
+# (``--announce-routed``): the front end's tailer then probes those tables at once
+# (sharedsub.core.fanout.routed_tables).
+ROUTED_LINE = routed_tables.ROUTED_LINE
 EXIT_INVALID_SETTINGS = 2  # the job's exit codes that another start would only repeat
 EXIT_EXECUTORS_UNFIT = 6
 PERMANENT_EXITS = {
@@ -107,11 +109,12 @@ class FanoutProcess:
         startup_timeout: float = 180.0,
         start_attempts: int = START_ATTEMPTS,
         start_grace: float = START_GRACE,
-        on_routed: Callable[[], None] | None = None,
+        on_routed: Callable[[frozenset[str] | None], None] | None = None,
     ) -> None:
         """``startup_timeout``: the ``[fanout]`` setting the child reads (its first attempt's).
         ``on_routed``: called (on the relay thread) after each micro-batch that wrote rows to
-        subscription tables; the child is asked to say so only when given."""
+        subscription tables, with those tables (paths relative to the data dir; None: any
+        table); the child is asked to say so only when given."""
         self.data_dir = data_dir
         self.config = config
         self.extra_args = extra_args or []
@@ -197,9 +200,10 @@ class FanoutProcess:
         assert proc.stdout is not None
         for line in proc.stdout:
             text = line.rstrip("\n")
-            if text == ROUTED_LINE:
+            routed = routed_tables.parse_routed(text)
+            if routed is not False:
                 if self.on_routed is not None:
-                    self.on_routed()
+                    self.on_routed(routed)
             elif text == READY_LINE:
                 came_up.set()
                 self._state = "running"

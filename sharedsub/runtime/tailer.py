@@ -41,7 +41,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable, Container
+from collections.abc import Callable, Collection, Container
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -50,7 +50,7 @@ from sharedsub.core import layout
 from sharedsub.core.delivery import outcomes
 from sharedsub.core.delivery.acklog import ack_state_of
 from sharedsub.core.ops.logthrottle import ThrottledLog
-from sharedsub.core.ops.poll_backoff import next_interval
+from sharedsub.core.ops.poll_backoff import feed_idle_interval, next_interval
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.value_type import value_type
 from sharedsub.runtime.payloads import PayloadCache
@@ -143,6 +143,10 @@ class _Feed:
     backlog_taken_over: frozenset[int] = frozenset()
     # Payloads of unposted rows read with an earlier chunk's (Tailer._resolve), by seq.
     ahead: dict[int, bytes] = dataclasses.field(default_factory=dict)
+    # Its probe schedule (Tailer._run): when it is due next (time.monotonic()), and the interval
+    # it backs off by while its probes find nothing.
+    due: float = 0.0
+    interval: float = 0.0
 
     def clear_backlog(self) -> None:
         """Forget what is left of the backlog snapshot (a rewind loads it again)."""
@@ -196,6 +200,8 @@ class Tailer:
         self._watches = itertools.count(1)
         self._stop = threading.Event()
         self._wake = threading.Event()
+        self._marked: set[str] = set()  # feeds to probe at the next pass (under _lock)
+        self._every = False  # probe every feed at the next pass (under _lock)
         self._indexes: dict[str, TopicIndex] = {}
         self._warm_tables: Callable[[], list[tuple[str, str]]] = list
         self._next_warm = 0.0
@@ -211,9 +217,22 @@ class Tailer:
         self._wake.set()
         self._thread.join(10)
 
-    def hint(self) -> None:
-        """New rows may be in some subscription table (the fan-out says it wrote some): poll now
-        and stop backing off. Any thread."""
+    def hint(self, tables: Collection[str] | None = None) -> None:
+        """New rows may be in ``tables`` (paths relative to the data dir; None: in any table):
+        the fan-out says a batch wrote them (sharedsub.core.fanout.routed_tables). Those are
+        probed at once. Any thread."""
+        with self._lock:
+            if tables is None:
+                self._every = True
+            else:
+                wanted = {layout.join(self.root, table) for table in tables}
+                self._marked.update(feed.key for feed in self._feeds.values() if feed.table in wanted)
+        self._wake.set()
+
+    def _mark(self, key: str) -> None:
+        """Probe ``key``'s table at the next pass (news of it: a watch, a rewind, room freed)."""
+        with self._lock:
+            self._marked.add(key)
         self._wake.set()
 
     def watch(self, key: str, table_rel: str, topic: str, *, acked: Container[int], ack_table_rel: str | None) -> None:
@@ -232,6 +251,7 @@ class Tailer:
                     key, next(self._watches), layout.join(self.root, table_rel), topic, acked, ack_table,
                     frozenset() if self._partitioned else None,
                 )
+            self._marked.add(key)
         self._wake.set()
 
     def keep_warm(self, tables: Callable[[], list[tuple[str, str]]]) -> None:
@@ -270,6 +290,7 @@ class Tailer:
             if feed is None:
                 return False
             feed.rewind = True
+            self._marked.add(key)
         self._wake.set()
         return True
 
@@ -288,6 +309,7 @@ class Tailer:
             if gained:
                 feed.taken_over = feed.taken_over | (taken_over & gained)
                 feed.rewind = True
+            self._marked.add(key)
         self._wake.set()
         return True
 
@@ -297,40 +319,54 @@ class Tailer:
         if feed is not None:
             feed.in_flight = max(0, feed.in_flight - count)
             if feed.in_flight < self._max_in_flight // 2:
-                self._wake.set()
+                self._mark(key)
 
     # ------------------------------------------------------------------ thread
 
     def _run(self) -> None:
-        # A table that cannot be read fails again on every poll (every few ms) until it is
-        # repaired: its fault is logged when it starts, then at most every few minutes, and
-        # once when a poll of it reads something again. (A poll that returns False may not
-        # have read the table at all, e.g. with max_in_flight rows posted: taking that for a
-        # recovery would log the fault again at the next failing read.)
+        # A table that cannot be read fails again on every poll until it is repaired: its fault
+        # is logged when it starts, then at most every few minutes, and once when a poll of it
+        # reads something again. (A poll that returns False may not have read the table at all,
+        # e.g. with max_in_flight rows posted: taking that for a recovery would log the fault
+        # again at the next failing read.)
+        #
+        # Each table is probed on its own schedule: at once while it gives rows, and when
+        # something says it may have some (a watch, a rewind, room freed by sends, the
+        # fan-out's announcement of the tables a batch wrote: Tailer.hint); otherwise backing
+        # off up to poll_backoff.feed_idle_interval. A pass costs what the tables that have
+        # news cost, not what every watched table costs (issue 41: a thousand tables probed
+        # every few ms were most of the front end's CPU).
         faults = ThrottledLog(log)
-        interval = self._poll
         while not self._stop.is_set():
-            busy = False
+            now = time.monotonic()
             with self._lock:
                 feeds = list(self._feeds.values())
+                marked, self._marked = self._marked, set()
+                every, self._every = self._every, False
+            cap = feed_idle_interval(len(feeds), base=self._poll, idle=self._idle_poll)
+            busy = False
             for feed in feeds:
+                if not (every or feed.due <= now or feed.key in marked):
+                    continue
                 try:
                     read = self._poll_feed(feed)
                 except Exception as exc:  # noqa: BLE001 (one unreadable table must not stop the others; throttled log)
                     faults.fault(feed.table, "reading subscription table %s failed", feed.table, error=exc)
-                    continue
+                    read = False
+                else:
+                    if read:
+                        faults.clear(feed.table, "reading subscription table %s works again", feed.table)
                 if read:
                     busy = True
-                    faults.clear(feed.table, "reading subscription table %s works again", feed.table)
+                    feed.interval, feed.due = self._poll, now
+                else:
+                    feed.interval = next_interval(feed.interval, found=False, base=self._poll, idle=cap)
+                    feed.due = now + feed.interval
             if not busy:
                 self._warm(feeds)
-                # A wake (a new watch, a rewind, the fan-out's hint) is news: poll at once and
-                # from then on at the base interval; a quiet spell backs off.
-                woken = self._wake.wait(interval)
+                soonest = min((feed.due for feed in feeds), default=now + cap)
+                self._wake.wait(max(0.0, min(soonest - time.monotonic(), cap)))
                 self._wake.clear()
-                interval = next_interval(interval, found=woken, base=self._poll, idle=self._idle_poll)
-            else:
-                interval = self._poll
 
     def _warm(self, feeds: list[_Feed]) -> None:
         """Refresh the idle durable subscriptions' snapshots (:meth:`keep_warm`) when due."""

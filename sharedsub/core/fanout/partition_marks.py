@@ -77,11 +77,13 @@ def rows_to_commit(
     for partition, part in by_partition(rows):
         txn = transaction_app_id(app_id, partition)
         version = done(txn)
-        if version is not None:
+        bounds = pc.min_max(part.column("seq")).as_py()
+        if version is not None and bounds["max"] <= version:
+            continue
+        if version is not None and bounds["min"] <= version:
             part = part.filter(pc.greater(part.column("seq"), version))
-        if part.num_rows:
-            keep.append(part)
-            marks.append((txn, int(pc.max(part.column("seq")).as_py())))
+        keep.append(part)
+        marks.append((txn, int(bounds["max"])))  # (the filter drops only rows at or below the mark)
     if not keep:
         return None, []
     return (keep[0] if len(keep) == 1 else pa.concat_tables(keep)), marks

@@ -26,3 +26,30 @@ def next_interval(current: float, *, found: bool, base: float, idle: float) -> f
     if found:
         return base
     return max(base, min(idle, current * 2))
+
+
+PROBES_PER_SECOND = 1000
+"""How many probes a second the tailer spends at most on tables where nothing comes, whatever
+their number (:func:`feed_idle_interval`): about 30 ms of CPU a second on a local disk."""
+
+MAX_FEED_IDLE = 2.0
+"""The longest a tailed table waits between two probes on a local data dir (seconds): the floor
+of what a table no fan-out announcement names waits (sharedsub.core.fanout.routed_tables)."""
+
+
+def feed_idle_interval(feeds: int, *, base: float, idle: float) -> float:
+    """The longest one tailed table waits between probes while nothing comes, with ``feeds``
+    tables tailed: ``idle``, or longer when so many tables are tailed that probing each every
+    ``idle`` seconds would exceed :data:`PROBES_PER_SECOND` (at most :data:`MAX_FEED_IDLE`, or
+    ``idle`` when that is longer). The tailer learns of most new commits from the fan-out's
+    announcements (it probes those tables at once); these probes are what finds the rest::
+
+        feeds    base     idle     interval
+        -----    -----    -----    --------
+        1        0.005    0.005    0.005
+        100      0.005    0.005    0.1
+        1,000    0.005    0.005    1.0
+        10,000   0.005    0.005    2.0
+        10,000   0.1      5.0      5.0
+    """
+    return max(base, idle, min(MAX_FEED_IDLE, feeds / PROBES_PER_SECOND))
