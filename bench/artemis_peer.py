@@ -108,6 +108,11 @@ def ensure_distribution(log: Callable[[str], None], version: str = ARTEMIS_VERSI
     return home
 
 
+def topic_address(label: str) -> str:
+    """The multicast address of measurement ``label`` (``bench.<label>``)."""
+    return f"bench.{label}"
+
+
 def free_port() -> int:
     """Return a loopback TCP port nobody listens on right now."""
     with socket.socket() as s:
@@ -333,7 +338,7 @@ class ArtemisPeer(procstat.BrokerMetrics):
 
         ``Route.link_name`` is the JMS link name a consumer joins the subscription with.
         """
-        address = f"bench.{label}"
+        address = topic_address(label)
         link_name = workloads.shared_durable_link_name(label)
         self.created[label] = workloads.create_subscription(self.url, address, link_name,
                                                             workloads.shared_durable_source)
@@ -348,6 +353,11 @@ class ArtemisPeer(procstat.BrokerMetrics):
             queue=queue,
             link_name=link_name,
         )
+
+    def subscription_queues(self, address: str) -> int:
+        """Return how many queues (subscriptions) multicast address ``address`` has."""
+        queues = self._management().attribute(f"address.{address}", "queueNames")
+        return len(queues) if isinstance(queues, list) else 0
 
     def ready_messages(self, route: Route) -> int:
         """Return the messages in ``route``'s subscription queue (Artemis's ``messageCount``:

@@ -40,9 +40,10 @@ class Row:
     label: str
     bench: str
     field: str
-    unit: str  # "msg/s", "ms", "x", "n" (a count) or "frac"
+    unit: str  # "msg/s", "ms", "x", "s", "n" (a count), "frac" or "faults" (0 shows as ok)
     better: str  # "higher", "lower" or ""
     subscribers: int | None = None
+    sharedsub_only: bool = False  # a figure of sharedsub's own parts: "n/a" in the peers' columns
 
 
 def _rate(lines: list[dict[str, Any]]) -> str:
@@ -90,14 +91,16 @@ def _rows(lines: list[dict[str, Any]]) -> list[Row]:
                 "growth_per_payload_byte", "x", "lower", n)
         )
     rows += _fanout_rows(lines)
+    rows += _many_subs_rows(lines)
     return rows
 
 
 SHAREDSUB_ONLY = ("amplification", "fanout_throughput", "fanout_latency")
+MANY_SUBS = ("many_subs", "many_subs_footprint")  # bench/many_subs.py: sharedsub and Artemis
 # What each peer broker is measured on; other rows show "n/a" in its column.
 PEER_BENCHES = {
     RABBITMQ: ("publish", "latency", "consume"),  # no JMS selectors, no Delta data dir
-    ARTEMIS: ("publish", "latency", "consume", "fanout_latency"),
+    ARTEMIS: ("publish", "latency", "consume", "fanout_latency", *MANY_SUBS),
     FLOOR: ("publish", "consume"),
 }
 # Optional peer columns: (broker, column heading, ratio heading), shown when the run measured it.
@@ -161,6 +164,49 @@ def _fanout_rows(lines: list[dict[str, Any]]) -> list[Row]:
     return rows
 
 
+def _many_subs_rows(lines: list[dict[str, Any]]) -> list[Row]:
+    """Rows of the many-subs measurement (bench/many_subs.py), one group per subscription count."""
+    ms = [ln for ln in lines if ln.get("bench") == "many_subs" and "subscribers" in ln]
+    fp = [ln for ln in lines if ln.get("bench") == "many_subs_footprint" and "subscribers" in ln]
+    rows = []
+    for n in sorted({ln["subscribers"] for ln in ms + fp}):
+        def field(key: str, n: int = n) -> str:
+            return "/".join(sorted({str(ln[key]) for ln in ms + fp if ln["subscribers"] == n and key in ln})) or "?"
+
+        c, m = field("consumers"), field("count")
+        idle = "/".join(sorted({f"{ln['idle_s']:.0f}" for ln in fp if ln["subscribers"] == n and ln.get("idle_s")}))
+        rows += [
+            Row(f"{n:,} unshared durable subscriptions with selectors, {c} with a consumer: attach rate (subs/s)",
+                "many_subs", "attach_per_s", "msg/s", "higher", n),
+            Row(f"  publish 1 KB durable to their topic, M={m} (msg/s)", "many_subs", "publish_msgs_per_s", "msg/s",
+                "higher", n),
+            Row(f"  deliveries/s, first publish → every expected delivery in, {n:,} subscriptions", "many_subs",
+                "deliveries_per_s", "msg/s", "higher", n),
+            Row(f"  first publish → every delivery in, {n:,} subscriptions (s)", "many_subs", "deliver_s", "s",
+                "lower", n),
+            Row(f"  deliveries lost, duplicated or wrong, {n:,} subscriptions", "many_subs", "faults", "faults",
+                "lower", n),
+            Row(f"  broker CPU s, first publish → every delivery in, {n:,} subscriptions", "many_subs",
+                "broker_cpu_s", "x", "lower", n),
+            Row(f"  broker RSS at the end, {n:,} subscriptions (MiB)", "many_subs", "broker_rss_mib", "n", "lower", n),
+            Row(f"  subscription tables at the end, {n:,} subscriptions", "many_subs", "subscription_tables", "n", "",
+                n, sharedsub_only=True),
+            Row(f"  broker RSS per subscription made, {n:,} subscriptions (KiB)", "many_subs_footprint",
+                "rss_per_sub_kib_total", "x", "lower", n),
+            Row(f"    of it serve's own process, {n:,} subscriptions (KiB)", "many_subs_footprint",
+                "rss_per_sub_kib_serve", "x", "lower", n, sharedsub_only=True),
+            Row(f"    of it the fan-out job's processes (Python driver, Spark JVM, workers), {n:,} subscriptions "
+                "(KiB)", "many_subs_footprint", "rss_per_sub_kib_fanout", "x", "lower", n, sharedsub_only=True),
+            Row(f"      of those the Spark JVM, {n:,} subscriptions (KiB)", "many_subs_footprint",
+                "rss_per_sub_kib_fanout_jvm", "x", "lower", n, sharedsub_only=True),
+            Row(f"  idle broker CPU s over {idle or '?'} s, {n:,} subscriptions made, no traffic",
+                "many_subs_footprint", "idle_cpu_s", "x", "lower", n),
+            Row(f"  same per 1,000 subscriptions, {n:,} made (CPU s)", "many_subs_footprint", "idle_cpu_s_per_1k_subs", "x",
+                "lower", n),
+        ]
+    return rows
+
+
 def _values(lines: Iterable[dict[str, Any]], row: Row, broker: str) -> tuple[list[float], int]:
     values, failed = [], 0
     for ln in lines:
@@ -183,6 +229,8 @@ def _fmt(v: float | None, unit: str) -> str:
         return f"{v:,.0f}"
     if unit == "frac":
         return f"{v:.3f}"
+    if unit == "faults":
+        return "ok" if v == 0 else f"**{v:,.0f} LOST/DUPLICATED/WRONG**"
     if unit == "ms":
         return f"{v:.2f}" if v < 10 else f"{v:.1f}" if v < 100 else f"{v:,.0f}"
     return f"{v:.2f}"
@@ -237,7 +285,8 @@ def summary_table(lines: list[dict[str, Any]]) -> str:
         line = f"| {row.label} | {_cell(ours, ours_failed, row.unit)} |"
         for broker in peers:
             peer, peer_failed = _values(lines, row, broker)
-            peer_cell = _cell(peer, peer_failed, row.unit) if row.bench in PEER_BENCHES[broker] else "n/a"
+            measured = row.bench in PEER_BENCHES[broker] and not row.sharedsub_only
+            peer_cell = _cell(peer, peer_failed, row.unit) if measured else "n/a"
             line += f" {peer_cell} | {_ratio(ours, peer)} |"
         line += f" {row.better} |"
         for variant in variants:
@@ -261,7 +310,7 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
         if ln.get("timed_out"):
             out.append(f"{where}: hit its time limit; figures cover what completed before it")
         for key in ("missing_deliveries", "missing_accepts", "duplicates", "not_accepted", "missing", "redelivered",
-                    "unacknowledged_after"):
+                    "unacknowledged_after", "wrong", "attaches_refused", "unexpected_detaches"):
             if ln.get(key):
                 out.append(f"{where}: {key} = {ln[key]}")
         if ln.get("credit_stalls"):
@@ -279,6 +328,12 @@ def notes(lines: list[dict[str, Any]]) -> list[str]:
                            "by the end of the drain")
         if ln.get("bench") == "fanout_note":
             out.append(f"fanout: {ln['skipped']}")
+        if ln.get("bench") == "many_subs_note":
+            out.append(f"many-subs: {ln['skipped']}")
+        if ln.get("bench") == "many_subs" and ln.get("faults"):
+            out.append(f"{where}: LOSS, DUPLICATES OR WRONG DELIVERIES: {ln.get('missing')} missing, "
+                       f"{ln.get('duplicates')} duplicated, {ln.get('wrong')} wrong of "
+                       f"{ln.get('expected_deliveries')} expected")
         if ln.get("bench") == "fanout_throughput" and ln.get("routed_as_expected") is False:
             out.append(f"{where}: routed {ln.get('routed_rows')} rows, expected {ln.get('expected_routed_rows')}")
         if ln.get("bench") == "amplification" and ln.get("all_delivered") is False:
@@ -312,12 +367,12 @@ def results_section(lines: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     """Return the RESULTS.md section for one run: date, machine, command, table, notes."""
     m = meta["machine"]
     measured = [ln for ln in lines
-                if ln.get("bench") in ("publish", "latency", "consume", "amplification", *SHAREDSUB_ONLY)]
+                if ln.get("bench") in ("publish", "latency", "consume", "amplification", *SHAREDSUB_ONLY, "many_subs")]
     loads = [ln["loadavg_1m_before"] for ln in measured if "loadavg_1m_before" in ln]
     others = [ln["other_busy_cores_before"] for ln in measured if "other_busy_cores_before" in ln]
     versions = {ln["broker"]: ln.get("version", "") for ln in lines if ln.get("bench") == "broker_start"}
-    for ln in lines:  # an Artemis started only for the fan-out latency records its version there
-        if ln.get("bench") == "fanout_latency" and ln.get("version"):
+    for ln in lines:  # an Artemis started only for the fan-out latency or many-subs records its version there
+        if ln.get("bench") in ("fanout_latency", "many_subs") and ln.get("version"):
             versions.setdefault(ln["broker"], ln["version"])
     parts = [
         f"## {meta['started_utc']}",

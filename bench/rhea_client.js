@@ -5,7 +5,7 @@
 //
 //   node bench/rhea_client.js '<json arguments>'     (bench/rhea_workloads.py runs it)
 //
-// Arguments: {"workload": "publish"|"consume", "url": "amqp://host:port", "address": ..., ...}
+// Arguments: {"workload": "publish"|"consume"|"many_subs", "url": "amqp://host:port", "address": ..., ...}
 // (the keyword arguments of the Python functions of the same names). Output, one JSON object per
 // line on stdout: {"mark": name} when a measured span starts or ends (the Python side reads the
 // broker's and this process's CPU then), and last {"result": {...}} in the shape the Python
@@ -44,9 +44,9 @@ function finish(result, conns) {
   setTimeout(() => process.exit(0), 5000);
 }
 
-function connect(container, url) {
+function connect(container, url, extra = {}) {
   const u = new URL(url);
-  return container.connect({ host: u.hostname, port: Number(u.port), reconnect: false, idle_time_out: 0 });
+  return container.connect({ host: u.hostname, port: Number(u.port), reconnect: false, idle_time_out: 0, ...extra });
 }
 
 // Durable messages with fresh random bodies, encoded before the timed part (as the Python
@@ -195,7 +195,215 @@ function consume(a) {
   setTimeout(() => report(true), a.timeout_s * 1000).unref();
 }
 
+// The source a Qpid JMS createDurableSubscriber sends (unshared durable, bench/many_subs.py):
+// capability topic only; durable unsettled-state; expiry never; the JMS selector as a filter.
+function durableSubscriberSource(address, selector) {
+  return { address, durable: 2, expiry_policy: 'never', capabilities: ['topic'], filter: rhea.filter.selector(selector) };
+}
+
+// Messages n = 0..count-1 of the many_subs workload: durable, fresh random body, application
+// properties k = n % modulo (what the selectors test) and bench_seq = n, typed as a Qpid JMS
+// client types setIntProperty and setLongProperty (rhea would send a positive number as uint).
+function encodeKeyedMessages(count, size, modulo) {
+  const out = new Array(count);
+  for (let n = 0; n < count; n++) {
+    out[n] = rhea.message.encode({
+      durable: true,
+      application_properties: { k: rhea.types.wrap_int(n % modulo), bench_seq: rhea.types.wrap_long(n) },
+      body: rhea.message.data_section(crypto.randomBytes(size)),
+    });
+  }
+  return out;
+}
+
+// How many of messages 0..count-1 carry k = r (0 <= r < modulo).
+function expectedFor(r, count, modulo) {
+  return r < count ? Math.floor((count - 1 - r) / modulo) + 1 : 0;
+}
+
+// Many unshared durable subscriptions on one topic (bench/many_subs.py has the contract):
+// `subscriptions` links `sub-<i>`, selector `k = <i % modulo>`, over ceil(N / links_per_connection)
+// connections of container `container_id` (the JMS ClientID), all attaches sent at once. Links
+// i < `consumers` stay attached with `prefetch` credit, topped up per message; the others are
+// detached (closed=false: the subscription stays) as soon as their attach is answered. Marks:
+// attach_start, attached (every attach answered, every detach too), then, when `pause` is set,
+// the workload waits for a line on stdin (the Python side measures the idle broker meanwhile);
+// publish_start (first send), published (last accepted), delivered (last expected delivery).
+function manySubs(a) {
+  const modulo = a.modulo;
+  const messages = encodeKeyedMessages(a.count, a.size, modulo);
+  const rcvContainer = rhea.create_container({ id: a.container_id });
+  const pubContainer = rhea.create_container();
+  const errors = [];
+  const conns = [];
+  const nconn = Math.max(1, Math.ceil(a.subscriptions / a.links_per_connection));
+  const seen = [];  // per consumed receiver: the bench_seqs received
+  const got = new Array(a.consumers).fill(0);  // distinct expected messages per consumed receiver
+  let expectedTotal = 0;
+  for (let i = 0; i < a.consumers; i++) {
+    seen.push(new Set());
+    expectedTotal += expectedFor(i % modulo, a.count, modulo);
+  }
+  let answered = 0, refused = 0, detachesLeft = a.subscriptions - a.consumers, done = false;
+  let deliveries = 0, accepted = 0, distinct = 0, duplicates = 0, redelivered = 0, wrong = 0, unstamped = 0;
+  let sent = 0, pubAccepted = 0, notAccepted = 0, unexpectedDetaches = 0;
+  let tAttach0 = null, tAttached = null, tPub0 = null, tPublished = null, tLastIn = null;
+  let sender = null, publishing = false, attachTimer = null, runTimer = null;
+
+  const report = (timedOut) => {
+    if (done) return;
+    done = true;
+    const pubSpan = tPublished !== null && tPub0 !== null ? tPublished - tPub0 : null;
+    const deliverSpan = tLastIn !== null && tPub0 !== null ? tLastIn - tPub0 : null;
+    const attachSpan = tAttached !== null && tAttach0 !== null ? tAttached - tAttach0 : null;
+    const short = [];
+    for (let i = 0; i < a.consumers; i++) {
+      const want = expectedFor(i % modulo, a.count, modulo);
+      if (got[i] < want) short.push([i, got[i], want]);
+    }
+    const sorted = got.slice().sort((x, y) => x - y);
+    finish({
+      subscriptions: a.subscriptions, consumers: a.consumers, connections: nconn, count: a.count,
+      attach_s: attachSpan, attach_per_s: attachSpan ? a.subscriptions / attachSpan : null,
+      attaches_answered: answered, attaches_refused: refused, unexpected_detaches: unexpectedDetaches,
+      sent, accepted_by_broker: pubAccepted, not_accepted: notAccepted,
+      publish_s: pubSpan, publish_msgs_per_s: pubSpan ? pubAccepted / pubSpan : null,
+      expected_deliveries: expectedTotal, deliveries, deliveries_accepted: accepted, distinct_deliveries: distinct,
+      duplicates, redelivered, wrong, unstamped, missing: expectedTotal - distinct,
+      deliver_s: deliverSpan, deliveries_per_s: deliverSpan ? expectedTotal / deliverSpan : null,
+      per_consumer_min: sorted.length ? sorted[0] : null,
+      per_consumer_median: sorted.length ? sorted[Math.floor(sorted.length / 2)] : null,
+      per_consumer_max: sorted.length ? sorted[sorted.length - 1] : null,
+      consumers_short: short.length, consumers_short_first: short.slice(0, 10),
+      timed_out: timedOut, errors: errors.slice(0, 10), error_count: errors.length,
+    }, sender ? [...conns, sender.connection] : conns);
+  };
+
+  // The run ends once every message has its outcome and every expected delivery is in (the
+  // 'delivered' mark is then; deliver_s still ends at the last expected delivery).
+  const maybeDone = () => {
+    if (done || tPublished === null || distinct < expectedTotal) return;
+    if (tLastIn === null) tLastIn = tPublished; // no deliveries expected
+    mark('delivered');
+    report(false);
+  };
+
+  const startPublishing = () => {
+    if (publishing || done) return;
+    publishing = true;
+    runTimer = setTimeout(() => report(true), a.timeout_s * 1000);
+    runTimer.unref();
+    const conn = connect(pubContainer, a.url);
+    sender = conn.open_sender({ target: { address: a.address }, autosettle: true });
+    const pump = () => {
+      if (done) return;
+      if (tPub0 === null) { tPub0 = now(); mark('publish_start'); }
+      while (sender.sendable() && sent < a.count && sent - (pubAccepted + notAccepted) < a.window) {
+        sender.send(messages[sent], undefined, 0);
+        sent++;
+      }
+    };
+    const outcome = () => {
+      if (pubAccepted + notAccepted >= a.count) {
+        tPublished = now();
+        mark('published');
+        // Deliveries may all be in already (a broker may deliver before it answers the sender).
+        maybeDone();
+      } else {
+        pump();
+      }
+    };
+    pubContainer.on('sendable', pump);
+    pubContainer.on('accepted', () => { pubAccepted++; outcome(); });
+    pubContainer.on('rejected', (ctx) => { notAccepted++; errors.push(`rejected: ${JSON.stringify(ctx.delivery.remote_state)}`); outcome(); });
+    pubContainer.on('released', () => { notAccepted++; errors.push('released'); outcome(); });
+    pubContainer.on('modified', () => { notAccepted++; errors.push('modified'); outcome(); });
+    pubContainer.on('sender_error', (ctx) => { errors.push(`sender error: ${ctx.sender.error}`); report(false); });
+    pubContainer.on('connection_error', (ctx) => { errors.push(`publisher connection error: ${ctx.connection.error}`); report(false); });
+    pubContainer.on('disconnected', (ctx) => { errors.push(`publisher disconnected: ${ctx.error || ''}`); report(false); });
+  };
+
+  const attachPhaseOver = () => {
+    if (answered + refused < a.subscriptions || detachesLeft > 0 || tAttached !== null) return;
+    tAttached = now();
+    clearTimeout(attachTimer);
+    if (refused > 0) { report(false); return; }
+    mark('attached');
+    if (a.pause) process.stdin.once('data', startPublishing);
+    else startPublishing();
+  };
+
+  rcvContainer.on('receiver_open', (ctx) => {
+    const r = ctx.receiver;
+    if (!r.remote.attach || !r.remote.attach.source) return; // a refusal: its detach follows
+    answered++;
+    if (r.bench_index < a.consumers) r.add_credit(a.prefetch);
+    else { r.bench_detaching = true; r.detach(); }
+    attachPhaseOver();
+  });
+  rcvContainer.on('receiver_close', (ctx) => {
+    const r = ctx.receiver;
+    if (r.bench_detaching && !r.bench_detached) {
+      r.bench_detached = true;
+      detachesLeft--;
+      attachPhaseOver();
+      return;
+    }
+    if (!r.remote.attach || !r.remote.attach.source) {
+      refused++;
+      errors.push(`attach of ${r.name} refused: ${JSON.stringify(r.remote.detach && r.remote.detach.error)}`);
+      attachPhaseOver();
+      return;
+    }
+    if (!done) { unexpectedDetaches++; errors.push(`${r.name} detached by the broker: ${JSON.stringify(r.remote.detach && r.remote.detach.error)}`); }
+  });
+  rcvContainer.on('receiver_error', () => {}); // counted in receiver_close
+  rcvContainer.on('message', (ctx) => {
+    const t = now();
+    ctx.delivery.accept();
+    accepted++;
+    deliveries++;
+    const r = ctx.receiver;
+    if (!done) r.add_credit(1);
+    const i = r.bench_index;
+    const msg = ctx.message;
+    const props = msg.application_properties || {};
+    const seq = props.bench_seq;
+    if (seq === undefined) { unstamped++; return; }
+    if (Number(props.k) !== i % modulo || Number(seq) % modulo !== i % modulo) { wrong++; return; }
+    if (i >= a.consumers) { wrong++; return; }
+    if (seen[i].has(seq)) {
+      if (msg.delivery_count) redelivered++; else duplicates++;
+      return;
+    }
+    seen[i].add(seq);
+    got[i]++;
+    distinct++;
+    if (distinct === expectedTotal) {
+      tLastIn = t;
+      maybeDone();
+    }
+  });
+  rcvContainer.on('connection_error', (ctx) => { errors.push(`connection error: ${ctx.connection.error}`); report(false); });
+  rcvContainer.on('disconnected', (ctx) => { errors.push(`disconnected: ${ctx.error || ''}`); report(false); });
+
+  attachTimer = setTimeout(() => report(true), a.attach_timeout_s * 1000);
+  attachTimer.unref();
+  for (let c = 0; c < nconn; c++) {
+    conns.push(connect(rcvContainer, a.url, { container_id: a.container_id }));
+  }
+  tAttach0 = now();
+  mark('attach_start');
+  for (let i = 0; i < a.subscriptions; i++) {
+    const conn = conns[Math.floor(i / a.links_per_connection)];
+    const source = durableSubscriberSource(a.address, `k = ${i % modulo}`);
+    const r = conn.open_receiver({ name: `sub-${i}`, source, credit_window: 0, autoaccept: false });
+    r.bench_index = i;
+  }
+}
+
 const args = JSON.parse(process.argv[2]);
 if (args.workload === 'publish') publish(args);
 else if (args.workload === 'consume') consume(args);
+else if (args.workload === 'many_subs') manySubs(args);
 else throw new Error(`unknown workload ${args.workload}`);

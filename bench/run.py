@@ -1,13 +1,15 @@
 """Benchmark sharedsub against RabbitMQ 3.10 (AMQP 1.0 plugin) and Apache ActiveMQ Artemis in one
 run, reported as ratios.
 
-    .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout]
+    .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout,many-subs]
                                   [--brokers rabbitmq[,artemis][,proton-floor],sharedsub[,sharedsub-nofsync]
                                              [,sharedsub-inthread][,sharedsub-s3]]
                                   [--runs N]
                                   [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
+                                  [--many-subs 100,1000,10000] [--many-subs-count M]
+                                  [--many-subs-consumers C] [--many-subs-idle S]
 
 Measures, with the same client code against every broker: publish and consume with rhea
 (``--client rhea``, the default: bench/rhea_client.js in a Node.js process, an AMQP 1.0 client
@@ -45,6 +47,30 @@ python-qpid-proton:
    ``--rate`` with ``--fanout-latency-subs`` selector subscribers attached next to the latency
    subscriber (sharedsub, and Artemis with ``--brokers ...,artemis``: there the selector
    subscribers are JMS global shared durable subscriptions). See bench/fanout_bench.py.
+6. many-subs (only when asked for with ``--only``; sharedsub and Artemis, RabbitMQ has no JMS
+   selectors; issue 41): for each N in ``--many-subs`` (default 100,1000,10000) a fresh broker
+   (sharedsub: a fresh data dir with one topic; Artemis: a fresh instance), primed with 100
+   messages end to end on another topic (untimed), then driven by rhea (bench/many_subs.py has
+   the exact shape): N unshared durable subscriptions (JMS ``createDurableSubscriber``: link
+   ``sub-<i>``, source durable unsettled-state, expiry never, capability topic, selector
+   ``k = <i % 100>``; one fixed container id, the ClientID, on ceil(N / 500) connections; all
+   attaches sent at once); C = ``--many-subs-consumers`` of them (default: all up to N = 1,000,
+   1,000 above) keep a consumer with ``--prefetch`` credit, the others are detached (not
+   closed) once made. Then ``--many-subs-count`` (default 10,000) 1 KB durable messages,
+   properties ``k = n % 100`` and ``bench_seq = n``, from one unsettled publisher with
+   ``--window`` in flight; every delivery accepted. One ``many_subs`` line per broker and N:
+   attach rate (N ÷ first attach sent → last answered, subs/s), publish msg/s (first send →
+   last accepted), deliveries/s (expected deliveries, M × C / 100, ÷ first send → last expected
+   delivery in; the span in s too), correctness (per consumer counts; duplicates: a bench_seq
+   twice on one receiver not marked redelivered; missing by the end or ``--many-subs-timeout``;
+   wrong: k not the selector's), broker CPU over that span and over the attaches, broker RSS at
+   the end (sharedsub: serve with its Spark JVM, also by part). One ``many_subs_footprint``
+   line: RSS per subscription ((RSS after the attaches − before) ÷ N; for sharedsub serve's own
+   process and the fan-out's tree with its JVM separately) and idle CPU (broker CPU s over
+   ``--many-subs-idle`` s, default 30, with every subscription made and no traffic, per
+   subscription). For sharedsub the subscriptions and subscription tables of the topic at the
+   end; for Artemis the topic address's queues. The broker is stopped and its state deleted
+   after each N (the subscriptions go with it).
 
 Artemis (``--brokers ...,artemis``; bench/artemis_peer.py: the binary distribution from Maven
 Central, cached under ``~/.cache/sharedsub-bench``, a fresh instance per run with an NIO journal
@@ -87,17 +113,18 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import fanout_bench
+import many_subs
 import procstat
 import report
 import rhea_workloads
 import stages
 import workloads
-from artemis_peer import ArtemisPeer
+from artemis_peer import ArtemisPeer, topic_address
 from proton_floor import ProtonFloorPeer
 from rabbitmq_peer import RabbitMQPeer, Route
-from sharedsub_service import SharedSubS3Service, SharedSubService
+from sharedsub_service import SharedSubS3Service, SharedSubService, topic_name
 
-BENCHES = ("publish", "latency", "consume", "amplification", "fanout")
+BENCHES = ("publish", "latency", "consume", "amplification", "fanout", "many-subs")
 DEFAULT_BENCHES = ("publish", "latency", "amplification")
 # Variants of sharedsub, each measured as its own column beside the default one (report.VARIANTS):
 # fsync off (what the fsync of every commit costs), appends on the committer thread instead of the
@@ -144,6 +171,12 @@ class Settings:
     consume_count: int
     consume_timeout_s: float
     consume_route_timeout_s: float
+    many_subs: tuple[int, ...]
+    many_subs_count: int
+    many_subs_consumers: int | None  # None: all up to 1,000 subscriptions, 1,000 above (many_subs.consumers_for)
+    many_subs_idle_s: float
+    many_subs_links_per_connection: int
+    many_subs_timeout_s: float
     client: str  # publish and consume workloads: "rhea" (bench/rhea_client.js) or "proton"
 
 
@@ -205,6 +238,17 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "subscription / queue (default 1,2,4)")
     p.add_argument("--consume-count", type=int, help="consume: messages pre-loaded and drained (default 20000, "
                    "--quick 3000)")
+    p.add_argument("--many-subs", help="many-subs: unshared durable subscription counts (default 100,1000,10000, "
+                   "--quick 100,1000)")
+    p.add_argument("--many-subs-count", type=int, help="many-subs: messages published (default 10000, --quick 2000)")
+    p.add_argument("--many-subs-consumers", type=int, help="many-subs: subscriptions with a consumer attached "
+                   "(default: all up to 1,000 subscriptions, 1,000 above; the others are made and detached)")
+    p.add_argument("--many-subs-idle", type=float, help="many-subs: seconds the idle broker's CPU is measured with "
+                   "every subscription made (default 30, --quick 10)")
+    p.add_argument("--many-subs-links-per-connection", type=int, default=500, help="many-subs: subscriber links "
+                   "per connection (default 500)")
+    p.add_argument("--many-subs-timeout", type=float, help="many-subs: time limit of the attaches, and of "
+                   "publishing and delivering, s (default 1800, --quick 600)")
     p.add_argument("--wait-idle", type=float, help="before each timed measurement wait up to this many s for other "
                    "processes to go quiet (default 30, --quick 10; 0 = don't wait)")
     p.add_argument("--idle-cores", type=float, default=0.25, help="'quiet' = others keep at most this many cores busy")
@@ -252,6 +296,12 @@ def settings_from(args: argparse.Namespace) -> Settings:
         consume_count=pick(args.consume_count, 20000, 3000),
         consume_timeout_s=pick(None, 600.0, 300.0),
         consume_route_timeout_s=pick(None, 600.0, 300.0),
+        many_subs=tuple(int(x) for x in pick(args.many_subs, "100,1000,10000", "100,1000").split(",") if x.strip()),
+        many_subs_count=pick(args.many_subs_count, 10000, 2000),
+        many_subs_consumers=args.many_subs_consumers,
+        many_subs_idle_s=pick(args.many_subs_idle, 30.0, 10.0),
+        many_subs_links_per_connection=args.many_subs_links_per_connection,
+        many_subs_timeout_s=pick(args.many_subs_timeout, 1800.0, 600.0),
         client=args.client,
     )
 
@@ -692,6 +742,52 @@ def measure_fanout_latency_artemis(s: Settings, rec: Recorder, keep: bool) -> No
                   "broker_stop_s": round(time.perf_counter() - t0, 2)})
 
 
+RABBITMQ_NO_MANY_SUBS = ("RabbitMQ (3.10, AMQP 1.0 plugin) has no JMS selectors, so the many-subs measurement "
+                         "leaves it out")
+
+
+def many_subs_shape(n: int, s: Settings) -> many_subs.Shape:
+    """The many-subs run of ``n`` subscriptions under these settings."""
+    return many_subs.Shape(
+        subscriptions=n, consumers=many_subs.consumers_for(n, s.many_subs_consumers), count=s.many_subs_count,
+        size=s.size, window=s.window, prefetch=s.prefetch, links_per_connection=s.many_subs_links_per_connection,
+        idle_s=s.many_subs_idle_s, timeout_s=s.many_subs_timeout_s,
+    )
+
+
+def measure_many_subs(broker: str, n: int, s: Settings, rec: Recorder, keep: bool) -> None:
+    """A fresh broker for ``n`` subscriptions (sharedsub: serve on a fresh data dir holding the
+    topic; Artemis: a fresh instance): start, prime, bench/many_subs.py's run, stop; the
+    subscriptions go with the broker's state."""
+    shape = many_subs_shape(n, s)
+    t: SharedSubService | ArtemisPeer
+    if broker == "sharedsub":
+        t = SharedSubService(log=log, log_path=rec.side_file(f"serve-many{n}.log"), keep_data=keep)
+        address = topic_name(many_subs.LABEL)
+    else:
+        t = ArtemisPeer(log=log, keep_state=keep, log_path=rec.side_file(f"artemis-many{n}.log"))
+        address = topic_address(many_subs.LABEL)
+    with t:
+        if isinstance(t, SharedSubService):
+            t.create_topics([address, t.route("prime", subscribe=False).publish_address])
+        log(f"{t.name} many-subs N={n}: starting a fresh broker")
+        start_s = t.start()
+        version = _sharedsub_version() if isinstance(t, SharedSubService) else t.version
+        prime(t, rec)
+        pre = before_measurement(t.broker_pid(), s)
+        log(f"{t.name} many-subs N={n}: {n} subscriptions, {shape.consumers} with a consumer; "
+            f"{shape.count} messages")
+        line, footprint = many_subs.run(t, address, shape, log)
+        if isinstance(t, SharedSubService):
+            at_end: dict[str, Any] = t.subscription_tables(address)
+        else:
+            at_end = {"subscription_queues": t.subscription_queues(address)}
+        rec.emit({"bench": "many_subs", "broker": t.name, "start_s": round(start_s, 2), "version": version,
+                  **pre, **line, **at_end})
+        rec.emit({"bench": "many_subs_footprint", "broker": t.name, **footprint})
+        log(f"{t.name} many-subs N={n}: {many_subs.correctness(line)}; at the end {at_end}")
+
+
 def cpu_per_1k(cpu_s: float | None, messages: int | None) -> float | None:
     """Broker CPU seconds per 1,000 messages, or None when either figure is missing."""
     return cpu_s / messages * 1000 if cpu_s is not None and messages else None
@@ -731,6 +827,11 @@ def main(argv: list[str] | None = None) -> int:
         if why is not None:
             print(f"bench: --client rhea: {why}; or use --client proton", file=sys.stderr)
             return 2
+    if "many-subs" in args.only and {"artemis", "sharedsub"} & set(args.brokers):
+        why = rhea_workloads.available()
+        if why is not None:
+            print(f"bench: many-subs runs on the rhea client: {why}", file=sys.stderr)
+            return 2
     started = datetime.datetime.now(datetime.UTC)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     rec = Recorder(args.out_dir, stamp)
@@ -760,6 +861,10 @@ def main(argv: list[str] | None = None) -> int:
                     guarded(rec, {"bench": "fanout_latency", "broker": "artemis",
                                   "subscribers": s.fanout_latency_subs},
                             lambda: measure_fanout_latency_artemis(s, rec, args.keep_state))
+                if "many-subs" in args.only:
+                    for n in s.many_subs:
+                        guarded(rec, {"bench": "many_subs", "broker": "artemis", "subscribers": n},
+                                lambda n=n: measure_many_subs("artemis", n, s, rec, args.keep_state))
             if "proton-floor" in args.brokers and {"publish", "consume"} & set(args.only):
                 floor = ProtonFloorPeer(log=log, log_path=rec.side_file("proton-floor.log"))
                 run_broker(floor, tuple(b for b in args.only if b in ("publish", "consume")), s, rec,
@@ -787,6 +892,13 @@ def main(argv: list[str] | None = None) -> int:
                     guarded(rec, {"bench": "fanout_latency", "broker": "sharedsub",
                                   "subscribers": s.fanout_latency_subs},
                             lambda: measure_fanout_latency(s, rec, args.keep_state))
+                if "many-subs" in args.only:
+                    if "rabbitmq" in args.brokers:
+                        log(RABBITMQ_NO_MANY_SUBS)
+                        rec.emit({"bench": "many_subs_note", "broker": "rabbitmq", "skipped": RABBITMQ_NO_MANY_SUBS})
+                    for n in s.many_subs:
+                        guarded(rec, {"bench": "many_subs", "broker": "sharedsub", "subscribers": n},
+                                lambda n=n: measure_many_subs("sharedsub", n, s, rec, args.keep_state))
                 if "amplification" in args.only:
                     for n in s.amp_subscribers:
                         guarded(rec, {"bench": "amplification", "broker": "sharedsub", "subscribers": n},

@@ -218,6 +218,68 @@ class SharedSubService(procstat.BrokerMetrics):
     def release(self, route: Route) -> None:
         """Nothing to clean: each run has its own topic."""
 
+    def rss_parts(self) -> dict[str, int | None]:
+        """Return resident bytes of serve's processes by part: ``serve`` (the front end's own
+        process alone), ``fanout`` (the fan-out job's process, ``python -m jobs.fanout``, with its
+        Spark JVM and Python workers), ``fanout_jvm`` (the ``java`` processes among those),
+        ``other`` (the rest of the tree: the append child process) and ``total``; all None when
+        serve is not running."""
+        pid = self.broker_pid()
+        if pid is None:
+            return {"serve": None, "fanout": None, "fanout_jvm": None, "other": None, "total": None}
+        tree = procstat.tree_pids(pid)
+        fanout_root = next((p for p in tree if p != pid and "jobs.fanout" in _cmdline(p)), None)
+        fanout = procstat.tree_pids(fanout_root) if fanout_root is not None else []
+        serve, total = _rss(pid), sum(_rss(p) for p in tree)
+        fanout_rss = sum(_rss(p) for p in fanout)
+        return {
+            "serve": serve, "fanout": fanout_rss,
+            "fanout_jvm": sum(_rss(p) for p in fanout if _comm(p) == "java"),
+            "other": total - serve - fanout_rss, "total": total,
+        }
+
+    def subscription_tables(self, topic: str) -> dict[str, int]:
+        """Return, read from the data dir (read-only; serve may keep running): the active
+        subscriptions of ``topic`` in the catalog, how many of their current generations have a
+        table (a ``_delta_log``), and every generation table under ``subscriptions/`` of any topic."""
+        from sharedsub.core import layout  # the project under test; only this helper needs it
+        from sharedsub.storage.catalog import load_catalog
+
+        records = [r for r in load_catalog(self.data_dir).values() if r.active and r.topic == topic]
+        with_table = sum(os.path.isdir(os.path.join(self.data_dir, r.table, "_delta_log")) for r in records)
+        root = os.path.join(self.data_dir, layout.SUBSCRIPTIONS_DIR)
+        every = 0
+        for key in os.listdir(root) if os.path.isdir(root) else []:
+            for entry in os.listdir(os.path.join(root, key)):
+                every += entry[:1] == "g" and entry[1:].isdigit()
+        return {"catalog_subscriptions": len(records), "subscription_tables": with_table,
+                "generation_tables_all_topics": every}
+
+
+def _rss(pid: int) -> int:
+    """Resident bytes of process ``pid`` alone (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:
+        return 0
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
 
 def topic_name(label: str) -> str:
     """Map a measurement label to a valid topic name (``[A-Za-z0-9][A-Za-z0-9._-]*``)."""
