@@ -64,6 +64,10 @@ log = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
+ACK_SLICE = 0.05
+"""Seconds a group commit spends at most on acknowledgement logs beyond the first
+(Committer._append_ack_logs); the others wait for the next group."""
+
 
 class _RecordChanges(TypedDict):
     """What a catalog save changes in a record (``dataclasses.replace``)."""
@@ -146,6 +150,8 @@ class Committer:
         # Settlement records given up on during a fault, oldest first: re-tried ahead of every
         # later group (sharedsub.core.publish.write_faults PARK).
         self._parked: list[Request] = []
+        # Acknowledgements a group left for the next (_append_ack_logs): they go first in it.
+        self._deferred: list[Request] = []
         # Failed tries of writes the data dir could not take, by errno name (ENOSPC, ...); written
         # by this thread only, read by the metrics endpoint with dict.copy().
         self.write_errors: dict[str, int] = {}
@@ -217,6 +223,9 @@ class Committer:
         stopping = False
         while not stopping:
             wait = self._faults.idle_wait(bool(self._parked))
+            if self._deferred:  # acknowledgements left by the last group: the next one takes them
+                soon = max(self._min_interval, ACK_SLICE / 5)
+                wait = soon if wait is None else min(wait, soon)
             idle = False  # no request came while waiting (a fault or parked writes to act on)
             first: Request | None = None
             try:
@@ -224,7 +233,7 @@ class Committer:
             except queue.Empty:
                 idle = True
             # Parked settlement records go first: they are older than anything queued.
-            group, self._parked = self._parked, []
+            group, self._parked, self._deferred = [*self._parked, *self._deferred], [], []
             if first is not None:
                 group.append(first)
                 stopping = self._fill(group, first)
@@ -236,7 +245,7 @@ class Committer:
                 continue
             started = time.monotonic()
             try:
-                results = self._commit_group(group)
+                results = self._commit_group(group, flush=stopping)
             except BaseException as exc:  # last-resort guard: report, never lose silently
                 log.exception("group commit failed")
                 results = [Result(r, error=exc) for r in group]
@@ -384,11 +393,14 @@ class Committer:
             return
         self._writable()
 
-    def _commit_group(self, requests: list[Request]) -> list[Result]:
+    def _commit_group(self, requests: list[Request], *, flush: bool = False) -> list[Result]:
         """Commit ``requests`` as one group: each joins its bucket (commit_requests.Group), and
         the buckets are committed in the order the module docstring promises: topic creations,
         catalog revisions, topic appends (transactions' with them), dead letters before the ack
-        rows they add, acknowledgements, link events, topic drops, and barriers last."""
+        rows they add, acknowledgements, link events, topic drops, and barriers last.
+        Acknowledgements of many ack logs may be left for the next groups
+        (:meth:`_append_ack_logs`), unless ``flush`` (the last group) or the group holds a
+        barrier or a transaction."""
         results: list[Result] = []
         parked: list[Request] = []  # settlement records given up on for now (write_faults.PARK)
         group = Group()
@@ -403,10 +415,11 @@ class Committer:
             results = _transaction_results(results, group.transactions)
         for table, letters in group.dead_letters.items():
             results.extend(self._append_dead_letters(table, letters, group.acks, parked))
-        for table, acks in group.acks.items():
-            results.extend(
-                r for r in self._append_acks(table, acks, parked) if not isinstance(r.request, _DeadLetterAck)
-            )
+        results.extend(
+            r
+            for r in self._append_ack_logs(group.acks, parked, everything=flush or bool(group.barriers or group.transactions))
+            if not isinstance(r.request, _DeadLetterAck)
+        )
         if group.links:
             results.extend(self._append_links(group.links, parked))
         results.extend(self._drop_topic(req) for req in group.drops)
@@ -434,7 +447,7 @@ class Committer:
             self._cache.forget_topic(req.topic)
         return Result(req, value=path)
 
-    def _append(self, path: str, data: pa.Table | PyColumns) -> None:
+    def _append(self, path: str, data: pa.Table | PyColumns, *, synced: bool = True) -> None:
         """Commit ``data`` to the table at ``path`` with its cached appender, held while the data
         dir cannot take it (:meth:`_write`).
 
@@ -445,7 +458,7 @@ class Committer:
         """
         appender = self._appenders.get(path)
         if appender is None:
-            appender = self._appenders[path] = self.store.appender(path, data.schema)
+            appender = self._appenders[path] = self.store.appender(path, data.schema, synced=synced)
         commit_id = uuid.uuid4().hex
         try:
             self._write(path, lambda: appender.append(data, commit_id=commit_id))
@@ -472,6 +485,31 @@ class Committer:
             return [Result(item, error=exc) for item in items]
         return [Result(item) for item in items]
 
+    def _append_ack_logs(self, acks: dict[str, list[Ack]], parked: list[Request], *, everything: bool) -> list[Result]:
+        """Commit the acknowledgements of ``acks`` (by ack log), the longest waiting first, then
+        force them to disk together (CommitStore.sync: one file-system sync, not an fsync per
+        log). Unless ``everything``, logs left once :data:`ACK_SLICE` seconds went on others wait
+        for the next group (:attr:`_deferred`; the thread starts it without waiting for
+        requests), gathering more rows meanwhile: with a thousand subscriptions acknowledging,
+        one group committing every log kept the publishers queued behind it for seconds (issue
+        41). An acknowledgement with a continuation is never left."""
+        results: list[Result] = []
+        deadline = time.monotonic() + ACK_SLICE
+        committed = False
+        for table, items in acks.items():
+            awaited = any(item.token is not None for item in items)
+            if committed and not everything and not awaited and time.monotonic() >= deadline:
+                self._deferred.extend(items)
+                continue
+            results.extend(self._append_acks(table, items, parked))
+            committed = True
+        if committed:
+            try:
+                self.store.sync()
+            except OSError as exc:  # the commits stand; a power loss now redelivers their rows
+                log.warning("forcing acknowledgements to disk failed: %s", exc)
+        return results
+
     def _append_acks(self, table: str, items: list[Ack], parked: list[Request]) -> list[Result]:
         now = dt.datetime.now(dt.UTC)
         rows: dict[str, list[object]] = {"seq": [], "outcome": [], "acked_at": [], "consumer": []}
@@ -483,7 +521,7 @@ class Committer:
                 rows["consumer"].append(item.consumer)
         try:
             t0 = time.perf_counter()
-            self._append(layout.join(self.root, table), pa.Table.from_pydict(rows, schema=schemas.ACK))
+            self._append(layout.join(self.root, table), pa.Table.from_pydict(rows, schema=schemas.ACK), synced=False)
             self._stages.observe("ack_commit", time.perf_counter() - t0)
         except StorageUnavailable:
             parked.extend(items)

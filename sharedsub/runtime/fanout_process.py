@@ -200,10 +200,10 @@ class FanoutProcess:
         assert proc.stdout is not None
         for line in proc.stdout:
             text = line.rstrip("\n")
-            routed = routed_tables.parse_routed(text)
-            if routed is not False:
+            routed, tables = routed_tables.parse_routed(text)
+            if routed:
                 if self.on_routed is not None:
-                    self.on_routed(routed)
+                    self.on_routed(tables)
             elif text == READY_LINE:
                 came_up.set()
                 self._state = "running"

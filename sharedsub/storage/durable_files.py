@@ -8,6 +8,8 @@ the fan-out's parked rows: sharedsub.storage.parked_rows).
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import os
 
 
@@ -34,3 +36,30 @@ def makedirs_synced(path: str) -> None:
         with contextlib.suppress(FileExistsError):
             os.mkdir(directory)
         fsync_path(os.path.dirname(directory), directory=True)
+
+
+def sync_filesystem(path: str) -> None:
+    """Force everything written to the file system that holds ``path`` to disk, in one call
+    (``syncfs(2)``; ``sync(2)`` where there is none): what makes many commits written without
+    their own fsyncs durable together, for the cost of about one (issue 41: an fsync per ack
+    log commit cost ~5 ms each, a thousand subscriptions' logs five seconds a group).
+
+    Raises:
+        OSError: ``path`` cannot be opened, or the file system reported a write error.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        syncfs = getattr(_libc(), "syncfs", None)
+        if syncfs is None:
+            os.sync()
+            return
+        if syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), path)
+    finally:
+        os.close(fd)
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL:
+    return ctypes.CDLL(None, use_errno=True)

@@ -17,6 +17,7 @@ import pytest
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
 from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
+from sharedsub.runtime import committer as committer_module
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.commits.memory_store import MemoryStore
@@ -225,3 +226,48 @@ def test_a_front_end_whose_lease_lapsed_writes_nothing_more_and_is_told_to_stop(
     assert stopped and set(stopped) == {"the lease could not be renewed for 13 s (ttl 15 s)"}
     assert store.rows(layout.topic_table(store.root, "t")).column("seq").to_pylist() == [0]
     assert store.version(layout.join(store.root, ACKS)) == -1
+
+
+def test_acknowledgements_of_many_logs_are_spread_over_groups_and_synced_together(
+    store: MemoryStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No time for logs beyond the first: each group commits one log and leaves the rest, oldest
+    # first, to the next groups, which start without new requests; each group's logs are forced
+    # to disk with one sync.
+    monkeypatch.setattr(committer_module, "ACK_SLICE", 0.0)
+    done = Collector()
+    committer = Committer(store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=30.0)
+    logs = [f"subscriptions/k{i}/g1-acks" for i in range(5)]
+    for i, log in enumerate(logs):
+        committer.submit(Ack(log, [i, 10 + i], "accepted", "c"))
+    committer.submit(_publish("t", "m", "p"))
+    committer.start()
+    try:
+        results = done.wait(6, timeout=10)
+        assert results[0].request.token == "p"  # the publish did not wait for the logs
+        assert [r.request.table for r in results[1:]] == logs  # type: ignore[union-attr]
+        for i, log in enumerate(logs):
+            assert store.rows(layout.join(store.root, log)).column("seq").to_pylist() == [i, 10 + i]
+        assert store.syncs == len(logs)
+    finally:
+        committer.stop()
+
+
+def test_a_barrier_or_a_stop_commits_every_acknowledgement_first(store: MemoryStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(committer_module, "ACK_SLICE", 0.0)
+    done = Collector()
+    committer = Committer(store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=30.0)
+    logs = [f"subscriptions/k{i}/g1-acks" for i in range(4)]
+    for i, log in enumerate(logs):
+        committer.submit(Ack(log, [i], "accepted", "c"))
+    committer.submit(Barrier(token="b"))
+    committer.start()
+    try:
+        results = done.wait(5, timeout=10)
+        assert results[-1].request.token == "b" and store.syncs == 1
+        assert all(store.rows(layout.join(store.root, log)).num_rows == 1 for log in logs)
+        for i, log in enumerate(logs):  # the last group of a stop leaves nothing either
+            committer.submit(Ack(log, [100 + i], "accepted", "c"))
+    finally:
+        committer.stop()
+    assert all(store.rows(layout.join(store.root, log)).num_rows == 2 for log in logs)

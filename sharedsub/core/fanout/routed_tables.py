@@ -22,26 +22,25 @@ def routed_line(tables: Iterable[str]) -> str:
     return f"{ROUTED_LINE} {json.dumps(sorted(set(tables)), separators=(',', ':'))}"
 
 
-def parse_routed(line: str) -> frozenset[str] | None | bool:
-    """What a line of the job's stdout announces: the tables (relative paths), ``None`` for
-    "any table" (the bare line, or a list that does not parse), ``False`` when it is not a
-    routed line at all::
+def parse_routed(line: str) -> tuple[bool, frozenset[str] | None]:
+    """Whether a line of the job's stdout is a routed line, and the tables it announces
+    (relative paths; ``None`` for "any table": the bare line, or a list that does not parse)::
 
         line                                         answer
-        -------------------------------------------  ---------------------------
-        sharedsub fanout routed                      None
-        sharedsub fanout routed ["a/g1","b/g1"]      frozenset({"a/g1", "b/g1"})
-        sharedsub fanout routed [broken              None
-        sharedsub fanout running                     False
+        -------------------------------------------  ----------------------------------
+        sharedsub fanout routed                      (True, None)
+        sharedsub fanout routed ["a/g1","b/g1"]      (True, frozenset({"a/g1", "b/g1"}))
+        sharedsub fanout routed [broken              (True, None)
+        sharedsub fanout running                     (False, None)
     """
     if line == ROUTED_LINE:
-        return None
+        return True, None
     if not line.startswith(ROUTED_LINE + " "):
-        return False
+        return False, None
     try:
         tables = json.loads(line[len(ROUTED_LINE) + 1 :])
     except ValueError:
-        return None
+        return True, None
     if not isinstance(tables, list) or not all(isinstance(t, str) for t in tables):
-        return None
-    return frozenset(tables)
+        return True, None
+    return True, frozenset(tables)

@@ -31,6 +31,7 @@ from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.py_columns import PyColumns, as_table
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender
 from sharedsub.storage.delta.tables import table_exists
+from sharedsub.storage.durable_files import sync_filesystem
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.topics import create_topic, last_seq, partition_starts, remove_topic
 
@@ -62,8 +63,15 @@ class CommitStore(Protocol):
         """Stop it; after the last append."""
         ...
 
-    def appender(self, path: str, schema: pa.Schema) -> Appender:
-        """An appender of the table at ``path`` (created by its first append) with rows of ``schema``."""
+    def appender(self, path: str, schema: pa.Schema, *, synced: bool = True) -> Appender:
+        """An appender of the table at ``path`` (created by its first append) with rows of
+        ``schema``. ``synced=False``: its commits are not forced to disk one by one; a later
+        :meth:`sync` makes them durable together."""
+        ...
+
+    def sync(self) -> None:
+        """Force the commits of the appenders made with ``synced=False`` to disk (with the
+        store's fsync setting; otherwise nothing). Raises OSError when that failed."""
         ...
 
     def catalog_appender(self) -> Appender:
@@ -166,10 +174,16 @@ class DeltaStore:
         for appender in list(self._in_process):
             appender.finish()  # checkpoints being written end before the process does (DeltaAppender.finish)
 
-    def appender(self, path: str, schema: pa.Schema) -> Appender:  # noqa: D102
+    def appender(self, path: str, schema: pa.Schema, *, synced: bool = True) -> Appender:  # noqa: D102
+        fsync = self.fsync and synced
         if self.appends is not None:
-            return self.appends.appender(path, schema, fsync=self.fsync, epoch=self.epoch)
-        return self._in_process_appender(DeltaAppender(path, schema, fsync=self.fsync, epoch=self.epoch))
+            return self.appends.appender(path, schema, fsync=fsync, epoch=self.epoch)
+        return self._in_process_appender(DeltaAppender(path, schema, fsync=fsync, epoch=self.epoch))
+
+    def sync(self) -> None:  # noqa: D102
+        local = layout.local_path(self.root)
+        if self.fsync and local is not None:
+            sync_filesystem(local)
 
     def catalog_appender(self) -> Appender:  # noqa: D102
         return self._in_process_appender(catalog.catalog_appender(self.root, fsync=self.fsync, epoch=self.epoch))

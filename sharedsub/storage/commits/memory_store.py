@@ -84,6 +84,7 @@ class MemoryStore:
         self.tables: dict[str, _Table] = {}
         self.fault: _Fault | None = None
         self.probes = 0
+        self.syncs = 0
         self.started = self.stopped = False
 
     # ------------------------------------------------------------------ control (tests)
@@ -117,9 +118,14 @@ class MemoryStore:
         """Recorded."""
         self.stopped = True
 
-    def appender(self, path: str, schema: pa.Schema) -> MemoryAppender:
-        """An appender of the table at ``path`` (created by its first append)."""
+    def appender(self, path: str, schema: pa.Schema, *, synced: bool = True) -> MemoryAppender:
+        """An appender of the table at ``path`` (created by its first append); ``synced`` means
+        nothing in memory."""
         return MemoryAppender(self, path, schema)
+
+    def sync(self) -> None:
+        """Counted (tests)."""
+        self.syncs += 1
 
     def catalog_appender(self) -> MemoryAppender:
         """The catalog's appender."""

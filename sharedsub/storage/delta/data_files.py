@@ -19,6 +19,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -54,7 +55,7 @@ def _iso_ms(value: dt.datetime) -> str:
 _SMALL = 64
 
 
-def _bounds(column: pa.ChunkedArray) -> tuple[object, object]:
+def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any]:  # Any: the column's Python values
     """The least and greatest non-null value of ``column`` (None, None: none)."""
     if len(column) <= _SMALL:
         values = [v for v in column.to_pylist() if v is not None]
@@ -125,7 +126,7 @@ def write_data_file(table: str, data: pa.Table) -> DataFile:
     low = high = -1
     if "seq" in data.column_names and data.num_rows:
         first, last = _bounds(data.column("seq"))
-        low, high = int(first), int(last)  # type: ignore[call-overload]  # (seq is int64, never all null here)
+        low, high = int(first), int(last)  # (seq is int64, never all null in a file)
     return DataFile(
         name=name,
         size=size,
