@@ -308,6 +308,18 @@ class DeltaAppender:
         forced to disk before it landed (a blind append's own syncs)."""
         # Not table_exists here: it lists the log directory, the cost blind appends avoid.
         known = self._blind.ready() if self._blind is not None else None
+        if self._blind is not None and known is None and not isinstance(data, list) and self._blind.absent():
+            if self._tried is None or self._tried[0] != marker:
+                self._tried = (marker, -1)
+            try:
+                return self._blind.create(_as_written(data, self.schema), marker, txns), False  # (new directories: sync_commit)
+            except TableChanged:
+                self._table = None  # made meanwhile, or not by this path: delta-rs appends to it
+            except Exception:
+                landed = find_commit(self.path, marker, after=-1)
+                if landed is None:
+                    raise
+                return landed, False
         if self._blind is not None and known is not None:
             if self._tried is None or self._tried[0] != marker:
                 self._tried = (marker, known)

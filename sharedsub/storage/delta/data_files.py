@@ -54,6 +54,9 @@ def _iso_ms(value: dt.datetime) -> str:
 # writes a few rows per file (issue 41).
 _SMALL = 64
 
+# Up to this many rows a file is written lean (write_data_file).
+_LEAN_ROWS = 1000
+
 
 def _bounds(column: pa.ChunkedArray) -> tuple[Any, Any]:  # Any: the column's Python values
     """The least and greatest non-null value of ``column`` (None, None: none)."""
@@ -104,15 +107,15 @@ def write_data_file(table: str, data: pa.Table) -> DataFile:
     name = new_file_name()
     location = file_location(table, name)
     local = local_path(location)
-    # A small file (a fan-out batch spread over many subscription tables) is written without
+    # A file of up to _LEAN_ROWS rows (a fan-out batch spread over many subscription tables) is written without
     # dictionaries, and with statistics of ``seq`` alone (payload_index and retention read
     # those; the log's statistics are what other readers here prune by): for a few rows the
     # rest cost ~40% of the write and save nothing. One buffer, one write: pyarrow's file sink
     # cost ~0.5 ms more per file than a plain write of the same bytes.
-    small = data.num_rows <= _SMALL
-    stats: bool | list[str] = True if not small else (["seq"] if "seq" in data.column_names else False)
+    lean = data.num_rows <= _LEAN_ROWS
+    stats: bool | list[str] = True if not lean else (["seq"] if "seq" in data.column_names else False)
     sink = io.BytesIO()
-    pq.write_table(data, sink, compression="snappy", use_dictionary=not small, write_statistics=stats)
+    pq.write_table(data, sink, compression="snappy", use_dictionary=not lean, write_statistics=stats)
     body = sink.getbuffer()
     if local is not None:
         os.makedirs(os.path.dirname(local), exist_ok=True)  # a table not created yet (its first commit is the driver's)
