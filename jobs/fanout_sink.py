@@ -237,11 +237,8 @@ class FanoutSink:
             for index, rows in by_route(routed):
                 batch[plan.routes[index].record.table] = subscription_rows(rows, routed_at, batch_id)
         batch.update(files or {})
-        written, failed = self.parking.write(batch, batch_id, self.commits)
+        written, failed = self.parking.write(batch, batch_id, self.commits, committed=self.on_routed)
         self.stats.failing = self.parking.failing_report()
-        if self.on_routed is not None and any(written.values()):
-            prefix = self.root.rstrip("/") + "/"
-            self.on_routed([table.removeprefix(prefix) for table, rows in written.items() if rows])
         if failed is not None:
             self.stats.write()  # the failing tables, before the batch fails
             raise failed

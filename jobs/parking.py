@@ -26,8 +26,8 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Collection, Mapping
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from typing import TypeAlias
 
 import pyarrow as pa
@@ -65,6 +65,25 @@ class TableResult:
     fail_batch: BaseException | None = None  # set when the rows could be neither committed nor parked
 
 
+ANNOUNCE_EVERY = 0.1
+"""Seconds between two announcements of the tables a batch committed so far (Parking.write)."""
+
+
+def _announce_as_done(futures: list[Future[TableResult]], tables: list[str], committed: Callable[[list[str]], None]) -> None:
+    """Call ``committed`` with the tables whose future finished with rows written, in chunks
+    at most :data:`ANNOUNCE_EVERY` seconds apart, until every future finished."""
+    table_of = dict(zip(futures, tables, strict=True))
+    pending: set[Future[TableResult]] = set(futures)
+    fresh: list[str] = []
+    last = time.monotonic()
+    while pending:
+        done, pending = wait(pending, timeout=ANNOUNCE_EVERY, return_when=FIRST_COMPLETED)
+        fresh.extend(table_of[f] for f in done if f.result().written)
+        if fresh and (not pending or time.monotonic() - last >= ANNOUNCE_EVERY):
+            committed(fresh)
+            fresh, last = [], time.monotonic()
+
+
 class Parking:
     """The failing tables' states and parked rows of one fan-out query, and its commit threads.
 
@@ -96,13 +115,23 @@ class Parking:
         return any(not s.healthy and now >= s.retry_at for s in self.tables.values())
 
     def write(
-        self, batch: Mapping[str, TableRows], batch_id: int, commits: TableCommits
+        self,
+        batch: Mapping[str, TableRows],
+        batch_id: int,
+        commits: TableCommits,
+        *,
+        committed: Callable[[list[str]], None] | None = None,
     ) -> tuple[dict[str, int], BaseException | None]:
         """Commit each table's part of ``batch`` (per table relative path) with ``commits``, or
         park it, and retry the failing tables whose retry is due, with or without rows in this
         batch, all on the commit threads. Returns the rows committed per table (absolute path),
         parked rows committed by a retry included, and the error of the first table whose rows
-        could be neither committed nor parked (None: none), after every table finished."""
+        could be neither committed nor parked (None: none), after every table finished.
+
+        ``committed``: called on this thread with the tables (relative paths) that got rows, as
+        they do, at most every :data:`ANNOUNCE_EVERY` seconds and once at the end: the front
+        end's tailer reads the first tables of a batch of a thousand while the others are
+        still being committed (issue 41)."""
         now = time.time()
         jobs: list[tuple[str, TableRows | None, TableState, Step]] = []
         for rel in [*batch, *(t for t in self.tables if t not in batch)]:
@@ -112,6 +141,8 @@ class Parking:
             if step is not Step.DONE:
                 jobs.append((rel, rows, state, step))
         futures = [self._pool.submit(self._write_table, commits, *job, batch_id, now) for job in jobs]
+        if committed is not None:
+            _announce_as_done(futures, [job[0] for job in jobs], committed)
         results = [f.result() for f in futures]  # _write_table returns its errors; waits for all
         written: dict[str, int] = {}
         failed: BaseException | None = None

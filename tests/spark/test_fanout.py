@@ -411,3 +411,25 @@ def test_the_query_reads_each_partition_of_a_topic_as_its_own_table(spark: Spark
     last = max((n for n in os.listdir(offsets) if n.isdigit()), key=int)
     with open(os.path.join(offsets, last)) as fh:
         assert '"t~p1":' in fh.read()
+
+
+def test_the_tables_a_batch_wrote_are_announced_each_once_and_none_when_nothing_was_new(spark: SparkSession, root: str) -> None:
+    """What ``--announce-routed`` prints (sharedsub.core.fanout.routed_tables): the tables that
+    got rows, in chunks as their commits end, so that serve's tailer probes those (and reads
+    the first while the rest are committed); a replayed batch writes nothing and says nothing."""
+    b.publish(root, "t", ["a", "b", "a"])
+    subs = b.register(root, *(b.subscription("t", binding="a" if i % 2 else "b", name=f"s{i}") for i in range(12)))
+    frame = source_frame(spark, root)
+    announced: list[list[str]] = []
+    sink = FanoutSink(root, on_routed=lambda tables: announced.append(list(tables)))
+    try:
+        sink.route_batch(frame, 0)
+        chunks = len(announced)
+        sink.route_batch(frame, 0)
+    finally:
+        sink.close()
+    tables = [t for chunk in announced for t in chunk]
+    assert sorted(tables) == sorted(s.table for s in subs) and len(set(tables)) == len(tables)
+    assert chunks >= 1 and len(announced) == chunks  # the replay announced nothing
+    for rel in tables:
+        assert os.path.isdir(os.path.join(root, rel, "_delta_log")), rel

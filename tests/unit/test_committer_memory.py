@@ -16,8 +16,8 @@ import pytest
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
-from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
 from sharedsub.runtime import committer as committer_module
+from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.commits.memory_store import MemoryStore
