@@ -66,7 +66,12 @@ _T = TypeVar("_T")
 
 ACK_SLICE = 0.05
 """Seconds a group commit spends at most on acknowledgement logs beyond the first
-(Committer._append_ack_logs); the others wait for the next group."""
+(Committer._append_ack_logs); the others wait for a later group."""
+
+ACK_REST = 4 * ACK_SLICE
+"""Seconds after a slice that left logs before the next slice of acknowledgement logs (those
+with a continuation excepted): the acknowledgements of many subscriptions take at most about
+a fifth of the committer's time, gathering more rows per commit meanwhile."""
 
 
 class _RecordChanges(TypedDict):
@@ -152,6 +157,7 @@ class Committer:
         self._parked: list[Request] = []
         # Acknowledgements a group left for the next (_append_ack_logs): they go first in it.
         self._deferred: list[Request] = []
+        self._acks_rest_until = 0.0  # (time.monotonic()) no slice of them before then
         # Failed tries of writes the data dir could not take, by errno name (ENOSPC, ...); written
         # by this thread only, read by the metrics endpoint with dict.copy().
         self.write_errors: dict[str, int] = {}
@@ -223,8 +229,8 @@ class Committer:
         stopping = False
         while not stopping:
             wait = self._faults.idle_wait(bool(self._parked))
-            if self._deferred:  # acknowledgements left by the last group: the next one takes them
-                soon = max(self._min_interval, ACK_SLICE / 5)
+            if self._deferred:  # acknowledgements left by the last group: a group takes them after the rest
+                soon = max(self._min_interval, self._acks_rest_until - time.monotonic(), 0.001)
                 wait = soon if wait is None else min(wait, soon)
             idle = False  # no request came while waiting (a fault or parked writes to act on)
             first: Request | None = None
@@ -489,20 +495,27 @@ class Committer:
         """Commit the acknowledgements of ``acks`` (by ack log), the longest waiting first, then
         force them to disk together (CommitStore.sync: one file-system sync, not an fsync per
         log). Unless ``everything``, logs left once :data:`ACK_SLICE` seconds went on others wait
-        for the next group (:attr:`_deferred`; the thread starts it without waiting for
-        requests), gathering more rows meanwhile: with a thousand subscriptions acknowledging,
-        one group committing every log kept the publishers queued behind it for seconds (issue
-        41). An acknowledgement with a continuation is never left."""
+        (:attr:`_deferred`) for a group at least :data:`ACK_REST` seconds later (the thread
+        starts it without waiting for requests), gathering more rows meanwhile: with a thousand
+        subscriptions acknowledging, one group committing every log kept the publishers queued
+        behind it for seconds (issue 41). An acknowledgement with a continuation is never left."""
         results: list[Result] = []
-        deadline = time.monotonic() + ACK_SLICE
-        committed = False
+        start = time.monotonic()
+        deadline = start + ACK_SLICE
+        resting = not everything and start < self._acks_rest_until
+        committed = left = False
         for table, items in acks.items():
             awaited = any(item.token is not None for item in items)
-            if committed and not everything and not awaited and time.monotonic() >= deadline:
+            if not everything and not awaited and (resting or (committed and time.monotonic() >= deadline)):
                 self._deferred.extend(items)
+                left = True
                 continue
             results.extend(self._append_acks(table, items, parked))
             committed = True
+        if left and not resting:
+            # More logs than a slice takes: rest before the next slice, so that acknowledging
+            # a thousand subscriptions takes at most about a fifth of the committer's time.
+            self._acks_rest_until = time.monotonic() + ACK_REST
         if committed:
             try:
                 self.store.sync()
