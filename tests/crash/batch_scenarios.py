@@ -7,7 +7,8 @@ consumed throughout, and publishes bursts of :data:`KEYS` messages whose propert
 through every key, so a micro-batch routes to every subscription table, one commit each. Then,
 ``kills`` times, it waits for a batch newer than the last one it killed to have committed some
 tables and not all (:class:`~tests.crash.batch_watch.BatchWatch` reads the tables' logs; the
-threshold is drawn from the seed) and SIGKILLs either ``sharedsub serve`` (its fan-out child dies
+threshold is drawn from the seed; the job is stepped, SIGSTOPped while its tables are read, so
+the kill lands where they were seen) and SIGKILLs either ``sharedsub serve`` (its fan-out child dies
 with it; the next ``serve`` starts at once, on the same port) or only the fan-out job (serve
 starts a new one), records where the batch stood once the killed job was dead, and waits until
 the service is back and delivering. After the last kill the publisher stops, every subscription
@@ -24,7 +25,9 @@ machine too. Every wait is bounded and fails naming what it waited for and the s
 from __future__ import annotations
 
 import dataclasses
+import os
 import random
+import signal
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +49,7 @@ SUBSCRIPTIONS = 300
 KEYS = 100  # distinct values of property ``k``: each message matches SUBSCRIPTIONS // KEYS subscriptions
 CONNECTIONS = 3  # client ids, each holding SUBSCRIPTIONS // CONNECTIONS links
 CLIENT = "batch-client"
+STEP_RUN = 0.1  # seconds the fan-out job runs between two looks at its tables while a kill waits
 
 
 def subscription_name(i: int) -> str:
@@ -213,18 +217,50 @@ class BatchLoad(LoadedService):
             + f"; {counts.get('accepted', 0)} accepted, {self.delivered()} delivered"
         )
 
-    def await_mid_batch(self, after: int, share: float, timeout: float) -> tuple[int, int] | None:
-        """Poll the tables until a batch newer than ``after`` has reached at least ``share`` of
-        them and not all; return ``(batch, tables holding it)`` then, None after ``timeout``."""
+    def await_mid_batch(self, after: int, share: float, timeout: float) -> tuple[int, int, int] | None:
+        """Step the fan-out job until a batch newer than ``after`` holds at least ``share`` of the
+        tables and not all; return ``(batch, tables holding it, the job's pid)`` with the job
+        *stopped* (SIGSTOP to its process group), so the kill that follows lands exactly where
+        the tables were seen. None, the job running, after ``timeout``.
+
+        Why stepping: the watch reads hundreds of logs, and a job that goes on committing while
+        they are read (or between the read and the kill) may finish the batch first: seen in
+        runs of a loaded machine, where 34 tables held the batch when it was seen and all 300 once
+        the job was dead. Frozen, the job cannot move while its tables are read; it runs for
+        :data:`STEP_RUN` between looks.
+        """
         assert self.watch is not None
         n = len(self.watch.tables)
         target = max(1, round(share * n))
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.watch.poll(until=lambda batch, holding: batch > after and target <= holding < n):
-                return self.watch.progress()
-            time.sleep(0.02)
+            child = self.serve.fanout_pid()
+            if child is None:
+                time.sleep(STEP_RUN)
+                continue
+            try:
+                os.killpg(child, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            found = False
+            try:
+                self.watch.poll()
+                batch, holding = self.watch.progress()
+                found = batch > after and target <= holding < n
+            finally:
+                if not found:
+                    _resume(child)
+            if found:
+                return batch, holding, child
+            time.sleep(STEP_RUN)
         return None
+
+
+def _resume(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGCONT)
+    except ProcessLookupError:
+        pass
 
 
 def _wait_dead(pid: int, what: str) -> None:
@@ -264,16 +300,20 @@ def mid_batch_run(
         for i in range(kills):
             what = f"kill {i + 1} ({kind}, seed {seed})"
             run.wait_running(f"the service to run before {what}")
-            child = run.serve.fanout_pid()
             reported = len(run.serve.fanout_running_pids())
             found = run.await_mid_batch(last, rng.uniform(*share), find_timeout)
             at = time.monotonic()  # the kill comes first, the bookkeeping after it
-            if kind == FRONTEND:
-                pid = run.kill_frontend()
-                if child is not None:  # its parent-death signal kills it: wait until it is gone
-                    _wait_dead(child, f"the fan-out child {child} to die with serve ({what})")
-            else:
-                pid = run.kill_fanout(what)
+            child = found[2] if found else run.serve.fanout_pid()
+            try:
+                if kind == FRONTEND:
+                    pid = run.kill_frontend()
+                    if child is not None:  # its parent-death signal (SIGKILL) kills it, stopped or not
+                        _wait_dead(child, f"the fan-out child {child} to die with serve ({what})")
+                else:
+                    pid = run.kill_fanout(what)
+            finally:
+                if child is not None:
+                    _resume(child)  # a no-op once it is dead; lets it run if the kill failed
             before = run.delivered()
             at_kill = run.watch.at_kill()
             at_kills.append(at_kill)

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import pyarrow.compute as pc
 
@@ -99,10 +99,8 @@ class BatchWatch:
         self.batch = -1  # the newest batch id seen in any table
         self._holding: collections.Counter[int] = collections.Counter()  # batch -> tables whose newest commit has it
 
-    def poll(self, until: Callable[[int, int], bool] | None = None) -> bool:
-        """Read every table's commits since the last poll; with ``until``, stop as soon as
-        ``until(*self.progress())`` holds (True then), so that a decision taken on it is as
-        fresh as one table's read: reading hundreds of new commits takes a while."""
+    def poll(self) -> None:
+        """Read every table's commits since the last poll."""
         for table in self.tables:
             known = self.versions[table]
             latest = latest_version(table, known)
@@ -111,9 +109,6 @@ class BatchWatch:
                 if commit is not None:
                     self._take(table, commit)
             self.versions[table] = max(known, latest)
-            if until is not None and latest > known and until(*self.progress()):
-                return True
-        return False
 
     def _take(self, table: str, commit: BatchCommit) -> None:
         old = self.newest.get(table)
