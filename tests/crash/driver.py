@@ -40,7 +40,7 @@ from sharedsub.core.model import SubscriptionKey
 from sharedsub.storage.topics import create_topic
 from tests.crash import invariants
 from tests.crash.invariants import Violation
-from tests.crash.load import Consumer, Publisher, Recorder
+from tests.crash.load import Consumer, Publisher, Recorder, _Client
 from tests.crash.tables import read_stored
 from tests.service import ServeProcess
 
@@ -92,7 +92,7 @@ class CrashResult:
                 f"{k.kind}@{k.at:.1f}" + (f"(back in {k.recovered_after:.1f}s)" if k.recovered_after is not None else "")
                 for k in self.kills
             ),
-            f"counts: {self.counts}; redeliveries: {invariants.redeliveries(self.log)}; "
+            f"counts: {self.counts}; redeliveries: {_summary(invariants.redeliveries(self.log))}; "
             f"front-end incarnations: {len(self.log.incarnations)}",
             f"violations ({len(self.violations)}):",
             *[f"  {v}" for v in self.violations[:60]],
@@ -101,6 +101,13 @@ class CrashResult:
             if errors:
                 lines.append(f"{name}: {len(errors)} errors, last: {errors[-3:]}")
         return "\n".join(lines)
+
+
+def _summary(per_subscription: dict[str, int], most: int = 10) -> str:
+    """Counts per subscription, in full for a few subscriptions, summed for many."""
+    if len(per_subscription) <= most:
+        return str(per_subscription)
+    return f"{sum(per_subscription.values())} to {len(per_subscription)} subscriptions"
 
 
 def seed_for(what: str) -> int:
@@ -173,7 +180,7 @@ class LoadedService:
         self.progress = progress
         self.recorder = Recorder()
         self.serves: list[ServeProcess] = []
-        self.clients: list[Consumer | Publisher] = []
+        self.clients: list[_Client] = []
         self.kills: list[Kill] = []
         self.started = time.monotonic()
         self.url = ""

@@ -26,9 +26,9 @@ The rules (``Violation.rule``):
     Every delivered message id is a row of its subscription's topic table.
 ``complete``
     Every subscription receives, at least once, every accepted message that was *sent* after the
-    subscription was created (after its first attach was answered). Sent, not accepted: a
-    message sent before the attach was answered may have been committed before the
-    subscription's ``start_seq``.
+    subscription was created (after its first attach was answered) and that its selector matches
+    (a subscription without one: every message). Sent, not accepted: a message sent before the
+    attach was answered may have been committed before the subscription's ``start_seq``.
 ``acked-redelivered``
     Nothing acknowledged is delivered again, unless a replay opened it again. Acks are
     group-committed to the ack log after the consumer settled, so a crash between the settle and
@@ -67,8 +67,14 @@ The rules (``Violation.rule``):
     field's default, so a first delivery carries it too. The consumers here settle every delivery
     with ``accepted``, so no redelivery comes from a release (which keeps the count).
 ``table-once``
-    A subscription table holds every topic seq from its ``start_seq`` (these subscriptions have
-    no selector and bind ``#``) exactly once: idempotent fan-out, nothing skipped.
+    A subscription table holds every topic seq from its ``start_seq`` whose message its selector
+    matches (all of them without one; every subscription here binds ``#``) exactly once, and no
+    other: idempotent fan-out, nothing skipped, nothing misrouted.
+
+*Selectors*: a subscription's selector (``Subscription.selector``, JMS syntax) is evaluated by
+the reference evaluator (sharedsub.core.selector) on the application properties the publisher
+gave the message (``Publish.properties``: names to longs, doubles, strings or booleans); a topic
+row the publisher never recorded has none.
 ``one-generation``
     A subscription stays in its first generation: reattaching after a crash joins it, never
     replaces it (a new generation would start empty and lose the backlog).
@@ -99,7 +105,9 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+
+from sharedsub.core.selector import evaluate, parse_selector
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -110,6 +118,7 @@ class Publish:
     topic: str
     sent_at: float
     outcome: str | None  # accepted | rejected | released | modified | None
+    properties: Mapping[str, int | float | str | bool] | None = None  # its application properties
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -143,6 +152,7 @@ class Subscription:
     name: str
     topic: str
     created_at: float
+    selector: str | None = None  # JMS selector text; None: every message
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -222,6 +232,53 @@ def _ids(stored: Stored, topic: str) -> dict[int, str | None]:
     return dict(stored.topics.get(topic, []))
 
 
+def _property(value: int | float | str | bool) -> dict[str, object]:
+    """A publisher's property value as the topic table's struct (the reference evaluator's input)."""
+    if isinstance(value, bool):
+        return {"type": "boolean", "bool": value}
+    if isinstance(value, int):
+        return {"type": "long", "long": value}
+    if isinstance(value, float):
+        return {"type": "double", "double": value}
+    return {"type": "string", "string": value}
+
+
+class _Selects:
+    """Whether one subscription's selector matches a message, by id (see *Selectors*). Verdicts
+    are kept by the message's properties in ``verdicts`` (shared by the subscriptions of one
+    selector text): hundreds of subscriptions over thousands of messages with few distinct
+    properties evaluate each pairing once."""
+
+    def __init__(
+        self,
+        selector: str | None,
+        properties: Mapping[str, frozenset[tuple[str, int | float | str | bool]]],
+        verdicts: dict[frozenset[tuple[str, int | float | str | bool]], bool],
+    ) -> None:
+        self.selector = parse_selector(selector) if selector is not None else None
+        self.properties = properties
+        self.verdicts = verdicts
+
+    def __call__(self, msg_id: str | None) -> bool:
+        if self.selector is None:
+            return True
+        props = self.properties.get(msg_id, frozenset()) if msg_id is not None else frozenset()
+        verdict = self.verdicts.get(props)
+        if verdict is None:
+            row = {"application_properties": {name: _property(v) for name, v in props}}
+            verdict = self.verdicts[props] = evaluate(self.selector, row) is True
+        return verdict
+
+
+def _selected(log: ClientLog) -> dict[str, Callable[[str | None], bool]]:
+    """Per subscription: whether its selector matches a message, by id."""
+    properties = {p.msg_id: frozenset(p.properties.items()) for p in log.publishes if p.properties}
+    verdicts: dict[str | None, dict[frozenset[tuple[str, int | float | str | bool]], bool]] = {}
+    return {
+        sub.name: _Selects(sub.selector, properties, verdicts.setdefault(sub.selector, {})) for sub in log.subscriptions
+    }
+
+
 def check_topic_once(log: ClientLog, stored: Stored) -> list[Violation]:
     """``topic-once``."""
     out: list[Violation] = []
@@ -258,12 +315,17 @@ def check_complete(log: ClientLog) -> list[Violation]:
     got: dict[str, set[str]] = collections.defaultdict(set)
     for d in log.deliveries:
         got[d.subscription].add(d.msg_id)
+    selected = _selected(log)
     out = []
     for sub in log.subscriptions:
         missing = [
             p.msg_id
             for p in log.publishes
-            if p.outcome == "accepted" and p.topic == sub.topic and p.sent_at > sub.created_at and p.msg_id not in got[sub.name]
+            if p.outcome == "accepted"
+            and p.topic == sub.topic
+            and p.sent_at > sub.created_at
+            and p.msg_id not in got[sub.name]
+            and selected[sub.name](p.msg_id)
         ]
         if missing:
             out.append(
@@ -432,6 +494,7 @@ def check_redelivery_marked(log: ClientLog) -> list[Violation]:
 def check_tables(log: ClientLog, stored: Stored) -> list[Violation]:
     """``table-once`` and ``one-generation``."""
     out = []
+    selected = _selected(log)
     for sub in log.subscriptions:
         s = stored.subscriptions.get(sub.name)
         if s is None:
@@ -443,7 +506,7 @@ def check_tables(log: ClientLog, stored: Stored) -> list[Violation]:
         dups = sorted(seq for seq, n in counts.items() if n > 1)
         if dups:
             out.append(Violation("table-once", f"{sub.name}: {len(dups)} seqs are in its table more than once: {dups[:10]}"))
-        expected = {seq for seq in _ids(stored, sub.topic) if seq >= s.start_seq}
+        expected = {seq for seq, mid in _ids(stored, sub.topic).items() if seq >= s.start_seq and selected[sub.name](mid)}
         missing = sorted(expected - counts.keys())
         extra = sorted(counts.keys() - expected)
         if missing:
@@ -457,7 +520,9 @@ def check_tables(log: ClientLog, stored: Stored) -> list[Violation]:
             out.append(
                 Violation(
                     "table-once",
-                    f"{sub.name}: {len(extra)} seqs in its table are not topic seqs ≥ start_seq {s.start_seq}: {extra[:10]}",
+                    f"{sub.name}: {len(extra)} seqs in its table are not topic seqs ≥ start_seq {s.start_seq}"
+                    + (f" its selector ({sub.selector}) matches" if sub.selector is not None else "")
+                    + f": {extra[:10]}",
                 )
             )
     return out

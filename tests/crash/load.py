@@ -16,10 +16,11 @@ driver restarts the service on the same port). Everything they see goes to a :cl
 from __future__ import annotations
 
 import collections
+import dataclasses
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import proton
@@ -63,19 +64,19 @@ class Recorder:
             self._incarnations.append(time.time())
             return len(self._incarnations) - 1
 
-    def sent(self, msg_id: str, topic: str) -> None:
+    def sent(self, msg_id: str, topic: str, properties: Mapping[str, int | float | str | bool] | None = None) -> None:
         with self._lock:
-            self._publishes[msg_id] = Publish(msg_id, topic, time.monotonic(), None)
+            self._publishes[msg_id] = Publish(msg_id, topic, time.monotonic(), None, properties)
 
     def settled(self, msg_id: str, outcome: str) -> None:
         with self._lock:
             p = self._publishes[msg_id]
-            self._publishes[msg_id] = Publish(p.msg_id, p.topic, p.sent_at, outcome)
+            self._publishes[msg_id] = dataclasses.replace(p, outcome=outcome)
 
-    def attached(self, subscription: str, topic: str) -> None:
+    def attached(self, subscription: str, topic: str, selector: str | None = None) -> None:
         """A consumer's attach was answered; the first one creates the subscription."""
         with self._lock:
-            self._subscriptions.setdefault(subscription, Subscription(subscription, topic, time.monotonic()))
+            self._subscriptions.setdefault(subscription, Subscription(subscription, topic, time.monotonic(), selector))
 
     def delivered(self, d: Delivery) -> None:
         with self._lock:
@@ -279,15 +280,26 @@ class Publisher(_Client):
     """Publishes unique, numbered messages to ``topic`` at about ``rate`` per second, in bursts of
     ``burst`` (so group commits hold several messages, as under real load, rather than one commit
     per message), at most ``window`` unsettled, until :meth:`finish`; reconnects when the
-    connection drops."""
+    connection drops. ``properties(n)``, when given, is the application properties of the
+    message with sequence number ``n`` (recorded with it)."""
 
     def __init__(
-        self, url: str, recorder: Recorder, *, topic: str, name: str, rate: float, burst: int = 10, window: int = 50
+        self,
+        url: str,
+        recorder: Recorder,
+        *,
+        topic: str,
+        name: str,
+        rate: float,
+        burst: int = 10,
+        window: int = 50,
+        properties: Callable[[int], dict[str, int | float | str | bool]] | None = None,
     ) -> None:
         super().__init__(url, f"publisher-{name}")
         self.recorder = recorder
         self.topic, self.publisher = topic, name
         self.rate, self.burst, self.window = rate, burst, window
+        self.properties = properties
         self.run_id = uuid.uuid4().hex[:6]
         self.next_seq = 0
         self._finishing = threading.Event()
@@ -346,8 +358,9 @@ class Publisher(_Client):
                     seq = client.next_seq
                     client.next_seq += 1
                     msg_id = f"{client.run_id}-{client.publisher}-{seq:07d}"
-                    client.recorder.sent(msg_id, client.topic)
-                    dlv = snd.send(Message(id=msg_id, body=f"{client.publisher}:{seq}", durable=True))
+                    props = client.properties(seq) if client.properties is not None else None
+                    client.recorder.sent(msg_id, client.topic, props)
+                    dlv = snd.send(Message(id=msg_id, body=f"{client.publisher}:{seq}", durable=True, properties=props))
                     self.unsettled[str(dlv.tag)] = msg_id
                     self.allowance -= 1
 

@@ -353,3 +353,39 @@ def test_deleted_acked_catches_a_row_deleted_before_its_ack() -> None:
     s.acks = [(seq, at) for seq, at in s.acks if seq != 1]
     violations = [v for v in check(log, stored) if v.rule == "deleted-acked"]
     assert len(violations) == 1 and "without an ack row: [1]" in violations[0].detail
+
+
+def _selected_run() -> tuple[ClientLog, Stored]:
+    """The run of :func:`_run` with property ``k`` = i % 2 on message i, and a second
+    subscription whose selector ``k = 1`` matches m1 and m3 only (routed, delivered, acked)."""
+    log, stored = _run()
+    log.publishes = [
+        dataclasses.replace(p, properties={"k": int(p.msg_id[1:]) % 2}) if p.msg_id != "doubt" else p for p in log.publishes
+    ]
+    odd = "odd"
+    log.subscriptions.append(Subscription(odd, T, 5.0, selector="k = 1"))
+    log.deliveries += [Delivery(odd, "c3", mid, 0, 20.0 + i, 0, None) for i, mid in ((1, "m1"), (3, "m3"))]
+    log.accepts += [Accept(odd, "c3", mid, 0, 20.5 + i) for i, mid in ((1, "m1"), (3, "m3"))]
+    stored.subscriptions[odd] = StoredSubscription(1, 0, [1, 3], [(1, START + 31), (3, START + 33)])
+    return log, stored
+
+
+def test_a_selector_limits_what_a_subscription_owes() -> None:
+    log, stored = _selected_run()
+    assert check(log, stored) == []
+
+
+def test_complete_catches_a_matching_message_never_delivered() -> None:
+    log, stored = _selected_run()
+    log.deliveries = [d for d in log.deliveries if (d.subscription, d.msg_id) != ("odd", "m3")]
+    log.accepts = [a for a in log.accepts if (a.subscription, a.msg_id) != ("odd", "m3")]
+    violations = check(log, stored)
+    assert rules(violations) == {"complete"} and "odd never received 1" in violations[0].detail
+
+
+def test_table_once_catches_a_row_the_selector_does_not_match_and_a_skipped_match() -> None:
+    log, stored = _selected_run()
+    stored.subscriptions["odd"].seqs = [1, 2]  # m2 (k = 0) routed, m3 (k = 1) skipped
+    details = [v.detail for v in check(log, stored) if v.rule == "table-once"]
+    assert any("not in its table: [3]" in d for d in details)
+    assert any("its selector (k = 1) matches: [2]" in d for d in details)
