@@ -21,7 +21,7 @@ from tests.crash.driver import FANOUT, FRONTEND, passed, seed_for
 
 pytestmark = pytest.mark.e2e
 
-KILLS = int(os.environ.get("SHAREDSUB_CRASH_BATCH_KILLS", "3"))
+KILLS = int(os.environ.get("SHAREDSUB_CRASH_BATCH_KILLS", "2"))
 
 
 def _run(tmp_path: Path, kind: str, what: str) -> None:
