@@ -291,6 +291,7 @@ def run(settings: Settings, *, config: str | None, with_fanout: bool) -> int:
         after_unclean_stop=previous_stop_was_unclean(settings, owner.slot),
         # A missing or broken permissions file raises ConfigError here: never start more open.
         permissions=PolicyStore(settings.security.permissions_file),
+        announced=with_fanout,
     )
     fanout = fanout_child(settings, config, parts.tailer.hint, fanout_lease) if with_fanout else None
     server = FrontEndServer(parts, fanout_status=fanout.status if fanout is not None else None)

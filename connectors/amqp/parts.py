@@ -114,6 +114,7 @@ def build_parts(
     on_fenced: Callable[[str], None] | None = None,
     partition: int = 0,
     lapsed: Callable[[], str | None] | None = None,
+    announced: bool = False,
 ) -> FrontEndParts:
     """The parts of a front end on ``settings``' data dir (nothing started yet).
 
@@ -122,7 +123,9 @@ def build_parts(
     file, the open policy); ``epoch``: the owner lease's epoch every commit carries (a data dir
     on object storage), ``on_fenced``: what stops the service when a commit meets a higher one;
     ``partition``: the topic partition this front end writes (its member slot); ``lapsed``:
-    why its lease may be another's by now, asked before each write (sharedsub.runtime.committer).
+    why its lease may be another's by now, asked before each write (sharedsub.runtime.committer);
+    ``announced``: a fan-out job of this process announces the tables it writes to the tailer
+    (``sharedsub serve``).
     With an ``epoch``, the membership is that of member slot ``partition`` (its fence token
     the epoch); without, of a front end alone on a local data dir.
     """
@@ -162,6 +165,7 @@ def build_parts(
         after_unclean_stop=after_unclean_stop,
         stages=stages,
         partitioned=several_members(settings),
+        announced=announced,
     )
     # Counters of the front end's thread, read by the metrics endpoint (sharedsub.core.ops.metrics: threading).
     counters = metrics.Counters()

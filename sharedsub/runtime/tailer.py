@@ -173,13 +173,16 @@ class Tailer:
         after_unclean_stop: bool = False,
         stages: StageTimes | None = None,
         partitioned: bool = False,
+        announced: bool = False,
     ) -> None:
         """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
         their only writer; sharedsub.core.ops.stage_timing). ``idle_poll_interval``: the longest
         wait between polls while nothing comes (sharedsub.core.ops.poll_backoff; None: always
         ``poll_interval``). ``partitioned``: several members share the data dir's
         subscriptions, so a new watch posts no partition's rows until :meth:`set_partitions`
-        gives it some (else every partition's)."""
+        gives it some (else every partition's). ``announced``: the fan-out announces the tables
+        it writes (:meth:`hint`), so idle tables are probed seldom
+        (sharedsub.core.ops.poll_backoff.feed_idle_interval)."""
         self.root = root
         self._partitioned = partitioned
         self._stages = stages if stages is not None else StageTimes()
@@ -195,6 +198,7 @@ class Tailer:
         self._poll = poll_interval
         self._idle_poll = max(poll_interval, idle_poll_interval or poll_interval)
         self._max_in_flight = max_in_flight
+        self._announced = announced
         self._feeds: dict[str, _Feed] = {}
         self._lock = threading.Lock()
         self._watches = itertools.count(1)
@@ -343,7 +347,7 @@ class Tailer:
                 feeds = list(self._feeds.values())
                 marked, self._marked = self._marked, set()
                 every, self._every = self._every, False
-            cap = feed_idle_interval(len(feeds), base=self._poll, idle=self._idle_poll)
+            cap = feed_idle_interval(len(feeds), base=self._poll, idle=self._idle_poll, announced=self._announced)
             busy = False
             for feed in feeds:
                 if not (every or feed.due <= now or feed.key in marked):

@@ -37,7 +37,14 @@ MAX_FEED_IDLE = 2.0
 of what a table no fan-out announcement names waits (sharedsub.core.fanout.routed_tables)."""
 
 
-def feed_idle_interval(feeds: int, *, base: float, idle: float) -> float:
+ANNOUNCED_IDLE = 10.0
+"""The longest a tailed table waits between two probes when the fan-out announces the tables it
+writes (``sharedsub serve`` with its embedded job, sharedsub.core.fanout.routed_tables): those
+are probed at once, so these probes only find what no announcement named (on a bucket each is
+a request: 1 a second per consumed subscription at ``object_idle_poll_interval`` 1.0)."""
+
+
+def feed_idle_interval(feeds: int, *, base: float, idle: float, announced: bool = False) -> float:
     """The longest one tailed table waits between probes while nothing comes, with ``feeds``
     tables tailed: ``idle``, or longer when so many tables are tailed that probing each every
     ``idle`` seconds would exceed :data:`PROBES_PER_SECOND` (at most :data:`MAX_FEED_IDLE`, or
@@ -51,5 +58,9 @@ def feed_idle_interval(feeds: int, *, base: float, idle: float) -> float:
         1,000    0.005    0.005    1.0
         10,000   0.005    0.005    2.0
         10,000   0.1      5.0      5.0
+
+    With ``announced`` (the fan-out announces the tables it wrote) it is :data:`ANNOUNCED_IDLE`
+    (or longer, as above).
     """
-    return max(base, idle, min(MAX_FEED_IDLE, feeds / PROBES_PER_SECOND))
+    scaled = max(base, idle, min(MAX_FEED_IDLE, feeds / PROBES_PER_SECOND))
+    return max(scaled, ANNOUNCED_IDLE) if announced else scaled
