@@ -186,14 +186,7 @@ class BatchLoad(LoadedService):
             if not invariants.rules(violations) & invariants.EVENTUAL or time.monotonic() > deadline:
                 break
             time.sleep(2.0)
-        if before_stop is not None:
-            violations += before_stop()
-        code = self.serve.stop()
-        if code != 0:
-            violations.append(Violation("clean-stop", f"sharedsub serve exited with {code} on SIGTERM after the run"))
-        self.violations = violations
-        self.progress(f"done at {self.elapsed():.1f} s: {len(violations)} violations")
-        return violations
+        return self.conclude(violations, before_stop)
 
     def result(self) -> CrashResult:
         """As :meth:`LoadedService.result`, the deliveries summed over the subscriptions (the

@@ -320,7 +320,11 @@ class LoadedService:
         for c in self.clients:
             c.stop()
         self.log = self.recorder.snapshot()
-        violations = invariants.check(self.log, self.stored())
+        return self.conclude(invariants.check(self.log, self.stored()), before_stop)
+
+    def conclude(self, violations: list[Violation], before_stop: Callable[[], list[Violation]] | None) -> list[Violation]:
+        """The end of :meth:`finish` once the clients stopped and ``violations`` were found:
+        ``before_stop``'s too, then a clean stop of serve (a violation when it fails)."""
         if before_stop is not None:
             violations += before_stop()
         code = self.serve.stop()
