@@ -26,6 +26,7 @@ from typing import TypeVar
 from connectors.amqp.arrow_pool import ArrowPoolRelease
 from connectors.amqp.handler import FrontEnd, Operation
 from connectors.amqp.parts import FrontEndParts
+from connectors.amqp.reactor_gc import ReactorCollector
 from connectors.amqp.wire.engine_loop import EngineLoop
 from connectors.amqp.wire.listener import Listener, tls_context
 from sharedsub.core.errors import ConfigError, ServiceUnavailable
@@ -74,6 +75,8 @@ class _Root(FrontEnd):
         self.tailer.stop()
         if self.server.pool_release is not None:
             self.server.pool_release.stop()
+        if self.server.collector is not None:
+            self.server.collector.stop()
         for conn in list(self.connections):
             conn.close()
         self.server.injector.close()
@@ -108,6 +111,7 @@ class FrontEndServer:
         self.port = settings.server.port
         self.tls_port: int | None = None  # the amqps port once listening; None: no TLS listener
         self.pool_release: ArrowPoolRelease | None = None  # started by run()
+        self.collector: ReactorCollector | None = None  # started by run()
         self.users: UserStore | None = None
         self.anonymous = True  # anonymous clients allowed (decided in listen())
         self._stopping = False
@@ -197,6 +201,8 @@ class FrontEndServer:
             on_started()
         self.pool_release = ArrowPoolRelease(self.loop)
         self.loop.schedule(self.pool_release.interval, self.pool_release)
+        self.collector = ReactorCollector(self.loop)  # cycles are freed on this thread only
+        self.collector.start()
         try:
             self.loop.run()
         finally:

@@ -28,3 +28,25 @@ def tune_for_serving() -> None:
     """Set :data:`THRESHOLDS` and freeze what exists now (call once start-up is done)."""
     gc.set_threshold(*THRESHOLDS)
     gc.freeze()
+
+
+def due_generation(counts: tuple[int, int, int], thresholds: tuple[int, int, int]) -> int | None:
+    """The generation a collection should take now, as CPython's own trigger would choose it
+    (``gc.get_count()`` against ``gc.get_threshold()``), or None when none is due: the young
+    count must have reached its threshold; then the oldest generation whose count has reached
+    its own is collected with everything younger::
+
+        counts            thresholds          generation
+        ---------------   -----------------   ----------
+        (9_999, 0, 0)     (10_000, 20, 20)    None
+        (10_000, 0, 0)    (10_000, 20, 20)    0
+        (10_000, 20, 0)   (10_000, 20, 20)    1
+        (10_000, 20, 20)  (10_000, 20, 20)    2
+        (10_000, 3, 20)   (10_000, 20, 20)    0
+    """
+    young, middle, old = counts
+    if young < thresholds[0]:
+        return None
+    if middle >= thresholds[1]:
+        return 2 if old >= thresholds[2] else 1
+    return 0

@@ -1,0 +1,76 @@
+"""Python's cyclic garbage collector, run on the reactor thread only.
+
+A proton object's Python wrapper frees its C object in ``__del__`` (``pn_decref``). When the
+wrapper sits in a reference cycle (an exception kept with its traceback, whose frames hold a
+link or a delivery, say) only the cyclic collector frees it, and that runs in whichever thread
+happens to allocate when a threshold is crossed: the suite's reactor-thread check
+(connectors/amqp/wire/reactor_thread.py) caught ``pn_decref`` called from the committer's thread
+that way, a proton call racing the reactor's own. So the front end turns the automatic
+collector off once it serves and collects from a timer on the reactor, as often as CPython's
+own trigger would (sharedsub.core.ops.gc_tuning.due_generation) but never elsewhere.
+"""
+
+from __future__ import annotations
+
+import gc
+import logging
+from typing import Protocol
+
+from proton import Handler
+
+from sharedsub.core.ops.gc_tuning import due_generation
+
+log = logging.getLogger(__name__)
+
+INTERVAL = 0.05
+"""Seconds between two looks at the collector's counts (a look that collects nothing costs a
+call to ``gc.get_count``)."""
+
+
+class Scheduler(Protocol):
+    """What the collector needs of its loop: proton's ``schedule(delay, handler)``."""
+
+    def schedule(self, delay: float, target: ReactorCollector) -> object:
+        """Call ``target.on_timer_task(event)`` in ``delay`` seconds."""
+
+
+class ReactorCollector(Handler):
+    """A timer task on the reactor's loop: collects when a generation is due, then schedules
+    itself again. :meth:`start` turns the automatic collector off (process-wide) and schedules
+    the first look; :meth:`stop` turns it back on."""
+
+    def __init__(self, loop: Scheduler, interval: float = INTERVAL) -> None:
+        super().__init__()
+        self._loop = loop
+        self.interval = interval
+        self.collections = [0, 0, 0]  # by generation (tests, diagnostics)
+        self._thresholds: tuple[int, int, int] = gc.get_threshold()
+        self._was_enabled = gc.isenabled()
+        self.stopped = False
+
+    def start(self) -> None:
+        """Take the collector over: no automatic collection from now on (on the reactor thread,
+        once the thresholds are set: sharedsub.core.ops.gc_tuning.tune_for_serving)."""
+        self._thresholds = gc.get_threshold()
+        self._was_enabled = gc.isenabled()
+        gc.disable()
+        self._loop.schedule(self.interval, self)
+
+    def on_timer_task(self, event: object) -> None:
+        """Collect the due generation, if any; reschedule (unless stopped)."""
+        if self.stopped:
+            return
+        generation = due_generation(gc.get_count(), self._thresholds)
+        if generation is not None:
+            try:
+                gc.collect(generation)
+            except Exception:  # a finalizer's error must not end the reactor
+                log.exception("garbage collection failed")
+            self.collections[generation] += 1
+        self._loop.schedule(self.interval, self)
+
+    def stop(self) -> None:
+        """Stop collecting here and give the collector back to CPython (the stop sequence)."""
+        self.stopped = True
+        if self._was_enabled:
+            gc.enable()

@@ -1,0 +1,85 @@
+"""The cyclic collector run on the reactor thread only (connectors/amqp/reactor_gc.py), and the
+rule that says which generation is due (sharedsub.core.ops.gc_tuning.due_generation)."""
+
+from __future__ import annotations
+
+import gc
+import threading
+import weakref
+
+import pytest
+
+from connectors.amqp.reactor_gc import ReactorCollector
+from sharedsub.core.ops.gc_tuning import THRESHOLDS, due_generation
+
+
+@pytest.mark.parametrize(
+    ("counts", "expected"),
+    [
+        ((9_999, 0, 0), None),
+        ((9_999, 50, 50), None),
+        ((10_000, 0, 0), 0),
+        ((10_000, 19, 50), 0),
+        ((10_000, 20, 0), 1),
+        ((10_000, 20, 19), 1),
+        ((10_000, 20, 20), 2),
+        ((50_000, 3, 20), 0),
+    ],
+)
+def test_the_generation_due_is_cpythons_choice(counts: tuple[int, int, int], expected: int | None) -> None:
+    assert due_generation(counts, THRESHOLDS) == expected
+
+
+class _Loop:
+    """A loop that keeps what is scheduled; a test runs it by hand."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[tuple[float, ReactorCollector]] = []
+
+    def schedule(self, delay: float, target: ReactorCollector) -> object:
+        self.scheduled.append((delay, target))
+        return None
+
+
+class _Cycle:
+    def __init__(self) -> None:
+        self.me = self
+
+
+def test_cycles_are_freed_by_the_collectors_thread_only_and_collection_comes_back_at_stop() -> None:
+    before = gc.isenabled(), gc.get_threshold()
+    gc.enable()
+    gc.set_threshold(100, 10, 10)
+    loop = _Loop()
+    collector = ReactorCollector(loop)
+    try:
+        collector.start()
+        assert not gc.isenabled() and len(loop.scheduled) == 1
+        freed_on: list[str] = []
+        cycle = _Cycle()
+        weakref.finalize(cycle, lambda: freed_on.append(threading.current_thread().name))
+        del cycle
+
+        kept: list[list[int]] = []
+
+        def allocate() -> None:  # far past the young threshold, on another thread (kept: net allocations count)
+            kept.extend([i] for i in range(10_000))
+
+        other = threading.Thread(target=allocate, name="not-the-reactor")
+        other.start()
+        other.join()
+        assert freed_on == []  # no automatic collection took it there
+
+        runner = threading.Thread(target=lambda: collector.on_timer_task(None), name="the-reactor")
+        runner.start()
+        runner.join()
+        assert freed_on == ["the-reactor"] and sum(collector.collections) == 1
+        assert len(loop.scheduled) == 2  # it keeps looking
+    finally:
+        collector.stop()
+        assert gc.isenabled()
+        collector.on_timer_task(None)  # stopped: neither collects nor reschedules
+        assert len(loop.scheduled) == 2
+        gc.set_threshold(*before[1])
+        if not before[0]:
+            gc.disable()
