@@ -35,7 +35,6 @@ from pathlib import Path
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionKey
 from sharedsub.storage.catalog import load_catalog
-from sharedsub.storage.topics import create_topic
 from tests.crash import invariants
 from tests.crash.batch_watch import AtKill, BatchWatch, MidBatch, mid_batch
 from tests.crash.driver import FANOUT, FRONTEND, TOPIC, CrashResult, Kill, LoadedService, _wait
@@ -43,7 +42,7 @@ from tests.crash.durable_links import DurableLinks
 from tests.crash.invariants import Violation
 from tests.crash.load import Publisher
 from tests.crash.tables import read_stored
-from tests.service import ServeProcess, _alive
+from tests.service import _alive
 
 SUBSCRIPTIONS = 300
 KEYS = 100  # distinct values of property ``k``: each message matches SUBSCRIPTIONS // KEYS subscriptions
@@ -117,13 +116,7 @@ class BatchLoad(LoadedService):
     def start(self) -> None:
         """Topic, first ``serve``, the subscriptions' links, the publisher; returns once every
         subscription is attached, its table known, and a message was delivered."""
-        self.started = time.monotonic()
-        create_topic(self.root, TOPIC)
-        self.recorder.new_incarnation()
-        self.serves.append(ServeProcess(self.data_dir, env=self.env).start())
-        self.url = self.serve.url
-        self.port = int(self.url.rsplit(":", 1)[1])
-        self.progress(f"serve 0 ready at {self.url} after {self.elapsed():.1f} s")
+        self.start_first_serve()
         names = [subscription_name(i) for i in range(SUBSCRIPTIONS)]
         per = SUBSCRIPTIONS // CONNECTIONS
         for c in range(CONNECTIONS):

@@ -198,12 +198,9 @@ class LoadedService:
         """Seconds since the run started."""
         return time.monotonic() - self.started
 
-    def delivered(self, subscription: str = DURABLE) -> int:
-        """Deliveries recorded so far for ``subscription``."""
-        return self.recorder.counts().get(f"delivered:{subscription}", 0)
-
-    def start(self) -> None:
-        """Topic, first ``serve``, consumers and publisher; returns once a message was delivered."""
+    def start_first_serve(self) -> None:
+        """The run's clock, its topic and its first ``serve`` (its URL and port kept: every
+        restart listens there again)."""
         self.started = time.monotonic()
         create_topic(self.root, TOPIC)
         self.recorder.new_incarnation()
@@ -211,6 +208,14 @@ class LoadedService:
         self.url = self.serve.url
         self.port = int(self.url.rsplit(":", 1)[1])
         self.progress(f"serve 0 ready at {self.url} after {self.elapsed():.1f} s")
+
+    def delivered(self, subscription: str = DURABLE) -> int:
+        """Deliveries recorded so far for ``subscription``."""
+        return self.recorder.counts().get(f"delivered:{subscription}", 0)
+
+    def start(self) -> None:
+        """Topic, first ``serve``, consumers and publisher; returns once a message was delivered."""
+        self.start_first_serve()
         self.clients += [
             self._consumer(SHARED, "crash-shared|global", "crash-client-shared-1", ["topic", "shared", "global"]),
             self._consumer(SHARED, "crash-shared|global2", "crash-client-shared-2", ["topic", "shared", "global"]),
