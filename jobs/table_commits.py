@@ -33,9 +33,9 @@ from sharedsub.core import layout
 from sharedsub.core.fanout.partition_marks import rows_to_commit
 from sharedsub.core.fanout.routing_place import commits_in_tasks
 from sharedsub.storage import schemas
-from sharedsub.storage.delta.appender import DeltaAppender
+from sharedsub.storage.delta.appender import DeltaAppender, VersionTaken
 from sharedsub.storage.delta.data_files import DataFile
-from sharedsub.storage.delta.file_commits import commit_routed_files
+from sharedsub.storage.delta.file_commits import RACE_ATTEMPTS, commit_routed_files
 from sharedsub.storage.delta.tables import table_exists
 
 log = logging.getLogger("sharedsub.fanout")
@@ -88,11 +88,19 @@ class TableCommits:
         mark, sharedsub.core.fanout.partition_marks) in one commit that moves those marks;
         return the rows committed."""
         appender = self.appender(table)
-        data, marks = rows_to_commit(rows, schemas.SPARK_APP_ID, appender.transaction_version)
-        if data is None:
-            return 0
-        appender.append(data, app_transactions=marks)
-        return int(data.num_rows)
+        for _ in range(RACE_ATTEMPTS):
+            data, marks = rows_to_commit(rows, schemas.SPARK_APP_ID, appender.transaction_version)
+            if data is None:
+                return 0
+            try:
+                appender.append(data, app_transactions=marks)
+            except VersionTaken:
+                # Another writer (a Spark task of an earlier batch, on object storage) committed
+                # these partitions' marks at the version this commit was to take: its marks are
+                # learnt, decide again.
+                continue
+            return int(data.num_rows)
+        raise VersionTaken(table)
 
     def commit_files(self, table: str, files: list[DataFile]) -> int:
         """Commit the executors' data files of ``table`` (in seq order) in one commit, leaving out

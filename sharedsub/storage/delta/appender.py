@@ -19,6 +19,7 @@ from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_log_entry
 from sharedsub.storage.delta.data_files import DataFile
 from sharedsub.storage.delta.log_snapshot import file_stamp
+from sharedsub.storage.delta.object_append import ObjectAppender, Superseded, TransactionsTaken
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
 from sharedsub.storage.objects.locations import storage_options
@@ -215,12 +216,20 @@ class DeltaAppender:
         self._local = local_path(path) is not None
         fast = blind and not evolve and self._local and epoch is None and not guarded
         self._blind = FastPathAppender(path, schema, commit_mark=COMMIT_MARK, sync=fsync) if fast else None
+        remote = blind and not evolve and not self._local
+        self._remote = (
+            ObjectAppender(path, schema, commit_mark=COMMIT_MARK, epoch_mark=EPOCH_MARK, epoch=epoch, guarded=guarded)
+            if remote
+            else None
+        )
 
     def finish(self, timeout: float | None = None) -> None:
         """Let work this appender started in the background end (a checkpoint being written;
         FastPathAppender.finish): call before the process ends. It may append again after."""
         if self._blind is not None:
             self._blind.finish(timeout)
+        if self._remote is not None:
+            self._remote.finish(timeout)
 
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
@@ -306,13 +315,33 @@ class DeltaAppender:
         """One commit of ``data``: rows, or data files already written (sharedsub.storage.delta.data_files).
         Returns its version and whether, with ``fsync``, all of it but its version's name was
         forced to disk before it landed (a blind append's own syncs)."""
+        if self._remote is not None:
+            landed = self._commit_remote(self._remote, data, marker, txns)
+            if landed is not None:
+                return landed, False
+        if self._blind is not None:
+            done = self._commit_local(self._blind, data, marker, txns)
+            if done is not None:
+                return done
+        version = self._commit_delta_rs(data, marker, txns)
+        if self._blind is not None:
+            self._blind.forget()  # its known version is behind this commit
+        if self._remote is not None:
+            self._remote.forget()
+        return version, False
+
+    def _commit_local(
+        self, blind: FastPathAppender, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]
+    ) -> tuple[int, bool] | None:
+        """One commit of ``data`` to a local table by a blind append (as :meth:`_commit`); None
+        when delta-rs must make it (the table changed, or cannot be written so)."""
         # Not table_exists here: it lists the log directory, the cost blind appends avoid.
-        known = self._blind.ready() if self._blind is not None else None
-        if self._blind is not None and known is None and not isinstance(data, list) and self._blind.absent():
+        known = blind.ready()
+        if known is None and not isinstance(data, list) and blind.absent():
             if self._tried is None or self._tried[0] != marker:
                 self._tried = (marker, -1)
             try:
-                return self._blind.create(_as_written(data, self.schema), marker, txns), False  # (new directories: sync_commit)
+                return blind.create(_as_written(data, self.schema), marker, txns), False  # (new directories: sync_commit)
             except TableChanged:
                 self._table = None  # made meanwhile, or not by this path: delta-rs appends to it
             except Exception:
@@ -320,14 +349,14 @@ class DeltaAppender:
                 if landed is None:
                     raise
                 return landed, False
-        if self._blind is not None and known is not None:
+        if known is not None:
             if self._tried is None or self._tried[0] != marker:
                 self._tried = (marker, known)
             try:
                 if isinstance(data, list):
-                    version = self._blind.append_files(data, marker, txns)
+                    version = blind.append_files(data, marker, txns)
                 else:
-                    version = self._blind.append(_as_written(data, self.schema), marker, txns)
+                    version = blind.append(_as_written(data, self.schema), marker, txns)
                 return version, self._fsync
             except TableChanged:
                 self._table = None  # delta-rs commits this one, on the table as it is now
@@ -336,10 +365,51 @@ class DeltaAppender:
                 if landed is None:
                     raise
                 return landed, False
-        version = self._commit_delta_rs(data, marker, txns)
-        if self._blind is not None:
-            self._blind.forget()  # its known version is behind this commit
-        return version, False
+        return None
+
+    def _commit_remote(
+        self, remote: ObjectAppender, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]
+    ) -> int | None:
+        """One commit of ``data`` on object storage by :class:`ObjectAppender` (two requests);
+        None when delta-rs must make it (no table yet and ``data`` is files, or the table changed).
+
+        Raises:
+            Fenced: a higher owner epoch holds the version this commit was to take.
+            VersionTaken: another writer committed the same app transactions there (decide again).
+        """
+        known = remote.ready()
+        if known is None and (isinstance(data, list) or not remote.absent()):
+            return None
+        if self._tried is None or self._tried[0] != marker:
+            self._tried = (marker, -1 if known is None else known)
+        try:
+            if known is None:
+                assert not isinstance(data, list)
+                version = remote.create(_as_written(data, self.schema), marker, txns)
+            elif isinstance(data, list):
+                version = remote.append_files(data, marker, txns)
+            else:
+                version = remote.append(_as_written(data, self.schema), marker, txns)
+        except TableChanged:
+            self._table = None
+            return None
+        except Superseded as exc:
+            assert self._epoch is not None
+            raise Fenced(self.path, exc.version, exc.theirs, self._epoch) from None
+        except TransactionsTaken:
+            raise VersionTaken(self.path) from None
+        except Exception:
+            remote.forget()
+            assert self._tried is not None
+            landed = find_commit(self.path, marker, after=self._tried[1])
+            if landed is None:
+                raise
+            return landed
+        if self._epoch is not None:
+            # Every version up to this one is checked: loaded after this writer's fence, or
+            # committed or stepped over here (object_append reads every entry it steps over).
+            self._checked = version if self._checked is None else max(self._checked, version)
+        return version
 
     def _commit_delta_rs(self, data: pa.Table | list[DataFile], marker: str, txns: list[tuple[str, int]]) -> int:
         marks = {COMMIT_MARK: marker} if self._epoch is None else {COMMIT_MARK: marker, EPOCH_MARK: str(self._epoch)}
@@ -442,6 +512,8 @@ class DeltaAppender:
                     raise
                 continue
             self._table = None
+            if self._remote is not None:
+                self._remote.forget()
             landed = find_commit(self.path, marker, after=table.version())
             assert landed is not None, f"the fence of {self.path} committed but is not in its log"
             self._checked = landed
@@ -458,6 +530,16 @@ class DeltaAppender:
         Asking a long-lived ``DeltaTable`` instead cost ~0.11 ms more per commit in the table
         since it was loaded (blind appends never re-open it): 90 ms after 800 commits.
         """
+        if self._remote is not None:
+            remote_version = self._remote.ready()
+            if remote_version is not None:
+                if self._epoch is not None and self._checked is None:
+                    self._checked = remote_version  # as the load below would (_check_epochs)
+                return self._remote.transaction_version(app_id)
+            if self._remote.absent():
+                if self._epoch is not None and self._checked is None:
+                    self._checked = -1  # no table yet: every version it will have is checked
+                return None
         known = self._transactions.get(app_id)
         if known is not None and self._local:
             version, stamp, value = known

@@ -40,7 +40,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -73,21 +73,12 @@ def supported(table: DeltaTable, schema: pa.Schema) -> bool:
     return [f.name for f in table.schema().fields] == schema.names
 
 
-def _changes_table(entry_path: str) -> bool:
-    """Whether the commit file at ``entry_path`` changes metadata or protocol."""
-    with open(entry_path, encoding="utf-8") as fh:
-        for line in fh:
-            if '"metaData"' in line or '"protocol"' in line:  # only such lines are parsed
-                action = json.loads(line)
-                if "metaData" in action or "protocol" in action:
-                    return True
-    return False
 
 
-class _Template:
+class FirstCommit:
     """The ``protocol`` and ``metaData`` actions delta-rs writes into the first commit of a
     table of one schema, learnt once per process from a scratch table it made
-    (:func:`_template`): a new table's first commit is then written here like any other (a
+    (:func:`first_commit_template`): a new table's first commit is then written here like any other (a
     data file and a commit file), not through delta-rs, which costs ~10 ms more a table (a
     thousand subscriptions' tables made by one fan-out batch: issue 41). The table is the one
     delta-rs would have made, under a new id."""
@@ -107,11 +98,11 @@ class _Template:
         )
 
 
-_templates: dict[str, _Template | None] = {}
+_templates: dict[str, FirstCommit | None] = {}
 _templates_lock = threading.Lock()
 
 
-def _template(schema: pa.Schema) -> _Template | None:
+def first_commit_template(schema: pa.Schema) -> FirstCommit | None:
     """The first-commit actions of a table of ``schema`` made with DEFAULT_TABLE_CONFIG (None:
     delta-rs makes such a table with a protocol this module does not write, :func:`supported`)."""
     key = schema.to_string(show_field_metadata=False, show_schema_metadata=False)
@@ -128,11 +119,95 @@ def _template(schema: pa.Schema) -> _Template | None:
                     protocol = action.get("protocol", protocol)
                     metadata = action.get("metaData", metadata)
             table = DeltaTable(scratch)
-            made = _Template(protocol, metadata) if protocol and metadata and supported(table, schema) else None
+            made = FirstCommit(protocol, metadata) if protocol and metadata and supported(table, schema) else None
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
         _templates[key] = made
         return made
+
+
+def changes_table(lines: Iterable[str]) -> bool:
+    """Whether a commit of these log lines changes metadata or protocol (then a blind append
+    may not step over it: its rows may not fit the table any more)."""
+    for line in lines:
+        if '"metaData"' in line or '"protocol"' in line:  # only such lines are parsed
+            action = json.loads(line)
+            if "metaData" in action or "protocol" in action:
+                return True
+    return False
+
+
+def _changes_table(entry_path: str) -> bool:
+    """Whether the commit file at ``entry_path`` changes metadata or protocol."""
+    with open(entry_path, encoding="utf-8") as fh:
+        return changes_table(fh)
+
+
+def commit_body(
+    files: Sequence[DataFile],
+    info: Mapping[str, object],
+    app_transactions: Sequence[tuple[str, int]],
+    *,
+    now_ms: int,
+    first: FirstCommit | None = None,
+) -> str:
+    """The log lines of a blind append of ``files``: ``commitInfo`` (the WRITE of an append, with
+    the caller's ``info`` keys: its commit marker, its owner epoch), the first commit's protocol
+    and metadata when ``first`` is given, one ``add`` per file in order, one ``txn`` per app
+    transaction."""
+    head: dict[str, object] = {
+        "timestamp": now_ms,
+        "operation": "WRITE",
+        "operationParameters": {"mode": "Append"},
+        "isBlindAppend": True,
+        "clientVersion": "sharedsub-blind-append",
+        **info,
+    }
+    body = json.dumps({"commitInfo": head}, separators=(",", ":")) + "\n"
+    if first is not None:
+        body += first.actions(now_ms)
+    for f in files:
+        body += json.dumps({"add": add_action(f)}, separators=(",", ":")) + "\n"
+    for app_id, app_version in app_transactions:
+        txn = {"appId": app_id, "version": app_version, "lastUpdated": now_ms}
+        body += json.dumps({"txn": txn}, separators=(",", ":")) + "\n"
+    return body
+
+
+class Checkpoints:
+    """The checkpoints of one table written by blind appends: one through delta-rs every
+    :data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do, on a thread of its own
+    (loading the table for it takes tens of ms, which the appends behind it would otherwise wait
+    for: publish→accepted p99); one at a time, an interval whose checkpoint would start while one
+    runs gets none."""
+
+    def __init__(self, table: str) -> None:
+        self.table = table
+        self._thread: threading.Thread | None = None
+
+    def after(self, version: int) -> None:
+        """``version`` was just committed: start its checkpoint when it is due."""
+        if version > 0 and version % CHECKPOINT_INTERVAL == 0 and not self.running():
+            self._thread = threading.Thread(target=self._write, args=(version,), name="sharedsub-checkpoint", daemon=True)
+            self._thread.start()
+
+    def running(self) -> bool:
+        """Whether a checkpoint is being written now."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def finish(self, timeout: float | None = None) -> None:
+        """Wait (at most ``timeout`` seconds) for the checkpoint being written, if one is: a
+        process that ends while the checkpoint's thread is inside delta-rs dies of SIGSEGV as the
+        interpreter shuts down (seen: the append child, stopped after a table's 100th commit)."""
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
+    def _write(self, version: int) -> None:
+        try:
+            delta_table(self.table, version).create_checkpoint()
+        except Exception as exc:  # noqa: BLE001 (the commits stand; readers replay more log until the next one)
+            log.warning("checkpoint of %s at version %d failed: %s", self.table, version, exc)
 
 
 class FastPathAppender:
@@ -148,7 +223,7 @@ class FastPathAppender:
         self._mark = commit_mark
         self._sync = sync
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
-        self._checkpoint: threading.Thread | None = None
+        self._checkpoints = Checkpoints(path)
         self._unsupported = False  # the table cannot be written here: never looked at again
 
     def ready(self) -> int | None:
@@ -178,14 +253,14 @@ class FastPathAppender:
 
     def create(self, data: pa.Table, marker: str, app_transactions: Sequence[tuple[str, int]] = ()) -> int:
         """Make the table with ``data`` (already cast to the schema, one chunk) as its first
-        commit, version 0, as delta-rs would make it (:class:`_Template`); return 0.
+        commit, version 0, as delta-rs would make it (:class:`FirstCommit`); return 0.
 
         Raises:
             TableChanged: another writer made the table meanwhile, or delta-rs makes tables of
                 this schema with a protocol this module does not write: the caller uses delta-rs.
             OSError: as :meth:`append`.
         """
-        template = _template(self.schema)
+        template = first_commit_template(self.schema)
         if template is None:
             raise TableChanged(self.path)
         log_dir = os.path.dirname(log_file(self.path, 0))
@@ -224,27 +299,11 @@ class FastPathAppender:
         marker: str,
         app_transactions: Sequence[tuple[str, int]],
         *,
-        first: _Template | None = None,
+        first: FirstCommit | None = None,
     ) -> int:
         """Write the commit of ``files`` at the first free version after the known one (version 0
         with ``first``'s actions; FileExistsError when it is taken)."""
-        now_ms = int(time.time() * 1000)
-        info: dict[str, object] = {
-            "timestamp": now_ms,
-            "operation": "WRITE",
-            "operationParameters": {"mode": "Append"},
-            "isBlindAppend": True,
-            "clientVersion": "sharedsub-blind-append",
-            self._mark: marker,
-        }
-        body = json.dumps({"commitInfo": info}, separators=(",", ":")) + "\n"
-        if first is not None:
-            body += first.actions(now_ms)
-        for f in files:
-            body += json.dumps({"add": add_action(f)}, separators=(",", ":")) + "\n"
-        for app_id, app_version in app_transactions:
-            txn = {"appId": app_id, "version": app_version, "lastUpdated": now_ms}
-            body += json.dumps({"txn": txn}, separators=(",", ":")) + "\n"
+        body = commit_body(files, {self._mark: marker}, app_transactions, now_ms=int(time.time() * 1000), first=first)
         log_dir = os.path.dirname(log_file(self.path, 0))
         temp = os.path.join(log_dir, f"_commit_{uuid.uuid4()}.json.tmp")
         with open(temp, "w", encoding="utf-8") as fh:
@@ -267,32 +326,16 @@ class FastPathAppender:
         finally:
             os.unlink(temp)
         self._version = version
-        if version > 0 and version % CHECKPOINT_INTERVAL == 0 and not self.checkpointing():
-            # On its own thread: loading the table for it takes tens of ms, which the appends
-            # behind this one would otherwise wait for (publish→accepted p99).
-            self._checkpoint = threading.Thread(
-                target=self._write_checkpoint, args=(version,), name="sharedsub-checkpoint", daemon=True
-            )
-            self._checkpoint.start()
+        self._checkpoints.after(version)
         return version
 
     def checkpointing(self) -> bool:
         """Whether a checkpoint is being written now."""
-        return self._checkpoint is not None and self._checkpoint.is_alive()
+        return self._checkpoints.running()
 
     def finish(self, timeout: float | None = None) -> None:
-        """Wait (at most ``timeout`` seconds) for the checkpoint being written, if one is: a
-        process that ends while the checkpoint's thread is inside delta-rs dies of SIGSEGV as the
-        interpreter shuts down (seen: the append child, stopped after a table's 100th commit)."""
-        thread = self._checkpoint
-        if thread is not None:
-            thread.join(timeout)
-
-    def _write_checkpoint(self, version: int) -> None:
-        try:
-            delta_table(self.path, version).create_checkpoint()
-        except Exception as exc:  # noqa: BLE001 (the commits stand; readers replay more log until the next one)
-            log.warning("checkpoint of %s at version %d failed: %s", self.path, version, exc)
+        """Wait (at most ``timeout`` seconds) for the checkpoint being written (Checkpoints.finish)."""
+        self._checkpoints.finish(timeout)
 
     def _link(self, temp: str) -> int:
         """Put the commit at the first free version after the known one; return it. Versions

@@ -1,0 +1,166 @@
+"""Commits on object storage (sharedsub.storage.delta.object_append) against a real S3 server
+(versitygw), counted where they arrive: its access log sees every client's requests, delta-rs's too.
+
+A commit of a loaded table is two requests (the data file's PUT, the log entry's put-if-absent),
+for the committer's appends and for the fan-out's commits with app transactions; what another
+writer put at the version a commit was to take is read once and stepped over, or ends the commit
+as object_append's module docstring says; delta-rs reads every table written so, checkpoints
+included.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable
+
+from sharedsub.core.ownership.members import fence_token
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import blind_append
+from sharedsub.storage.delta.appender import DeltaAppender, Fenced, VersionTaken
+from sharedsub.storage.delta.commit_log import latest_version, read_log_entry
+from sharedsub.storage.delta.data_files import write_data_file
+from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.delta.tables import log_names
+from sharedsub.storage.objects.locations import storage_options
+from sharedsub.storage.topics import create_topic
+from tests.s3_server import S3Server
+
+
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """An S3 server of this module's own, with its access log (one line per request)."""
+    root = tmp_path_factory.mktemp("s3-counted")
+    server = S3Server(root / "buckets", root / "versitygw.log", access_log=root / "access.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def root(counted: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
+    for name, value in counted.env().items():
+        monkeypatch.setenv(name, value)
+    return counted.url("data")
+
+
+def _requests(server: S3Server, start: int) -> list[tuple[str, str]]:
+    """(S3 operation, key) of every request logged after offset ``start``."""
+    assert server.access_log is not None
+    with open(server.access_log, "rb") as fh:
+        fh.seek(start)
+        lines = fh.read().decode("utf-8", errors="replace").splitlines()
+    # OWNER BUCKET [DAY:TIME ZONE] IP REQUESTER ID OPERATION KEY ... (bench/s3_access_log.py)
+    return [(fields[7], fields[8]) for fields in (line.split(" ") for line in lines) if len(fields) > 8]
+
+
+def _mark(server: S3Server) -> int:
+    assert server.access_log is not None
+    return server.access_log.stat().st_size if server.access_log.exists() else 0
+
+
+def _rows(seqs: list[int], schema: pa.Schema = schemas.TOPIC) -> pa.Table:
+    cols = {"seq": seqs, "message": [b"m%d" % s for s in seqs]}
+    return pa.table({f.name: pa.array(cols.get(f.name, [None] * len(seqs)), f.type) for f in schema})
+
+
+def test_a_commit_of_a_loaded_table_is_a_data_put_and_a_log_put(root: str, counted: S3Server) -> None:
+    table = create_topic(root, "t")
+    writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
+    writer.append(_rows([0]))  # loads the table once
+    start = _mark(counted)
+    for seq in range(1, 6):
+        writer.append(_rows([seq]))
+    made = _requests(counted, start)
+    assert [op for op, _ in made] == ["s3_PutObject"] * 10, made
+    assert [key.endswith(".parquet") for _, key in made] == [True, False] * 5
+    assert all("_delta_log/" in key for _, key in made[1::2])
+    data = read_table(table, ["seq"])
+    assert data is not None and sorted(data.column("seq").to_pylist()) == list(range(6))
+    assert DeltaTable(table, storage_options=storage_options(table)).version() == latest_version(table) == 6
+
+
+def test_a_fanout_commit_reads_its_marks_from_memory_and_is_two_requests(root: str, counted: S3Server) -> None:
+    table = f"{root}/subscriptions/s"
+    writer = DeltaAppender(table, schemas.SUBSCRIPTION, epoch=fence_token(0, 1))
+    assert writer.transaction_version("fanout-0") is None
+    assert writer.append(_rows([0, 1], schemas.SUBSCRIPTION), app_transactions=[("fanout-0", 1)]) == 0  # made here
+    start = _mark(counted)
+    for seq in range(2, 5):
+        assert writer.transaction_version("fanout-0") == seq - 1
+        files = [write_data_file(table, _rows([seq], schemas.SUBSCRIPTION))]
+        writer.append_files(files, app_transactions=[("fanout-0", seq)])
+    assert len(_requests(counted, start)) == 6
+    loaded = DeltaTable(table, storage_options=storage_options(table))
+    assert loaded.transaction_version("fanout-0") == 4 and loaded.version() == 3
+
+
+def test_a_new_tables_first_commit_is_one_list_and_two_puts(root: str, counted: S3Server) -> None:
+    table = f"{root}/subscriptions/new"
+    start = _mark(counted)
+    DeltaAppender(table, schemas.SUBSCRIPTION).append(_rows([0], schemas.SUBSCRIPTION))
+    assert sorted(op for op, _ in _requests(counted, start)) == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
+    loaded = DeltaTable(table, storage_options=storage_options(table))
+    assert loaded.version() == 0 and loaded.to_pyarrow_table().column("seq").to_pylist() == [0]
+
+
+def test_a_version_another_writer_took_is_read_once_and_stepped_over(root: str, counted: S3Server) -> None:
+    table = create_topic(root, "t")
+    writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
+    writer.append(_rows([0]))
+    DeltaAppender(table, schemas.TOPIC, blind=False).append(_rows([100]))  # a maintenance-like commit by delta-rs
+    start = _mark(counted)
+    version = writer.append(_rows([1]))
+    ops = [op for op, _ in _requests(counted, start)]
+    assert version == 3 and sorted(ops) == ["s3_GetObject", "s3_PutObject", "s3_PutObject", "s3_PutObject"], ops
+    data = read_table(table, ["seq"])
+    assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1, 100]
+
+
+def test_another_writers_commit_of_the_same_marks_makes_the_commit_decide_again(root: str) -> None:
+    table = f"{root}/subscriptions/s"
+    writer = DeltaAppender(table, schemas.SUBSCRIPTION)
+    writer.append(_rows([0], schemas.SUBSCRIPTION), app_transactions=[("fanout-0", 0)])
+    assert writer.transaction_version("fanout-0") == 0
+    # A Spark task (its own appender) commits seqs 1-2 of the same partition meanwhile.
+    DeltaAppender(table, schemas.SUBSCRIPTION, guarded=True).append(
+        _rows([1, 2], schemas.SUBSCRIPTION), app_transactions=[("fanout-0", 2)]
+    )
+    with pytest.raises(VersionTaken):
+        writer.append(_rows([1, 2], schemas.SUBSCRIPTION), app_transactions=[("fanout-0", 2)])
+    assert writer.transaction_version("fanout-0") == 2  # learnt from the entry that took the version
+    data = read_table(table, ["seq"])
+    assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1, 2]  # nothing twice
+
+
+def test_a_fenced_writer_stops_at_the_new_owners_fence(root: str) -> None:
+    table = create_topic(root, "t")
+    old = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
+    old.append(_rows([0]))
+    DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 2)).fence()
+    with pytest.raises(Fenced):
+        old.append(_rows([1]))
+    data = read_table(table, ["seq"])
+    assert data is not None and data.column("seq").to_pylist() == [0]
+
+
+def test_checkpoints_are_written_and_delta_rs_reads_past_them(root: str) -> None:
+    table = create_topic(root, "t")
+    writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
+    for seq in range(blind_append.CHECKPOINT_INTERVAL + 2):
+        writer.append(_rows([seq]))
+    writer.finish(60)
+    loaded = DeltaTable(table, storage_options=storage_options(table))
+    assert loaded.version() == blind_append.CHECKPOINT_INTERVAL + 2
+    names = {Path(n).name for n in log_names(table)}
+    assert f"{blind_append.CHECKPOINT_INTERVAL:020d}.checkpoint.parquet" in names and "_last_checkpoint" in names
+    assert sorted(loaded.to_pyarrow_table(columns=["seq"]).column("seq").to_pylist()) == list(
+        range(blind_append.CHECKPOINT_INTERVAL + 2)
+    )
+    entry = read_log_entry(table, blind_append.CHECKPOINT_INTERVAL + 2)
+    assert entry is not None and len(entry.added) == 1
+
