@@ -24,7 +24,13 @@ from connectors.amqp.cluster_port import ClusterPort
 from connectors.amqp.dispatcher import Dispatcher
 from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.wire.engine_loop import Injector
-from sharedsub.core.config import Settings, several_members, tail_idle_poll_interval, tail_poll_interval
+from sharedsub.core.config import (
+    Settings,
+    group_commit_interval,
+    several_members,
+    tail_idle_poll_interval,
+    tail_poll_interval,
+)
 from sharedsub.core.delivery.outcomes import Limits
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
@@ -149,7 +155,7 @@ def build_parts(
         on_done=inbox.committed,
         max_batch_messages=settings.publish.max_batch_messages,
         max_batch_bytes=settings.publish.max_batch_bytes,
-        min_commit_interval=settings.publish.min_commit_interval,
+        min_commit_interval=group_commit_interval(settings),
         full_disk_timeout=settings.storage.full_disk_timeout,
         stages=stages,
         on_fenced=on_fenced,

@@ -68,6 +68,8 @@ class StorageSettings:
     object_poll_interval: float
     # The longest of those intervals while nothing new comes (sharedsub.core.ops.poll_backoff).
     object_idle_poll_interval: float
+    # The least seconds between group commits on object storage (group_commit_interval).
+    object_commit_interval: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -298,6 +300,14 @@ def tail_poll_interval(settings: Settings) -> float:
     return max(poll, settings.storage.object_poll_interval) if on_object_store(settings) else poll
 
 
+def group_commit_interval(settings: Settings) -> float:
+    """Seconds from one group commit's start to the next one's: ``[publish] min_commit_interval``,
+    at least ``[storage] object_commit_interval`` on object storage (a commit there is two
+    billed requests of 10-30 ms each)."""
+    interval = settings.publish.min_commit_interval
+    return max(interval, settings.storage.object_commit_interval) if on_object_store(settings) else interval
+
+
 def tail_idle_poll_interval(settings: Settings) -> float:
     """The longest the tailer waits between polls while nothing comes: ``[storage]
     object_idle_poll_interval`` on object storage (sharedsub.core.ops.poll_backoff), the poll
@@ -379,6 +389,10 @@ def _check_intervals(s: Settings) -> None:
     """Times and retention settings (seconds or hours) are in range; [fanout]'s choices are known."""
     if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
         raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
+    if not 0 <= s.storage.object_commit_interval <= 1:  # NaN fails too
+        raise ConfigError(
+            "storage.object_commit_interval", f"must be 0..1 seconds, got {s.storage.object_commit_interval}"
+        )
     if not 0 <= s.publish.sync_send_gap <= 1:  # NaN fails too
         raise ConfigError("publish.sync_send_gap", f"must be 0..1 seconds, got {s.publish.sync_send_gap}")
     if s.server.idle_timeout < 0:

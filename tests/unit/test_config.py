@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 
 from sharedsub.core import config
-from sharedsub.core.config import defaults, fanout_trigger_interval, load_settings, parse_settings, tail_poll_interval
+from sharedsub.core.config import (
+    defaults,
+    fanout_trigger_interval,
+    group_commit_interval,
+    load_settings,
+    parse_settings,
+    tail_poll_interval,
+)
 from sharedsub.core.errors import ConfigError
 
 
@@ -208,3 +215,15 @@ def test_probes_on_object_storage_are_spaced_by_object_poll_interval() -> None:
     slow = load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "2"})
     assert fanout_trigger_interval(slow) == 2.0
     assert fanout_trigger_interval(load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "file:///x"})) == 0.1  # the default
+
+
+def test_group_commits_on_object_storage_are_spaced_by_object_commit_interval() -> None:
+    assert group_commit_interval(load_settings(environ={})) == 0.02  # [publish] min_commit_interval, locally
+    s3 = {"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss"}
+    assert group_commit_interval(load_settings(environ=s3)) == 0.1  # [storage] object_commit_interval
+    faster = load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "0.05"})
+    assert group_commit_interval(faster) == 0.05
+    slower = load_settings(environ={**s3, "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "0.3"})
+    assert group_commit_interval(slower) == 0.3  # the larger of the two
+    with pytest.raises(ConfigError, match="storage.object_commit_interval"):
+        load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "5"})
