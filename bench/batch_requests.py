@@ -1,6 +1,6 @@
 """Store requests of one fan-out micro-batch that commits many subscription tables on a bucket.
 
-    .venv/bin/python bench/batch_requests.py [--tables 10,100] [--rows 10] [--batches 3]
+    .venv/bin/python bench/batch_requests.py [--tables 10,100] [--rows 10] [--batches 3] [--store-delay-ms 0]
 
 Issue 41 asks what a batch of many tables costs on an ``s3://`` data dir. The fan-out commits
 a batch's rows table by table through ``jobs.table_commits.TableCommits`` (one commit per table
@@ -13,7 +13,9 @@ of N fresh subscription tables of a bucket of a local versitygw (tests/s3_server
 store; ``delta-rs``), verb and part (log entry, data file). The first batch makes the tables
 (a delta-rs create and a fence each); the later ones are the steady state. No Spark, no serve:
 the routing of a batch makes no requests (its rows come from the source's read, counted apart
-by bench/idle_requests.py and bench/object_commit_cost.py). One JSON line per (N, batch), then a
+by bench/idle_requests.py and bench/object_commit_cost.py). ``--store-delay-ms`` reaches the server
+through a delay proxy (bench/delay_proxy.py) that hands every answer back that late: the batch's
+wall time at a remote store's latency. One JSON line per (N, batch), then a
 table; the command is printed first.
 """
 
@@ -67,7 +69,7 @@ def _rows(first: int, n: int, batch: int) -> pa.Table:
 
 
 def measure(root: str, tables: int, rows: int, batches: int, log: s3_access_log.AccessLog,
-            clients: dict[str, str]) -> list[dict[str, Any]]:
+            clients: dict[str, str], delay_ms: float = 0.0) -> list[dict[str, Any]]:
     """The requests of each of ``batches`` batches into ``tables`` fresh tables under ``root``."""
     commits = TableCommits(root, epoch=EPOCH)
     parking = Parking(root)
@@ -84,7 +86,8 @@ def measure(root: str, tables: int, rows: int, batches: int, log: s3_access_log.
             requests = log.since(start)
             by = Counter((clients.get(r.user_agent, r.user_agent), r.verb, r.part) for r in requests)
             out.append({
-                "tables": tables, "batch": b, "rows_per_table": rows, "wall_s": round(wall, 2),
+                "tables": tables, "batch": b, "rows_per_table": rows, "store_delay_ms": delay_ms,
+                "wall_s": round(wall, 2),
                 "committed_tables": sum(1 for v in written.values() if v), "failed": repr(failed) if failed else None,
                 "requests": len(requests), "requests_per_table": round(len(requests) / tables, 2),
                 "by_client_verb_part": {" ".join(k): v for k, v in sorted(by.items())},
@@ -102,10 +105,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tables", default="10,100", help="tables per batch, comma-separated (default 10,100)")
     p.add_argument("--rows", type=int, default=10, help="rows per table per batch (default 10)")
     p.add_argument("--batches", type=int, default=3, help="batches per N; the first makes the tables (default 3)")
+    p.add_argument("--store-delay-ms", type=float, default=0.0, help="ms the delay proxy in front of versitygw "
+                   "adds to each answer (default 0: no proxy)")
     args = p.parse_args(argv)
     print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}", flush=True)
     tmp = tempfile.mkdtemp(prefix="batch-requests-")
-    server = S3Server(Path(tmp) / "buckets", Path(tmp) / "versitygw.log", Path(tmp) / "access.log")
+    server = S3Server(Path(tmp) / "buckets", Path(tmp) / "versitygw.log", Path(tmp) / "access.log",
+                      delay_ms=args.store_delay_ms)
     lines: list[dict[str, Any]] = []
     try:
         server.start()
@@ -116,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         clients = s3_access_log.calibrate(log, bucket, server.env())
         for n in [int(x) for x in args.tables.split(",") if x.strip()]:
             print(f"{n} tables, {args.batches} batches of {args.rows} rows each", file=sys.stderr)
-            lines += measure(root, n, args.rows, args.batches, log, clients)
+            lines += measure(root, n, args.rows, args.batches, log, clients, args.store_delay_ms)
     finally:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)

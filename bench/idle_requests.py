@@ -3,10 +3,12 @@ per idle topic and per idle subscription with a consumer attached, the fan-out j
 delta-rs's requests included.
 
     .venv/bin/python bench/idle_requests.py [--configs 0x0,1x0,1x1,4x4] [--window 60] [--settle 20]
+                                            [--store-delay-ms 0]
 
 Starts a versitygw with its access log (tests/s3_server.py, bench/s3_access_log.py) and one real
 ``sharedsub serve`` (with its embedded fan-out job) on a bucket of it
-(bench/sharedsub_service.py ``SharedSubS3Service``). Then, for each configuration ``TxS`` in
+(bench/sharedsub_service.py ``SharedSubS3Service``; with ``--store-delay-ms`` reached through a
+delay proxy, bench/delay_proxy.py, that hands every answer back that late). Then, for each configuration ``TxS`` in
 ``--configs`` in turn (each adds to the one before: T and S never decrease), it creates topics
 up to T and attaches subscriptions up to S, subscription j a JMS shared durable subscription on
 topic j with one consumer (tests/amqp_peer.py ``Subscriber``, credit 100) that stays attached;
@@ -169,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                    "comma-separated, non-decreasing (default 0x0,1x0,1x1,4x4)")
     p.add_argument("--window", type=float, default=60.0, help="counted seconds per configuration (default 60)")
     p.add_argument("--settle", type=float, default=20.0, help="seconds after a change before counting (default 20)")
+    p.add_argument("--store-delay-ms", type=float, default=0.0, help="ms the delay proxy in front of versitygw "
+                   "adds to each answer (default 0: no proxy)")
     p.add_argument("--keep", action="store_true", help="keep the bucket, the logs and the host state dir")
     args = p.parse_args(argv)
     configs = parse_configs(args.configs)
@@ -177,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     access = s3_access_log.AccessLog(os.path.join(out, "access.log"))
     svc = SharedSubS3Service(log=log, log_path=os.path.join(out, "serve.log"),
                              server_log_path=os.path.join(out, "versitygw.log"), access_log=access.path,
-                             keep_data=args.keep)
+                             keep_data=args.keep, store_delay_ms=args.store_delay_ms)
     subscribers: list[Subscriber] = []
     rows: list[dict[str, Any]] = []
     with svc:
@@ -202,7 +206,8 @@ def main(argv: list[str] | None = None) -> int:
                         raise RuntimeError(f"subscription idle-sub-{j} on {topics[j]} did not attach in 60 s: {sub.error}")
                 log(f"T={t} S={s}: settling {args.settle:g} s, then counting {args.window:g} s")
                 time.sleep(args.settle)
-                row = {"topics": t, "subscriptions": s, **window(svc, access, clients, args.window)}
+                row = {"topics": t, "subscriptions": s, "store_delay_ms": args.store_delay_ms,
+                       **window(svc, access, clients, args.window)}
                 rows.append(row)
                 print(json.dumps(row), flush=True)
         finally:

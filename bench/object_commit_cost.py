@@ -3,6 +3,7 @@ a local S3 server (versitygw), and what a real S3 would make of them, by calcula
 
     .venv/bin/python bench/object_commit_cost.py [--tables 1,4] [--seconds 20] [--warmup 3]
                                                  [--rows 20] [--stores local,s3] [--put-ms 10,30]
+                                                 [--store-delay-ms 0]
 
 For each store and each N in ``--tables``: N fresh topic tables (``sharedsub.storage.topics.
 create_topic``), one thread per table appending ``--rows`` 1 KB messages per commit, back to
@@ -19,7 +20,9 @@ requests by client, verb and part (log entry, data file) and the server's mean m
 requests per commit. An append waits for each of its requests in turn (the appender is
 synchronous and delta-rs makes them one after another: load or update the log, put the data
 file, put the log entry if absent), so on a store where each takes ``r`` ms longer than on this
-loopback server, a commit takes about ``requests per commit × r`` ms longer. The script prints
+loopback server, a commit takes about ``requests per commit × r`` ms longer (measured rather than
+calculated with ``--store-delay-ms r``: the S3 server is then reached through a delay proxy,
+bench/delay_proxy.py, that hands every answer back ``r`` ms late). The script prints
 that calculation for ``--put-ms`` (the 10–30 ms per PUT of real S3; reads taken at the same
 cost, an upper bound: S3's GET and LIST of small objects are usually faster), and what it makes
 of the front end's publish→accepted: a message waits for the group commit in progress (on
@@ -189,6 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=20, help="1 KB messages per commit (default 20)")
     p.add_argument("--stores", default="local,s3", help="local, s3 or both (default local,s3)")
     p.add_argument("--put-ms", default="10,30", help="per-request costs of a real S3 to calculate with, ms")
+    p.add_argument("--store-delay-ms", type=float, default=0.0, help="s3: ms the delay proxy in front of versitygw "
+                   "adds to each answer (default 0: no proxy)")
     p.add_argument("--keep", action="store_true", help="keep the temp directories (paths go to stderr)")
     args = p.parse_args(argv)
     print(f"$ {shlex.join([os.path.relpath(sys.executable), *sys.argv])}", flush=True)
@@ -202,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
         for store in stores:
             log = None
             if store == "s3":
-                server = S3Server(Path(tmp) / "buckets", Path(tmp) / "versitygw.log", Path(tmp) / "access.log")
+                server = S3Server(Path(tmp) / "buckets", Path(tmp) / "versitygw.log", Path(tmp) / "access.log",
+                                  delay_ms=args.store_delay_ms)
                 server.start()
                 root = server.url("data")
                 locations.register(root, server.env())
@@ -213,6 +219,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"[{store}] {n} table(s): {args.warmup:g} s warm-up, {args.seconds:g} s timed", file=sys.stderr)
                 line = measure(root, n, on_s3=store == "s3", rows=args.rows, warmup_s=args.warmup,
                                seconds=args.seconds, log=log)
+                if store == "s3":
+                    line["store_delay_ms"] = args.store_delay_ms
                 lines.append(line)
                 print(json.dumps(line), flush=True)
     finally:
@@ -230,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     one = next((ln for ln in lines if ln["store"] == "s3" and ln["tables"] == 1 and ln.get("requests_per_commit")), None)
     if one is not None:
         print("\nWhat a real S3 makes of one table's commits (calculation, see the docstring):")
+        if args.store_delay_ms:
+            print(f"(the commits above already paid the proxy's {args.store_delay_ms:g} ms per request: "
+                  "the figures below add to that)")
         for text in what_real_s3_does(one, put_ms):
             print(f"- {text}")
     return 0

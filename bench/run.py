@@ -4,7 +4,7 @@ run, reported as ratios.
     .venv/bin/python bench/run.py [--quick] [--only publish,latency,consume,amplification,fanout,many-subs]
                                   [--brokers rabbitmq[,artemis][,proton-floor],sharedsub[,sharedsub-nofsync]
                                              [,sharedsub-inthread][,sharedsub-s3]]
-                                  [--runs N]
+                                  [--runs N] [--store-delay-ms MS]
                                   [--write-results]
                                   [--consume-consumers 1,2,4] [--consume-count M]
                                   [--fanout-subs 1,100,1000] [--fanout-count M]
@@ -87,7 +87,10 @@ sharedsub on object storage (``--brokers sharedsub,sharedsub-s3``; bench/shareds
 ``SharedSubS3Service``) is the same serve on an ``s3://`` data dir, a bucket of a versitygw
 (tests/s3_server.py: ``SHAREDSUB_S3_SERVER`` or the bootstrap cache) that the run starts on
 127.0.0.1 over a temp directory; publish, latency and consume are measured on it as on the
-local data dir, and the table shows the ratio s3 ÷ local per row.
+local data dir, and the table shows the ratio s3 ÷ local per row. ``--store-delay-ms 20`` puts a
+delay proxy (bench/delay_proxy.py) between that versitygw and everything that reaches it (serve,
+the CLI, this script's reads): every answer 20 ms late, a stand-in for S3 Standard (issue 42);
+the settings line of the results records it.
 
 RabbitMQ runs first (started and stopped by this script), then Artemis, then the proton floor,
 then sharedsub; never two at once.
@@ -178,6 +181,7 @@ class Settings:
     many_subs_links_per_connection: int
     many_subs_timeout_s: float
     client: str  # publish and consume workloads: "rhea" (bench/rhea_client.js) or "proton"
+    store_delay_ms: float  # sharedsub-s3: ms the delay proxy adds to each answer of its versitygw (0: none)
 
 
 def _csv(choices: tuple[str, ...]) -> Callable[[str], tuple[str, ...]]:
@@ -255,6 +259,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--client", choices=("rhea", "proton"), default="rhea",
                    help="client of the publish and consume workloads: rhea (Node.js, independent of Proton-C; "
                    "default) or python-qpid-proton (the latency, amplification and fan-out workloads always use it)")
+    p.add_argument("--store-delay-ms", type=float, default=0.0, help="sharedsub-s3: reach its versitygw "
+                   "through bench/delay_proxy.py, which hands every answer back this many ms late (20: a "
+                   "stand-in for S3 Standard; default 0, no proxy)")
     p.add_argument("--write-results", action="store_true", help="append this run's table to bench/RESULTS.md")
     p.add_argument("--keep-state", action="store_true", help="keep broker state and data dirs (paths go to stderr)")
     p.add_argument("--out-dir", default=os.path.join(HERE, "out"), help="where results-<UTC>.jsonl goes")
@@ -303,6 +310,7 @@ def settings_from(args: argparse.Namespace) -> Settings:
         many_subs_links_per_connection=args.many_subs_links_per_connection,
         many_subs_timeout_s=pick(args.many_subs_timeout, 1800.0, 600.0),
         client=args.client,
+        store_delay_ms=args.store_delay_ms,
     )
 
 
@@ -880,7 +888,8 @@ def main(argv: list[str] | None = None) -> int:
                     run_broker(svc, args.only, s, rec, _sharedsub_version)
             if S3_VARIANT in args.brokers and has_plan:
                 s3 = SharedSubS3Service(log=log, log_path=rec.side_file(f"serve-{S3_VARIANT}.log"),
-                                        server_log_path=rec.side_file("versitygw.log"), keep_data=args.keep_state)
+                                        server_log_path=rec.side_file("versitygw.log"), keep_data=args.keep_state,
+                                        store_delay_ms=s.store_delay_ms)
                 run_broker(s3, args.only, s, rec, _sharedsub_version)
             if "sharedsub" in args.brokers:
                 if "fanout" in args.only:

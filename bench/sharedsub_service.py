@@ -294,19 +294,25 @@ class SharedSubS3Service(SharedSubService):
     checkpoint). serve, the CLI and this process reach the bucket with the server's AWS
     variables; nothing else changes, so a run with both gives the cost of object storage as
     ratios. The S3 server's CPU is not the broker's (it stands for the disk).
+
+    With ``store_delay_ms`` > 0 the server is reached through a delay proxy (bench/delay_proxy.py,
+    started and stopped with it: tests/s3_server.py) that hands every answer back that late, a
+    remote store's latency: serve, the CLI and this process all go through it.
     """
 
     def __init__(
         self, *, log: Callable[[str], None], log_path: str, server_log_path: str, keep_data: bool = False,
-        name: str = "sharedsub-s3", access_log: str | None = None,
+        name: str = "sharedsub-s3", access_log: str | None = None, store_delay_ms: float = 0.0,
     ) -> None:
         self.s3_root = tempfile.mkdtemp(prefix="sharedsub-bench-s3-")
         self.server = S3Server(
-            Path(self.s3_root) / "buckets", Path(server_log_path), Path(access_log) if access_log else None
+            Path(self.s3_root) / "buckets", Path(server_log_path), Path(access_log) if access_log else None,
+            delay_ms=store_delay_ms,
         )
         bucket = f"bench-{os.urandom(4).hex()}"  # its own host state directory, whatever else runs
+        # serve's AWS variables are set once the server (and its proxy, which has the endpoint) runs.
         super().__init__(log=log, log_path=log_path, data_dir=f"s3://{bucket}/data", keep_data=keep_data,
-                         name=name, env=self.server.env())
+                         name=name)
         self.bucket = bucket
 
     def __enter__(self) -> SharedSubS3Service:
@@ -317,6 +323,7 @@ class SharedSubS3Service(SharedSubService):
         except BaseException:
             self.cleanup()
             raise
+        self._env = self.server.env()
         self.server.bucket(self.bucket)
         # This process reads the bucket too (subscription_counts reads the subscription tables).
         locations.register(self.data_dir, self.server.env())

@@ -1,4 +1,5 @@
-"""Fixtures every tier may ask for: the one S3 server of the session (tests/s3_server.py); and,
+"""Fixtures every tier may ask for: the one S3 server of the session (tests/s3_server.py), and the
+same server behind a delay proxy (a remote store's latency, ``slow_s3_env``); and,
 for every test, the proton thread check (connectors/amqp/wire/reactor_thread.py) in every
 ``sharedsub serve``/``frontend`` the suite starts: a proton call or release off the reactor
 thread fails the test that was running."""
@@ -11,9 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from bench.delay_proxy import DelayProxy
 from connectors.amqp.wire.reactor_thread import ENV as PROTON_THREAD_CHECK
 from connectors.amqp.wire.reactor_thread import REPORT_PREFIX
-from tests.s3_server import S3Server
+from tests.s3_server import S3Server, client_env
+
+SLOW_S3_DELAY_MS = 20.0  # what the proxy adds to each answer: a stand-in for S3 Standard (issue 42)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -58,6 +62,26 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The AWS variables of the session's S3 server, set in this process for the test."""
     env = s3_server.env()
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    return env
+
+
+@pytest.fixture(scope="session")
+def slow_s3_proxy(s3_server: S3Server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[DelayProxy]:
+    """A delay proxy (bench/delay_proxy.py) in front of the session's S3 server, started once for
+    the session when a test asks: every answer ``SLOW_S3_DELAY_MS`` late. It stays up while a test
+    kills and restarts the server (same port)."""
+    log = tmp_path_factory.mktemp("slow-s3") / "delay_proxy.log"
+    with s3_server.delayed(SLOW_S3_DELAY_MS, log) as proxy:
+        yield proxy
+
+
+@pytest.fixture
+def slow_s3_env(slow_s3_proxy: DelayProxy, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """The AWS variables that reach the session's S3 server through the delay proxy, set in this
+    process for the test (as ``s3_env``; a bucket made with ``s3_server.url()`` is reached both ways)."""
+    env = client_env(slow_s3_proxy.endpoint)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     return env

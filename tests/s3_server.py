@@ -6,7 +6,14 @@ real implementation of the S3 API (SigV4, ``If-None-Match: *`` and ``If-Match`` 
 412 otherwise), not a mock: what passes here passes against the protocol.
 
 The benchmarks start their own (bench/sharedsub_service.py, bench/idle_requests.py,
-bench/object_commit_cost.py), with its access log when they count requests.
+bench/object_commit_cost.py, bench/batch_requests.py), with its access log when they count
+requests.
+
+A remote store's latency (issue 42): on loopback a request costs well under a millisecond, a real
+S3 answers in 10–30 ms. ``S3Server(..., delay_ms=20)`` puts a delay proxy (bench/delay_proxy.py)
+in front of the server, started and stopped with it, and :meth:`S3Server.env` points clients at
+the proxy: every answer comes 20 ms late. The suite's ``slow_s3_env`` (tests/conftest.py) is the
+session's server behind such a proxy (:meth:`S3Server.delayed`).
 
 One server serves a whole pytest session (tests/conftest.py: ``s3_server``); each test takes a
 bucket of its own (:meth:`S3Server.bucket`). Faults: :meth:`S3Server.kill` (SIGKILL),
@@ -25,6 +32,8 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+
+from bench.delay_proxy import DelayProxy
 
 ENV = "SHAREDSUB_S3_SERVER"
 DEFAULT_BINARY = Path.home() / ".cache" / "sharedsub" / "gobin" / "versitygw"
@@ -55,10 +64,24 @@ def _free_port() -> int:
         return port
 
 
-class S3Server:
-    """One versitygw process serving the directory ``root`` (a bucket is a sub-directory)."""
+def client_env(endpoint: str) -> dict[str, str]:
+    """The standard AWS variables that point a client (obstore, delta-rs, the service) at
+    ``endpoint`` with the test server's credentials."""
+    return {
+        "AWS_ENDPOINT_URL": endpoint,
+        "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+        "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
+        "AWS_REGION": REGION,
+        "AWS_ALLOW_HTTP": "true",
+        "AWS_S3_ADDRESSING_STYLE": "path",
+    }
 
-    def __init__(self, root: Path, log: Path, access_log: Path | None = None) -> None:
+
+class S3Server:
+    """One versitygw process serving the directory ``root`` (a bucket is a sub-directory); with
+    ``delay_ms`` > 0, reached through a delay proxy that hands every answer back that late."""
+
+    def __init__(self, root: Path, log: Path, access_log: Path | None = None, *, delay_ms: float = 0.0) -> None:
         self.root = root
         self.log_path = log
         # versitygw's S3 server access log (one line per request: operation, key, status, user
@@ -66,21 +89,28 @@ class S3Server:
         self.access_log = access_log
         self.port = _free_port()
         self.proc: subprocess.Popen[bytes] | None = None
+        self.delay_ms = delay_ms
+        self.proxy: DelayProxy | None = None  # in front of the server while it runs, with delay_ms > 0
 
     @property
     def endpoint(self) -> str:
+        """The server's own address (not the proxy's)."""
         return f"http://127.0.0.1:{self.port}"
 
+    @property
+    def client_endpoint(self) -> str:
+        """Where clients are pointed: the proxy when there is one, else the server."""
+        return self.proxy.endpoint if self.proxy is not None else self.endpoint
+
     def env(self) -> dict[str, str]:
-        """The standard AWS variables that point a client (obstore, delta-rs, the service) here."""
-        return {
-            "AWS_ENDPOINT_URL": self.endpoint,
-            "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-            "AWS_SECRET_ACCESS_KEY": SECRET_KEY,
-            "AWS_REGION": REGION,
-            "AWS_ALLOW_HTTP": "true",
-            "AWS_S3_ADDRESSING_STYLE": "path",
-        }
+        """The standard AWS variables that point a client (obstore, delta-rs, the service) here,
+        through the proxy when there is one."""
+        return client_env(self.client_endpoint)
+
+    def delayed(self, delay_ms: float, log: Path | None = None) -> DelayProxy:
+        """A delay proxy to this server (not started): every answer ``delay_ms`` late. It outlives
+        :meth:`kill` and :meth:`start` (same port): clients through it see the outage."""
+        return DelayProxy(f"127.0.0.1:{self.port}", delay_ms, log=log)
 
     def start(self, timeout: float = 30.0) -> S3Server:
         """Start (or start again, on the same port and directory) and wait until it answers."""
@@ -99,11 +129,14 @@ class S3Server:
                 raise RuntimeError(f"versitygw exited with {self.proc.returncode}:\n{self.log()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return self
+                    break
             except OSError:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"versitygw did not listen on {self.port} within {timeout:.0f} s") from None
                 time.sleep(0.05)
+        if self.delay_ms > 0 and self.proxy is None:
+            self.proxy = self.delayed(self.delay_ms, self.log_path.with_name(self.log_path.name + ".proxy")).start()
+        return self
 
     def bucket(self, name: str | None = None) -> str:
         """A new empty bucket (a directory of the root); returns its name."""
@@ -132,7 +165,10 @@ class S3Server:
             os.kill(self.proc.pid, signal.SIGCONT)
 
     def stop(self) -> None:
-        """Stop for good (SIGTERM, then SIGKILL)."""
+        """Stop for good (SIGTERM, then SIGKILL), the proxy in front of it too."""
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
         if self.proc is not None and self.proc.poll() is None:
             self.proc.terminate()
             try:
