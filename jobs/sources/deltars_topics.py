@@ -77,6 +77,7 @@ from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta import commit_log
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
 from sharedsub.storage.delta.tables import log_file, object_exists, table_exists
+from sharedsub.storage.objects import prefetch
 from sharedsub.storage.retention import read_batch_offset
 from sharedsub.storage.topics import list_topic_partitions
 
@@ -347,8 +348,10 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return snapshot, [None] * len(snapshot)
         files: list[str] = []
         rows: list[int | None] = []
-        for version in range(first + 1, last + 1):
-            commit = commit_log.read_commit(table, version)
+        # On object storage the entries are fetched together (one round trip, not one each).
+        with prefetch.prefetched(log_file(table, v) for v in range(first + 1, last + 1)):
+            commits = [commit_log.read_commit(table, version) for version in range(first + 1, last + 1)]
+        for version, commit in zip(range(first + 1, last + 1), commits, strict=True):
             if commit is None:
                 raise RuntimeError(
                     f"topic {topic!r}: commit {version} is no longer in the Delta log of {table}; the "
@@ -453,6 +456,11 @@ def read_topic_files(partition: TopicFiles) -> Iterator[pa.RecordBatch]:
     most are one small commit each, whose own select, topic column and cast cost more than
     reading them.
     """
+    with prefetch.prefetched(partition.files):  # on object storage: one round trip for the files
+        yield from _read_topic_files(partition)
+
+
+def _read_topic_files(partition: TopicFiles) -> Iterator[pa.RecordBatch]:
     pending: list[pa.Table] = []
     rows = 0
     for path in partition.files:
@@ -537,7 +545,8 @@ class DriverBatchReader:
 
 def read_parts(parts: Sequence[TopicFiles]) -> pa.Table:
     """The rows of ``parts``, read here, in the source's schema."""
-    batches = [batch for part in parts for batch in read_topic_files(part)]
+    with prefetch.prefetched(path for part in parts for path in part.files):  # all parts' files at once
+        batches = [batch for part in parts for batch in read_topic_files(part)]
     return pa.Table.from_batches(batches, schema=_SPARK_ARROW_SCHEMA)
 
 

@@ -14,6 +14,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from sharedsub.core.layout import local_path
+from sharedsub.storage.objects import prefetch
 from sharedsub.storage.objects.locations import locate, storage_options
 from sharedsub.storage.objects.store import ObjectNotFound
 
@@ -47,9 +48,8 @@ def read_object(location: str) -> tuple[bytes, int] | None:
     raises IsADirectoryError, as ``open`` does."""
     local = local_path(location)
     if local is None:
-        store, key = locate(location)
         try:
-            got = store.get(key)
+            got = prefetch.get(location)  # from memory inside a prefetch (objects.prefetch)
         except ObjectNotFound:
             return None
         return got.data, got.meta.modified_ms

@@ -1,0 +1,40 @@
+"""Concurrent reads of many objects (sharedsub.storage.objects.prefetch) on a real S3 server
+(versitygw) 20 ms away (the delay proxy): a block's reads are answered from memory, fetched
+together before it; a missing object still raises at its own read; outside the block reads ask
+the store again. (How long it takes is bench/'s: bench/run.py --store-delay-ms.)"""
+
+from __future__ import annotations
+
+import pytest
+
+from sharedsub.storage.objects import prefetch
+from sharedsub.storage.objects.locations import locate
+from sharedsub.storage.objects.request_counts import REQUESTS
+from sharedsub.storage.objects.store import ObjectNotFound
+from tests.s3_server import S3Server
+
+
+def _gets() -> int:
+    return sum(n for (kind, _), n in REQUESTS.snapshot().items() if kind == "get")
+
+
+def test_reads_inside_a_prefetch_come_from_memory_and_a_missing_one_raises_at_its_read(
+    s3_server: S3Server, slow_s3_env: dict[str, str]
+) -> None:
+    root = s3_server.url("prefetch")
+    locations = [f"{root}/objects/{i:02d}" for i in range(12)]
+    for i, location in enumerate(locations):
+        store, key = locate(location)
+        store.put(key, b"body %d" % i)
+    missing = f"{root}/objects/none"
+    before = _gets()
+    with prefetch.prefetched([*locations, missing]):
+        fetched = _gets()
+        bodies = [prefetch.get(location).data for location in locations]
+        with pytest.raises(ObjectNotFound):
+            prefetch.get(missing)
+        assert _gets() == fetched + 1  # only the missing one was asked again
+    assert bodies == [b"body %d" % i for i in range(12)]
+    assert fetched - before == 13  # one GET each, made together
+    prefetch.get(locations[0])
+    assert _gets() == fetched + 2  # held only inside the block
