@@ -55,7 +55,7 @@ import dataclasses
 import logging
 import os
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -264,7 +264,32 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         subscribed = self._subscribed_topics() if self.unsubscribed_topic_interval > 0 else None
         end: dict[str, int] = {}
         end_ids: dict[str, str | None] = {}
-        for topic in sorted(topics):
+        with prefetch.prefetched(self._probed_entries(topics, begin)):  # object storage: one round trip
+            self._probe_topics(sorted(topics), begin, begin_ids, cap, subscribed, end, end_ids)
+        offset = make_offset(end, end_ids)
+        if offset != make_offset(begin, begin_ids):
+            self._planned_once = True
+        return offset
+
+    def _probed_entries(self, topics: Iterable[str], begin: Mapping[str, int]) -> Iterator[str]:
+        """The log entries a probe of ``topics`` reads first: each one's version 0 (its table's
+        id), the version it is known at and the next one."""
+        for topic in topics:
+            table, known = self._table(topic), begin.get(topic, -1)
+            yield from (log_file(table, v) for v in {0, max(known, 0), known + 1})
+
+    def _probe_topics(
+        self,
+        topics: list[str],
+        begin: dict[str, int],
+        begin_ids: dict[str, str],
+        cap: int | None,
+        subscribed: frozenset[str] | None,
+        end: dict[str, int],
+        end_ids: dict[str, str | None],
+    ) -> None:
+        """The body of :meth:`_latest`: each topic's end version and table id into ``end``, ``end_ids``."""
+        for topic in topics:
             known, known_id = begin.get(topic, -1), begin_ids.get(topic)
             older = self._older(topic, known)
             current = self._ids.get(self._table(topic), reload=older)
@@ -290,10 +315,6 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 end[topic], end_ids[topic] = begin.get(topic, -1), known_id
                 continue
             end[topic], end_ids[topic] = max(known, latest), current
-        offset = make_offset(end, end_ids)
-        if offset != make_offset(begin, begin_ids):
-            self._planned_once = True
-        return offset
 
     def reportLatestOffset(self) -> Offset | None:
         """Newest versions probed so far (for the query's progress reports)."""
@@ -324,13 +345,15 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if last <= first:
                 continue
             table = self._table(topic)
-            current = self._ids.get(table)
+            with prefetch.prefetched([log_file(table, 0), *(log_file(table, v) for v in range(first + 1, last + 1))]):
+                current = self._ids.get(table)
+                if current is not None and (ident is None or current == ident):
+                    files, file_rows = self._added_files(topic, first, last)
             if current is None or (ident is not None and current != ident):
                 # The table this batch was planned on was dropped (and perhaps created again):
                 # its files are gone. A new table is read from -1 by the next batch (ids differ).
                 log.warning("topic %s: its table %s was dropped before this batch read it", topic, ident)
                 continue
-            files, file_rows = self._added_files(topic, first, last)
             for i in range(0, len(files), self.files_per_partition):
                 counts = file_rows[i : i + self.files_per_partition]
                 rows = None if any(c is None for c in counts) else sum(c for c in counts if c is not None)

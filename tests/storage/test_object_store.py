@@ -57,6 +57,10 @@ def test_list_gives_the_prefix_in_key_order(store: ObjectStore) -> None:
     assert [m.key for m in store.list("t/_delta_log/00000000000000000001")] == ["t/_delta_log/00000000000000000001.json"]
     assert len(list(store.list(""))) == 5
     assert list(store.list("nothing/")) == []
+    # after=: only the keys past one (S3's start-after), still under the prefix.
+    after = [m.key for m in store.list("t/_delta_log/", after="t/_delta_log/00000000000000000000.json")]
+    assert after == ["t/_delta_log/00000000000000000001.json", "t/_delta_log/00000000000000000002.json"]
+    assert list(store.list("t/_delta_log/", after="t/_delta_log/00000000000000000002.json")) == []
 
 
 def test_put_if_absent_creates_once(store: ObjectStore) -> None:

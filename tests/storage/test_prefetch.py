@@ -32,9 +32,24 @@ def test_reads_inside_a_prefetch_come_from_memory_and_a_missing_one_raises_at_it
         fetched = _gets()
         bodies = [prefetch.get(location).data for location in locations]
         with pytest.raises(ObjectNotFound):
-            prefetch.get(missing)
-        assert _gets() == fetched + 1  # only the missing one was asked again
+            prefetch.get(missing)  # the store's answer, kept
+        assert _gets() == fetched  # all from memory
     assert bodies == [b"body %d" % i for i in range(12)]
     assert fetched - before == 13  # one GET each, made together
     prefetch.get(locations[0])
-    assert _gets() == fetched + 2  # held only inside the block
+    assert _gets() == fetched + 1  # held only inside the block
+
+
+def test_what_a_head_tells_comes_from_a_prefetched_get_once(s3_server: S3Server, slow_s3_env: dict[str, str]) -> None:
+    root = s3_server.url("prefetch")
+    there, absent = f"{root}/a", f"{root}/b"
+    store, key = locate(there)
+    written = store.put(key, b"x")
+    heads = sum(n for (kind, _), n in REQUESTS.snapshot().items() if kind == "head")
+    with prefetch.prefetched([there, absent]):
+        found = prefetch.meta(there)
+        assert found is not None and found.etag == written.etag and found.size == 1
+        assert prefetch.meta(absent) is None
+        assert sum(n for (kind, _), n in REQUESTS.snapshot().items() if kind == "head") == heads
+        assert prefetch.meta(there) is not None  # a second look asks the store (a HEAD)
+    assert sum(n for (kind, _), n in REQUESTS.snapshot().items() if kind == "head") == heads + 1

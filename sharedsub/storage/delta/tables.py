@@ -115,12 +115,7 @@ def object_exists(location: str) -> bool:
     local = local_path(location)
     if local is not None:
         return os.path.isfile(local)
-    store, key = locate(location)
-    try:
-        store.head(key)
-    except ObjectNotFound:
-        return False
-    return True
+    return prefetch.meta(location) is not None  # (from memory inside a prefetch)
 
 
 def table_exists(table: str) -> bool:

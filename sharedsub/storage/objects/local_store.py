@@ -83,8 +83,9 @@ class LocalStore:
             raise ObjectNotFound(key)
         return self._meta(key, path, st)
 
-    def list(self, prefix: str) -> Iterator[ObjectMeta]:
-        """ObjectStore.list: Every object whose key starts with ``prefix``, in key order (nothing when none)."""
+    def list(self, prefix: str, *, after: str | None = None) -> Iterator[ObjectMeta]:
+        """ObjectStore.list: Every object whose key starts with ``prefix``, in key order (nothing when
+        none); with ``after``, only keys greater than it."""
         # The deepest directory every matching key is under, then a walk of it.
         base = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         top = self.path(base) if base else self._root
@@ -95,7 +96,7 @@ class LocalStore:
             rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
             for name in filenames:
                 key = rel + name
-                if key.startswith(prefix) and not name.startswith(_TEMP):
+                if key.startswith(prefix) and not name.startswith(_TEMP) and (after is None or key > after):
                     found.append((key, os.path.join(dirpath, name)))
         for key, path in sorted(found):
             try:

@@ -7,10 +7,12 @@ that answers in 20 ms that was seconds a batch (bench/RESULTS.md, issue 42), on 
 Fetched together, they cost about one round trip. The readers keep their shape: they ask for
 one object at a time, through :func:`get`, and the order, errors and contents they see are those
 of the one-at-a-time reads (a missing object raises ObjectNotFound at its own read, not at the
-prefetch).
+prefetch). :func:`meta` answers what a HEAD would from a prefetched GET (a GET of a small object
+costs what a HEAD does: one request, billed alike).
 
-Local locations are not prefetched (a file read is no round trip). Bodies are held only inside
-the block, and each is handed out once (a second read of the same location asks the store).
+Local locations are not prefetched (a file read is no round trip). Answers are held only inside
+the block, and each is handed out once (a second read of the same location asks the store: a
+reader that checks again, e.g. whether a table was replaced while it was probed, sees the store).
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from contextlib import contextmanager
 
 from sharedsub.core.layout import local_path
 from sharedsub.storage.objects.locations import locate
-from sharedsub.storage.objects.store import ObjectNotFound, StoredObject
+from sharedsub.storage.objects.store import ObjectMeta, ObjectNotFound, StoredObject
 
 CONCURRENT_GETS = 16
 """Requests in flight at once per prefetch (obstore's client releases the GIL while it waits)."""
 
-_held: dict[str, StoredObject] = {}
+_held: dict[str, StoredObject | None] = {}  # None: the store said there is none
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
 
@@ -58,10 +60,9 @@ def prefetched(locations: Iterable[str]) -> Iterator[None]:
     mine: list[str] = []
     if len(wanted) > 1:
         for location, got in _executor().map(_fetch, wanted):
-            if got is not None:
-                mine.append(location)
-                with _lock:
-                    _held[location] = got
+            mine.append(location)
+            with _lock:
+                _held[location] = got
     try:
         yield
     finally:
@@ -77,8 +78,26 @@ def get(location: str) -> StoredObject:
         ObjectNotFound: there is none.
     """
     with _lock:
+        known = location in _held
         held = _held.pop(location, None)
-    if held is not None:
+    if known:
+        if held is None:
+            raise ObjectNotFound(locate(location)[1])
         return held
     store, key = locate(location)
     return store.get(key)
+
+
+def meta(location: str) -> ObjectMeta | None:
+    """What a HEAD of remote ``location`` tells (None: there is none): from a prefetched GET,
+    or one HEAD now."""
+    with _lock:
+        known = location in _held
+        held = _held.pop(location, None)
+    if known:
+        return held.meta if held is not None else None
+    store, key = locate(location)
+    try:
+        return store.head(key)
+    except ObjectNotFound:
+        return None

@@ -173,15 +173,17 @@ class S3Store:
         except obx.BaseError as exc:
             raise _failure(exc, f"HEAD {key}", self._root) from None
 
-    def list(self, prefix: str) -> Iterator[ObjectMeta]:
-        """ObjectStore.list: Every object whose key starts with ``prefix``, in key order (nothing when none)."""
+    def list(self, prefix: str, *, after: str | None = None) -> Iterator[ObjectMeta]:
+        """ObjectStore.list: Every object whose key starts with ``prefix``, in key order (nothing when
+        none); with ``after``, only keys greater than it."""
         # object_store lists whole path segments: the directory part of the prefix is listed
         # and the rest of it filtered here.
         directory = prefix.rsplit("/", 1)[0] if "/" in prefix else ""
         listed = self._path(directory) if directory else self._prefix.rstrip("/") or None
         REQUESTS.add("list", listed or "")
         try:
-            for chunk in obstore.list(self._store, listed):
+            offset = self._path(after) if after is not None else None
+            for chunk in obstore.list(self._store, listed, offset=offset):
                 for raw in chunk:
                     path = str(raw["path"])
                     if path.startswith(self._prefix + prefix):

@@ -13,7 +13,8 @@ operation              contract
                        :class:`ObjectNotFound` when there is none
 ``head(key)``          its :class:`ObjectMeta` (size, entity tag, time), no body; ObjectNotFound
 ``list(prefix)``       every object whose key starts with ``prefix`` (a directory prefix ends in
-                       ``/``), in key order; nothing (not an error) when there is none
+                       ``/``), in key order; nothing (not an error) when there is none; with
+                       ``after=key`` only the keys after that one (one request still)
 ``put(key, data)``     create or replace, atomically: a reader sees the old object or the new
                        one, never a part; durable when it returns (the store acknowledged it;
                        a local file and its directory are fsynced). Returns the new ObjectMeta
@@ -111,8 +112,9 @@ class ObjectStore(Protocol):
         """Its size, tag and time, without the body. Raises ObjectNotFound."""
         ...
 
-    def list(self, prefix: str) -> Iterator[ObjectMeta]:
-        """Every object whose key starts with ``prefix``, in key order (nothing when none)."""
+    def list(self, prefix: str, *, after: str | None = None) -> Iterator[ObjectMeta]:
+        """Every object whose key starts with ``prefix``, in key order (nothing when none); with
+        ``after``, only keys greater than it (S3's ``start-after``: still one request)."""
         ...
 
     def put(self, key: str, data: bytes) -> ObjectMeta:
