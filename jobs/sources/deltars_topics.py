@@ -261,19 +261,24 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cap = self.first_batch_commits if cap is None else min(cap, self.first_batch_commits)
         topics = set(begin)  # (feeds: each partition of a topic is probed and capped apart)
         topics.update(self._target if self._target is not None else self._list_topics())
-        subscribed = self._subscribed_topics() if self.unsubscribed_topic_interval > 0 else None
         end: dict[str, int] = {}
         end_ids: dict[str, str | None] = {}
-        with prefetch.prefetched(self._probed_entries(topics, begin)):  # object storage: one round trip
+        catalog = self.unsubscribed_topic_interval > 0
+        # On object storage one round trip: the catalog's next entry too (its refresh's probe).
+        with prefetch.prefetched(self._probed_entries(topics, begin, catalog=catalog)):
+            subscribed = self._subscribed_topics() if catalog else None
             self._probe_topics(sorted(topics), begin, begin_ids, cap, subscribed, end, end_ids)
         offset = make_offset(end, end_ids)
         if offset != make_offset(begin, begin_ids):
             self._planned_once = True
         return offset
 
-    def _probed_entries(self, topics: Iterable[str], begin: Mapping[str, int]) -> Iterator[str]:
+    def _probed_entries(self, topics: Iterable[str], begin: Mapping[str, int], *, catalog: bool) -> Iterator[str]:
         """The log entries a probe of ``topics`` reads first: each one's version 0 (its table's
-        id), the version it is known at and the next one."""
+        id), the version it is known at and the next one; with ``catalog``, the catalog's next
+        one (CatalogReader.refresh, once it has read the catalog)."""
+        if catalog and self._catalog.version >= 0:
+            yield log_file(self._catalog.path, self._catalog.version + 1)
         for topic in topics:
             table, known = self._table(topic), begin.get(topic, -1)
             yield from (log_file(table, v) for v in {0, max(known, 0), known + 1})

@@ -18,8 +18,8 @@ at the version after the known one. A refusal means another entry holds that ver
 * a higher owner epoch's (a new owner fenced the table): :class:`Superseded`, the writer stops;
 * a change of metadata or protocol: :class:`TableChanged`, the caller commits through delta-rs;
 * an entry of another writer that records an app transaction this commit records too (a Spark
-  task's commit, a retried batch): :class:`TransactionsTaken` after its transactions are learnt,
-  and the caller decides again what to commit;
+  task's commit, a retried batch): :class:`TransactionsTaken`; the table is loaded again at the
+  next use and the caller decides again what to commit;
 * else (maintenance's deletes and compactions, another member's append to a shared ack log):
   stepped over, its app transactions learnt, and the put tried at the next version.
 
@@ -255,10 +255,14 @@ class ObjectAppender:
         if changes:
             self.forget()
             raise TableChanged(self.path)
+        if self._guarded or mine & txns.keys():
+            # Another writer is committing these marks (the fan-out's Spark tasks, perhaps many
+            # versions of them): load the table again rather than step through its commits one
+            # refused put at a time; the caller decides again on what it then knows.
+            self.forget()
+            raise TransactionsTaken(self.path, version)
         self._txns.update(txns)
         self._version = version
-        if self._guarded or mine & txns.keys():
-            raise TransactionsTaken(self.path, version)
         return False
 
     def _read(self, version: int) -> tuple[dict[str, object], dict[str, int], bool]:
