@@ -5,10 +5,11 @@ delta-rs's requests included.
     .venv/bin/python bench/idle_requests.py [--configs 0x0,1x0,1x1,4x4] [--window 60] [--settle 20]
                                             [--store-delay-ms 0]
 
-Starts a versitygw with its access log (tests/s3_server.py, bench/s3_access_log.py) and one real
-``sharedsub serve`` (with its embedded fan-out job) on a bucket of it
-(bench/sharedsub_service.py ``SharedSubS3Service``; with ``--store-delay-ms`` reached through a
-delay proxy, bench/delay_proxy.py, that hands every answer back that late). Then, for each configuration ``TxS`` in
+Through bench/served_bucket.py (shared with bench/requests_bill.py): starts a versitygw with
+its access log (tests/s3_server.py, bench/s3_access_log.py) and one real ``sharedsub serve``
+(with its embedded fan-out job) on a bucket of it (bench/sharedsub_service.py
+``SharedSubS3Service``; with ``--store-delay-ms`` reached through a delay proxy,
+bench/delay_proxy.py, that hands every answer back that late). Then, for each configuration ``TxS`` in
 ``--configs`` in turn (each adds to the one before: T and S never decrease), it creates topics
 up to T and attaches subscriptions up to S, subscription j a JMS shared durable subscription on
 topic j with one consumer (tests/amqp_peer.py ``Subscriber``, credit 100) that stays attached;
@@ -37,11 +38,8 @@ import argparse
 import json
 import os
 import shlex
-import shutil
 import sys
-import tempfile
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -50,83 +48,11 @@ if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
 import numpy as np  # noqa: E402
-import procstat  # noqa: E402
-import s3_access_log  # noqa: E402
-import stages  # noqa: E402
-from sharedsub_service import SharedSubS3Service  # noqa: E402
-
-from tests.amqp_peer import Subscriber, jms_shared_durable  # noqa: E402
-from tests.prometheus_text import parse as parse_metrics  # noqa: E402
-
-METRIC = "sharedsub_object_store_requests_total"
+from served_bucket import ServedBucket, parse_configs  # noqa: E402
 
 
 def log(text: str) -> None:
     print(f"[idle {time.strftime('%H:%M:%S')}] {text}", file=sys.stderr, flush=True)
-
-
-def parse_configs(text: str) -> list[tuple[int, int]]:
-    """``"0x0,1x1,4x4"`` → [(0, 0), (1, 1), (4, 4)]; T and S must not decrease, S ≤ T."""
-    out = []
-    for item in text.split(","):
-        t, _, s = item.strip().partition("x")
-        out.append((int(t), int(s)))
-    for (t0, s0), (t1, s1) in zip(out, out[1:], strict=False):
-        if t1 < t0 or s1 < s0:
-            raise SystemExit(f"--configs: each configuration adds to the one before ({t0}x{s0} then {t1}x{s1})")
-    if any(s > t for t, s in out):
-        raise SystemExit("--configs: one subscription per topic at most (S ≤ T)")
-    return out
-
-
-def front_end_counts(url: str) -> dict[tuple[str, str], float]:
-    """The front end's ``sharedsub_object_store_requests_total`` by (kind, family) now."""
-    with urllib.request.urlopen(url, timeout=30) as reply:
-        samples = parse_metrics(reply.read().decode())[1]
-    return {
-        (dict(labels)["kind"], dict(labels)["family"]): value
-        for (name, labels), value in samples.items()
-        if name == METRIC
-    }
-
-
-def window(svc: SharedSubS3Service, access: s3_access_log.AccessLog, clients: dict[str, str],
-           seconds: float) -> dict[str, Any]:
-    """Requests per second over one window: at the server by (client, verb, family), and on the
-    front end's /metrics by (kind, family)."""
-    url = stages.metrics_url(svc.data_dir)
-    pid = svc.broker_pid()
-    assert pid is not None and svc.server.proc is not None
-    load = procstat.loadavg_1m()
-    before = front_end_counts(url)
-    cpu0, s3_cpu0 = procstat.tree_cpu_seconds(pid), procstat.process_cpu_seconds(svc.server.proc.pid) or 0.0
-    t0, start = time.monotonic(), access.mark()
-    time.sleep(seconds)
-    end, t1 = access.mark(), time.monotonic()
-    cpu1, s3_cpu1 = procstat.tree_cpu_seconds(pid), procstat.process_cpu_seconds(svc.server.proc.pid) or 0.0
-    after = front_end_counts(url)
-    scraped = access.mark()
-    span = t1 - t0
-    at_server = s3_access_log.counts(access.since(start, end), clients)
-    # A scrape is not idle: /metrics' backlog figures read the subscription tables. What the
-    # closing scrape cost (plus whatever else ran in its few ms) is left out of the window and
-    # shown apart; the front end's own count over the window includes it.
-    scrape = s3_access_log.counts(access.since(end, scraped), clients)
-    return {
-        "window_s": round(span, 2),
-        "loadavg_1m_before": load,
-        # Cores kept busy while idle: serve with its fan-out JVM and workers; the S3 server.
-        "serve_cpu_cores": round((cpu1 - cpu0) / span, 3),
-        "s3_server_cpu_cores": round((s3_cpu1 - s3_cpu0) / span, 3),
-        "one_metrics_scrape_requests": {" ".join(k): v for k, v in sorted(scrape.items())},
-        "server_per_s": {" ".join(k): round(v / span, 3) for k, v in sorted(at_server.items())},
-        "server_total_per_s": round(sum(at_server.values()) / span, 3),
-        "front_end_metrics_per_s": {
-            " ".join(k): round((after.get(k, 0.0) - before.get(k, 0.0)) / span, 3) for k in sorted(after)
-            if after.get(k, 0.0) != before.get(k, 0.0)
-        },
-        "front_end_metrics_total_per_s": round((sum(after.values()) - sum(before.values())) / span, 3),
-    }
 
 
 def fit(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
@@ -177,47 +103,17 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     configs = parse_configs(args.configs)
     print(f"$ {shlex.join([os.path.relpath(sys.executable, ROOT), *sys.argv])}", flush=True)
-    out = tempfile.mkdtemp(prefix="idle-requests-")
-    access = s3_access_log.AccessLog(os.path.join(out, "access.log"))
-    svc = SharedSubS3Service(log=log, log_path=os.path.join(out, "serve.log"),
-                             server_log_path=os.path.join(out, "versitygw.log"), access_log=access.path,
-                             keep_data=args.keep, store_delay_ms=args.store_delay_ms)
-    subscribers: list[Subscriber] = []
     rows: list[dict[str, Any]] = []
-    with svc:
-        clients = s3_access_log.calibrate(access, f"s3://{svc.bucket}", svc.server.env())
-        log(f"clients by user agent: {clients}")
-        log(f"starting serve on {svc.data_dir}")
-        start_s = svc.start()
-        log(f"serve ready in {start_s:.1f} s at {svc.url}")
-        topics: list[str] = []
-        try:
-            for t, s in configs:
-                new = [f"idle-{i}" for i in range(len(topics), t)]
-                if new:
-                    svc.create_topics(new)
-                    topics += new
-                while len(subscribers) < s:
-                    j = len(subscribers)
-                    sub = Subscriber(svc.url, topics[j], container_id=f"idle-app-{j}", **jms_shared_durable(f"idle-sub-{j}"))
-                    sub.start()
-                    subscribers.append(sub)
-                    if not sub.attached.wait(60):
-                        raise RuntimeError(f"subscription idle-sub-{j} on {topics[j]} did not attach in 60 s: {sub.error}")
-                log(f"T={t} S={s}: settling {args.settle:g} s, then counting {args.window:g} s")
-                time.sleep(args.settle)
-                row = {"topics": t, "subscriptions": s, "store_delay_ms": args.store_delay_ms,
-                       **window(svc, access, clients, args.window)}
-                rows.append(row)
-                print(json.dumps(row), flush=True)
-        finally:
-            for sub in subscribers:
-                sub.stop()
-            svc.stop()
-    if args.keep:
-        log(f"logs kept in {out}")
-    else:
-        shutil.rmtree(out, ignore_errors=True)
+    with ServedBucket(name="idle", tmp_prefix="idle-requests-", log=log, keep=args.keep,
+                      store_delay_ms=args.store_delay_ms) as bucket:
+        for t, s in configs:
+            bucket.grow(t, s)
+            log(f"T={t} S={s}: settling {args.settle:g} s, then counting {args.window:g} s")
+            time.sleep(args.settle)
+            row = {"topics": t, "subscriptions": s, "store_delay_ms": args.store_delay_ms,
+                   **bucket.window(args.window).row}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
     print("\nRequests per second at the S3 server, idle (nothing published):\n")
     print(table(rows))
     model = fit(rows)

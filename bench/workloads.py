@@ -13,9 +13,12 @@ deadline after which it closes its connection and returns what it has (``timed_o
 * ``consume_backlog``: N receivers, each on its own connection, drain a pre-loaded subscription
   (or queue), accepting every delivery; ``create_subscription`` makes the durable subscription
   beforehand (attach, then detach without closing).
+* ``publish_at_rate``: a paced publisher spread round-robin over several addresses (one sender
+  link each, one connection), for a set time; nothing is received.
 
 Every body is fresh random bytes, so nothing downstream can compress or deduplicate it.
-Messages are encoded before the workload starts; only the send time is written at send time.
+Messages are encoded before the workload starts; only the send time is written at send time
+(``publish_at_rate`` encodes each as it goes: a run of minutes would hold them all).
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 import math
 import os
 import struct
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -921,3 +925,118 @@ def consume_backlog(
             out["broker_cpu_s"] = b2 - b1
             out["broker_cpu_s_before_first_delivery"] = b1 - b0
     return out
+
+
+# --------------------------------------------------------------------------- publish at a rate, several addresses
+
+
+class _PublishAtRate(_Workload):
+    def __init__(
+        self, url: str, addresses: Sequence[str], *, rate: float, duration_s: float, size: int, window: int,
+        timeout_s: float, tick_s: float, props: PropsFn | None, on_sending: Callable[[], None] | None,
+        stop: threading.Event | None,
+    ) -> None:
+        super().__init__(url, timeout_s=timeout_s)
+        self.addresses = list(addresses)
+        self.rate, self.duration_s, self.size, self.window, self.tick_s = rate, duration_s, size, window, tick_s
+        self.props, self.on_sending, self.stop = props, on_sending, stop
+        self.senders: list[Any] = []
+        self.opened = 0
+        self.t0 = self.t_end = 0.0
+        self.sending = False
+        self.sent_at: list[float] = []  # time.monotonic() of each send, by bench_seq
+        self.accepted = 0
+        self.not_accepted: list[int] = []  # bench_seq of each message rejected, released or modified
+        self.credit_stalls = 0
+
+    def open_links(self, container: Container, conn: Any) -> None:
+        self.senders = [container.create_sender(conn, a, name=f"bench-rate-pub-{i}") for i, a in enumerate(self.addresses)]
+
+    def on_link_opened(self, event: Any) -> None:
+        self.opened += 1
+        if self.opened == len(self.senders) and not self.t0:
+            self.t0 = time.monotonic()
+            self.sending = True
+            if self.on_sending is not None:
+                self.on_sending()
+            self._tick()
+
+    def _tick(self) -> None:
+        if self.done or not self.sending:
+            return
+        now = time.monotonic()
+        if now - self.t0 >= self.duration_s or (self.stop is not None and self.stop.is_set()):
+            self.sending = False
+            self.t_end = now
+            self._maybe_done()
+            return
+        due = (now - self.t0) * self.rate
+        while len(self.sent_at) < due:
+            seq = len(self.sent_at)
+            sender = self.senders[seq % len(self.senders)]
+            if sender.credit <= 0 or seq - self.accepted - len(self.not_accepted) >= self.window:
+                self.credit_stalls += 1
+                break
+            _Encoded(seq, self.size, self.props).send(sender, str(seq))
+            self.sent_at.append(time.monotonic())
+        self._container.schedule(self.tick_s, _Call(self._tick))
+
+    def _maybe_done(self) -> None:
+        if not self.sending and self.t0 and self.accepted + len(self.not_accepted) == len(self.sent_at):
+            self.finish()
+
+    def on_accepted(self, event: Any) -> None:
+        self.accepted += 1
+        self._maybe_done()
+
+    def _refused(self, event: Any) -> None:
+        self.not_accepted.append(int(event.delivery.tag))
+        self._maybe_done()
+
+    def on_rejected(self, event: Any) -> None:
+        super().on_rejected(event)
+        self._refused(event)
+
+    def on_released(self, event: Any) -> None:  # released or modified
+        super().on_released(event)
+        self._refused(event)
+
+
+def publish_at_rate(
+    url: str, addresses: Sequence[str], *, rate: float, duration_s: float, size: int = 1024, window: int = 5000,
+    timeout_s: float | None = None, tick_s: float = 0.005, props: PropsFn | None = None,
+    on_sending: Callable[[], None] | None = None, stop: threading.Event | None = None,
+) -> dict[str, Any]:
+    """Publish durable ``size``-byte messages at ``rate`` msg/s in total for ``duration_s`` s (or
+    until ``stop`` is set), message ``bench_seq`` n to ``addresses[n % len(addresses)]`` (each
+    address gets ``rate`` / len(addresses)), unsettled, at most ``window`` not yet settled; then
+    wait for every outcome.
+
+    Sending starts once every sender link has attached; ``on_sending()`` is called then (on the
+    reactor's thread). A send waits for credit and the window (``credit_stalls`` counts the ticks
+    that did), so a broker slower than ``rate`` shows as ``achieved_rate`` below it.
+    ``timeout_s`` (default ``duration_s`` + 120) bounds the whole run.
+
+    Returns:
+        ``sent_at``: the ``time.monotonic()`` of each send, by ``bench_seq``; ``not_accepted``:
+        the ``bench_seq`` of each message the broker did not accept; counts, errors, ``timed_out``.
+    """
+    h = _PublishAtRate(
+        url, addresses, rate=rate, duration_s=duration_s, size=size, window=window,
+        timeout_s=duration_s + 120.0 if timeout_s is None else timeout_s, tick_s=tick_s, props=props,
+        on_sending=on_sending, stop=stop,
+    )
+    t0 = time.perf_counter()
+    Container(h).run()
+    return {
+        "sent": len(h.sent_at),
+        "accepted": h.accepted,
+        "not_accepted": sorted(h.not_accepted),
+        "achieved_rate": len(h.sent_at) / (h.t_end - h.t0) if h.t_end > h.t0 else None,
+        "credit_stalls": h.credit_stalls,
+        "sent_at": h.sent_at,
+        "wall_s": time.perf_counter() - t0,
+        "timed_out": h.timed_out,
+        "errors": h.errors[:10],
+        "error_count": len(h.errors),
+    }
