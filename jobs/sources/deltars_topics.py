@@ -275,13 +275,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def _probed_entries(self, topics: Iterable[str], begin: Mapping[str, int], *, catalog: bool) -> Iterator[str]:
         """The log entries a probe of ``topics`` reads first: each one's version 0 (its table's
-        id), the version it is known at and the next one; with ``catalog``, the catalog's next
-        one (CatalogReader.refresh, once it has read the catalog)."""
+        id), the version it is known at and the next two (commit_log.latest_version); with
+        ``catalog``, the catalog's next one (CatalogReader.refresh, once it has read the catalog)."""
         if catalog and self._catalog.version >= 0:
             yield log_file(self._catalog.path, self._catalog.version + 1)
         for topic in topics:
             table, known = self._table(topic), begin.get(topic, -1)
-            yield from (log_file(table, v) for v in {0, max(known, 0), known + 1})
+            yield from (log_file(table, v) for v in {0, max(known, 0), known + 1, known + 2})
 
     def _probe_topics(
         self,

@@ -167,14 +167,17 @@ def test_checkpoints_are_written_and_delta_rs_reads_past_them(root: str) -> None
 
 
 
-def test_new_versions_are_found_by_a_head_and_one_list_not_a_head_each(root: str, counted: S3Server) -> None:
+def test_new_versions_are_found_by_two_heads_and_one_list_not_a_head_each(root: str, counted: S3Server) -> None:
     table = create_topic(root, "t")
     writer = DeltaAppender(table, schemas.TOPIC)
     for seq in range(6):
         writer.append(_rows([seq]))
     start = _mark(counted)
     assert latest_version(table, 1) == 6
-    assert sorted(op for op, _ in _requests(counted, start)) == ["s3_HeadObject", "s3_ListObjectsV2"]
+    assert sorted(op for op, _ in _requests(counted, start)) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
+    start = _mark(counted)
+    assert latest_version(table, 5) == 6  # one new: two HEADs, no LIST (billed as twelve HEADs)
+    assert [op for op, _ in _requests(counted, start)] == ["s3_HeadObject"] * 2
     start = _mark(counted)
     assert latest_version(table, 6) == 6  # nothing new: the one HEAD
     assert [op for op, _ in _requests(counted, start)] == ["s3_HeadObject"]
