@@ -26,6 +26,7 @@ from connectors.amqp.endpoint_state import EndpointState
 from connectors.amqp.wire.engine_loop import Injector
 from sharedsub.core.config import (
     Settings,
+    ack_commit_interval,
     group_commit_interval,
     several_members,
     tail_idle_poll_interval,
@@ -161,6 +162,7 @@ def build_parts(
         on_fenced=on_fenced,
         lapsed=lapsed,
         shared_catalog=several_members(settings),
+        ack_interval=ack_commit_interval(settings),
     )
     tailer = Tailer(
         root,

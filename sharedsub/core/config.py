@@ -70,6 +70,8 @@ class StorageSettings:
     object_idle_poll_interval: float
     # The least seconds between group commits on object storage (group_commit_interval).
     object_commit_interval: float
+    # The least seconds between two commits of one acknowledgement log on object storage (ack_commit_interval).
+    object_ack_interval: float
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -308,6 +310,13 @@ def group_commit_interval(settings: Settings) -> float:
     return max(interval, settings.storage.object_commit_interval) if on_object_store(settings) else interval
 
 
+def ack_commit_interval(settings: Settings) -> float:
+    """The least seconds between two commits of one acknowledgement log: ``[storage]
+    object_ack_interval`` on object storage (each commit is two billed requests there), 0
+    locally (acknowledgement logs are paced by the group commit alone)."""
+    return settings.storage.object_ack_interval if on_object_store(settings) else 0.0
+
+
 def tail_idle_poll_interval(settings: Settings) -> float:
     """The longest the tailer waits between polls while nothing comes: ``[storage]
     object_idle_poll_interval`` on object storage (sharedsub.core.ops.poll_backoff), the poll
@@ -385,14 +394,21 @@ def _check(settings: Settings) -> None:
     _check_cluster(s)
 
 
-def _check_intervals(s: Settings) -> None:
-    """Times and retention settings (seconds or hours) are in range; [fanout]'s choices are known."""
-    if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
-        raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
+def _check_object_intervals(s: Settings) -> None:
+    """[storage]'s pacing of commits on object storage is in range."""
+    if not 0 <= s.storage.object_ack_interval <= 60:  # NaN fails too
+        raise ConfigError("storage.object_ack_interval", f"must be 0..60 seconds, got {s.storage.object_ack_interval}")
     if not 0 <= s.storage.object_commit_interval <= 1:  # NaN fails too
         raise ConfigError(
             "storage.object_commit_interval", f"must be 0..1 seconds, got {s.storage.object_commit_interval}"
         )
+
+
+def _check_intervals(s: Settings) -> None:
+    """Times and retention settings (seconds or hours) are in range; [fanout]'s choices are known."""
+    if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
+        raise ConfigError("publish.min_commit_interval", f"must be 0..1 seconds, got {s.publish.min_commit_interval}")
+    _check_object_intervals(s)
     if not 0 <= s.publish.sync_send_gap <= 1:  # NaN fails too
         raise ConfigError("publish.sync_send_gap", f"must be 0..1 seconds, got {s.publish.sync_send_gap}")
     if s.server.idle_timeout < 0:

@@ -110,6 +110,7 @@ class Committer:
         on_fenced: Callable[[str], None] | None = None,
         lapsed: Callable[[], str | None] | None = None,
         shared_catalog: bool = False,
+        ack_interval: float = 0.0,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -128,7 +129,10 @@ class Committer:
         do not fence it (sharedsub.core.ownership.members.supersedes); it is reported like a
         fence. ``shared_catalog``: other members commit catalog revisions too, so the highest
         one is read again before each catalog commit (a revision only ever grows: a later
-        record of a subscription wins over an earlier one)."""
+        record of a subscription wins over an earlier one). ``ack_interval``: the least seconds
+        between two commits of one acknowledgement log (``[storage] object_ack_interval`` on
+        object storage, where each is two billed requests; 0 locally): acknowledgements that
+        come sooner wait for the next, as those a slice leaves do (:meth:`_append_ack_logs`)."""
         self.store = store
         self._shared_catalog = shared_catalog
         self._on_fenced = on_fenced
@@ -158,6 +162,8 @@ class Committer:
         # Acknowledgements a group left for the next (_append_ack_logs): they go first in it.
         self._deferred: list[Request] = []
         self._acks_rest_until = 0.0  # (time.monotonic()) no slice of them before then
+        self._ack_interval = ack_interval
+        self._ack_committed_at: dict[str, float] = {}  # ack log -> time.monotonic() of its last commit
         # Failed tries of writes the data dir could not take, by errno name (ENOSPC, ...); written
         # by this thread only, read by the metrics endpoint with dict.copy().
         self.write_errors: dict[str, int] = {}
@@ -504,18 +510,28 @@ class Committer:
         deadline = start + ACK_SLICE
         resting = not everything and start < self._acks_rest_until
         committed = left = False
+        due: float | None = None  # the soonest a log held back by ack_interval may commit
         for table, items in acks.items():
             awaited = any(item.token is not None for item in items)
-            if not everything and not awaited and (resting or (committed and time.monotonic() >= deadline)):
-                self._deferred.extend(items)
-                left = True
-                continue
+            if not everything and not awaited:
+                ready_at = self._ack_committed_at.get(table, float("-inf")) + self._ack_interval
+                if resting or (committed and time.monotonic() >= deadline) or ready_at > start:
+                    self._deferred.extend(items)
+                    if ready_at > start:
+                        due = ready_at if due is None else min(due, ready_at)
+                    else:
+                        left = True
+                    continue
             results.extend(self._append_acks(table, items, parked))
+            if self._ack_interval > 0:
+                self._ack_committed_at[table] = time.monotonic()
             committed = True
         if left and not resting:
             # More logs than a slice takes: rest before the next slice, so that acknowledging
             # a thousand subscriptions takes at most about a fifth of the committer's time.
             self._acks_rest_until = time.monotonic() + ACK_REST
+        elif due is not None and not resting:
+            self._acks_rest_until = due  # the deferred wait for the soonest log's interval
         if committed:
             try:
                 self.store.sync()

@@ -271,3 +271,27 @@ def test_a_barrier_or_a_stop_commits_every_acknowledgement_first(store: MemorySt
     finally:
         committer.stop()
     assert all(store.rows(layout.join(store.root, log)).num_rows == 2 for log in logs)
+
+
+def test_one_acknowledgement_log_commits_at_most_once_per_ack_interval(store: MemoryStore) -> None:
+    # [storage] object_ack_interval: a log acknowledged again within the interval waits for it
+    # (its rows gathered into one commit), while publishes go on; a stop writes what waits.
+    done = Collector()
+    committer = Committer(store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=30.0, ack_interval=0.6)
+    log = layout.join(store.root, "subscriptions/k/g1-acks")
+    committer.start()
+    try:
+        committer.submit(Ack("subscriptions/k/g1-acks", [0], "accepted", "c"))
+        _wait(lambda: store.version(log) == 0, "the first acknowledgement's commit")
+        for seq in (1, 2, 3):
+            committer.submit(Ack("subscriptions/k/g1-acks", [seq], "accepted", "c"))
+            committer.submit(_publish("t", f"m{seq}", seq))
+            time.sleep(0.05)
+        _wait(lambda: store.rows(layout.topic_table(store.root, "t")).num_rows == 3, "the publishes")
+        assert store.version(log) == 0  # the log waits for its interval; the publishes did not
+        _wait(lambda: store.version(log) == 1, "the second acknowledgement commit")
+        assert store.rows(log).column("seq").to_pylist() == [0, 1, 2, 3]  # one commit took the three
+        committer.submit(Ack("subscriptions/k/g1-acks", [4], "accepted", "c"))
+    finally:
+        committer.stop()
+    assert store.rows(log).column("seq").to_pylist() == [0, 1, 2, 3, 4]  # the stop wrote the last

@@ -11,6 +11,7 @@ import pytest
 
 from sharedsub.core import config
 from sharedsub.core.config import (
+    ack_commit_interval,
     defaults,
     fanout_trigger_interval,
     group_commit_interval,
@@ -227,3 +228,12 @@ def test_group_commits_on_object_storage_are_spaced_by_object_commit_interval() 
     assert group_commit_interval(slower) == 0.3  # the larger of the two
     with pytest.raises(ConfigError, match="storage.object_commit_interval"):
         load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "5"})
+
+
+def test_acknowledgement_logs_on_object_storage_are_spaced_by_object_ack_interval() -> None:
+    assert ack_commit_interval(load_settings(environ={})) == 0.0  # locally: with the group commits
+    s3 = {"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss"}
+    assert ack_commit_interval(load_settings(environ=s3)) == 1.0
+    assert ack_commit_interval(load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_ACK_INTERVAL": "0"})) == 0.0
+    with pytest.raises(ConfigError, match="storage.object_ack_interval"):
+        load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_ACK_INTERVAL": "-1"})
