@@ -220,8 +220,11 @@ def maintenance_run(
 ) -> CrashResult:
     """SIGKILL ``serve`` ``kills`` times while a maintenance run is in progress (module docstring)."""
     rng = random.Random(seed)
-    targets = [MAINTENANCE_TARGETS[i % len(MAINTENANCE_TARGETS)] for i in range(kills)]
-    rng.shuffle(targets)
+    # Each kill waits for a different kind of step until every kind had one; the seed picks which
+    # kinds (all of them over runs: "any" too, which a fixed order of three kills never reached).
+    kinds = list(MAINTENANCE_TARGETS)
+    rng.shuffle(kinds)
+    targets = [kinds[i % len(kinds)] for i in range(kills)]
     # Acknowledged rows are deleted from subscription tables and ack logs only.
     wheres = [rng.choice(MAINTENANCE_WHERE[:2] if t == "acknowledged" else MAINTENANCE_WHERE) for t in targets]
     paths = {
@@ -525,11 +528,13 @@ def restart_run(
     run = LoadedService(data_dir, seed=seed, recovery_timeout=recovery_timeout, logs_dir=logs_dir, progress=progress)
     try:
         run.start()
+        first_early = rng.random() < 0.5
         for i in range(restarts):
             run.wait_running(f"the service to run before kill {i + 1}")
             # Half the kills come while the new fan-out job is starting its first tasks (the old
-            # one's JVM and Python workers may still be going away), half once it has settled.
-            early = rng.random() < 0.5
+            # one's JVM and Python workers may still be going away), half once it has settled:
+            # they alternate (the seed picks which comes first), so two restarts have one of each.
+            early = (i % 2 == 0) == first_early
             time.sleep(rng.uniform(0.0, 1.0) if early else rng.uniform(2.0, 6.0))
             before, at = run.delivered(), time.monotonic()
             pid = run.kill_frontend()

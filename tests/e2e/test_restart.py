@@ -16,37 +16,12 @@ from tests.service import ServeProcess
 pytestmark = pytest.mark.e2e
 
 
-def test_restart_on_same_data_dir(tmp_path: Path) -> None:
-    create_topic(str(tmp_path), "orders")
-    first = ServeProcess(tmp_path).start()
-    try:
-        with Subscriber(first.url, "orders") as sub:
-            sub.wait_attached()
-            outcomes = publish(first.url, "orders", [Message(body=f"a{i}") for i in range(20)])
-            assert {o.state for o in outcomes} == {"accepted"}
-            sub.wait_count(20)
-    finally:
-        assert first.stop() == 0, first.log()[-3000:]
-
-    second = ServeProcess(tmp_path).start()
-    try:
-        with Subscriber(second.url, "orders") as sub:
-            sub.wait_attached()
-            publish(second.url, "orders", [Message(body=f"b{i}") for i in range(20)])
-            got = sub.wait_count(20)
-            assert [r.message.body for r in got] == [f"b{i}" for i in range(20)]
-    finally:
-        assert second.stop() == 0, second.log()[-3000:]
-    data = read_table(layout.topic_table(str(tmp_path), "orders"), ["seq"])
-    assert data is not None
-    # Every accepted message is in the topic exactly once, positions gap-free across the restart.
-    assert sorted(data.column("seq").to_pylist()) == list(range(40))
-
-
 def test_ack_state_and_delivery_counts_survive_a_restart(tmp_path: Path) -> None:
     """A restart redelivers exactly the unsettled messages, with the delivery counts they had
     (failed deliveries are in the ack log; deliveries unsettled at shutdown count as failed);
-    accepted and dead-lettered ones never come back."""
+    accepted and dead-lettered ones never come back. Messages published after the restart reach
+    the durable and a new plain subscriber in order, and every accepted message is in the topic
+    once, positions gap-free across the restart."""
     from tests.amqp_peer import Received, jms_durable, wait_for
     from tests.e2e.test_outcomes import ack_log, dead_letters
 
@@ -70,7 +45,8 @@ def test_ack_state_and_delivery_counts_survive_a_restart(tmp_path: Path) -> None
     try:
         with Subscriber(first.url, "acks", container_id=cid, credit=50, settle=policy, **jms_durable(name)) as sub:
             sub.wait_attached()
-            publish(first.url, "acks", [Message(body=i) for i in range(10)])
+            outcomes = publish(first.url, "acks", [Message(body=i) for i in range(10)])
+            assert {o.state for o in outcomes} == {"accepted"}
             sub.wait_count(12)  # 0-9 once, 6 twice more
             wait_for(lambda: len(ack_log(tmp_path, name)) == 8, 60, "5 accepted, 1 dead-lettered, 2 failed")
             assert first.stop() == 0, first.log()[-3000:]
@@ -86,17 +62,26 @@ def test_ack_state_and_delivery_counts_survive_a_restart(tmp_path: Path) -> None
 
     second = ServeProcess(tmp_path).start()
     try:
-        with Subscriber(second.url, "acks", container_id=cid, **jms_durable(name)) as sub:
+        with (
+            Subscriber(second.url, "acks", container_id=cid, **jms_durable(name)) as sub,
+            Subscriber(second.url, "acks") as plain,
+        ):
             sub.wait_attached()
+            plain.wait_attached()
             sub.wait_count(4)
-            publish(second.url, "acks", [Message(body="END")])
-            got = sub.wait_count(5)
-            assert [r.message.body for r in got] == [6, 7, 8, 9, "END"]
-            assert [r.delivery_count for r in got] == [3, 1, 1, 1, 0]
+            fresh = [f"b{i}" for i in range(5)]
+            publish(second.url, "acks", [Message(body=b) for b in fresh])
+            got = sub.wait_count(9)
+            assert [r.message.body for r in got] == [6, 7, 8, 9, *fresh]
+            assert [r.delivery_count for r in got] == [3, 1, 1, 1, 0, 0, 0, 0, 0]
             assert [r.message.first_acquirer for r in got[:4]] == [False] * 4
+            assert [r.message.body for r in plain.wait_count(5)] == fresh
             sub.detach()
     finally:
         assert second.stop() == 0, second.log()[-3000:]
+    data = read_table(layout.topic_table(root, "acks"), ["seq"])
+    assert data is not None
+    assert sorted(data.column("seq").to_pylist()) == list(range(15))
 
 
 def test_after_a_sigkill_the_unsettled_come_back_marked_redelivered(tmp_path: Path) -> None:

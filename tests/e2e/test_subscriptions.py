@@ -255,40 +255,96 @@ def test_s2_second_connection_with_same_container_id_refused_when_sole_connectio
     assert str(dict(result["info"])[symbol("invalid-field")]) == "container-id"  # type: ignore[arg-type]
 
 
-def test_a2_35_out_of_order_acks_survive_restart(tmp_path) -> None:  # noqa: ANN001
-    """Shared consumers ack out of order; after a restart only the unacknowledged come back
-    (ActiveMQ Classic commit 3a58ab7389: a single last-ack marker moved backwards)."""
+def test_restart_keeps_out_of_order_acks_durable_subscriptions_lookups_and_backlogs(tmp_path) -> None:  # noqa: ANN001
+    """One restart (SIGTERM, then a new ``serve`` on the data dir) shown on two topics:
+
+    * A2.35: shared consumers ack out of order; after the restart only the unacknowledged come
+      back (ActiveMQ Classic commit 3a58ab7389: a single last-ack marker moved backwards).
+    * Scenarios 23, 24, 45; docs/peers.md A2.16, A4.52: durable subscriptions keep their stored
+      source (a lookup answers with it) and their backlog; a shared non-durable one is gone.
+    """
     from sharedsub.storage.topics import create_topic
 
     create_topic(str(tmp_path), "t")
-    name, cid = "acks", "client-acks"
+    create_topic(str(tmp_path), "u")
     first = ServeProcess(tmp_path).start()
     try:
-        keep = Subscriber(first.url, "t", container_id=cid, credit=10, settle="none", **jms_shared_durable(name))
-        with keep:
-            keep.wait_attached()
-            ack = Subscriber(first.url, "t", container_id=cid, credit=10, **jms_shared_durable(name, ordinal=2))
-            with ack:
-                ack.wait_attached()
-                publish(first.url, "t", [Message(body=i) for i in range(20)])
-                wait_for(lambda: len(keep.received) + len(ack.received) >= 20, 60, "20 deliveries")
-                acked = set(_bodies(ack))
-                ack.detach()
-        # keep's connection closed with its 10 deliveries unsettled: they return to the subscription
+        acked = _acks_out_of_order(first, "t")
+        _durable_subscriptions_with_a_backlog(first, "u")
     finally:
         assert first.stop() == 0
     second = ServeProcess(tmp_path).start()
     try:
-        with Subscriber(second.url, "t", container_id=cid, **jms_shared_durable(name)) as again:
-            again.wait_attached()
-            got = again.wait_count(20 - len(acked))
-            assert set(_bodies(again)) == set(range(20)) - acked
-            assert len(got) == 20 - len(acked)
-            publish(second.url, "t", [Message(body="END")])
-            again.wait_count(20 - len(acked) + 1)
-            assert not (set(_bodies(again)) & acked)
+        _only_the_unacknowledged_come_back(second, "t", acked)
+        _durable_subscriptions_kept(second, "u")
     finally:
         assert second.stop() == 0
+
+
+def _acks_out_of_order(service: ServeProcess, topic: str) -> set[int]:
+    """Two shared consumers of one subscription: one acknowledges what it gets, the other nothing;
+    return what was acknowledged."""
+    name, cid = "acks", "client-acks"
+    keep = Subscriber(service.url, topic, container_id=cid, credit=10, settle="none", **jms_shared_durable(name))
+    with keep:
+        keep.wait_attached()
+        ack = Subscriber(service.url, topic, container_id=cid, credit=10, **jms_shared_durable(name, ordinal=2))
+        with ack:
+            ack.wait_attached()
+            publish(service.url, topic, [Message(body=i) for i in range(20)])
+            wait_for(lambda: len(keep.received) + len(ack.received) >= 20, 60, "20 deliveries")
+            acked = set(_bodies(ack))
+            ack.detach()
+    # keep's connection closed with its 10 deliveries unsettled: they return to the subscription
+    return acked
+
+
+def _only_the_unacknowledged_come_back(service: ServeProcess, topic: str, acked: set[int]) -> None:
+    with Subscriber(service.url, topic, container_id="client-acks", **jms_shared_durable("acks")) as again:
+        again.wait_attached()
+        got = again.wait_count(20 - len(acked))
+        assert set(_bodies(again)) == set(range(20)) - acked
+        assert len(got) == 20 - len(acked)
+        publish(service.url, topic, [Message(body="END")])
+        again.wait_count(20 - len(acked) + 1)
+        assert not (set(_bodies(again)) & acked)
+
+
+def _durable_subscriptions_with_a_backlog(service: ServeProcess, topic: str) -> None:
+    """An unshared durable subscription (selecting ``topic/x.*``), a shared durable and a shared
+    non-durable one; five messages routed while only the non-durable one has a consumer."""
+    with Subscriber(service.url, f"{topic}/x.*", container_id="rc", **jms_durable("dur")) as d:
+        d.wait_attached()
+        d.detach()
+    with Subscriber(service.url, topic, container_id="rc", **jms_shared_durable("shd")) as s:
+        s.wait_attached()
+        s.detach()
+    with Subscriber(service.url, topic, container_id="rc", **jms_shared_volatile("vol")) as v:
+        v.wait_attached()
+        publish(service.url, f"{topic}/x.y", [Message(body=f"b{i}") for i in range(5)])
+        v.wait_count(5)  # routed: the durable ones hold these five as backlog
+
+
+def _durable_subscriptions_kept(service: ServeProcess, topic: str) -> None:
+    # No credit: the lookup link is a consumer of the subscription, and with credit it could
+    # take (and accept) the backlog before it detaches, leaving nothing for `d` below.
+    with Subscriber(service.url, None, name="dur", container_id="rc", credit=0) as look:
+        look.wait_attached()
+        assert look.remote_source["address"] == f"{topic}/x.*"  # stored source after restart
+        look.detach()
+    with Subscriber(service.url, f"{topic}/x.*", container_id="rc", **jms_durable("dur")) as d:
+        d.wait_attached()
+        d.wait_count(5)
+        assert _bodies(d) == [f"b{i}" for i in range(5)]
+        d.detach()
+    with Subscriber(service.url, topic, container_id="rc", **jms_shared_durable("shd")) as s:
+        s.wait_attached()
+        s.wait_count(5)
+        s.detach()
+    # no shared non-durable subscription survives a restart (A3.45)
+    assert unsubscribe(service.url, "vol|volatile1", container_id="rc")[0] == "amqp:not-found"
+    assert unsubscribe(service.url, "shd", container_id="rc") == (None, None)
+    assert unsubscribe(service.url, "dur", container_id="rc") == (None, None)
 
 
 def test_shared_consumer_limit_is_resource_limit_exceeded(tmp_path) -> None:  # noqa: ANN001
@@ -307,50 +363,6 @@ def test_shared_consumer_limit_is_resource_limit_exceeded(tmp_path) -> None:  # 
                 assert "lim" in desc
     finally:
         assert fe.stop() == 0
-
-
-def test_restart_keeps_durable_subscriptions_lookups_and_backlogs(tmp_path) -> None:  # noqa: ANN001
-    """Scenarios 23, 24, 45; docs/peers.md A2.16, A4.52."""
-    from sharedsub.storage.topics import create_topic
-
-    create_topic(str(tmp_path), "t")
-    first = ServeProcess(tmp_path).start()
-    try:
-        with Subscriber(first.url, "t/x.*", container_id="rc", **jms_durable("dur")) as d:
-            d.wait_attached()
-            d.detach()
-        with Subscriber(first.url, "t", container_id="rc", **jms_shared_durable("shd")) as s:
-            s.wait_attached()
-            s.detach()
-        with Subscriber(first.url, "t", container_id="rc", **jms_shared_volatile("vol")) as v:
-            v.wait_attached()
-            publish(first.url, "t/x.y", [Message(body=f"b{i}") for i in range(5)])
-            v.wait_count(5)  # routed: the durable ones hold these five as backlog
-    finally:
-        assert first.stop() == 0
-    second = ServeProcess(tmp_path).start()
-    try:
-        # No credit: the lookup link is a consumer of the subscription, and with credit it could
-        # take (and accept) the backlog before it detaches, leaving nothing for `d` below.
-        with Subscriber(second.url, None, name="dur", container_id="rc", credit=0) as look:
-            look.wait_attached()
-            assert look.remote_source["address"] == "t/x.*"  # stored source after restart
-            look.detach()
-        with Subscriber(second.url, "t/x.*", container_id="rc", **jms_durable("dur")) as d:
-            d.wait_attached()
-            d.wait_count(5)
-            assert _bodies(d) == [f"b{i}" for i in range(5)]
-            d.detach()
-        with Subscriber(second.url, "t", container_id="rc", **jms_shared_durable("shd")) as s:
-            s.wait_attached()
-            s.wait_count(5)
-            s.detach()
-        # no shared non-durable subscription survives a restart (A3.45)
-        assert unsubscribe(second.url, "vol|volatile1", container_id="rc")[0] == "amqp:not-found"
-        assert unsubscribe(second.url, "shd", container_id="rc") == (None, None)
-        assert unsubscribe(second.url, "dur", container_id="rc") == (None, None)
-    finally:
-        assert second.stop() == 0
 
 
 @pytest.mark.parametrize(
