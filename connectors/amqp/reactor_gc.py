@@ -69,8 +69,12 @@ class ReactorCollector(Handler):
             self.collections[generation] += 1
         self._loop.schedule(self.interval, self)
 
-    def stop(self) -> None:
-        """Stop collecting here and give the collector back to CPython (the stop sequence)."""
+    def stop(self, *, give_back: bool = True) -> None:
+        """Stop collecting here; with ``give_back``, give the collector back to CPython. The
+        service's stop sequence does not give it back: the committer may still be draining a
+        large last group then (its stop waits at most 30 s), and a collection its allocations
+        triggered would free proton wrappers on its thread (seen: pn_decref from the committer in
+        a full run); the process ends soon after, with automatic collection off."""
         self.stopped = True
-        if self._was_enabled:
+        if give_back and self._was_enabled:
             gc.enable()

@@ -76,7 +76,7 @@ class _Root(FrontEnd):
         if self.server.pool_release is not None:
             self.server.pool_release.stop()
         if self.server.collector is not None:
-            self.server.collector.stop()
+            self.server.collector.stop(give_back=False)  # (ReactorCollector.stop: threads may still run)
         for conn in list(self.connections):
             conn.close()
         self.server.injector.close()

@@ -83,3 +83,21 @@ def test_cycles_are_freed_by_the_collectors_thread_only_and_collection_comes_bac
         gc.set_threshold(*before[1])
         if not before[0]:
             gc.disable()
+
+
+def test_the_services_stop_leaves_automatic_collection_off() -> None:
+    # The stop sequence (connectors/amqp/server.py finish_stop) stops collecting on the reactor
+    # but does not give collection back: a committer still draining its last group must not
+    # free proton wrappers on its thread through a collection its allocations trigger.
+    was = gc.isenabled()
+    collector = ReactorCollector(_Loop())
+    try:
+        gc.enable()
+        collector.start()
+        collector.stop(give_back=False)
+        assert not gc.isenabled() and collector.stopped
+    finally:
+        if was:
+            gc.enable()
+        else:
+            gc.disable()
