@@ -38,6 +38,7 @@ import sys
 import threading
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 READY = "delay_proxy listening on"
 SCRIPT = Path(__file__).resolve()
@@ -232,12 +233,7 @@ class DelayProxy:
         """SIGTERM, wait up to 10 s, then SIGKILL."""
         if self.proc is None or self.proc.poll() is not None:
             return
-        self.proc.terminate()
-        try:
-            self.proc.wait(10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_process(self.proc)
         with contextlib.suppress(OSError):
             assert self.proc.stdout is not None
             self.proc.stdout.close()
@@ -247,6 +243,16 @@ class DelayProxy:
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self.stop()
+
+
+def end_process(proc: subprocess.Popen[Any], timeout: float = 10.0) -> None:
+    """SIGTERM ``proc``, wait up to ``timeout`` seconds, then SIGKILL it (and reap it)."""
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def _first_line(proc: subprocess.Popen[str], timeout: float) -> str:

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bench.delay_proxy import DelayProxy
+from bench.delay_proxy import DelayProxy, end_process
 
 ENV = "SHAREDSUB_S3_SERVER"
 DEFAULT_BINARY = Path.home() / ".cache" / "sharedsub" / "gobin" / "versitygw"
@@ -170,12 +170,7 @@ class S3Server:
             self.proxy.stop()
             self.proxy = None
         if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+            end_process(self.proc)
 
     def log(self) -> str:
         try:
