@@ -350,11 +350,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if last <= first:
                 continue
             table = self._table(topic)
+            # On object storage one round trip: its id's entry and the batch's entries, together.
             with prefetch.prefetched([log_file(table, 0), *(log_file(table, v) for v in range(first + 1, last + 1))]):
                 current = self._ids.get(table)
-                if current is not None and (ident is None or current == ident):
+                dropped = current is None or (ident is not None and current != ident)
+                if not dropped:
                     files, file_rows = self._added_files(topic, first, last)
-            if current is None or (ident is not None and current != ident):
+            if dropped:
                 # The table this batch was planned on was dropped (and perhaps created again):
                 # its files are gone. A new table is read from -1 by the next batch (ids differ).
                 log.warning("topic %s: its table %s was dropped before this batch read it", topic, ident)
@@ -376,10 +378,8 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return snapshot, [None] * len(snapshot)
         files: list[str] = []
         rows: list[int | None] = []
-        # On object storage the entries are fetched together (one round trip, not one each).
-        with prefetch.prefetched(log_file(table, v) for v in range(first + 1, last + 1)):
-            commits = [commit_log.read_commit(table, version) for version in range(first + 1, last + 1)]
-        for version, commit in zip(range(first + 1, last + 1), commits, strict=True):
+        for version in range(first + 1, last + 1):  # (prefetched by partitions on object storage)
+            commit = commit_log.read_commit(table, version)
             if commit is None:
                 raise RuntimeError(
                     f"topic {topic!r}: commit {version} is no longer in the Delta log of {table}; the "

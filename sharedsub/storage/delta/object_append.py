@@ -98,10 +98,10 @@ def _entry(text: str) -> tuple[dict[str, object], dict[str, int], bool]:
 class ObjectAppender:
     """Blind appends to one table on object storage (see the module docstring). One thread.
 
-    ``info``: keys every commit carries in ``commitInfo`` besides the marker (the owner epoch);
-    ``epoch``: the writer's owner epoch token (None: no fencing); ``guarded``: every commit of
-    another writer found at the version this one was to take raises TransactionsTaken (racing
-    Spark task attempts never step over each other)."""
+    ``commit_mark``, ``epoch_mark``: the ``commitInfo`` keys of a commit's marker and of its
+    writer's owner epoch; ``epoch``: the writer's owner epoch token (None: no fencing, no epoch
+    key); ``guarded``: every commit of another writer found at the version this one was to take
+    raises TransactionsTaken (racing Spark task attempts never step over each other)."""
 
     def __init__(
         self,
