@@ -211,6 +211,9 @@ def build_fanout_query(
         options["probe_interval"] = str(fanout_trigger_interval(settings))
         options["idle_probe_interval"] = str(idle)
         options["topic_list_interval"] = str(idle)
+        # Only the topic tables the writers' change notes name are probed (and every one at a
+        # sweep): an idle topic costs no request (sharedsub.core.fanout.change_notes).
+        options["change_notes"] = "true"
     source = spark.readStream.format(SOURCE_NAME).options(**options).load()
     location = checkpoint or layout.fanout_checkpoint(root)
     routing = sink if sink is not None else make_sink(spark, settings)

@@ -28,11 +28,13 @@ from sharedsub.core.config import (
     Settings,
     ack_commit_interval,
     group_commit_interval,
+    on_object_store,
     several_members,
     tail_idle_poll_interval,
     tail_poll_interval,
 )
 from sharedsub.core.delivery.outcomes import Limits
+from sharedsub.core.fanout.change_notes import NoteKeeper, note_name
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish.publish_window import PublishWindow
@@ -44,6 +46,7 @@ from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.tailer import Row, Tailer
 from sharedsub.storage.commits.append_process import AppendProcess
+from sharedsub.storage.change_notes import write_note
 from sharedsub.storage.commits.commit_store import DeltaStore
 
 
@@ -163,6 +166,13 @@ def build_parts(
         lapsed=lapsed,
         shared_catalog=several_members(settings),
         ack_interval=ack_commit_interval(settings),
+        # On a bucket the fan-out learns of topic commits from this writer's note, not by
+        # probing every topic table (sharedsub.core.fanout.change_notes).
+        change_notes=(
+            (NoteKeeper(epoch), functools.partial(write_note, root, note_name(partition)))
+            if epoch is not None and on_object_store(settings)
+            else None
+        ),
     )
     tailer = Tailer(
         root,

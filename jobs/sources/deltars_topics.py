@@ -39,6 +39,11 @@ Contracts:
   ``unsubscribed_topic_interval`` seconds (``0``: with every commit); a commit of such a topic
   alone starts no micro-batch. Not under ``Trigger.AvailableNow``, whose target is reached in
   full. The rule and why it loses nothing: :mod:`sharedsub.core.fanout.fanout_pacing`.
+* With ``change_notes`` (``true`` on object storage) a topic table is probed only while the
+  writers' change notes say it may have news, and every one at a sweep (at start, when a writer
+  starts again, a new note appears, and every ``change_sweep_interval`` seconds, default 3600);
+  a quiet table keeps its offset entry as it is. Why nothing is missed:
+  :mod:`sharedsub.core.fanout.change_notes`. Not under ``Trigger.AvailableNow``.
 * Only data-changing ``add`` actions are read, so OPTIMIZE rewrites are not read twice.
 * Reading a topic again from -1 never duplicates routed rows: the fan-out drops rows at or below
   each subscription table's app-transaction version, and the subscriptions of a dropped topic are
@@ -51,6 +56,7 @@ stateless. Workers must run the venv's Python (``PYSPARK_PYTHON``) so this modul
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import os
@@ -70,10 +76,12 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
+from sharedsub.core.fanout.change_notes import NOTE_LIST_INTERVAL, SWEEP_INTERVAL, ChangeWatch
 from sharedsub.core.fanout.fanout_pacing import takes_commits
 from sharedsub.core.ops.poll_backoff import next_interval
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
+from sharedsub.storage.change_notes import list_notes, note_location, read_notes
 from sharedsub.storage.delta import commit_log
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
 from sharedsub.storage.delta.tables import log_file, object_exists, table_exists
@@ -209,6 +217,14 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.probe_interval = float(options.get("probe_interval", 0) or 0)  # the trigger interval
         self._probe_interval = self.probe_interval
         self._next_probe = float("-inf")
+        # On object storage (option ``change_notes``) only the tables the writers' change notes
+        # name are probed (sharedsub.core.fanout.change_notes), not every table every trigger.
+        self._watch: ChangeWatch | None = None
+        if options.get("change_notes", "false").lower() == "true":
+            sweep = float(options.get("change_sweep_interval", SWEEP_INTERVAL))
+            self._watch = ChangeWatch(sweep_interval=sweep)
+        self._note_names: list[str] = []
+        self._notes_listed_at = float("-inf")
 
     # ------------------------------------------------------------------ offsets (driver side)
 
@@ -260,20 +276,64 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self._planned_once:
             cap = self.first_batch_commits if cap is None else min(cap, self.first_batch_commits)
         topics = set(begin)  # (feeds: each partition of a topic is probed and capped apart)
-        topics.update(self._target if self._target is not None else self._list_topics())
+        watched = self._watch is not None and self._target is None
+        if watched:
+            assert self._watch is not None
+            probe, notes = self._watch.active(), self._note_locations()
+        else:
+            topics.update(self._target if self._target is not None else self._list_topics())
+            probe, notes = topics, []
         end: dict[str, int] = {}
         end_ids: dict[str, str | None] = {}
         catalog = self.unsubscribed_topic_interval > 0
-        # On object storage one round trip: the catalog's next entry too (its refresh's probe).
-        with prefetch.prefetched(self._probed_entries(topics, begin, catalog=catalog)):
+        started = time.monotonic()
+        # On object storage one round trip: the catalog's next entry too (its refresh's probe),
+        # and the writers' change notes.
+        with contextlib.ExitStack() as fetched:
+            fetched.enter_context(prefetch.prefetched([*notes, *self._probed_entries(probe, begin, catalog=catalog)]))
+            if watched:
+                probe = self._noted(probe, begin, started, fetched)
             subscribed = self._subscribed_topics() if catalog else None
-            self._probe_topics(sorted(topics), begin, begin_ids, cap, subscribed, end, end_ids)
+            self._probe_topics(sorted(probe), begin, begin_ids, cap, subscribed, end, end_ids)
+        for topic in begin.keys() - end.keys():  # not probed (quiet): where it was
+            end[topic], end_ids[topic] = begin[topic], begin_ids.get(topic)
+        if watched:
+            assert self._watch is not None
+            for topic in probe:
+                latest = self._latest_seen.get(topic, (None, -1))[1]
+                news = end.get(topic, -1) != begin.get(topic, -1) or latest > end.get(topic, -1)
+                self._watch.probed(topic, news=news, started=started)
         offset = make_offset(end, end_ids)
         if offset != make_offset(begin, begin_ids):
             self._planned_once = True
         return offset
 
+    def _note_locations(self) -> list[str]:
+        """The writers' change notes, listed again every NOTE_LIST_INTERVAL (a new one is read
+        by the next probe: its first read sweeps)."""
+        now = time.monotonic()
+        if now - self._notes_listed_at >= NOTE_LIST_INTERVAL:
+            self._note_names = list_notes(self.root)
+            self._notes_listed_at = now
+        return [note_location(self.root, name) for name in self._note_names]
+
+    def _noted(self, probe: set[str], begin: Mapping[str, int], now: float, fetched: contextlib.ExitStack) -> set[str]:
+        """The feeds to probe now, after reading the change notes (prefetched with ``probe``'s
+        entries): ``probe`` and those the notes name; every feed on a sweep (a new writer, a
+        new note, the watch's start or its safety interval), listed again then. The entries of
+        those not in ``probe`` are prefetched into ``fetched``."""
+        assert self._watch is not None
+        news = self._watch.read(read_notes(self.root, self._note_names), now)
+        if news.sweep or self._watch.sweep_due(now):
+            self._watch.sweep({*begin, *self._list_topics(force=True)}, now)
+        known = set(self._topics)
+        self._topics.extend(sorted(feed for feed in news.feeds if feed not in known))
+        wanted = self._watch.active()
+        fetched.enter_context(prefetch.prefetched(self._probed_entries(wanted - probe, begin, catalog=False)))
+        return wanted
+
     def _probed_entries(self, topics: Iterable[str], begin: Mapping[str, int], *, catalog: bool) -> Iterator[str]:
+
         """The log entries a probe of ``topics`` reads first: each one's version 0 (its table's
         id), the version it is known at and the next two (commit_log.latest_version); with
         ``catalog``, the catalog's next one (CatalogReader.refresh, once it has read the catalog)."""
@@ -583,7 +643,9 @@ class TopicsDataSource(DataSource):
     ``first_batch_max_commits``, ``files_per_partition``, ``topic_list_interval`` (seconds),
     ``unsubscribed_topic_interval`` (seconds), ``probe_interval`` and ``idle_probe_interval``
     (seconds: while no topic has new commits, probe at most every ``probe_interval`` doubling up
-    to ``idle_probe_interval``; 0, the default: at every trigger)."""
+    to ``idle_probe_interval``; 0, the default: at every trigger), ``change_notes``
+    (``true``: probe the tables the writers' change notes name) and ``change_sweep_interval``
+    (seconds)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)

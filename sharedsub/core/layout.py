@@ -69,6 +69,8 @@ FANOUT_CHECKPOINT = "_checkpoints/fanout"
 FANOUT_STATS = "_checkpoints/fanout-stats.json"
 FANOUT_PENDING = "_fanout/pending"
 FANOUT_PROGRESS = "_fanout/progress.json"
+# The topic writers' change notes on object storage (sharedsub.core.fanout.change_notes).
+CHANGES_DIR = "_changes"
 SERVICE_FILE = "_service.json"
 USERS_FILE = "_users.json"
 # The objects members of a data dir on object storage share (leases, claims, presence, owners);
@@ -222,6 +224,11 @@ def fanout_stats_file(root: str) -> str:
 def fanout_progress(root: str) -> str:
     """Location of the fan-out's progress record (sharedsub.core.ops.fanout_progress)."""
     return join(root, FANOUT_PROGRESS)
+
+
+def changes_dir(root: str) -> str:
+    """Location of the directory of the change notes (sharedsub.core.fanout.change_notes)."""
+    return join(root, CHANGES_DIR)
 
 
 def fanout_pending(root: str) -> str:

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicExists
+from sharedsub.core.fanout.change_notes import Note, NoteKeeper
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
@@ -61,6 +62,9 @@ from sharedsub.storage.delta.appender import Fenced
 from sharedsub.storage.topic_rows import topic_batch
 
 log = logging.getLogger(__name__)
+
+NOTE_RETRY = 1.0
+"""Seconds an idle committer waits before trying again a change note the store did not take."""
 
 _T = TypeVar("_T")
 
@@ -111,6 +115,7 @@ class Committer:
         lapsed: Callable[[], str | None] | None = None,
         shared_catalog: bool = False,
         ack_interval: float = 0.0,
+        change_notes: tuple[NoteKeeper, Callable[[Note], None]] | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -132,7 +137,11 @@ class Committer:
         record of a subscription wins over an earlier one). ``ack_interval``: the least seconds
         between two commits of one acknowledgement log (``[storage] object_ack_interval`` on
         object storage, where each is two billed requests; 0 locally): acknowledgements that
-        come sooner wait for the next, as those a slice leaves do (:meth:`_append_ack_logs`)."""
+        come sooner wait for the next, as those a slice leaves do (:meth:`_append_ack_logs`).
+        ``change_notes``: on object storage, this writer's note keeper and what stores a note
+        (sharedsub.core.fanout.change_notes): the topic tables it commits are noted after each
+        group, once its results are handed on; a note the store does not take is tried again
+        after the next group, or within :data:`NOTE_RETRY` seconds when none comes."""
         self.store = store
         self._shared_catalog = shared_catalog
         self._on_fenced = on_fenced
@@ -170,6 +179,8 @@ class Committer:
         # Newest published_at (epoch seconds) committed per topic; written by this thread only,
         # read by the metrics endpoint with dict.copy() (sharedsub.core.ops.metrics: threading contract).
         self.published_at: dict[str, float] = {}
+        self._notes = change_notes
+        self._note_failures = 0
 
     def start(self) -> None:
         """Load the catalog's last revision and start the thread."""
@@ -233,8 +244,11 @@ class Committer:
 
     def _run(self) -> None:
         stopping = False
+        self._write_note()  # a new writer's first note: readers probe every table once
         while not stopping:
             wait = self._faults.idle_wait(bool(self._parked))
+            if self._notes is not None and self._notes[0].due:  # a note the store did not take yet
+                wait = NOTE_RETRY if wait is None else min(wait, NOTE_RETRY)
             if self._deferred:  # acknowledgements left by the last group: a group takes them after the rest
                 soon = max(self._min_interval, self._acks_rest_until - time.monotonic(), 0.001)
                 wait = soon if wait is None else min(wait, soon)
@@ -254,6 +268,7 @@ class Committer:
             if not group:
                 if idle:
                     self._probe()
+                    self._write_note()
                 continue
             started = time.monotonic()
             try:
@@ -266,6 +281,7 @@ class Committer:
                     self._on_done(results)
                 except Exception:
                     log.exception("committer callback failed")
+            self._write_note()
             self._floor_until = started + self._min_interval  # what arrives before then makes the next group
         if self._parked:
             log.error(
@@ -303,6 +319,36 @@ class Committer:
             if left <= 0:
                 return False
             self._wake.wait(left)
+
+    # ------------------------------------------------------------------ change notes
+
+    def _noted(self, path: str) -> None:
+        """The topic table at ``path`` got a commit just now (its note follows the group)."""
+        if self._notes is not None:
+            feed = _relative(self.root, path).removeprefix(layout.TOPICS_DIR + "/")
+            self._notes[0].committed([feed], time.monotonic())
+
+    def _write_note(self) -> None:
+        """Store this writer's note when one is due (sharedsub.core.fanout.change_notes). A
+        failure is logged (the first, then every 100th) and the note stays due: readers miss
+        nothing meanwhile that their next sweep does not find."""
+        if self._notes is None or not self._notes[0].due:
+            return
+        keeper, write = self._notes
+        if self._lapsed is not None and self._lapsed() is not None:
+            return  # not this writer's to announce any more (its last commits are swept by the next)
+        note, made_at = keeper.note(), time.monotonic()
+        try:
+            write(note)
+        except Exception as exc:  # noqa: BLE001 (a note is a hint: it never fails a commit)
+            self._note_failures += 1
+            if self._note_failures % 100 == 1:
+                log.warning("change note not stored (%d tries so far): %s", self._note_failures, exc)
+            return
+        if self._note_failures:
+            log.info("change note stored again after %d failed tries", self._note_failures)
+            self._note_failures = 0
+        keeper.written(note, made_at)
 
     # ------------------------------------------------------------------ storage faults
 
@@ -598,6 +644,7 @@ class Committer:
             self._write(path, create)
         except Exception as exc:  # noqa: BLE001 (the result carries any failure to the caller)
             return Result(req, error=exc)
+        self._noted(path)
         return Result(req, value=path)
 
     def _save_subscriptions(self, saves: list[SaveSubscription]) -> list[Result]:
@@ -649,6 +696,7 @@ class Committer:
             self._next_seq.pop(topic, None)  # re-read from the table before the next attempt
             return [Result(item, error=exc) for item in items]
         self._next_seq[topic] = first + len(items)
+        self._noted(self.store.topic_path(topic))
         self.published_at[topic] = now.timestamp()
         self._cache.put_many(topic, [(first + i, item.message) for i, item in enumerate(items)])
         return [Result(item, value=first + i) for i, item in enumerate(items)]

@@ -205,6 +205,10 @@ class FanoutProcess:
                 if self.on_routed is not None:
                     self.on_routed(tables)
             elif text == READY_LINE:
+                if self.on_routed is not None:
+                    # A child that died (kill -9, an OOM) may have committed tables it never
+                    # announced: whatever this one finds first, every table is probed once.
+                    self.on_routed(None)
                 came_up.set()
                 self._state = "running"
                 self.ready.set()

@@ -28,39 +28,13 @@ from sharedsub.storage.delta.tables import log_names
 from sharedsub.storage.objects.locations import storage_options
 from sharedsub.storage.topics import create_topic
 from tests.s3_server import S3Server
-
-
-@pytest.fixture(scope="module")
-def counted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
-    """An S3 server of this module's own, with its access log (one line per request)."""
-    root = tmp_path_factory.mktemp("s3-counted")
-    server = S3Server(root / "buckets", root / "versitygw.log", access_log=root / "access.log").start()
-    try:
-        yield server
-    finally:
-        server.stop()
+from tests.storage.conftest import access_mark, requests_since
 
 
 @pytest.fixture
-def root(counted: S3Server, monkeypatch: pytest.MonkeyPatch) -> str:
-    for name, value in counted.env().items():
-        monkeypatch.setenv(name, value)
-    return counted.url("data")
-
-
-def _requests(server: S3Server, start: int) -> list[tuple[str, str]]:
-    """(S3 operation, key) of every request logged after offset ``start``."""
-    assert server.access_log is not None
-    with open(server.access_log, "rb") as fh:
-        fh.seek(start)
-        lines = fh.read().decode("utf-8", errors="replace").splitlines()
-    # OWNER BUCKET [DAY:TIME ZONE] IP REQUESTER ID OPERATION KEY ... (bench/s3_access_log.py)
-    return [(fields[7], fields[8]) for fields in (line.split(" ") for line in lines) if len(fields) > 8]
-
-
-def _mark(server: S3Server) -> int:
-    assert server.access_log is not None
-    return server.access_log.stat().st_size if server.access_log.exists() else 0
+def root(counted_root: str) -> str:
+    """A data dir on this module's counted S3 server (tests/storage/conftest.py)."""
+    return counted_root
 
 
 def _rows(seqs: list[int], schema: pa.Schema = schemas.TOPIC) -> pa.Table:
@@ -72,10 +46,10 @@ def test_a_commit_of_a_loaded_table_is_a_data_put_and_a_log_put(root: str, count
     table = create_topic(root, "t")
     writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
     writer.append(_rows([0]))  # loads the table once
-    start = _mark(counted)
+    start = access_mark(counted)
     for seq in range(1, 6):
         writer.append(_rows([seq]))
-    made = _requests(counted, start)
+    made = requests_since(counted, start)
     assert [op for op, _ in made] == ["s3_PutObject"] * 10, made
     assert [key.endswith(".parquet") for _, key in made] == [True, False] * 5
     assert all("_delta_log/" in key for _, key in made[1::2])
@@ -89,21 +63,21 @@ def test_a_fanout_commit_reads_its_marks_from_memory_and_is_two_requests(root: s
     writer = DeltaAppender(table, schemas.SUBSCRIPTION, epoch=fence_token(0, 1))
     assert writer.transaction_version("fanout-0") is None
     assert writer.append(_rows([0, 1], schemas.SUBSCRIPTION), app_transactions=[("fanout-0", 1)]) == 0  # made here
-    start = _mark(counted)
+    start = access_mark(counted)
     for seq in range(2, 5):
         assert writer.transaction_version("fanout-0") == seq - 1
         files = [write_data_file(table, _rows([seq], schemas.SUBSCRIPTION))]
         writer.append_files(files, app_transactions=[("fanout-0", seq)])
-    assert len(_requests(counted, start)) == 6
+    assert len(requests_since(counted, start)) == 6
     loaded = DeltaTable(table, storage_options=storage_options(table))
     assert loaded.transaction_version("fanout-0") == 4 and loaded.version() == 3
 
 
 def test_a_new_tables_first_commit_is_one_list_and_two_puts(root: str, counted: S3Server) -> None:
     table = f"{root}/subscriptions/new"
-    start = _mark(counted)
+    start = access_mark(counted)
     DeltaAppender(table, schemas.SUBSCRIPTION).append(_rows([0], schemas.SUBSCRIPTION))
-    assert sorted(op for op, _ in _requests(counted, start)) == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
+    assert sorted(op for op, _ in requests_since(counted, start)) == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
     loaded = DeltaTable(table, storage_options=storage_options(table))
     assert loaded.version() == 0 and loaded.to_pyarrow_table().column("seq").to_pylist() == [0]
 
@@ -113,9 +87,9 @@ def test_a_version_another_writer_took_is_read_once_and_stepped_over(root: str, 
     writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
     writer.append(_rows([0]))
     DeltaAppender(table, schemas.TOPIC, blind=False).append(_rows([100]))  # a maintenance-like commit by delta-rs
-    start = _mark(counted)
+    start = access_mark(counted)
     version = writer.append(_rows([1]))
-    ops = [op for op, _ in _requests(counted, start)]
+    ops = [op for op, _ in requests_since(counted, start)]
     assert version == 3 and sorted(ops) == ["s3_GetObject", "s3_PutObject", "s3_PutObject", "s3_PutObject"], ops
     data = read_table(table, ["seq"])
     assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1, 100]
@@ -172,12 +146,12 @@ def test_new_versions_are_found_by_two_heads_and_one_list_not_a_head_each(root: 
     writer = DeltaAppender(table, schemas.TOPIC)
     for seq in range(6):
         writer.append(_rows([seq]))
-    start = _mark(counted)
+    start = access_mark(counted)
     assert latest_version(table, 1) == 6
-    assert sorted(op for op, _ in _requests(counted, start)) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
-    start = _mark(counted)
+    assert sorted(op for op, _ in requests_since(counted, start)) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
+    start = access_mark(counted)
     assert latest_version(table, 5) == 6  # one new: two HEADs, no LIST (billed as twelve HEADs)
-    assert [op for op, _ in _requests(counted, start)] == ["s3_HeadObject"] * 2
-    start = _mark(counted)
+    assert [op for op, _ in requests_since(counted, start)] == ["s3_HeadObject"] * 2
+    start = access_mark(counted)
     assert latest_version(table, 6) == 6  # nothing new: the one HEAD
-    assert [op for op, _ in _requests(counted, start)] == ["s3_HeadObject"]
+    assert [op for op, _ in requests_since(counted, start)] == ["s3_HeadObject"]

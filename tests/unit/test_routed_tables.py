@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from sharedsub.core.fanout.routed_tables import ROUTED_LINE, parse_routed, routed_line
-from sharedsub.core.ops.poll_backoff import ANNOUNCED_IDLE, MAX_FEED_IDLE, feed_idle_interval
+from sharedsub.core.ops.poll_backoff import ANNOUNCED_IDLE, ANNOUNCED_PROBES_PER_SECOND, MAX_FEED_IDLE, feed_idle_interval
 
 
 @pytest.mark.parametrize(
@@ -49,4 +49,12 @@ def test_a_line_made_for_tables_reads_back_as_those_tables() -> None:
 def test_a_tailed_table_waits_longer_the_more_tables_are_tailed(feeds: int, base: float, idle: float, expected: float) -> None:
     assert feed_idle_interval(feeds, base=base, idle=idle) == pytest.approx(expected)
     # With the fan-out's announcements the probes only find what none named: seldom.
-    assert feed_idle_interval(feeds, base=base, idle=idle, announced=True) == pytest.approx(max(expected, ANNOUNCED_IDLE))
+    assert feed_idle_interval(feeds, base=base, idle=idle, announced=True) == pytest.approx(
+        max(expected, ANNOUNCED_IDLE, feeds / ANNOUNCED_PROBES_PER_SECOND)
+    )
+
+
+@pytest.mark.parametrize(("feeds", "expected"), [(1, 60.0), (100, 200.0), (1_000, 2_000.0)])
+def test_announced_tables_are_probed_at_most_half_a_time_a_second_in_all(feeds: int, expected: float) -> None:
+    # (the safety net of serve's tailer on a bucket: 1,000 consumed subscriptions, 0.5 GET/s)
+    assert feed_idle_interval(feeds, base=0.1, idle=1.0, announced=True) == pytest.approx(expected)

@@ -37,11 +37,16 @@ MAX_FEED_IDLE = 2.0
 of what a table no fan-out announcement names waits (sharedsub.core.fanout.routed_tables)."""
 
 
-ANNOUNCED_IDLE = 10.0
-"""The longest a tailed table waits between two probes when the fan-out announces the tables it
-writes (``sharedsub serve`` with its embedded job, sharedsub.core.fanout.routed_tables): those
-are probed at once, so these probes only find what no announcement named (on a bucket each is
-a request: 1 a second per consumed subscription at ``object_idle_poll_interval`` 1.0)."""
+ANNOUNCED_IDLE = 60.0
+"""The least a tailed table waits between two probes while nothing comes when the fan-out
+announces the tables it writes (``sharedsub serve`` with its embedded job,
+sharedsub.core.fanout.routed_tables): those are probed at once, and every table when a fan-out
+child comes up (a dead one's last commits were not announced: sharedsub.runtime.fanout_process),
+so these probes are only a safety net (on a bucket each is a request)."""
+
+ANNOUNCED_PROBES_PER_SECOND = 0.5
+"""How many of those safety probes a second the tailer makes at most, whatever the number of
+tables (with announcements): 1,000 tables are each probed every 2,000 s."""
 
 
 def feed_idle_interval(feeds: int, *, base: float, idle: float, announced: bool = False) -> float:
@@ -59,8 +64,9 @@ def feed_idle_interval(feeds: int, *, base: float, idle: float, announced: bool 
         10,000   0.005    0.005    2.0
         10,000   0.1      5.0      5.0
 
-    With ``announced`` (the fan-out announces the tables it wrote) it is :data:`ANNOUNCED_IDLE`
-    (or longer, as above).
+    With ``announced`` (the fan-out announces the tables it wrote) it is at least
+    :data:`ANNOUNCED_IDLE`, and long enough that all of them make at most
+    :data:`ANNOUNCED_PROBES_PER_SECOND` probes a second (1,000 tables: 2,000 s).
     """
     scaled = max(base, idle, min(MAX_FEED_IDLE, feeds / PROBES_PER_SECOND))
-    return max(scaled, ANNOUNCED_IDLE) if announced else scaled
+    return max(scaled, ANNOUNCED_IDLE, feeds / ANNOUNCED_PROBES_PER_SECOND) if announced else scaled

@@ -1,0 +1,69 @@
+"""The change notes' I/O on a data dir's store (sharedsub.core.fanout.change_notes says what a
+note holds, who writes it and when it is read).
+
+Notes live under ``<data>/_changes/`` (sharedsub.core.layout.changes_dir), one object each: a
+PUT replaces one, a GET reads one (served from memory inside an objects.prefetch block), a LIST
+of the directory finds them. Only data dirs on object storage have notes: a local data dir's
+probes are ``stat`` calls, which cost no request.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from sharedsub.core import layout
+from sharedsub.core.fanout import change_notes
+from sharedsub.core.fanout.change_notes import Note
+from sharedsub.storage.delta.tables import read_object
+from sharedsub.storage.objects.locations import locate
+
+log = logging.getLogger("sharedsub.storage.change_notes")
+
+
+def note_location(root: str, name: str) -> str:
+    """Where the note ``name`` of the data dir ``root`` is."""
+    return layout.join(layout.changes_dir(root), name)
+
+
+def write_note(root: str, name: str, note: Note) -> None:
+    """Replace the note ``name`` (one PUT).
+
+    Raises:
+        OSError: the store did not take it (StoreFailure is one).
+    """
+    store, key = locate(note_location(root, name))
+    store.put(key, change_notes.encode(note))
+
+
+def list_notes(root: str) -> list[str]:
+    """The names of the topic writers' notes there are (one LIST).
+
+    Raises:
+        OSError: the store did not answer.
+    """
+    store, key = locate(layout.changes_dir(root))
+    prefix = key.rstrip("/") + "/"
+    names = (meta.key[len(prefix) :] for meta in store.list(prefix + change_notes.NOTE_PREFIX))
+    return sorted(name for name in names if "/" not in name)
+
+
+def read_notes(root: str, names: Iterable[str]) -> dict[str, Note | None]:
+    """Each note named (None: not there, or not a note: logged). One GET each, or none inside
+    an objects.prefetch block that holds them.
+
+    Raises:
+        OSError: the store did not answer.
+    """
+    notes: dict[str, Note | None] = {}
+    for name in names:
+        got = read_object(note_location(root, name))
+        if got is None:
+            notes[name] = None
+            continue
+        try:
+            notes[name] = change_notes.decode(got[0])
+        except ValueError as exc:
+            log.warning("change note %s is unreadable (%s): read as absent", name, exc)
+            notes[name] = None
+    return notes
