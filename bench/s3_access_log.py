@@ -57,7 +57,7 @@ class Request:
 
     @property
     def family(self) -> str:
-        """topics, subscriptions, catalog, cluster, fanout, users or other (the families of
+        """topics, subscriptions, catalog, cluster, fanout, changes, users or other (the families of
         ``sharedsub_object_store_requests_total``)."""
         return family(self.key)
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import procstat
+from held_subscribers import PER_CHILD, HeldSubscribers
 import s3_access_log
 import stages
 from sharedsub_service import SharedSubS3Service
@@ -39,6 +40,8 @@ from tests.amqp_peer import Subscriber, jms_shared_durable
 from tests.prometheus_text import parse as parse_metrics
 
 METRIC = "sharedsub_object_store_requests_total"
+HELD_HERE = 200
+"""Consumers attached in this process; more are held by children (bench/held_subscribers.py)."""
 
 
 class Counted(NamedTuple):
@@ -150,6 +153,7 @@ class ServedBucket:
         self.clients: dict[str, str] = {}
         self.topics: list[str] = []
         self.subscribers: list[Subscriber] = []
+        self.held: list[HeldSubscribers] = []  # beyond HELD_HERE, consumers in child processes
         self.subscription_topic: list[int] = []  # subscription j's topic, an index into topics
 
     def __enter__(self) -> ServedBucket:
@@ -171,8 +175,16 @@ class ServedBucket:
         if new:
             self.svc.create_topics(new)
             self.topics += new
-        while len(self.subscribers) < subscriptions:
-            j = len(self.subscribers)
+        while len(self.subscription_topic) < subscriptions:
+            j = len(self.subscription_topic)
+            if len(self.subscribers) >= HELD_HERE:
+                # More consumers than one process's select() can wait on: in children, with the
+                # default options (an idle count; their deliveries are not counted).
+                js = range(j, min(subscriptions, j + PER_CHILD))
+                specs = [(self.topics[i % len(self.topics)], f"{self.name}-sub-{i}", f"{self.name}-app-{i}") for i in js]
+                self.held.append(HeldSubscribers(self.svc.url, specs))
+                self.subscription_topic.extend(i % len(self.topics) for i in js)
+                continue
             topic = self.topics[j % len(self.topics)]
             sub = Subscriber(self.svc.url, topic, container_id=f"{self.name}-app-{j}",
                              **jms_shared_durable(f"{self.name}-sub-{j}"), **self._consumer_options(j))
@@ -190,6 +202,8 @@ class ServedBucket:
         try:
             for sub in self.subscribers:
                 sub.stop()
+            for held in self.held:
+                held.stop()
             self.svc.stop()
         finally:
             self.svc.__exit__(None, None, None)

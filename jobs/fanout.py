@@ -89,8 +89,15 @@ from jobs.session import build_session, delta_enabled
 from jobs.sources.delta_streaming import DeltaTopicQueries, checkpoint_base
 from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
-from sharedsub.core.config import Settings, fanout_idle_probe_interval, fanout_trigger_interval, load_settings
+from sharedsub.core.config import (
+    Settings,
+    fanout_idle_probe_interval,
+    fanout_trigger_interval,
+    load_settings,
+    on_object_store,
+)
 from sharedsub.core.errors import DataDirInUse, ExecutorsUnfit, SharedSubError
+from sharedsub.core.fanout.change_notes import FANOUT_NOTE, NoteKeeper
 from sharedsub.core.fanout.routed_tables import routed_line
 from sharedsub.core.layout import local_path
 from sharedsub.runtime.cluster.data_dir_owner import DataDirLock, own_fanout
@@ -103,6 +110,7 @@ from sharedsub.runtime.fanout_process import (  # the lines and codes its superv
 )
 from sharedsub.runtime.process import console
 from sharedsub.runtime.process.logformat import configure_logging
+from sharedsub.storage.change_notes import NoteWriter
 from sharedsub.storage.objects.locations import register
 
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
@@ -362,6 +370,29 @@ def main(argv: Sequence[str] | None = None) -> int:
             lease.release()
 
 
+def _announcer(settings: Settings, lines: bool, epoch: int | None) -> Callable[[Collection[str]], None] | None:
+    """What tells the front ends which subscription tables a batch wrote: a line on stdout for
+    serve's tailer (``lines``: ``--announce-routed``), and on object storage (``epoch``) the
+    job's change note, which a ``sharedsub frontend`` reads (sharedsub.core.fanout.change_notes;
+    its first note, stored here, makes them probe every table once: a job that died may have
+    written some it never noted)."""
+    note = None
+    if epoch is not None and on_object_store(settings):
+        note = NoteWriter(settings.data_dir, FANOUT_NOTE, NoteKeeper(epoch))
+        note.flush()
+    if note is None and not lines:
+        return None
+
+    def announce(tables: Collection[str]) -> None:
+        if lines:
+            console.out(routed_line(tables))
+        if note is not None:
+            note.committed(tables)
+            note.flush()
+
+    return announce
+
+
 def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None, epoch: int | None) -> int:
     """The fan-out query until stopped, writing under ``epoch`` (object storage), and under
     ``lease`` when this job holds it itself."""
@@ -395,12 +426,7 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
         console.err(f"jobs.fanout: {exc.description}")
         spark.stop()
         return EXIT_EXECUTORS_UNFIT
-    sink = make_sink(
-        spark,
-        settings,
-        on_routed=(lambda tables: console.out(routed_line(tables))) if args.announce_routed else None,
-        epoch=epoch,
-    )
+    sink = make_sink(spark, settings, on_routed=_announcer(settings, args.announce_routed, epoch), epoch=epoch)
     query: FanoutQuery | None = None
     try:
         query = build_fanout_query(

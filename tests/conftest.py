@@ -58,6 +58,18 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         server.stop()
 
 
+@pytest.fixture(scope="module")
+def counted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
+    """An S3 server of the asking module's own, with its access log (one line per request): a
+    test counts what reached the store, every client's requests (delta-rs's too)."""
+    root = tmp_path_factory.mktemp("s3-counted")
+    server = S3Server(root / "buckets", root / "versitygw.log", access_log=root / "access.log").start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def s3_env(s3_server: S3Server, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     """The AWS variables of the session's S3 server, set in this process for the test."""

@@ -148,6 +148,20 @@ class S3Server:
         """``s3://<new bucket>/<prefix>``: a data dir of its own for one test."""
         return f"s3://{self.bucket()}/{prefix}"
 
+    def access_mark(self) -> int:
+        """Where the access log ends now (for :meth:`requests_since`; needs ``access_log``)."""
+        assert self.access_log is not None
+        return self.access_log.stat().st_size if self.access_log.exists() else 0
+
+    def requests_since(self, start: int) -> list[tuple[str, str]]:
+        """(S3 operation, key) of every request logged after offset ``start`` of the access log."""
+        assert self.access_log is not None
+        with open(self.access_log, "rb") as fh:
+            fh.seek(start)
+            lines = fh.read().decode("utf-8", errors="replace").splitlines()
+        # OWNER BUCKET [DAY:TIME ZONE] IP REQUESTER ID OPERATION KEY ... (bench/s3_access_log.py)
+        return [(fields[7], fields[8]) for fields in (line.split(" ") for line in lines) if len(fields) > 8]
+
     def kill(self) -> None:
         """SIGKILL the server (a crashed S3 endpoint); :meth:`start` brings it back."""
         if self.proc is not None and self.proc.poll() is None:

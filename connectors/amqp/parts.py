@@ -34,7 +34,7 @@ from sharedsub.core.config import (
     tail_poll_interval,
 )
 from sharedsub.core.delivery.outcomes import Limits
-from sharedsub.core.fanout.change_notes import NoteKeeper, note_name
+from sharedsub.core.fanout.change_notes import FANOUT_NOTE, NoteKeeper, note_name
 from sharedsub.core.ops import metrics
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish.publish_window import PublishWindow
@@ -46,7 +46,7 @@ from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.tailer import Row, Tailer
 from sharedsub.storage.commits.append_process import AppendProcess
-from sharedsub.storage.change_notes import write_note
+from sharedsub.storage.change_notes import NoteWriter
 from sharedsub.storage.commits.commit_store import DeltaStore
 
 
@@ -169,7 +169,7 @@ def build_parts(
         # On a bucket the fan-out learns of topic commits from this writer's note, not by
         # probing every topic table (sharedsub.core.fanout.change_notes).
         change_notes=(
-            (NoteKeeper(epoch), functools.partial(write_note, root, note_name(partition)))
+            NoteWriter(root, note_name(partition), NoteKeeper(epoch))
             if epoch is not None and on_object_store(settings)
             else None
         ),
@@ -184,6 +184,9 @@ def build_parts(
         stages=stages,
         partitioned=several_members(settings),
         announced=announced,
+        # On a bucket, without the embedded job's announcements: the job's change note says
+        # which tables it wrote (sharedsub.core.fanout.change_notes).
+        change_note=FANOUT_NOTE if on_object_store(settings) and not announced else None,
     )
     # Counters of the front end's thread, read by the metrics endpoint (sharedsub.core.ops.metrics: threading).
     counters = metrics.Counters()

@@ -35,7 +35,6 @@ import pyarrow as pa
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicExists
-from sharedsub.core.fanout.change_notes import Note, NoteKeeper
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
@@ -55,6 +54,7 @@ from sharedsub.runtime.commit_requests import (
 )
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
+from sharedsub.storage.change_notes import NoteWriter
 from sharedsub.storage.commits.append_process import lost_commit_race
 from sharedsub.storage.commits.commit_store import Appender, CommitStore
 from sharedsub.storage.commits.py_columns import PyColumns
@@ -115,7 +115,7 @@ class Committer:
         lapsed: Callable[[], str | None] | None = None,
         shared_catalog: bool = False,
         ack_interval: float = 0.0,
-        change_notes: tuple[NoteKeeper, Callable[[Note], None]] | None = None,
+        change_notes: NoteWriter | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -138,10 +138,10 @@ class Committer:
         between two commits of one acknowledgement log (``[storage] object_ack_interval`` on
         object storage, where each is two billed requests; 0 locally): acknowledgements that
         come sooner wait for the next, as those a slice leaves do (:meth:`_append_ack_logs`).
-        ``change_notes``: on object storage, this writer's note keeper and what stores a note
-        (sharedsub.core.fanout.change_notes): the topic tables it commits are noted after each
-        group, once its results are handed on; a note the store does not take is tried again
-        after the next group, or within :data:`NOTE_RETRY` seconds when none comes."""
+        ``change_notes``: on object storage, this writer's note (sharedsub.core.fanout.change_notes):
+        the topic tables it commits are noted after each group, once its results are handed on;
+        a note the store does not take is tried again after the next group, or within
+        :data:`NOTE_RETRY` seconds when none comes."""
         self.store = store
         self._shared_catalog = shared_catalog
         self._on_fenced = on_fenced
@@ -180,7 +180,6 @@ class Committer:
         # read by the metrics endpoint with dict.copy() (sharedsub.core.ops.metrics: threading contract).
         self.published_at: dict[str, float] = {}
         self._notes = change_notes
-        self._note_failures = 0
 
     def start(self) -> None:
         """Load the catalog's last revision and start the thread."""
@@ -247,7 +246,7 @@ class Committer:
         self._write_note()  # a new writer's first note: readers probe every table once
         while not stopping:
             wait = self._faults.idle_wait(bool(self._parked))
-            if self._notes is not None and self._notes[0].due:  # a note the store did not take yet
+            if self._notes is not None and self._notes.due:  # a note the store did not take yet
                 wait = NOTE_RETRY if wait is None else min(wait, NOTE_RETRY)
             if self._deferred:  # acknowledgements left by the last group: a group takes them after the rest
                 soon = max(self._min_interval, self._acks_rest_until - time.monotonic(), 0.001)
@@ -325,30 +324,14 @@ class Committer:
     def _noted(self, path: str) -> None:
         """The topic table at ``path`` got a commit just now (its note follows the group)."""
         if self._notes is not None:
-            feed = _relative(self.root, path).removeprefix(layout.TOPICS_DIR + "/")
-            self._notes[0].committed([feed], time.monotonic())
+            self._notes.committed([_relative(self.root, path).removeprefix(layout.TOPICS_DIR + "/")])
 
     def _write_note(self) -> None:
-        """Store this writer's note when one is due (sharedsub.core.fanout.change_notes). A
-        failure is logged (the first, then every 100th) and the note stays due: readers miss
-        nothing meanwhile that their next sweep does not find."""
-        if self._notes is None or not self._notes[0].due:
+        """Store this writer's note when one is due (NoteWriter.flush), unless its lease may be
+        another's by now: its last commits are then swept by the next writer's readers."""
+        if self._notes is None or (self._lapsed is not None and self._lapsed() is not None):
             return
-        keeper, write = self._notes
-        if self._lapsed is not None and self._lapsed() is not None:
-            return  # not this writer's to announce any more (its last commits are swept by the next)
-        note, made_at = keeper.note(), time.monotonic()
-        try:
-            write(note)
-        except Exception as exc:  # noqa: BLE001 (a note is a hint: it never fails a commit)
-            self._note_failures += 1
-            if self._note_failures % 100 == 1:
-                log.warning("change note not stored (%d tries so far): %s", self._note_failures, exc)
-            return
-        if self._note_failures:
-            log.info("change note stored again after %d failed tries", self._note_failures)
-            self._note_failures = 0
-        keeper.written(note, made_at)
+        self._notes.flush()
 
     # ------------------------------------------------------------------ storage faults
 

@@ -49,11 +49,13 @@ import pyarrow.compute as pc
 from sharedsub.core import layout
 from sharedsub.core.delivery import outcomes
 from sharedsub.core.delivery.acklog import ack_state_of
+from sharedsub.core.fanout.change_notes import ChangeWatch
 from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.core.ops.poll_backoff import feed_idle_interval, next_interval
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.value_type import value_type
 from sharedsub.runtime.payloads import PayloadCache
+from sharedsub.storage.change_notes import read_notes
 from sharedsub.storage.delta.commit_log import read_commit
 from sharedsub.storage.delta.table_reads import read_files, read_table
 from sharedsub.storage.delta.tables import table_exists
@@ -174,6 +176,7 @@ class Tailer:
         stages: StageTimes | None = None,
         partitioned: bool = False,
         announced: bool = False,
+        change_note: str | None = None,
     ) -> None:
         """``stages``: where the ``tail_read`` and ``tail_visible`` times go (this thread is
         their only writer; sharedsub.core.ops.stage_timing). ``idle_poll_interval``: the longest
@@ -182,7 +185,12 @@ class Tailer:
         subscriptions, so a new watch posts no partition's rows until :meth:`set_partitions`
         gives it some (else every partition's). ``announced``: the fan-out announces the tables
         it writes (:meth:`hint`), so idle tables are probed seldom
-        (sharedsub.core.ops.poll_backoff.feed_idle_interval)."""
+        (sharedsub.core.ops.poll_backoff.feed_idle_interval). ``change_note``: the name of the
+        fan-out's change note under ``<root>/_changes/`` (a ``sharedsub frontend`` on a bucket,
+        which has no announcements): it is read every ``poll_interval``, backing off to
+        ``idle_poll_interval`` while it names nothing new, and the tables it names are probed
+        then, backing off as usual (sharedsub.core.fanout.change_notes); idle tables are probed
+        as seldom as with announcements."""
         self.root = root
         self._partitioned = partitioned
         self._stages = stages if stages is not None else StageTimes()
@@ -199,6 +207,10 @@ class Tailer:
         self._idle_poll = max(poll_interval, idle_poll_interval or poll_interval)
         self._max_in_flight = max_in_flight
         self._announced = announced
+        self._change_note = change_note
+        self._notes = ChangeWatch()
+        self._note_interval = poll_interval
+        self._note_due = 0.0  # time.monotonic() of the next read of the change note
         self._feeds: dict[str, _Feed] = {}
         self._lock = threading.Lock()
         self._watches = itertools.count(1)
@@ -347,7 +359,14 @@ class Tailer:
                 feeds = list(self._feeds.values())
                 marked, self._marked = self._marked, set()
                 every, self._every = self._every, False
-            cap = feed_idle_interval(len(feeds), base=self._poll, idle=self._idle_poll, announced=self._announced)
+            if self._change_note is not None and now >= self._note_due:
+                self._read_note(now, faults)
+                with self._lock:  # (what it named)
+                    marked |= self._marked
+                    every = every or self._every
+                    self._marked, self._every = set(), False
+            told = self._announced or self._change_note is not None
+            cap = feed_idle_interval(len(feeds), base=self._poll, idle=self._idle_poll, announced=told)
             busy = False
             for feed in feeds:
                 if not (every or feed.due <= now or feed.key in marked):
@@ -363,14 +382,45 @@ class Tailer:
                 if read:
                     busy = True
                     feed.interval, feed.due = self._poll, now
+                elif self._announced:
+                    # Rows the fan-out writes are announced (hint): no need to look again soon.
+                    feed.interval, feed.due = cap, now + cap
                 else:
                     feed.interval = next_interval(feed.interval, found=False, base=self._poll, idle=cap)
                     feed.due = now + feed.interval
             if not busy:
                 self._warm(feeds)
                 soonest = min((feed.due for feed in feeds), default=now + cap)
+                if self._change_note is not None:
+                    soonest = min(soonest, self._note_due)
                 self._wake.wait(max(0.0, min(soonest - time.monotonic(), cap)))
                 self._wake.clear()
+
+    def _read_note(self, now: float, faults: ThrottledLog) -> None:
+        """Read the fan-out's change note; what it names is probed at this pass (hint)."""
+        assert self._change_note is not None
+        try:
+            notes = read_notes(self.root, [self._change_note])
+        except Exception as exc:  # noqa: BLE001 (the tables are still probed, seldom; throttled log)
+            faults.fault("change-note", "reading the fan-out's change note failed", error=exc)
+            self._note_interval = self._idle_poll
+        else:
+            faults.clear("change-note", "reading the fan-out's change note works again")
+            news = self._notes.read(notes, now)
+            if news.sweep:
+                self.hint(None)
+            elif news.feeds:
+                # Probed now and, backing off from the poll interval, again after R: a commit
+                # the job made within R of its note is not in it (change_notes).
+                wanted = {layout.join(self.root, table) for table in news.feeds}
+                with self._lock:
+                    for feed in self._feeds.values():
+                        if feed.table in wanted:
+                            feed.interval = self._poll
+                            self._marked.add(feed.key)
+            found = news.sweep or bool(news.feeds)
+            self._note_interval = next_interval(self._note_interval, found=found, base=self._poll, idle=self._idle_poll)
+        self._note_due = now + self._note_interval
 
     def _warm(self, feeds: list[_Feed]) -> None:
         """Refresh the idle durable subscriptions' snapshots (:meth:`keep_warm`) when due."""

@@ -10,11 +10,12 @@ probes are ``stat`` calls, which cost no request.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from sharedsub.core import layout
 from sharedsub.core.fanout import change_notes
-from sharedsub.core.fanout.change_notes import Note
+from sharedsub.core.fanout.change_notes import Note, NoteKeeper
 from sharedsub.storage.delta.tables import read_object
 from sharedsub.storage.objects.locations import locate
 
@@ -67,3 +68,41 @@ def read_notes(root: str, names: Iterable[str]) -> dict[str, Note | None]:
             log.warning("change note %s is unreadable (%s): read as absent", name, exc)
             notes[name] = None
     return notes
+
+
+class NoteWriter:
+    """One writer's note on the store: what its NoteKeeper says is due, stored by :meth:`flush`.
+    A failure is logged (the first, then every 100th) and the note stays due for the next
+    flush: readers miss nothing meanwhile that their next sweep does not find. One thread."""
+
+    def __init__(self, root: str, name: str, keeper: NoteKeeper) -> None:
+        self.root = root
+        self.name = name
+        self.keeper = keeper
+        self._failures = 0
+
+    @property
+    def due(self) -> bool:
+        """Whether a note waits to be stored."""
+        return self.keeper.due
+
+    def committed(self, feeds: Iterable[str]) -> None:
+        """``feeds`` (topic feeds, or subscription tables relative to the data dir) got a commit just now."""
+        self.keeper.committed(feeds, time.monotonic())
+
+    def flush(self) -> None:
+        """Store the note when one is due (one PUT)."""
+        if not self.keeper.due:
+            return
+        note, made_at = self.keeper.note(), time.monotonic()
+        try:
+            write_note(self.root, self.name, note)
+        except Exception as exc:  # noqa: BLE001 (a note is a hint: it never fails a commit)
+            self._failures += 1
+            if self._failures % 100 == 1:
+                log.warning("change note %s not stored (%d tries so far): %s", self.name, self._failures, exc)
+            return
+        if self._failures:
+            log.info("change note %s stored again after %d failed tries", self.name, self._failures)
+            self._failures = 0
+        self.keeper.written(note, made_at)

@@ -14,11 +14,10 @@ import pytest
 from jobs.sources.deltars_topics import TopicsStreamReader, offset_versions
 from sharedsub.core.fanout.change_notes import ACTIVE_FOR, NoteKeeper, note_name
 from sharedsub.storage import schemas
-from sharedsub.storage.change_notes import list_notes, write_note
+from sharedsub.storage.change_notes import NoteWriter, list_notes
 from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.topics import create_topic
 from tests.s3_server import S3Server
-from tests.storage.conftest import access_mark, requests_since
 
 TOPICS = [f"t{i}" for i in range(8)]
 
@@ -33,25 +32,19 @@ class Writer:
 
     def __init__(self, root: str, epoch: int) -> None:
         self.root = root
-        self.keeper = NoteKeeper(epoch)
+        self.note = NoteWriter(root, note_name(0), NoteKeeper(epoch))
+        self.note.flush()
         self.appenders: dict[str, DeltaAppender] = {}
         self.seqs: dict[str, int] = {}
-        self.note()
 
     def commit(self, topic: str, *, noted: bool = True) -> None:
         appender = self.appenders.setdefault(topic, DeltaAppender(f"{self.root}/topics/{topic}", schemas.TOPIC))
         seq = self.seqs.get(topic, 0)
         appender.append(_rows(seq))
         self.seqs[topic] = seq + 1
-        self.keeper.committed([topic], time.monotonic())
+        self.note.committed([topic])
         if noted:
-            self.note()
-
-    def note(self) -> None:
-        if self.keeper.due:
-            note, made_at = self.keeper.note(), time.monotonic()
-            write_note(self.root, note_name(0), note)
-            self.keeper.written(note, made_at)
+            self.note.flush()
 
 
 def _reader(root: str) -> TopicsStreamReader:
@@ -87,10 +80,10 @@ def test_an_idle_source_reads_the_notes_and_no_topic_table(topics_root: str, cou
     offset = _advance(reader, reader.initialOffset())  # the start's sweep: every topic once
     assert offset_versions(offset) == {t: 0 for t in TOPICS}
     offset = _quiet(reader, offset)
-    start = access_mark(counted)
+    start = counted.access_mark()
     for _ in range(5):
         assert _advance(reader, offset) == offset
-    made = requests_since(counted, start)
+    made = counted.requests_since(start)
     assert [key.rsplit("/", 2)[-2:] for _, key in made] == [["_changes", "topics-0.json"]] * 5, made
     assert list_notes(topics_root) == ["topics-0.json"]
 
@@ -103,7 +96,7 @@ def test_a_noted_commit_and_an_unnoted_one_within_r_are_found(topics_root: str) 
     offset = _advance(reader, offset)
     assert offset_versions(offset)["t3"] == 1
     writer.commit("t3")  # within R of its note: not noted, found because t3 is active
-    assert not writer.keeper.due
+    assert not writer.note.due
     offset = _advance(reader, offset)
     assert offset_versions(offset) == {**{t: 0 for t in TOPICS}, "t3": 2}
 
@@ -113,7 +106,7 @@ def test_a_commit_its_dead_writer_never_noted_is_found_by_the_next_writers_sweep
     reader = _reader(topics_root)
     offset = _quiet(reader, _advance(reader, reader.initialOffset()))
     first.commit("t5", noted=False)  # the writer dies here
-    assert first.keeper.due
+    assert first.note.due
     for _ in range(3):
         offset = _advance(reader, offset)
     assert offset_versions(offset)["t5"] == 0  # nobody said so: not probed

@@ -28,7 +28,6 @@ from sharedsub.storage.delta.tables import log_names
 from sharedsub.storage.objects.locations import storage_options
 from sharedsub.storage.topics import create_topic
 from tests.s3_server import S3Server
-from tests.storage.conftest import access_mark, requests_since
 
 
 @pytest.fixture
@@ -46,10 +45,10 @@ def test_a_commit_of_a_loaded_table_is_a_data_put_and_a_log_put(root: str, count
     table = create_topic(root, "t")
     writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
     writer.append(_rows([0]))  # loads the table once
-    start = access_mark(counted)
+    start = counted.access_mark()
     for seq in range(1, 6):
         writer.append(_rows([seq]))
-    made = requests_since(counted, start)
+    made = counted.requests_since(start)
     assert [op for op, _ in made] == ["s3_PutObject"] * 10, made
     assert [key.endswith(".parquet") for _, key in made] == [True, False] * 5
     assert all("_delta_log/" in key for _, key in made[1::2])
@@ -63,21 +62,21 @@ def test_a_fanout_commit_reads_its_marks_from_memory_and_is_two_requests(root: s
     writer = DeltaAppender(table, schemas.SUBSCRIPTION, epoch=fence_token(0, 1))
     assert writer.transaction_version("fanout-0") is None
     assert writer.append(_rows([0, 1], schemas.SUBSCRIPTION), app_transactions=[("fanout-0", 1)]) == 0  # made here
-    start = access_mark(counted)
+    start = counted.access_mark()
     for seq in range(2, 5):
         assert writer.transaction_version("fanout-0") == seq - 1
         files = [write_data_file(table, _rows([seq], schemas.SUBSCRIPTION))]
         writer.append_files(files, app_transactions=[("fanout-0", seq)])
-    assert len(requests_since(counted, start)) == 6
+    assert len(counted.requests_since(start)) == 6
     loaded = DeltaTable(table, storage_options=storage_options(table))
     assert loaded.transaction_version("fanout-0") == 4 and loaded.version() == 3
 
 
 def test_a_new_tables_first_commit_is_one_list_and_two_puts(root: str, counted: S3Server) -> None:
     table = f"{root}/subscriptions/new"
-    start = access_mark(counted)
+    start = counted.access_mark()
     DeltaAppender(table, schemas.SUBSCRIPTION).append(_rows([0], schemas.SUBSCRIPTION))
-    assert sorted(op for op, _ in requests_since(counted, start)) == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
+    assert sorted(op for op, _ in counted.requests_since(start)) == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
     loaded = DeltaTable(table, storage_options=storage_options(table))
     assert loaded.version() == 0 and loaded.to_pyarrow_table().column("seq").to_pylist() == [0]
 
@@ -87,9 +86,9 @@ def test_a_version_another_writer_took_is_read_once_and_stepped_over(root: str, 
     writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
     writer.append(_rows([0]))
     DeltaAppender(table, schemas.TOPIC, blind=False).append(_rows([100]))  # a maintenance-like commit by delta-rs
-    start = access_mark(counted)
+    start = counted.access_mark()
     version = writer.append(_rows([1]))
-    ops = [op for op, _ in requests_since(counted, start)]
+    ops = [op for op, _ in counted.requests_since(start)]
     assert version == 3 and sorted(ops) == ["s3_GetObject", "s3_PutObject", "s3_PutObject", "s3_PutObject"], ops
     data = read_table(table, ["seq"])
     assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1, 100]
@@ -146,12 +145,12 @@ def test_new_versions_are_found_by_two_heads_and_one_list_not_a_head_each(root: 
     writer = DeltaAppender(table, schemas.TOPIC)
     for seq in range(6):
         writer.append(_rows([seq]))
-    start = access_mark(counted)
+    start = counted.access_mark()
     assert latest_version(table, 1) == 6
-    assert sorted(op for op, _ in requests_since(counted, start)) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
-    start = access_mark(counted)
+    assert sorted(op for op, _ in counted.requests_since(start)) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
+    start = counted.access_mark()
     assert latest_version(table, 5) == 6  # one new: two HEADs, no LIST (billed as twelve HEADs)
-    assert [op for op, _ in requests_since(counted, start)] == ["s3_HeadObject"] * 2
-    start = access_mark(counted)
+    assert [op for op, _ in counted.requests_since(start)] == ["s3_HeadObject"] * 2
+    start = counted.access_mark()
     assert latest_version(table, 6) == 6  # nothing new: the one HEAD
-    assert [op for op, _ in requests_since(counted, start)] == ["s3_HeadObject"]
+    assert [op for op, _ in counted.requests_since(start)] == ["s3_HeadObject"]

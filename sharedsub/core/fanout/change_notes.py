@@ -12,7 +12,11 @@ committer, one per member slot) keeps one small object, its *note*
 
 ``feeds`` maps each topic table (a *feed*, named as its directory under ``topics/``) to the
 note ``seq`` at which it was last noted. The fan-out's source (jobs/sources/deltars_topics.py)
-reads the notes once per probe and probes only the feeds that are *active*.
+reads the notes once per probe and probes only the feeds that are *active*. The fan-out job
+keeps one too (:data:`FANOUT_NOTE`), naming the subscription tables it wrote, for the tailers of
+front ends that get no announcements from it (``sharedsub frontend``): the same rules, with
+the tailer's back-off doubling from its poll interval after a note names a table (so it
+probes again after R, then more and more seldom).
 
 Writer rule (:class:`NoteKeeper`): after a commit of feed ``f`` at time ``t``, the note is
 written (before the committer's next group) when ``f`` was never noted by this writer or its
@@ -67,6 +71,11 @@ NOTE_LIST_INTERVAL = 10.0
 
 NOTE_PREFIX = "topics-"
 """Every topic writer's note is ``<NOTE_PREFIX><slot>.json`` under the changes directory."""
+
+
+FANOUT_NOTE = "fanout.json"
+"""The fan-out job's note: the subscription tables its batches wrote (paths relative to the
+data dir), read by the tailers of ``sharedsub frontend`` members, which get no announcements."""
 
 
 def note_name(slot: int) -> str:

@@ -19,6 +19,7 @@ _FAMILIES = {
     "catalog": "catalog",
     layout.CLUSTER_DIR: "cluster",
     "_fanout": "fanout",
+    layout.CHANGES_DIR: "changes",
     "_users.json": "users",
 }
 
