@@ -116,11 +116,13 @@ def test_a_table_that_cannot_be_written_stops_nobody_else_and_catches_up_once_re
     finally:
         assert svc.stop() == 0, svc.log()[-4000:]
 
-    # One line when the fault started and one when it cleared, from the tailer (which polled the
-    # broken table every 5 ms) and from the fan-out (which retried it every second).
+    # One line when the fault started and one when it cleared, from the fan-out (which retried
+    # it every second), and at most one of each from the tailer (it reads a table when the
+    # fan-out announces a commit to it, so it may never meet the broken one).
     log = svc.log().splitlines()
-    assert sum("reading subscription table" in line and "failed" in line for line in log) == 1, svc.log()[-4000:]
-    assert sum("reading subscription table" in line and "works again" in line for line in log) == 1
+    tailer_failed = sum("reading subscription table" in line and "failed" in line for line in log)
+    assert tailer_failed <= 1, svc.log()[-4000:]
+    assert sum("reading subscription table" in line and "works again" in line for line in log) == tailer_failed
     assert sum(f"subscription {rec.key}: commit to" in line for line in log) == 1, svc.log()[-4000:]
     assert sum(f"subscription {rec.key}: {rec.table} takes commits again" in line for line in log) == 1
 
