@@ -31,9 +31,9 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import procstat
-from held_subscribers import PER_CHILD, HeldSubscribers
 import s3_access_log
 import stages
+from held_subscribers import PER_CHILD, HeldSubscribers
 from sharedsub_service import SharedSubS3Service
 
 from tests.amqp_peer import Subscriber, jms_shared_durable

@@ -45,8 +45,8 @@ from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
 from sharedsub.runtime.tailer import Row, Tailer
-from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.change_notes import NoteWriter
+from sharedsub.storage.commits.append_process import AppendProcess
 from sharedsub.storage.commits.commit_store import DeltaStore
 
 

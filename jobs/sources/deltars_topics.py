@@ -333,7 +333,6 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return wanted
 
     def _probed_entries(self, topics: Iterable[str], begin: Mapping[str, int], *, catalog: bool) -> Iterator[str]:
-
         """The log entries a probe of ``topics`` reads first: each one's version 0 (its table's
         id), the version it is known at and the next two (commit_log.latest_version); with
         ``catalog``, the catalog's next one (CatalogReader.refresh, once it has read the catalog)."""
