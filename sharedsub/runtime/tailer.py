@@ -237,13 +237,24 @@ class Tailer:
         """New rows may be in ``tables`` (paths relative to the data dir; None: in any table):
         the fan-out says a batch wrote them (sharedsub.core.fanout.routed_tables). Those are
         probed at once. Any thread."""
-        with self._lock:
-            if tables is None:
+        if tables is None:
+            with self._lock:
                 self._every = True
-            else:
-                wanted = {layout.join(self.root, table) for table in tables}
-                self._marked.update(feed.key for feed in self._feeds.values() if feed.table in wanted)
+        else:
+            self._mark_tables(tables)
         self._wake.set()
+
+    def _mark_tables(self, tables: Collection[str], *, renew: bool = False) -> None:
+        """Probe the feeds of ``tables`` (relative to the data dir) at the next pass; with
+        ``renew`` (this thread only: it sets their interval), backing off from the poll interval
+        again after it (a change note's news)."""
+        wanted = {layout.join(self.root, table) for table in tables}
+        with self._lock:
+            for feed in self._feeds.values():
+                if feed.table in wanted:
+                    self._marked.add(feed.key)
+                    if renew:
+                        feed.interval = self._poll
 
     def _mark(self, key: str) -> None:
         """Probe ``key``'s table at the next pass (news of it: a watch, a rewind, room freed)."""
@@ -412,12 +423,7 @@ class Tailer:
             elif news.feeds:
                 # Probed now and, backing off from the poll interval, again after R: a commit
                 # the job made within R of its note is not in it (change_notes).
-                wanted = {layout.join(self.root, table) for table in news.feeds}
-                with self._lock:
-                    for feed in self._feeds.values():
-                        if feed.table in wanted:
-                            feed.interval = self._poll
-                            self._marked.add(feed.key)
+                self._mark_tables(news.feeds, renew=True)
             found = news.sweep or bool(news.feeds)
             self._note_interval = next_interval(self._note_interval, found=found, base=self._poll, idle=self._idle_poll)
         self._note_due = now + self._note_interval

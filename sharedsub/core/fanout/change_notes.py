@@ -192,11 +192,6 @@ class ChangeWatch:
         self._news_at: dict[str, float] = {}  # active feed -> when last activated or found new
         self._swept_at: float | None = None
 
-    @property
-    def notes(self) -> list[str]:
-        """The notes read so far (their names)."""
-        return sorted(self._seen)
-
     def read(self, notes: Mapping[str, Note | None], now: float) -> NoteNews:
         """Take the notes just read (name -> note; None: not there) and activate what they name.
 
