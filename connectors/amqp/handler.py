@@ -476,7 +476,8 @@ class FrontEnd(Handler):
             link.flow(1)
             return
         self.publish_window.queued(len(data))
-        awaited = state.pace.arrived(received, self.settings.publish.sync_send_gap)
+        # link.credit: what the publisher may still send; none left, it waits for this group.
+        awaited = state.pace.arrived(received, self.settings.publish.sync_send_gap, link.credit)
         token = self.publishes.put(PublishContext(transfer, link, state))
         self.committer.submit(Publish(topic, columns, data, token, received, awaited))
         self.stages.observe("decode", time.perf_counter() - received)

@@ -58,6 +58,22 @@ def test_a_synchronous_publisher_is_awaited_from_its_second_message_on() -> None
     assert seen == [False, True, True, True]
 
 
+@pytest.mark.parametrize(
+    ("unsettled", "credit_left", "awaited", "why"),
+    [
+        (999, 0, True, "its window's last message: it can send nothing more until a settlement"),
+        (0, 0, True, "credit for one message only"),
+        (500, 1, False, "it may still send one more"),
+        (500, None, False, "the link's credit not known: the timing rule alone"),
+    ],
+)
+def test_a_message_that_uses_up_its_links_credit_is_awaited(
+    unsettled: int, credit_left: int | None, awaited: bool, why: str
+) -> None:
+    pace = PublisherPace(unsettled, None)
+    assert pace.arrived(10.0, GAP, credit_left) is awaited, why
+
+
 def test_a_pipelining_publisher_is_never_awaited() -> None:
     pace = PublisherPace()
     seen = [pace.arrived(0.001 * i, GAP) for i in range(5)]  # five sent before any outcome

@@ -219,7 +219,7 @@ def test_probes_on_object_storage_are_spaced_by_object_poll_interval() -> None:
 
 
 def test_group_commits_on_object_storage_are_spaced_by_object_commit_interval() -> None:
-    assert group_commit_interval(load_settings(environ={})) == 0.02  # [publish] min_commit_interval, locally
+    assert group_commit_interval(load_settings(environ={})) == 0.05  # [publish] min_commit_interval, locally
     s3 = {"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss"}
     assert group_commit_interval(load_settings(environ=s3)) == 0.1  # [storage] object_commit_interval
     faster = load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "0.05"})

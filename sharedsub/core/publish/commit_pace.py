@@ -12,9 +12,14 @@ one message per interval (measured with a blocking python-qpid-proton sender: 50
 347 msg/s with no interval; bench/RESULTS.md, "Synchronous publishers"). Its message is
 *awaited*: the group it starts, or joins during the wait, is committed at once.
 
-Telling such a publisher apart, per publisher link (:class:`PublisherPace`): a message is awaited
-when its link had nothing unsettled when it arrived and the link's last settlement was at most
-``gap`` seconds before (``[publish] sync_send_gap``; 0: never). A publisher that keeps several
+The same holds for a publisher that has used up the credit its link was given: it can send
+nothing more until some of its messages are settled, so the group that holds its last one gains
+no company by waiting (a publisher with a window of 1,000 and the default ``[publish] credit``
+of 1,000 would otherwise be held to 1,000 messages per interval). Its message is awaited too.
+
+Telling a synchronous publisher apart, per publisher link (:class:`PublisherPace`): a message is
+awaited when its link had nothing unsettled when it arrived and the link's last settlement was
+at most ``gap`` seconds before (``[publish] sync_send_gap``; 0: never). A publisher that keeps several
 messages in flight nearly always has one unsettled when the next arrives; one that sends at a
 slow steady pace sends its next message whenever its clock says, mostly long after the last
 settlement.
@@ -35,12 +40,13 @@ class PublisherPace:
     unsettled: int = 0
     settled_at: float | None = None
 
-    def arrived(self, now: float, gap: float) -> bool:
+    def arrived(self, now: float, gap: float, credit_left: int | None = None) -> bool:
         """Count a message handed to the committer at ``now``; whether it is awaited (the module
-        docstring's rule)."""
+        docstring's rules). ``credit_left``: the credit its link still has after it (None: not
+        known); 0 means its publisher can send nothing more until a settlement."""
         awaited = gap > 0 and self.unsettled == 0 and self.settled_at is not None and now - self.settled_at <= gap
         self.unsettled += 1
-        return awaited
+        return awaited or credit_left == 0
 
     def settled(self, count: int, now: float) -> None:
         """``count`` of the link's messages were settled at ``now`` (accepted or refused)."""
