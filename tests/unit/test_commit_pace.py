@@ -74,6 +74,27 @@ def test_a_message_that_uses_up_its_links_credit_is_awaited(
     assert pace.arrived(10.0, GAP, credit_left) is awaited, why
 
 
+def test_a_publisher_whose_window_is_full_is_awaited_from_its_second_round_on() -> None:
+    # A client window of 4, far below the link's credit: each round's fourth message is awaited
+    # once the first outcomes showed four in flight; the first round has nothing to go by.
+    pace = PublisherPace()
+    rounds = []
+    for r in range(3):
+        rounds.append([pace.arrived(r + 0.001 * i, GAP, credit_left=1000) for i in range(4)])
+        pace.settled(4, r + 0.5)
+    assert rounds == [[False] * 4, [False, False, False, True], [False, False, False, True]]
+    assert pace.window == 4
+
+
+def test_a_window_seen_as_one_message_leaves_it_to_the_timing_rule() -> None:
+    pace = PublisherPace()
+    seen = []
+    for t in (0.0, 1.0, 2.0):  # one message a second, each settled before the next
+        seen.append(pace.arrived(t, GAP, credit_left=1000))
+        pace.settled(1, t + 0.05)
+    assert seen == [False, False, False] and pace.window == 1
+
+
 def test_a_pipelining_publisher_is_never_awaited() -> None:
     pace = PublisherPace()
     seen = [pace.arrived(0.001 * i, GAP) for i in range(5)]  # five sent before any outcome

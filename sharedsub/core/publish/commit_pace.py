@@ -12,10 +12,12 @@ one message per interval (measured with a blocking python-qpid-proton sender: 50
 347 msg/s with no interval; bench/RESULTS.md, "Synchronous publishers"). Its message is
 *awaited*: the group it starts, or joins during the wait, is committed at once.
 
-The same holds for a publisher that has used up the credit its link was given: it can send
-nothing more until some of its messages are settled, so the group that holds its last one gains
-no company by waiting (a publisher with a window of 1,000 and the default ``[publish] credit``
-of 1,000 would otherwise be held to 1,000 messages per interval). Its message is awaited too.
+The same holds for a publisher that can send nothing more until some of its messages are
+settled: the group that holds its last one gains no company by waiting (a publisher with a
+window of W would otherwise be held to W messages per interval). Its message is awaited too
+when it uses up the credit its link was given, or when it brings the link's unsettled messages
+to the most the link had when outcomes came back before (its own window, as seen; at least 2,
+so that a slow publisher with one message in flight at a time is left to the timing rule below).
 
 Telling a synchronous publisher apart, per publisher link (:class:`PublisherPace`): a message is
 awaited when its link had nothing unsettled when it arrived and the link's last settlement was
@@ -34,11 +36,13 @@ import dataclasses
 
 @dataclasses.dataclass(slots=True)
 class PublisherPace:
-    """One publisher link's messages handed to the committer and not yet settled, and when the
-    last of them was settled (seconds on the caller's monotonic clock; None: never)."""
+    """One publisher link's messages handed to the committer and not yet settled, when the last
+    of them was settled (seconds on the caller's monotonic clock; None: never), and the most it
+    had unsettled when outcomes came back (its window, as seen)."""
 
     unsettled: int = 0
     settled_at: float | None = None
+    window: int = 0
 
     def arrived(self, now: float, gap: float, credit_left: int | None = None) -> bool:
         """Count a message handed to the committer at ``now``; whether it is awaited (the module
@@ -46,10 +50,12 @@ class PublisherPace:
         known); 0 means its publisher can send nothing more until a settlement."""
         awaited = gap > 0 and self.unsettled == 0 and self.settled_at is not None and now - self.settled_at <= gap
         self.unsettled += 1
-        return awaited or credit_left == 0
+        full = self.window > 1 and self.unsettled >= self.window
+        return awaited or full or credit_left == 0
 
     def settled(self, count: int, now: float) -> None:
         """``count`` of the link's messages were settled at ``now`` (accepted or refused)."""
+        self.window = max(self.window, self.unsettled)
         self.unsettled = max(0, self.unsettled - count)
         if self.unsettled == 0:
             self.settled_at = now
