@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -17,6 +20,7 @@ from sharedsub.storage.delta.table_reads import read_table
 from sharedsub.storage.topics import create_topic, topic_exists
 from tests.amqp_peer import Subscriber, publish
 from tests.raw_amqp import BEGIN_CODE, HEADER, frame, read_until
+from tests.rhea.test_rhea_tier import NODE_TIMEOUT, TIER, _check_setup, _results
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -107,6 +111,34 @@ def test_a_transfer_before_the_attach_is_answered_closes_only_that_connection(tm
     kept = Message()
     kept.decode(stored.column("message")[0].as_py())
     assert kept.body == "in time"
+
+
+@pytest.mark.timeout(NODE_TIMEOUT + 60)
+def test_a_publisher_that_can_send_nothing_more_is_not_held_for_the_commit_interval_rhea(tmp_path: Path) -> None:
+    """Seen from rhea (tests/rhea/commit_pace.js): with a 1 s commit interval (the most allowed) and the
+    synchronous-send rule off, a group whose publisher used up its link credit, and the rounds
+    of a publisher whose window (below the credit) is full, are committed at once
+    (sharedsub.core.publish.commit_pace); held, each would wait about 1 s."""
+    node = _check_setup()
+    data = tmp_path / "data"
+    report = tmp_path / "rhea-junit.xml"
+    settings = {
+        "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "1",
+        "SHAREDSUB_PUBLISH_SYNC_SEND_GAP": "0",
+        "SHAREDSUB_PUBLISH_CREDIT": "8",
+    }
+    fe = ServeProcess(data, command="frontend", env=settings).start()
+    try:
+        env = dict(os.environ, **settings, SHAREDSUB_URL=fe.url, SHAREDSUB_DATA_DIR=str(data),
+                   SHAREDSUB_PYTHON=sys.executable, NODE_NO_WARNINGS="1")
+        cmd = [node, "--test", "--test-reporter=junit", f"--test-reporter-destination={report}", str(TIER / "commit_pace.js")]
+        run = subprocess.run(cmd, cwd=TIER, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT)
+    finally:
+        assert fe.stop() == 0
+    assert report.exists(), f"node --test wrote no JUnit report (exit {run.returncode}):\n{(run.stdout + run.stderr)[-4000:]}"
+    ok, failed, skipped = _results(report)
+    assert not failed, "\n\n".join(f"--- {name}\n{message}" for name, message in failed)
+    assert len(ok) == 2 and not skipped, (ok, skipped)
 
 
 def test_a_publisher_that_waits_for_each_outcome_is_not_held_for_the_commit_interval(tmp_path: Path) -> None:
