@@ -14,14 +14,13 @@ redelivered.
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from tests.crash.driver import FRONTEND, crash_run, passed, seed_for
-from tests.rhea.test_rhea_tier import NODE_TIMEOUT, TIER, _check_setup, _results
+from tests.rhea.test_rhea_tier import NODE_TIMEOUT, TIER, _check_setup, run_script
 from tests.s3_server import S3Server
 from tests.service import ServeProcess
 
@@ -39,14 +38,10 @@ def test_rhea_publishes_and_consumes_every_message_once_through_a_remote_store(
     try:
         env = dict(os.environ, **slow_s3_env, SHAREDSUB_URL=service.url, SHAREDSUB_DATA_DIR=data,
                    SHAREDSUB_PYTHON=sys.executable, NODE_NO_WARNINGS="1")
-        cmd = [node, "--test", "--test-reporter=junit", f"--test-reporter-destination={report}", str(TIER / "remote_store.js")]
-        run = subprocess.run(cmd, cwd=TIER, env=env, capture_output=True, text=True, timeout=NODE_TIMEOUT)
+        ok = run_script(node, TIER / "remote_store.js", env, report)
     finally:
         code = service.stop()
-    assert report.exists(), f"node --test wrote no JUnit report (exit {run.returncode}):\n{(run.stdout + run.stderr)[-4000:]}"
-    ok, failed, skipped = _results(report)
-    assert not failed, "\n\n".join(f"--- {name}\n{message}" for name, message in failed)
-    assert len(ok) == 1 and not skipped, (ok, skipped)
+    assert len(ok) == 1, ok
     assert code == 0, f"serve on {data} exited with {code}:\n" + "\n".join(service.stderr_lines[-40:])
 
 

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
@@ -90,6 +91,18 @@ def _results(report: Path) -> tuple[list[str], list[tuple[str, str]], list[str]]
         else:
             passed.append(name)
     return passed, failed, skipped
+
+
+def run_script(node: str, script: Path, env: Mapping[str, str], report: Path) -> list[str]:
+    """Run one rhea script that is not part of the tier (a test that needs a service of its
+    own) with ``node --test``; fail naming every failed or skipped Node test; the passed ones."""
+    cmd = [node, "--test", "--test-reporter=junit", f"--test-reporter-destination={report}", str(script)]
+    run = subprocess.run(cmd, cwd=TIER, env=dict(env), capture_output=True, text=True, timeout=NODE_TIMEOUT)
+    assert report.exists(), f"node --test wrote no JUnit report (exit {run.returncode}):\n{(run.stdout + run.stderr)[-4000:]}"
+    ok, failed, skipped = _results(report)
+    assert not failed, "\n\n".join(f"--- {name}\n{message}" for name, message in failed)
+    assert not skipped, skipped
+    return ok
 
 
 @pytest.mark.timeout(NODE_TIMEOUT + 360)  # + starting (Spark) and stopping the service
