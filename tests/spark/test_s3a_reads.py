@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyspark.sql import SparkSession
 
@@ -21,9 +22,14 @@ from jobs.s3a_settings import is_secret, spark_path
 from jobs.session import s3a_enabled, use_object_storage
 from jobs.spark_tables import backlog_sql, register_tables, table_ref
 from sharedsub.core import layout
+from sharedsub.core.ownership.members import fence_token
 from sharedsub.runtime.commit_requests import Ack
+from sharedsub.storage import schemas
+from sharedsub.storage.delta import blind_append
+from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version
 from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.delta.tables import log_names
 from sharedsub.storage.topics import create_topic
 from tests import builders as b
 from tests.s3_server import SECRET_KEY, S3Server
@@ -81,3 +87,23 @@ def test_spark_reads_tables_on_s3_over_s3a_with_sql_and_time_travel(
     assert all(path.startswith("s3a://") for path in views.values())
     assert spark.sql("SELECT count(*) AS n FROM sub_container_1_billing").first().n == 8
     assert [r.seq for r in spark.sql(backlog_sql(root, billing)).collect()] == [3, 4, 5, 6, 7]
+
+
+def test_spark_reads_a_bucket_table_through_the_checkpoints_its_writer_made(
+    s3a_spark: SparkSession, s3_server: S3Server, s3_env: dict[str, str]
+) -> None:
+    """The writer's checkpoints (sharedsub.storage.delta.object_checkpoint: the first from the
+    log entries it holds, the next from the first) are read by Spark's Delta reader as delta-rs's."""
+    spark, root = s3a_spark, s3_server.url("checkpoints")
+    use_object_storage(spark, root, None, os.environ)
+    interval = blind_append.CHECKPOINT_INTERVAL
+    topic = create_topic(root, "ticks")
+    writer = DeltaAppender(topic, schemas.TOPIC, epoch=fence_token(1, 1))
+    for seq in range(2 * interval + 1):
+        cols = {"seq": [seq], "message": [b"m"]}
+        writer.append(pa.table({f.name: pa.array(cols.get(f.name, [None]), f.type) for f in schemas.TOPIC}))
+    writer.finish(60)
+    names = {Path(n).name for n in log_names(topic)}
+    assert {f"{interval:020d}.checkpoint.parquet", f"{2 * interval:020d}.checkpoint.parquet"} <= names
+    for version in (interval + 1, 2 * interval + 1):
+        assert _spark_seqs(spark, spark_path(topic), version) == _deltars_seqs(topic, version) == list(range(version)), version

@@ -139,6 +139,30 @@ def test_checkpoints_are_written_and_delta_rs_reads_past_them(root: str) -> None
 
 
 
+def test_a_checkpoint_is_made_from_the_entries_the_writer_holds_not_a_reread_log(root: str, counted: S3Server) -> None:
+    interval = blind_append.CHECKPOINT_INTERVAL
+    table = create_topic(root, "t")
+    writer = DeltaAppender(table, schemas.TOPIC, epoch=fence_token(1, 1))
+    for seq in range(2 * interval - 1):
+        writer.append(_rows([seq]))
+    writer.finish(60)
+    start = counted.access_mark()
+    writer.append(_rows([2 * interval - 1]))  # version 2 * interval: its checkpoint is due
+    writer.finish(60)
+    made = counted.requests_since(start)
+    # the commit's two puts; _last_checkpoint and the checkpoint it names read once each; the
+    # new checkpoint and _last_checkpoint put: no LIST, no log entry read again
+    assert sorted(op for op, _ in made) == ["s3_GetObject"] * 2 + ["s3_PutObject"] * 4, made
+    gets = sorted(Path(key).name for op, key in made if op == "s3_GetObject")
+    assert gets == [f"{interval:020d}.checkpoint.parquet", "_last_checkpoint"]
+    names = {Path(n).name for n in log_names(table)}
+    assert f"{2 * interval:020d}.checkpoint.parquet" in names
+    writer.append(_rows([2 * interval]))
+    for version in (interval + 1, 2 * interval, 2 * interval + 1):
+        loaded = DeltaTable(table, version=version, storage_options=storage_options(table))
+        assert sorted(loaded.to_pyarrow_table(columns=["seq"]).column("seq").to_pylist()) == list(range(version))
+
+
 def test_new_versions_are_found_by_two_heads_and_one_list_not_a_head_each(root: str, counted: S3Server) -> None:
     table = create_topic(root, "t")
     writer = DeltaAppender(table, schemas.TOPIC)

@@ -40,12 +40,13 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 from sharedsub.core.layout import local_path
+from sharedsub.storage.delta.checkpoint_rows import CannotCheckpoint
 from sharedsub.storage.delta.data_files import DataFile, add_action, file_location, write_data_file
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
@@ -71,8 +72,6 @@ def supported(table: DeltaTable, schema: pa.Schema) -> bool:
     if metadata.partition_columns or metadata.configuration.get("delta.appendOnly") not in (None, "true", "false"):
         return False
     return [f.name for f in table.schema().fields] == schema.names
-
-
 
 
 class FirstCommit:
@@ -175,21 +174,32 @@ def commit_body(
 
 
 class Checkpoints:
-    """The checkpoints of one table written by blind appends: one through delta-rs every
+    """The checkpoints of one table written by blind appends: one every
     :data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do, on a thread of its own
     (loading the table for it takes tens of ms, which the appends behind it would otherwise wait
     for: publish→accepted p99); one at a time, an interval whose checkpoint would start while one
-    runs gets none."""
+    runs gets none.
 
-    def __init__(self, table: str) -> None:
+    ``writer(version, held)`` (when given) writes a checkpoint from the log entries the caller
+    holds (sharedsub.storage.delta.object_checkpoint); when it raises CannotCheckpoint, delta-rs
+    writes it."""
+
+    def __init__(self, table: str, writer: Callable[[int, Mapping[int, str]], object] | None = None) -> None:
         self.table = table
+        self._writer = writer
         self._thread: threading.Thread | None = None
 
-    def after(self, version: int) -> None:
-        """``version`` was just committed: start its checkpoint when it is due."""
+    def after(self, version: int, held: Mapping[int, str] | None = None) -> bool:
+        """``version`` was just committed: start its checkpoint when it is due (``held``: the
+        log entries the writer holds, handed to ``writer``; not changed afterwards). Whether one
+        was started."""
         if version > 0 and version % CHECKPOINT_INTERVAL == 0 and not self.running():
-            self._thread = threading.Thread(target=self._write, args=(version,), name="sharedsub-checkpoint", daemon=True)
+            self._thread = threading.Thread(
+                target=self._write, args=(version, held or {}), name="sharedsub-checkpoint", daemon=True
+            )
             self._thread.start()
+            return True
+        return False
 
     def running(self) -> bool:
         """Whether a checkpoint is being written now."""
@@ -203,8 +213,14 @@ class Checkpoints:
         if thread is not None:
             thread.join(timeout)
 
-    def _write(self, version: int) -> None:
+    def _write(self, version: int, held: Mapping[int, str]) -> None:
         try:
+            if self._writer is not None:
+                try:
+                    self._writer(version, held)
+                    return
+                except CannotCheckpoint as exc:
+                    log.info("checkpoint of %s at version %d through delta-rs: %s", self.table, version, exc)
             delta_table(self.table, version).create_checkpoint()
         except Exception as exc:  # noqa: BLE001 (the commits stand; readers replay more log until the next one)
             log.warning("checkpoint of %s at version %d failed: %s", self.table, version, exc)

@@ -25,8 +25,10 @@ at the version after the known one. A refusal means another entry holds that ver
 
 The first use of a table loads it through delta-rs once (its version and, when asked, app
 transactions); a table not made yet is made by a first commit of the same two requests after one
-LIST (a table whose early log entries were cleaned must not get a second version 0). Checkpoints
-are written through delta-rs every CHECKPOINT_INTERVAL versions, on a thread (blind_append.Checkpoints).
+LIST (a table whose early log entries were cleaned must not get a second version 0). A checkpoint
+is written every CHECKPOINT_INTERVAL versions, on a thread (blind_append.Checkpoints), from the
+previous checkpoint and the log entries this appender put or stepped over since
+(sharedsub.storage.delta.object_checkpoint), not by delta-rs re-reading the log segment.
 Log entries and checkpoints are ordinary Delta: Spark and delta-rs read these tables as any other
 (tests/storage/test_object_append.py).
 """
@@ -35,7 +37,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -52,6 +54,7 @@ from sharedsub.storage.delta.blind_append import (
     supported,
 )
 from sharedsub.storage.delta.data_files import DataFile, write_data_file
+from sharedsub.storage.delta.object_checkpoint import write_checkpoint
 from sharedsub.storage.delta.tables import delta_table, table_exists
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.store import AlreadyExists, ObjectNotFound
@@ -126,7 +129,10 @@ class ObjectAppender:
         self._txns: dict[str, int] = {}  # app transactions recorded after the load, up to _version
         self._unsupported = False
         self._missing = False  # no table when last looked (ready)
-        self._checkpoints = Checkpoints(path)
+        # Log entry texts this appender put or read since its last checkpoint was started, by
+        # version: what the next checkpoint is made of (object_checkpoint.write_checkpoint).
+        self._held: dict[int, str] = {}
+        self._checkpoints = Checkpoints(path, self._write_checkpoint)
 
     # ------------------------------------------------------------------ what is known
 
@@ -149,6 +155,7 @@ class ObjectAppender:
                 self._unsupported = True
                 return None
             self._loaded, self._txns, self._version = table, {}, table.version()
+            self._held = {}
         return self._version
 
     def transaction_version(self, app_id: str) -> int | None:
@@ -176,6 +183,7 @@ class ObjectAppender:
         self._missing = False
         self._loaded = None
         self._txns = {}
+        self._held = {}
 
     # ------------------------------------------------------------------ commits
 
@@ -196,7 +204,7 @@ class ObjectAppender:
         try:
             self._store.put_if_absent(self._log_key(0), body)
         except AlreadyExists:
-            info, _, _ = self._read(0)
+            info, _, _ = _entry(self._read(0))
             if info.get(self._mark) != marker:
                 self.forget()
                 raise TableChanged(self.path) from None
@@ -204,6 +212,7 @@ class ObjectAppender:
         self._loaded = None
         self._version = 0
         self._txns = dict(app_transactions)
+        self._held = {0: body.decode("utf-8")}
         return 0
 
     def append(self, data: pa.Table, marker: str, app_transactions: Sequence[tuple[str, int]] = ()) -> int:
@@ -239,13 +248,16 @@ class ObjectAppender:
             raise TableChanged(self.path)
         self._version = version
         self._txns.update(app_transactions)
-        self._checkpoints.after(version)
+        self._held[version] = body.decode("utf-8")
+        if self._checkpoints.after(version, self._held):
+            self._held = {}  # the thread has those; the next checkpoint starts from this one
         return version
 
     def _taken(self, version: int, marker: str, mine: set[str]) -> bool:
         """``version`` holds another entry: True when it is this commit; False when it may be
         stepped over (its app transactions are learnt); else raise (module docstring)."""
-        info, txns, changes = self._read(version)
+        text = self._read(version)
+        info, txns, changes = _entry(text)
         if info.get(self._mark) == marker:
             return True
         theirs = info.get(self._epoch_mark)
@@ -263,9 +275,11 @@ class ObjectAppender:
             raise TransactionsTaken(self.path, version)
         self._txns.update(txns)
         self._version = version
+        self._held[version] = text
         return False
 
-    def _read(self, version: int) -> tuple[dict[str, object], dict[str, int], bool]:
+    def _read(self, version: int) -> str:
+        """The log entry at ``version`` (TableChanged when it is gone)."""
         try:
             got = self._store.get(self._log_key(version))
         except ObjectNotFound:
@@ -273,7 +287,7 @@ class ObjectAppender:
             # is not what this appender knew.
             self.forget()
             raise TableChanged(self.path) from None
-        return _entry(got.data.decode("utf-8"))
+        return got.data.decode("utf-8")
 
     def _body(
         self, files: Sequence[DataFile], marker: str, app_transactions: Sequence[tuple[str, int]], first: FirstCommit | None
@@ -282,6 +296,11 @@ class ObjectAppender:
         if self._epoch is not None:
             info[self._epoch_mark] = str(self._epoch)
         return commit_body(files, info, app_transactions, now_ms=int(time.time() * 1000), first=first).encode()
+
+    def _write_checkpoint(self, version: int, held: Mapping[int, str]) -> None:
+        """Checkpoints' writer: on its thread, from the entries handed over (CannotCheckpoint:
+        delta-rs writes it)."""
+        write_checkpoint(self._store, self._key, version, held)
 
     def _log_key(self, version: int) -> str:
         return f"{self._key.rstrip('/')}/_delta_log/{version:020d}.json"
@@ -295,4 +314,3 @@ class ObjectAppender:
     def finish(self, timeout: float | None = None) -> None:
         """Wait for the checkpoint being written (blind_append.Checkpoints.finish)."""
         self._checkpoints.finish(timeout)
-
