@@ -5,16 +5,19 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import os
+import shutil
 import time
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
 from sharedsub.storage import schemas
-from sharedsub.storage.delta import blind_append
+from sharedsub.storage.delta import blind_append, log_snapshot
 from sharedsub.storage.delta.appender import COMMIT_MARK, DeltaAppender
 from sharedsub.storage.delta.blind_append import FastPathAppender, TableChanged
 from sharedsub.storage.delta.commit_log import read_log_entry
@@ -134,6 +137,41 @@ def test_a_checkpoint_every_interval_and_tables_it_cannot_write(tmp_path: Path) 
     assert DeltaAppender(partitioned, schemas.ACK).append(_acks(range(2, 4)), commit_id="q") == 1  # delta-rs
     with pytest.raises(TableChanged):  # no table there yet: delta-rs creates it
         FastPathAppender(str(tmp_path / "none"), schemas.ACK, commit_mark=COMMIT_MARK).append(_acks(range(1)), "n")
+
+
+def test_checkpoints_are_made_from_the_entries_held_as_delta_rs_makes_them(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    interval = blind_append.CHECKPOINT_INTERVAL
+    table = str(tmp_path / "acks")
+    write_deltalake(table, _acks(range(0, 4)))
+    appender = FastPathAppender(table, schemas.ACK, commit_mark=COMMIT_MARK)
+    caplog.set_level(logging.INFO, logger=blind_append.__name__)
+    seq = 4
+    while (DeltaTable(table).version()) < 2 * interval + 1:
+        appender.append(_acks(range(seq, seq + 1)), f"m{seq}")
+        seq += 1
+        if seq in (interval // 2, interval + 10):  # maintenance's commits, stepped over and held
+            delete_rows(table, f"seq <= {seq - 30}", "acknowledged")
+            compact(table)
+    appender.finish(60)
+    assert not [r for r in caplog.records if "through delta-rs" in r.getMessage() or "failed" in r.getMessage()]
+
+    copy = str(tmp_path / "copy")  # the same log, checkpointed by delta-rs
+    shutil.copytree(table, copy)
+    for version in (interval, 2 * interval):
+        ours = pq.read_table(log_file(table, version).replace(".json", ".checkpoint.parquet"))
+        for name in os.listdir(os.path.join(copy, "_delta_log")):
+            if "checkpoint" in name:
+                os.unlink(os.path.join(copy, "_delta_log", name))
+        DeltaTable(copy, version=version).create_checkpoint()
+        theirs = pq.read_table(log_file(copy, version).replace(".json", ".checkpoint.parquet"))
+        assert sorted(map(json.dumps, ours.to_pylist())) == sorted(map(json.dumps, theirs.to_pylist())), version
+        adds = [[r["add"]["path"] for r in t.to_pylist() if r["add"]] for t in (ours, theirs)]
+        assert adds[0] == adds[1], version
+    latest = DeltaTable(table)
+    snapshot = log_snapshot.read_snapshot(table, latest.version())
+    assert [os.path.basename(f.path) for f in snapshot.files] == [os.path.basename(u) for u in latest.file_uris()]
 
 
 def test_an_app_transaction_is_recorded_with_the_rows(tmp_path: Path) -> None:

@@ -22,9 +22,12 @@ The commit file is written beside the log under a temporary name and hard-linked
 ``<version>.json``: the link fails if the version exists, so two writers never both take it. A
 version taken by another writer is skipped when its commit changes no metadata or protocol
 (maintenance's compactions and deletes); otherwise :class:`TableChanged` is raised and the
-caller commits through delta-rs, which checks the new metadata. A checkpoint is written through
-delta-rs every :data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do, on a thread of
-its own (one at a time; an interval whose checkpoint would start while one runs gets none).
+caller commits through delta-rs, which checks the new metadata. A checkpoint is written every
+:data:`CHECKPOINT_INTERVAL` versions, as delta-rs's own writes do, on a thread of its own (one at
+a time; an interval whose checkpoint would start while one runs gets none), from the previous
+checkpoint and the log entries this appender linked or stepped over since
+(sharedsub.storage.delta.object_checkpoint): loading the table for delta-rs's checkpoint was a
+quarter of the append child's CPU at 100 msg/s (bench/RESULTS.md, "The commit interval").
 
 Only tables this module can write are taken (:func:`supported`): protocol reader 1 / writer
 ≤ 2, no partition columns, the same schema as the rows.
@@ -48,8 +51,10 @@ from deltalake import DeltaTable, write_deltalake
 from sharedsub.core.layout import local_path
 from sharedsub.storage.delta.checkpoint_rows import CannotCheckpoint
 from sharedsub.storage.delta.data_files import DataFile, add_action, file_location, write_data_file
+from sharedsub.storage.delta.object_checkpoint import write_checkpoint
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
+from sharedsub.storage.objects.local_store import LocalStore
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +139,6 @@ def changes_table(lines: Iterable[str]) -> bool:
             if "metaData" in action or "protocol" in action:
                 return True
     return False
-
-
-def _changes_table(entry_path: str) -> bool:
-    """Whether the commit file at ``entry_path`` changes metadata or protocol."""
-    with open(entry_path, encoding="utf-8") as fh:
-        return changes_table(fh)
 
 
 def commit_body(
@@ -239,7 +238,10 @@ class FastPathAppender:
         self._mark = commit_mark
         self._sync = sync
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
-        self._checkpoints = Checkpoints(path)
+        # Log entry texts this appender linked or stepped over since its last checkpoint was
+        # started, by version: what the next checkpoint is made of (object_checkpoint).
+        self._held: dict[int, str] = {}
+        self._checkpoints = Checkpoints(path, self._write_checkpoint)
         self._unsupported = False  # the table cannot be written here: never looked at again
 
     def ready(self) -> int | None:
@@ -257,6 +259,7 @@ class FastPathAppender:
                 self._unsupported = True
                 return None
             self._version = table.version()
+            self._held = {}
         return self._version
 
     def absent(self) -> bool:
@@ -282,6 +285,7 @@ class FastPathAppender:
         log_dir = os.path.dirname(log_file(self.path, 0))
         os.makedirs(log_dir, exist_ok=True)
         self._version = -1
+        self._held = {}
         try:
             version = self._commit([write_data_file(self.path, data)], marker, app_transactions, first=template)
         except FileExistsError:
@@ -342,8 +346,15 @@ class FastPathAppender:
         finally:
             os.unlink(temp)
         self._version = version
-        self._checkpoints.after(version)
+        self._held[version] = body
+        if self._checkpoints.after(version, self._held):
+            self._held = {}  # the thread has those; the next checkpoint starts from this one
         return version
+
+    def _write_checkpoint(self, version: int, held: Mapping[int, str]) -> None:
+        """Checkpoints' writer: on its thread, from the entries handed over (CannotCheckpoint:
+        delta-rs writes it). Its files are put atomically (local_store)."""
+        write_checkpoint(LocalStore(local_path(self.path) or self.path), "", version, held)
 
     def checkpointing(self) -> bool:
         """Whether a checkpoint is being written now."""
@@ -362,9 +373,12 @@ class FastPathAppender:
             try:
                 os.link(temp, target)
             except FileExistsError:
-                if _changes_table(target):
+                with open(target, encoding="utf-8") as fh:
+                    text = fh.read()
+                if changes_table(text.splitlines()):
                     self._version = -1  # check the table again before the next fast append
                     raise TableChanged(self.path) from None
+                self._held[version] = text
                 version += 1
                 continue
             return version

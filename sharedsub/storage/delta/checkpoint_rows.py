@@ -82,7 +82,7 @@ def retention_ms(configuration: Mapping[str, str] | None) -> int:
     return int(match.group(1)) * _UNITS_MS[match.group(2).lower()]
 
 
-def _configuration(metadata: Mapping[str, Any]) -> dict[str, str]:
+def _configuration(metadata: Mapping[str, Any]) -> dict[str, str]:  # Any: json.loads or to_pylist output
     """A metaData action's configuration, from JSON (a dict) or a checkpoint row (key/value pairs)."""
     conf = metadata.get("configuration") or {}
     if isinstance(conf, Mapping):
@@ -143,7 +143,7 @@ def next_checkpoint(
     return pa.concat_tables([fresh, _kept(previous, decided, txns, protocol, metadata, oldest_tombstone)])
 
 
-_Action = dict[str, Any]
+_Action = dict[str, Any]  # Any: json.loads gives a Delta action's nested values untyped
 
 
 def _parsed(previous: pa.Table | None, entries: Sequence[tuple[int, str]], schema: pa.Schema) -> list[list[_Action]]:

@@ -1,4 +1,5 @@
-"""A checkpoint of a table on object storage written by its writer from what it holds: one GET of
+"""A checkpoint of a table written by its writer from what it holds (on object storage, or on a
+local directory through sharedsub.storage.objects.local_store): one GET of
 ``_last_checkpoint``, one GET of the checkpoint it names, the GETs of log entries after it the
 writer does not hold (none when it wrote or stepped over them all), then the checkpoint's PUT
 and ``_last_checkpoint``'s PUT, as delta-rs writes them (sharedsub.storage.delta.checkpoint_rows
@@ -27,7 +28,8 @@ MAX_FETCHED_ENTRIES = 200
 
 
 def _log_key(table_key: str, name: str) -> str:
-    return f"{table_key.rstrip('/')}/_delta_log/{name}"
+    """The key of ``name`` in the log of the table at ``table_key`` ("" for a store rooted at the table)."""
+    return "/".join(part for part in (table_key.strip("/"), "_delta_log", name) if part)
 
 
 def previous_checkpoint(store: ObjectStore, table_key: str) -> int | None:
