@@ -1,6 +1,6 @@
 """A TCP proxy that hands every answer back late: a loopback S3 server made to answer like a remote one.
 
-    .venv/bin/python bench/delay_proxy.py --target 127.0.0.1:9000 --delay-ms 20 [--port 0] [--jitter-ms 0]
+    .venv/bin/python bench/delay_proxy.py --target 127.0.0.1:9000 --delay-ms 20 [--port 0] [--jitter-ms 0] [--trace FILE]
 
 Issue 42: on loopback a request to versitygw costs well under a millisecond, a real S3 answers a
 small request in 10–30 ms; in front of the server this proxy stands for that distance, so a change
@@ -31,24 +31,36 @@ import argparse
 import asyncio
 import collections
 import contextlib
+import os
 import random
 import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TextIO
 
 READY = "delay_proxy listening on"
 SCRIPT = Path(__file__).resolve()
 CHUNK = 256 * 1024
 
 
-async def _client_to_target(client: asyncio.StreamReader, target: asyncio.StreamWriter) -> None:
-    """Pass the client's bytes on at once; close the target's side at the client's end."""
+_REQUEST_STARTS = (b"GET ", b"PUT ", b"HEAD", b"POST", b"DELE")
+
+
+async def _client_to_target(client: asyncio.StreamReader, target: asyncio.StreamWriter, trace: TextIO | None = None) -> None:
+    """Pass the client's bytes on at once; close the target's side at the client's end. With
+    ``trace``, a chunk that starts an HTTP request writes a line: wall time, connection, request
+    line (how a message's requests follow each other: bench/RESULTS.md, "where a batch's round
+    trips went")."""
     try:
         while data := await client.read(CHUNK):
+            if trace is not None and data[:4] in _REQUEST_STARTS:
+                line = data[:300].split(b"\r\n", 1)[0].decode(errors="replace")
+                trace.write(f"{time.time():.4f} {id(client)} {line}\n")
+                trace.flush()
             target.write(data)
             await target.drain()
     except (ConnectionError, OSError):
@@ -105,9 +117,7 @@ class _Held:
             self.done.set_result(None)
 
 
-async def _target_to_client(
-    target: asyncio.StreamReader, client: asyncio.StreamWriter, delay: float, jitter: float
-) -> None:
+async def _target_to_client(target: asyncio.StreamReader, client: asyncio.StreamWriter, delay: float, jitter: float) -> None:
     """Hand each chunk from the target to the client ``delay`` (+ jitter) after it came, in order;
     close the client's side once the last one is handed over."""
     held = _Held(client)
@@ -124,10 +134,11 @@ async def _target_to_client(
 class Proxy:
     """The proxy's connections in this event loop (what ``main`` runs; tests may run it in-process)."""
 
-    def __init__(self, target: tuple[str, int], delay: float, jitter: float = 0.0) -> None:
+    def __init__(self, target: tuple[str, int], delay: float, jitter: float = 0.0, trace: TextIO | None = None) -> None:
         self.target = target
         self.delay = delay
         self.jitter = jitter
+        self.trace = trace
         self._tasks: set[asyncio.Task[None]] = set()
         self._server: asyncio.Server | None = None
 
@@ -148,7 +159,7 @@ class Proxy:
                 writer.close()  # nothing behind the proxy: the client sees its connection closed
                 return
             await asyncio.gather(
-                _client_to_target(reader, up_writer),
+                _client_to_target(reader, up_writer, self.trace),
                 _target_to_client(up_reader, writer, self.delay, self.jitter),
             )
         finally:
@@ -170,8 +181,8 @@ def _address(text: str) -> tuple[str, int]:
     return host, int(port)
 
 
-async def _serve(target: tuple[str, int], delay: float, jitter: float, port: int) -> None:
-    proxy = Proxy(target, delay, jitter)
+async def _serve(target: tuple[str, int], delay: float, jitter: float, port: int, trace: TextIO | None) -> None:
+    proxy = Proxy(target, delay, jitter, trace)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -189,10 +200,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delay-ms", type=float, required=True, help="ms every chunk from the target is held back")
     p.add_argument("--jitter-ms", type=float, default=0.0, help="up to this many ms more, drawn per chunk (default 0)")
     p.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 to listen on (default 0: a free one)")
+    p.add_argument(
+        "--trace",
+        default=os.environ.get("DELAY_PROXY_TRACE"),
+        help="append each request's time, connection and request line to this file "
+        "(default: $DELAY_PROXY_TRACE, which the benchmarks' proxies inherit; unset: none)",
+    )
     args = p.parse_args(argv)
     if args.delay_ms < 0 or args.jitter_ms < 0:
         p.error("--delay-ms and --jitter-ms must not be negative")
-    asyncio.run(_serve(args.target, args.delay_ms / 1000.0, args.jitter_ms / 1000.0, args.port))
+    with open(args.trace, "a", encoding="utf-8") if args.trace else contextlib.nullcontext() as trace:
+        asyncio.run(_serve(args.target, args.delay_ms / 1000.0, args.jitter_ms / 1000.0, args.port, trace))
     return 0
 
 
@@ -200,9 +218,7 @@ class DelayProxy:
     """``bench/delay_proxy.py`` as a child process: started on entering (waits for its ready line),
     stopped (SIGTERM, then SIGKILL) on leaving. Its stderr goes to ``log`` when one is given."""
 
-    def __init__(
-        self, target: str, delay_ms: float, *, jitter_ms: float = 0.0, port: int = 0, log: Path | None = None
-    ) -> None:
+    def __init__(self, target: str, delay_ms: float, *, jitter_ms: float = 0.0, port: int = 0, log: Path | None = None) -> None:
         self.target = target  # HOST:PORT
         self.delay_ms = delay_ms
         self.jitter_ms = jitter_ms
@@ -217,11 +233,22 @@ class DelayProxy:
 
     def start(self, timeout: float = 30.0) -> DelayProxy:
         """Start the process and wait for its ready line."""
-        cmd = [sys.executable, str(SCRIPT), "--target", self.target, "--delay-ms", f"{self.delay_ms:g}",
-               "--jitter-ms", f"{self.jitter_ms:g}", "--port", str(self.port)]
+        cmd = [
+            sys.executable,
+            str(SCRIPT),
+            "--target",
+            self.target,
+            "--delay-ms",
+            f"{self.delay_ms:g}",
+            "--jitter-ms",
+            f"{self.jitter_ms:g}",
+            "--port",
+            str(self.port),
+        ]
         with open(self.log_path or "/dev/null", "a") as log:  # the child keeps its own descriptor
-            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log,
-                                         text=True, start_new_session=True)
+            self.proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=log, text=True, start_new_session=True
+            )
         text = _first_line(self.proc, timeout)
         if not text.startswith(READY):
             self.stop()

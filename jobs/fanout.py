@@ -110,7 +110,7 @@ from sharedsub.runtime.fanout_process import (  # the lines and codes its superv
 )
 from sharedsub.runtime.process import console
 from sharedsub.runtime.process.logformat import configure_logging
-from sharedsub.storage.change_notes import NoteWriter
+from sharedsub.storage.change_notes import NotesInBackground, NoteWriter
 from sharedsub.storage.objects.locations import register
 
 EXIT_IN_USE = 5  # as serve's for a data dir another front end owns
@@ -378,8 +378,10 @@ def _announcer(settings: Settings, lines: bool, epoch: int | None) -> Callable[[
     written some it never noted)."""
     note = None
     if epoch is not None and on_object_store(settings):
-        note = NoteWriter(settings.data_dir, FANOUT_NOTE, NoteKeeper(epoch))
-        note.flush()
+        first = NoteWriter(settings.data_dir, FANOUT_NOTE, NoteKeeper(epoch))
+        first.flush()
+        # Stored on a thread of its own: a batch does not wait for its note's PUT.
+        note = NotesInBackground(first)
     if note is None and not lines:
         return None
 
@@ -388,7 +390,6 @@ def _announcer(settings: Settings, lines: bool, epoch: int | None) -> Callable[[
             console.out(routed_line(tables))
         if note is not None:
             note.committed(tables)
-            note.flush()
 
     return announce
 

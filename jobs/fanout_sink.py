@@ -51,6 +51,7 @@ from sharedsub.core.ops.logthrottle import ThrottledLog
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.delta.data_files import DataFile
 from sharedsub.storage.fanout_stats import StatsRecorder
+from sharedsub.storage.objects import prefetch
 
 log = logging.getLogger("sharedsub.fanout")
 
@@ -254,5 +255,9 @@ class ReadOnDriver:
         self.reader = reader
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Route micro-batch ``batch_id``."""
-        self.sink.route(PlannedBatch(df, self.reader, batch_id), batch_id)
+        """Route micro-batch ``batch_id``. On object storage the catalog's next entry (the
+        routing plan's refresh) and the batch's log entries (its files' plan) are fetched in one
+        round trip, not one after the other (sharedsub.storage.objects.prefetch)."""
+        catalog = self.sink.catalog.next_entry()
+        with prefetch.prefetched([*([catalog] if catalog else []), *self.reader.plan_reads(batch_id)]):
+            self.sink.route(PlannedBatch(df, self.reader, batch_id), batch_id)

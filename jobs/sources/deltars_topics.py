@@ -400,17 +400,11 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 not start at the table's beginning (the checkpoint is older than the log
                 retention; data would be skipped).
         """
-        begin, begin_ids, end_ids = offset_versions(start), offset_ids(start), offset_ids(end)
         parts: list[TopicFiles] = []
-        for topic, last in sorted(offset_versions(end).items()):
-            ident, known = end_ids.get(topic), begin.get(topic, -1)
-            # An end below the start is a different, shorter table (ids may be unknown in start).
-            first = continue_from(known, begin_ids.get(topic), ident, older=last < known)
-            if last <= first:
-                continue
+        for topic, ident, first, last in self._ranges(start, end):
             table = self._table(topic)
             # On object storage one round trip: its id's entry and the batch's entries, together.
-            with prefetch.prefetched([log_file(table, 0), *(log_file(table, v) for v in range(first + 1, last + 1))]):
+            with prefetch.prefetched(self._plan_entries(table, first, last)):
                 current = self._ids.get(table)
                 dropped = current is None or (ident is not None and current != ident)
                 if not dropped:
@@ -426,6 +420,30 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 chunk = tuple(files[i : i + self.files_per_partition])
                 parts.append(TopicFiles(_topic_of(topic), chunk, table, ident, rows))
         return parts
+
+    def _ranges(self, start: dict, end: dict) -> Iterator[tuple[str, str | None, int, int]]:
+        """(topic, table id, first, last) of each topic with commits ``(first, last]`` between
+        the offsets (see partitions)."""
+        begin, begin_ids, end_ids = offset_versions(start), offset_ids(start), offset_ids(end)
+        for topic, last in sorted(offset_versions(end).items()):
+            ident, known = end_ids.get(topic), begin.get(topic, -1)
+            # An end below the start is a different, shorter table (ids may be unknown in start).
+            first = continue_from(known, begin_ids.get(topic), ident, older=last < known)
+            if last > first:
+                yield topic, ident, first, last
+
+    def plan_reads(self, start: dict, end: dict) -> list[str]:
+        """The log entries :meth:`partitions` reads first for these offsets (each table's id
+        entry and the batch's entries), for a caller that prefetches them with its own reads."""
+        return [
+            entry
+            for topic, _, first, last in self._ranges(start, end)
+            for entry in self._plan_entries(self._table(topic), first, last)
+        ]
+
+    @staticmethod
+    def _plan_entries(table: str, first: int, last: int) -> list[str]:
+        return [log_file(table, 0), *(log_file(table, v) for v in range(first + 1, last + 1))]
 
     def _added_files(self, topic: str, first: int, last: int) -> tuple[list[str], list[int | None]]:
         """The files ``topic``'s commits in ``(first, last]`` added, and each one's rows (None: unknown)."""
@@ -624,6 +642,11 @@ class DriverBatchReader:
         read them."""
         start, end = self.offsets(batch_id)
         return [part for part in self._reader.partitions(start, end) if part.topic in topics]
+
+    def plan_reads(self, batch_id: int) -> list[str]:
+        """The log entries :meth:`plan` reads first (TopicsStreamReader.plan_reads)."""
+        start, end = self.offsets(batch_id)
+        return self._reader.plan_reads(start, end)
 
     def read(self, batch_id: int, topics: Collection[str]) -> pa.Table:
         """The rows of micro-batch ``batch_id`` of the given topics, in the source's schema."""

@@ -18,6 +18,7 @@ from sharedsub.storage import schemas
 from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import iter_rows, read_files, read_table
+from sharedsub.storage.delta.tables import log_file
 
 
 def append_records(
@@ -80,6 +81,11 @@ class CatalogReader:
 
     def _apply(self, data: pa.Table | None) -> None:
         keep_latest(self._records, data)
+
+    def next_entry(self) -> str | None:
+        """The log entry the next :meth:`refresh` reads first (None: it loads the table), for a
+        caller that prefetches it with its own reads (sharedsub.storage.objects.prefetch)."""
+        return log_file(self.path, self._version + 1) if self._version >= 0 else None
 
     def active(self) -> list[SubscriptionRecord]:
         """Active records after a refresh, ordered by key."""

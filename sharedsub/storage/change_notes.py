@@ -10,6 +10,7 @@ probes are ``stat`` calls, which cost no request.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterable
 
@@ -106,3 +107,31 @@ class NoteWriter:
             log.info("change note %s stored again after %d failed tries", self.name, self._failures)
             self._failures = 0
         self.keeper.written(note, made_at)
+
+
+class NotesInBackground:
+    """A :class:`NoteWriter` whose notes are stored by a thread of its own: the caller (the
+    fan-out's micro-batch) hands over what it committed and goes on, instead of waiting for the
+    note's PUT (a round trip per batch on the message's path: the next batch started after it).
+    A note is a hint (NoteWriter): one not yet stored when the process ends is found by the
+    readers' next sweep. A note that failed is tried again every ``retry`` seconds."""
+
+    def __init__(self, writer: NoteWriter, *, retry: float = 1.0) -> None:
+        self._writer = writer
+        self._retry = retry
+        self._lock = threading.Lock()  # NoteWriter is one thread's: committed and flush take turns
+        self._wake = threading.Event()
+        threading.Thread(target=self._run, name="sharedsub-change-note", daemon=True).start()
+
+    def committed(self, feeds: Iterable[str]) -> None:
+        """``feeds`` got a commit just now: their note is stored soon, on the thread."""
+        with self._lock:
+            self._writer.committed(feeds)
+        self._wake.set()
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self._retry if self._writer.due else None)
+            self._wake.clear()
+            with self._lock:
+                self._writer.flush()

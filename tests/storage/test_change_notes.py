@@ -14,7 +14,7 @@ import pytest
 from jobs.sources.deltars_topics import TopicsStreamReader, offset_versions
 from sharedsub.core.fanout.change_notes import ACTIVE_FOR, NoteKeeper, note_name
 from sharedsub.storage import schemas
-from sharedsub.storage.change_notes import NoteWriter, list_notes
+from sharedsub.storage.change_notes import NotesInBackground, NoteWriter, list_notes, read_notes
 from sharedsub.storage.delta.appender import DeltaAppender
 from sharedsub.storage.topics import create_topic
 from tests.s3_server import S3Server
@@ -111,5 +111,24 @@ def test_a_commit_its_dead_writer_never_noted_is_found_by_the_next_writers_sweep
         offset = _advance(reader, offset)
     assert offset_versions(offset)["t5"] == 0  # nobody said so: not probed
     Writer(topics_root, 2)  # the slot's next run: its first note
+    offset = _advance(reader, offset)
+    assert offset_versions(offset) == {**{t: 0 for t in TOPICS}, "t5": 1}
+
+
+def test_a_note_stored_in_the_background_names_the_commit_to_the_source(topics_root: str) -> None:
+    """The fan-out's note (jobs/fanout.py) is stored by NotesInBackground's thread: the batch
+    hands the tables over and goes on; the source then finds the commit by the stored note."""
+    writer = Writer(topics_root, 1)
+    reader = _reader(topics_root)
+    offset = _quiet(reader, _advance(reader, reader.initialOffset()))
+    background = NotesInBackground(writer.note)
+    writer.commit("t5", noted=False)
+    background.committed(["t5"])
+    deadline = time.monotonic() + 30
+    while writer.note.due:  # stored on the thread
+        assert time.monotonic() < deadline, "the note was not stored in 30 s"
+        time.sleep(0.02)
+    note = read_notes(topics_root, ["topics-0.json"])["topics-0.json"]
+    assert note is not None and "t5" in note.feeds
     offset = _advance(reader, offset)
     assert offset_versions(offset) == {**{t: 0 for t in TOPICS}, "t5": 1}

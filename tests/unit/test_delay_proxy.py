@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,36 @@ def test_nothing_behind_the_proxy_closes_the_clients_connection() -> None:
         socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock,
     ):
         assert sock.recv(10) == b""
+
+
+def test_with_a_trace_file_each_request_line_is_written_with_its_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``DELAY_PROXY_TRACE`` (inherited by the proxy the suite and benchmarks start): one line
+    per HTTP request, its wall time, connection and request line; other bytes write none."""
+    trace = tmp_path / "trace.txt"
+    monkeypatch.setenv("DELAY_PROXY_TRACE", str(trace))
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+
+        def answer() -> None:
+            conn, _ = listener.accept()
+            with conn:
+                for _ in range(2):
+                    conn.recv(1000)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+
+        server = threading.Thread(target=answer, daemon=True)
+        server.start()
+        with (
+            DelayProxy(f"127.0.0.1:{listener.getsockname()[1]}", DELAY_MS) as running,
+            socket.create_connection(("127.0.0.1", running.port), timeout=10) as sock,
+        ):
+            before = time.time()
+            for request in (b"PUT /bucket/a/b.json HTTP/1.1\r\nHost: x\r\n\r\n", b"GET /bucket/c HTTP/1.1\r\n\r\n"):
+                sock.sendall(request)
+                assert sock.recv(100).startswith(b"HTTP/1.1 200")
+        server.join(10)
+    lines = [line.split(" ", 2) for line in trace.read_text().splitlines()]
+    assert [line[2] for line in lines] == ["PUT /bucket/a/b.json HTTP/1.1", "GET /bucket/c HTTP/1.1"]
+    assert all(before - 1 <= float(line[0]) <= time.time() for line in lines)
+    assert lines[0][1] == lines[1][1]  # one connection
