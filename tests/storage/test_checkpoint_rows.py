@@ -19,13 +19,8 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import CommitProperties, DeltaTable, Transaction, write_deltalake
 
-from sharedsub.storage.delta.checkpoint_rows import (
-    CannotCheckpoint,
-    checkpoint_schema,
-    last_checkpoint,
-    next_checkpoint,
-    retention_ms,
-)
+from sharedsub.storage.delta.checkpoint_rows import CannotCheckpoint, last_checkpoint, next_checkpoint, retention_ms
+from sharedsub.storage.delta.object_checkpoint import checkpoint_schema
 
 Step = Callable[[str, int], None]
 
@@ -101,7 +96,10 @@ def test_the_rows_are_delta_rs_rows_in_its_file_order(tmp_path: Path, name: str,
     version = DeltaTable(path).version()
     previous = _checkpoint(path, earlier) if earlier >= 0 else None
     ours = next_checkpoint(
-        previous, [(v, _log(path, v)) for v in range(earlier + 1, version + 1)], now_ms=int(time.time() * 1000)
+        previous,
+        [(v, _log(path, v)) for v in range(earlier + 1, version + 1)],
+        now_ms=int(time.time() * 1000),
+        schema=checkpoint_schema(),
     )
     DeltaTable(path).create_checkpoint()
     theirs = _checkpoint(path, version)
@@ -122,12 +120,12 @@ def test_a_checkpoint_written_and_read_back_keeps_its_column_layout(tmp_path: Pa
     path = str(tmp_path / "t")
     for i in range(3):
         _append(path, i, "fanout")
-    first = next_checkpoint(None, [(v, _log(path, v)) for v in range(3)], now_ms=0)
+    first = next_checkpoint(None, [(v, _log(path, v)) for v in range(3)], now_ms=0, schema=checkpoint_schema())
     pq.write_table(first, tmp_path / "cp.parquet")
     again = pq.read_table(tmp_path / "cp.parquet")
     assert again.schema.equals(checkpoint_schema())
     _append(path, 3)
-    second = next_checkpoint(again, [(3, _log(path, 3))], now_ms=0)
+    second = next_checkpoint(again, [(3, _log(path, 3))], now_ms=0, schema=checkpoint_schema())
     assert second.num_rows == first.num_rows + 1
     assert json.loads(last_checkpoint(3, second, 1234)) == {"version": 3, "size": 7, "sizeInBytes": 1234, "numOfAddFiles": 4}
 
@@ -139,9 +137,9 @@ def test_tombstones_older_than_the_retention_are_dropped(tmp_path: Path) -> None
     DeltaTable(path).delete("seq = 1")
     entries = [(v, _log(path, v)) for v in range(5)]
     now = int(time.time() * 1000)
-    kept = next_checkpoint(None, entries, now_ms=now)
+    kept = next_checkpoint(None, entries, now_ms=now, schema=checkpoint_schema())
     assert kept.column("remove").drop_null().to_pylist()[0]["path"]
-    expired = next_checkpoint(None, entries, now_ms=now + retention_ms(None) + 60_000)
+    expired = next_checkpoint(None, entries, now_ms=now + retention_ms(None) + 60_000, schema=checkpoint_schema())
     assert expired.column("remove").null_count == expired.num_rows
     assert _add_order(expired) == _add_order(kept)
 
@@ -189,11 +187,11 @@ def test_what_it_does_not_write_is_left_to_delta_rs(
 ) -> None:
     _, entries = _first(tmp_path)
     with pytest.raises(CannotCheckpoint):
-        next_checkpoint(None, change(entries), now_ms=0)
+        next_checkpoint(None, change(entries), now_ms=0, schema=checkpoint_schema())
 
 
 def test_a_previous_checkpoint_of_another_layout_is_left_to_delta_rs(tmp_path: Path) -> None:
     _, entries = _first(tmp_path)
-    mine = next_checkpoint(None, entries[:2], now_ms=0)
+    mine = next_checkpoint(None, entries[:2], now_ms=0, schema=checkpoint_schema())
     with pytest.raises(CannotCheckpoint):
-        next_checkpoint(mine.drop_columns(["sidecar"]), entries[2:], now_ms=0)
+        next_checkpoint(mine.drop_columns(["sidecar"]), entries[2:], now_ms=0, schema=checkpoint_schema())

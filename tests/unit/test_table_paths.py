@@ -33,7 +33,7 @@ ALLOWED = {
     "sharedsub/storage/delta/commit_log.py": "log file names and the version-0 stamp of a local table",
     "sharedsub/storage/delta/log_snapshot.py": "the local log reader (object storage: delta_rs_snapshot)",
     "sharedsub/storage/delta/blind_append.py": "the local blind append (object storage: object_append)",
-    "sharedsub/storage/delta/checkpoint_rows.py": "a scratch table in a temporary directory: delta-rs's checkpoint layout",
+    "sharedsub/storage/delta/object_checkpoint.py": "a scratch table in a temporary directory: delta-rs's checkpoint layout",
     "sharedsub/storage/delta/data_files.py": "a data file written before its commit into a local table (object storage: a put)",
     "sharedsub/storage/delta/appender.py": "fsync of a local table's new files and log directory",
     "sharedsub/storage/delta/table_reads.py": "the real path of a local table (delta-rs resolves links)",

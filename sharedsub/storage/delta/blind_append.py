@@ -43,7 +43,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
@@ -55,6 +55,7 @@ from sharedsub.storage.delta.object_checkpoint import write_checkpoint
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
 from sharedsub.storage.objects.local_store import LocalStore
+from sharedsub.storage.objects.store import ObjectStore
 
 log = logging.getLogger(__name__)
 
@@ -179,26 +180,37 @@ class Checkpoints:
     for: publish→accepted p99); one at a time, an interval whose checkpoint would start while one
     runs gets none.
 
-    ``writer(version, held)`` (when given) writes a checkpoint from the log entries the caller
-    holds (sharedsub.storage.delta.object_checkpoint); when it raises CannotCheckpoint, delta-rs
-    writes it."""
+    Each is made from the previous checkpoint and the log entries its appender put or stepped
+    over since (:meth:`committed`, :meth:`held`), through ``store`` at the table's ``key``
+    (sharedsub.storage.delta.object_checkpoint); when that cannot be done (CannotCheckpoint),
+    delta-rs writes it. One thread calls the methods (the appender's)."""
 
-    def __init__(self, table: str, writer: Callable[[int, Mapping[int, str]], object] | None = None) -> None:
+    def __init__(self, table: str, store: ObjectStore, key: str) -> None:
         self.table = table
-        self._writer = writer
+        self._store = store
+        self._key = key
         self._thread: threading.Thread | None = None
+        # Log entry texts since the last checkpoint was started, by version: the next one's makings.
+        self._held: dict[int, str] = {}
 
-    def after(self, version: int, held: Mapping[int, str] | None = None) -> bool:
-        """``version`` was just committed: start its checkpoint when it is due (``held``: the
-        log entries the writer holds, handed to ``writer``; not changed afterwards). Whether one
-        was started."""
+    def held(self, version: int, text: str) -> None:
+        """The appender read log entry ``version`` (another writer's, stepped over)."""
+        self._held[version] = text
+
+    def committed(self, version: int, text: str) -> None:
+        """The appender committed log entry ``version``: start its checkpoint when it is due,
+        with the entries held so far (the thread takes them; holding starts again)."""
+        self._held[version] = text
         if version > 0 and version % CHECKPOINT_INTERVAL == 0 and not self.running():
+            held, self._held = self._held, {}
             self._thread = threading.Thread(
-                target=self._write, args=(version, held or {}), name="sharedsub-checkpoint", daemon=True
+                target=self._write, args=(version, held), name="sharedsub-checkpoint", daemon=True
             )
             self._thread.start()
-            return True
-        return False
+
+    def forget(self) -> None:
+        """The appender loads the table again: what it held may not follow on from it."""
+        self._held = {}
 
     def running(self) -> bool:
         """Whether a checkpoint is being written now."""
@@ -214,12 +226,11 @@ class Checkpoints:
 
     def _write(self, version: int, held: Mapping[int, str]) -> None:
         try:
-            if self._writer is not None:
-                try:
-                    self._writer(version, held)
-                    return
-                except CannotCheckpoint as exc:
-                    log.info("checkpoint of %s at version %d through delta-rs: %s", self.table, version, exc)
+            try:
+                write_checkpoint(self._store, self._key, version, held)
+                return
+            except CannotCheckpoint as exc:
+                log.info("checkpoint of %s at version %d through delta-rs: %s", self.table, version, exc)
             delta_table(self.table, version).create_checkpoint()
         except Exception as exc:  # noqa: BLE001 (the commits stand; readers replay more log until the next one)
             log.warning("checkpoint of %s at version %d failed: %s", self.table, version, exc)
@@ -238,10 +249,8 @@ class FastPathAppender:
         self._mark = commit_mark
         self._sync = sync
         self._version = -1  # the latest version known; -1: look it up (and check the table) first
-        # Log entry texts this appender linked or stepped over since its last checkpoint was
-        # started, by version: what the next checkpoint is made of (object_checkpoint).
-        self._held: dict[int, str] = {}
-        self._checkpoints = Checkpoints(path, self._write_checkpoint)
+        # Its files are put atomically through local_store.
+        self._checkpoints = Checkpoints(path, LocalStore(local_path(path) or path), "")
         self._unsupported = False  # the table cannot be written here: never looked at again
 
     def ready(self) -> int | None:
@@ -259,7 +268,7 @@ class FastPathAppender:
                 self._unsupported = True
                 return None
             self._version = table.version()
-            self._held = {}
+            self._checkpoints.forget()
         return self._version
 
     def absent(self) -> bool:
@@ -285,7 +294,7 @@ class FastPathAppender:
         log_dir = os.path.dirname(log_file(self.path, 0))
         os.makedirs(log_dir, exist_ok=True)
         self._version = -1
-        self._held = {}
+        self._checkpoints.forget()
         try:
             version = self._commit([write_data_file(self.path, data)], marker, app_transactions, first=template)
         except FileExistsError:
@@ -346,15 +355,8 @@ class FastPathAppender:
         finally:
             os.unlink(temp)
         self._version = version
-        self._held[version] = body
-        if self._checkpoints.after(version, self._held):
-            self._held = {}  # the thread has those; the next checkpoint starts from this one
+        self._checkpoints.committed(version, body)
         return version
-
-    def _write_checkpoint(self, version: int, held: Mapping[int, str]) -> None:
-        """Checkpoints' writer: on its thread, from the entries handed over (CannotCheckpoint:
-        delta-rs writes it). Its files are put atomically (local_store)."""
-        write_checkpoint(LocalStore(local_path(self.path) or self.path), "", version, held)
 
     def checkpointing(self) -> bool:
         """Whether a checkpoint is being written now."""
@@ -378,7 +380,7 @@ class FastPathAppender:
                 if changes_table(text.splitlines()):
                     self._version = -1  # check the table again before the next fast append
                     raise TableChanged(self.path) from None
-                self._held[version] = text
+                self._checkpoints.held(version, text)
                 version += 1
                 continue
             return version

@@ -9,8 +9,9 @@ and the ones it stepped over (sharedsub.storage.delta.object_append), so the nex
 the previous one with those entries applied.
 
 Contract of :func:`next_checkpoint`: the rows delta-rs's ``create_checkpoint`` writes for the same
-version (tests/unit/test_checkpoint_rows.py compares them), in the same column layout
-(:func:`checkpoint_schema`, learnt from delta-rs once per process):
+version (tests/storage/test_checkpoint_rows.py compares them), in the same column layout
+(sharedsub.storage.delta.object_checkpoint.checkpoint_schema, learnt from delta-rs once per
+process):
 
 * one ``protocol`` and one ``metaData`` row, the newest of each;
 * one ``txn`` row per app id, its newest version;
@@ -29,9 +30,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import tempfile
-import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -47,29 +45,6 @@ DEFAULT_TOMBSTONE_RETENTION_MS = 7 * _DAY_MS
 
 class CannotCheckpoint(Exception):
     """The log holds something this module does not write into a checkpoint: ask delta-rs."""
-
-
-_schema: pa.Schema | None = None
-_schema_lock = threading.Lock()
-
-
-def checkpoint_schema() -> pa.Schema:
-    """The column layout of delta-rs's classic checkpoints, learnt once per process from a
-    checkpoint it writes of a scratch table (so what is written here is what it writes)."""
-    global _schema
-    with _schema_lock:
-        if _schema is None:
-            import pyarrow.parquet as pq
-            from deltalake import DeltaTable, write_deltalake
-
-            scratch = tempfile.mkdtemp(prefix="sharedsub-checkpoint-")
-            try:
-                write_deltalake(scratch, pa.table({"seq": pa.array([0], pa.int64())}), mode="append")
-                DeltaTable(scratch).create_checkpoint()
-                _schema = pq.read_schema(f"{scratch}/_delta_log/{0:020d}.checkpoint.parquet")
-            finally:
-                shutil.rmtree(scratch, ignore_errors=True)
-        return _schema
 
 
 def retention_ms(configuration: Mapping[str, str] | None) -> int:
@@ -108,17 +83,17 @@ def next_checkpoint(
     entries: Sequence[tuple[int, str]],
     *,
     now_ms: int,
-    schema: pa.Schema | None = None,
+    schema: pa.Schema,
 ) -> pa.Table:
     """The checkpoint at the last of ``entries``: ``previous`` (the checkpoint just before the
-    first entry, in :func:`checkpoint_schema`'s layout; None when the entries start at version 0)
+    first entry, in ``schema``'s layout; None when the entries start at version 0)
     with ``entries`` = ``(version, log entry text)``, consecutive and ascending, applied (see the
-    module docstring). ``now_ms`` dates tombstones' expiry.
+    module docstring). ``now_ms`` dates tombstones' expiry; ``schema``: the layout delta-rs
+    writes (object_checkpoint.checkpoint_schema).
 
     Raises:
         CannotCheckpoint: see the module docstring.
     """
-    schema = schema or checkpoint_schema()
     parsed = _parsed(previous, entries, schema)
     protocol, metadata, txns = _newest(parsed)
     if metadata is not None:

@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -54,7 +54,6 @@ from sharedsub.storage.delta.blind_append import (
     supported,
 )
 from sharedsub.storage.delta.data_files import DataFile, write_data_file
-from sharedsub.storage.delta.object_checkpoint import write_checkpoint
 from sharedsub.storage.delta.tables import delta_table, table_exists
 from sharedsub.storage.objects.locations import locate
 from sharedsub.storage.objects.store import AlreadyExists, ObjectNotFound
@@ -129,10 +128,7 @@ class ObjectAppender:
         self._txns: dict[str, int] = {}  # app transactions recorded after the load, up to _version
         self._unsupported = False
         self._missing = False  # no table when last looked (ready)
-        # Log entry texts this appender put or read since its last checkpoint was started, by
-        # version: what the next checkpoint is made of (object_checkpoint.write_checkpoint).
-        self._held: dict[int, str] = {}
-        self._checkpoints = Checkpoints(path, self._write_checkpoint)
+        self._checkpoints = Checkpoints(path, self._store, self._key)
 
     # ------------------------------------------------------------------ what is known
 
@@ -155,7 +151,7 @@ class ObjectAppender:
                 self._unsupported = True
                 return None
             self._loaded, self._txns, self._version = table, {}, table.version()
-            self._held = {}
+            self._checkpoints.forget()
         return self._version
 
     def transaction_version(self, app_id: str) -> int | None:
@@ -183,7 +179,7 @@ class ObjectAppender:
         self._missing = False
         self._loaded = None
         self._txns = {}
-        self._held = {}
+        self._checkpoints.forget()
 
     # ------------------------------------------------------------------ commits
 
@@ -212,7 +208,8 @@ class ObjectAppender:
         self._loaded = None
         self._version = 0
         self._txns = dict(app_transactions)
-        self._held = {0: body.decode("utf-8")}
+        self._checkpoints.forget()
+        self._checkpoints.committed(0, body.decode("utf-8"))
         return 0
 
     def append(self, data: pa.Table, marker: str, app_transactions: Sequence[tuple[str, int]] = ()) -> int:
@@ -248,9 +245,7 @@ class ObjectAppender:
             raise TableChanged(self.path)
         self._version = version
         self._txns.update(app_transactions)
-        self._held[version] = body.decode("utf-8")
-        if self._checkpoints.after(version, self._held):
-            self._held = {}  # the thread has those; the next checkpoint starts from this one
+        self._checkpoints.committed(version, body.decode("utf-8"))
         return version
 
     def _taken(self, version: int, marker: str, mine: set[str]) -> bool:
@@ -275,7 +270,7 @@ class ObjectAppender:
             raise TransactionsTaken(self.path, version)
         self._txns.update(txns)
         self._version = version
-        self._held[version] = text
+        self._checkpoints.held(version, text)
         return False
 
     def _read(self, version: int) -> str:
@@ -296,11 +291,6 @@ class ObjectAppender:
         if self._epoch is not None:
             info[self._epoch_mark] = str(self._epoch)
         return commit_body(files, info, app_transactions, now_ms=int(time.time() * 1000), first=first).encode()
-
-    def _write_checkpoint(self, version: int, held: Mapping[int, str]) -> None:
-        """Checkpoints' writer: on its thread, from the entries handed over (CannotCheckpoint:
-        delta-rs writes it)."""
-        write_checkpoint(self._store, self._key, version, held)
 
     def _log_key(self, version: int) -> str:
         return f"{self._key.rstrip('/')}/_delta_log/{version:020d}.json"

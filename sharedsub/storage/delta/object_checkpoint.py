@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import io
 import json
+import shutil
+import tempfile
+import threading
 import time
 from collections.abc import Mapping
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from deltalake import DeltaTable, write_deltalake
 
-from sharedsub.storage.delta.checkpoint_rows import CannotCheckpoint, checkpoint_schema, last_checkpoint, next_checkpoint
+from sharedsub.storage.delta.checkpoint_rows import CannotCheckpoint, last_checkpoint, next_checkpoint
 from sharedsub.storage.objects.store import ObjectNotFound, ObjectStore
 
 MAX_FETCHED_ENTRIES = 200
@@ -30,6 +34,26 @@ MAX_FETCHED_ENTRIES = 200
 def _log_key(table_key: str, name: str) -> str:
     """The key of ``name`` in the log of the table at ``table_key`` ("" for a store rooted at the table)."""
     return "/".join(part for part in (table_key.strip("/"), "_delta_log", name) if part)
+
+
+_schema: pa.Schema | None = None
+_schema_lock = threading.Lock()
+
+
+def checkpoint_schema() -> pa.Schema:
+    """The column layout of delta-rs's classic checkpoints, learnt once per process from a
+    checkpoint it writes of a scratch table (so what is written here is what it writes)."""
+    global _schema
+    with _schema_lock:
+        if _schema is None:
+            scratch = tempfile.mkdtemp(prefix="sharedsub-checkpoint-")
+            try:
+                write_deltalake(scratch, pa.table({"seq": pa.array([0], pa.int64())}), mode="append")
+                DeltaTable(scratch).create_checkpoint()
+                _schema = pq.read_schema(f"{scratch}/_delta_log/{0:020d}.checkpoint.parquet")
+            finally:
+                shutil.rmtree(scratch, ignore_errors=True)
+        return _schema
 
 
 def previous_checkpoint(store: ObjectStore, table_key: str) -> int | None:
