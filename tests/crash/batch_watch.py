@@ -23,12 +23,16 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import os
 from collections.abc import Sequence
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
+from sharedsub.core import layout
 from sharedsub.storage.delta.commit_log import latest_version, read_commit
 from sharedsub.storage.delta.table_reads import read_files
+from sharedsub.storage.retention import read_batch_offset
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -159,3 +163,28 @@ def mid_batch(at: AtKill, *, lookahead: int = 3) -> MidBatch:
                 batches |= commit.batches
                 break
     return MidBatch(at.batch, len(at.holding), late, len(at.versions), frozenset(batches))
+
+
+def batch_topic_rows(root: str, batch: int, columns: Sequence[str]) -> pa.Table | None:
+    """The topic rows micro-batch ``batch`` of the fan-out job of the local data dir ``root``
+    routes (``columns`` of them): those of the topic commits after the previous batch's end offset
+    up to its own, as Spark logged them in the job's checkpoint (``offsets/<batch>``, written when
+    the batch is planned, before it runs). None when that offset is not logged (yet).
+
+    The offsets are Spark's and the source's (sharedsub.storage.retention.read_batch_offset
+    reads them for maintenance too); the rows are read from the topic tables' log, as the source
+    reads them (marked maintenance commits add none).
+    """
+    offsets = os.path.join(layout.fanout_checkpoint(root), "offsets")
+    end = read_batch_offset(offsets, batch)
+    if end is None:
+        return None
+    start = read_batch_offset(offsets, batch - 1) if batch > 0 else None
+    begin = {str(t): int(v) for t, v in ((start or {}).get("topics") or {}).items()}
+    files: list[str] = []
+    for feed, version in (end.get("topics") or {}).items():
+        table = layout.join(root, layout.TOPICS_DIR, str(feed))
+        for v in range(begin.get(str(feed), -1) + 1, int(version) + 1):
+            commit = read_commit(table, v)
+            files += commit.added if commit is not None else ()
+    return read_files(files, columns) if files else pa.table({c: [] for c in columns})

@@ -165,6 +165,7 @@ class LoadedService:
         env: dict[str, str] | None = None,
         rate: float = 10.0,
         settle_delay: float = 0.3,
+        durable_settle_delay: float | None = None,
         recovery_timeout: float = 240.0,
         logs_dir: Path | None = None,
         progress: Callable[[str], None] = lambda _line: None,
@@ -175,6 +176,8 @@ class LoadedService:
         self.seed = seed
         self.env = env or {}
         self.rate, self.settle_delay = rate, settle_delay
+        # The unshared durable subscription's consumer holds each delivery this long (default: as the others).
+        self.durable_settle_delay = settle_delay if durable_settle_delay is None else durable_settle_delay
         self.recovery_timeout = recovery_timeout
         self.logs_dir = logs_dir
         self.progress = progress
@@ -237,7 +240,7 @@ class LoadedService:
             container=container,
             capabilities=caps,
             incarnation=lambda: self.recorder.incarnation,
-            settle_delay=self.settle_delay,
+            settle_delay=self.durable_settle_delay if subscription == DURABLE else self.settle_delay,
         )
         c.start()
         return c

@@ -75,6 +75,12 @@ MAINTENANCE_ENV = {
 # acknowledged rows, compaction), a new checkpoint, or the first of any of them; and in which
 # table: the shared or the unshared subscription's (its table or ack log), the topic's, any.
 MAINTENANCE_TARGETS = ("acknowledged", "compact", "checkpoint", "any")
+# How long the durable subscription's consumer holds a delivery before accepting it in this
+# scenario: longer than a maintenance interval, so each run finds rows of several fan-out commits
+# unacknowledged, in as many files, and compacts them. With the crash load's 0.3 s the run's delete
+# of acknowledged rows could leave a single file, and a kill waiting for a compaction of that table
+# timed out (CI, seed 539589450; once locally, seed 533802726).
+MAINTENANCE_DURABLE_SETTLE = 3.0
 MAINTENANCE_WHERE = ("shared", "durable", "topic", "any")
 # Startup bound of a restart: [fanout] startup_timeout (default 180 s) is what the fan-out job's
 # first start may take from its query's start to its first micro-batch; the margin covers the
@@ -235,7 +241,13 @@ def maintenance_run(
     }
     late_after = rng.randrange(kills) if kills else 0
     run = LoadedService(
-        data_dir, seed=seed, env=MAINTENANCE_ENV, recovery_timeout=recovery_timeout, logs_dir=logs_dir, progress=progress
+        data_dir,
+        seed=seed,
+        env=MAINTENANCE_ENV,
+        durable_settle_delay=MAINTENANCE_DURABLE_SETTLE,
+        recovery_timeout=recovery_timeout,
+        logs_dir=logs_dir,
+        progress=progress,
     )
     watch = MaintenanceWatch(run.root)
     try:
