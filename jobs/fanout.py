@@ -214,6 +214,9 @@ def build_fanout_query(
             min(settings.fanout.unsubscribed_topic_interval, settings.fanout.stalled_after / 2)
         ),
     }
+    if not on_object_store(settings):  # (on a bucket object_poll_interval paces the batches)
+        options["batch_max_wait"] = str(settings.fanout.batch_max_wait)
+        options["batch_min_rows"] = str(settings.fanout.batch_min_rows)
     idle = fanout_idle_probe_interval(settings)
     if idle > 0:  # object storage: every probe is requests (sharedsub.core.ops.poll_backoff)
         options["probe_interval"] = str(fanout_trigger_interval(settings))

@@ -76,6 +76,7 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
+from sharedsub.core.fanout.batch_admission import admits
 from sharedsub.core.fanout.change_notes import NOTE_LIST_INTERVAL, SWEEP_INTERVAL, ChangeWatch
 from sharedsub.core.fanout.fanout_pacing import takes_commits
 from sharedsub.core.ops.poll_backoff import next_interval
@@ -108,6 +109,8 @@ DEFAULT_TOPIC_LIST_INTERVAL = 0.5
 # with every commit): each micro-batch costs Spark work whatever it routes
 # (sharedsub.core.fanout.fanout_pacing).
 DEFAULT_UNSUBSCRIBED_TOPIC_INTERVAL = 5.0
+# With batch_max_wait: a micro-batch starts at once when this many rows wait.
+DEFAULT_BATCH_MIN_ROWS = 50
 
 log = logging.getLogger("sharedsub.fanout.source")
 
@@ -225,6 +228,11 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._watch = ChangeWatch(sweep_interval=sweep)
         self._note_names: list[str] = []
         self._notes_listed_at = float("-inf")
+        # Under light traffic a micro-batch waits for company (sharedsub.core.fanout.batch_admission):
+        # at most batch_max_wait seconds (0 = never waits), unless batch_min_rows rows wait.
+        self.batch_max_wait = float(options.get("batch_max_wait", 0) or 0)
+        self.batch_min_rows = _int_option(options, "batch_min_rows", DEFAULT_BATCH_MIN_ROWS)
+        self._pending: dict[tuple[str, int], tuple[int, int]] = {}  # (table, version) -> (rows, ms)
 
     # ------------------------------------------------------------------ offsets (driver side)
 
@@ -255,7 +263,10 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         now = time.monotonic()
         if self._target is None and self.idle_probe_interval > 0 and now < self._next_probe:
             return start  # backing off: nothing probed, so nothing new (no micro-batch)
+        first = not self._planned_once
         offset = self._latest(begin, begin_ids, limit)
+        if not first and self._target is None and not self._admitted(begin, begin_ids, offset):
+            return start  # waiting for company (sharedsub.core.fanout.batch_admission)
         if self.idle_probe_interval > 0:
             found = offset != make_offset(begin, begin_ids)
             self._probe_interval = next_interval(
@@ -307,6 +318,49 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if offset != make_offset(begin, begin_ids):
             self._planned_once = True
         return offset
+
+    def _admitted(self, begin: Mapping[str, int], begin_ids: Mapping[str, str], offset: Offset) -> bool:
+        """Whether the commits ``offset`` takes after ``begin`` start a micro-batch now
+        (sharedsub.core.fanout.batch_admission): counts their rows from their log entries (each
+        read once; counting stops at ``batch_min_rows``) and how long the oldest has waited (its
+        log file's time). A topic new to the offset, or whose table changed, starts one at once.
+        """
+        if self.batch_max_wait <= 0:
+            return True
+        end, end_ids = offset_versions(offset), offset_ids(offset)
+        rows, oldest_ms = 0, None
+        for topic, version in end.items():
+            known = begin.get(topic)
+            if known is None or end_ids.get(topic) != begin_ids.get(topic):
+                return True
+            for v in range(known + 1, version + 1):
+                commit = self._pending_commit(self._table(topic), v)
+                if commit is None:
+                    return True  # gone (or not readable): as before, no waiting
+                added, at_ms = commit
+                rows += added
+                oldest_ms = at_ms if oldest_ms is None else min(oldest_ms, at_ms)
+                if rows >= self.batch_min_rows:
+                    break
+        if oldest_ms is None:
+            return True
+        waited = time.time() - oldest_ms / 1000
+        admitted = admits(rows=rows, waited=waited, min_rows=self.batch_min_rows, max_wait=self.batch_max_wait)
+        if admitted:
+            self._pending.clear()
+        return admitted
+
+    def _pending_commit(self, table: str, version: int) -> tuple[int, int] | None:
+        """``(rows it adds, its log file's time in ms)`` of a topic commit, read once; None when
+        it is not in the log or does not say how many rows it adds."""
+        key = (table, version)
+        if key not in self._pending:
+            entry = commit_log.read_log_entry(table, version)
+            if entry is None or any(n is None for n in entry.added_rows):
+                return None
+            marked = commit_log.MAINTENANCE_MARK in entry.info  # re-adds kept rows: none are new
+            self._pending[key] = (0 if marked else sum(n for n in entry.added_rows if n is not None), entry.mtime_ms)
+        return self._pending[key]
 
     def _note_locations(self) -> list[str]:
         """The writers' change notes, listed again every NOTE_LIST_INTERVAL (a new one is read

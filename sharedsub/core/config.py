@@ -114,6 +114,10 @@ class FanoutSettings:
     # A topic without subscriptions starts a micro-batch at most this often (seconds; 0 = with
     # every commit): sharedsub.core.fanout.fanout_pacing.
     unsubscribed_topic_interval: float
+    # Under light traffic a micro-batch waits for company: at most this many seconds (0 = never),
+    # unless batch_min_rows rows wait (sharedsub.core.fanout.batch_admission; local data dirs).
+    batch_max_wait: float
+    batch_min_rows: int
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/sources/delta_streaming.py).
     source: str
@@ -404,6 +408,24 @@ def _check_object_intervals(s: Settings) -> None:
         )
 
 
+def _check_fanout_intervals(s: Settings) -> None:
+    """[fanout]'s times and batch bounds are in range."""
+    if s.fanout.trigger_interval < 0:
+        raise ConfigError("fanout.trigger_interval", "must not be negative")
+    if not 0 <= s.fanout.unsubscribed_topic_interval < float("inf"):  # NaN fails too
+        raise ConfigError("fanout.unsubscribed_topic_interval", "must be 0 (off) or positive seconds")
+    if not 0 <= s.fanout.batch_max_wait <= 10:  # NaN fails too
+        raise ConfigError("fanout.batch_max_wait", f"must be 0 (off) to 10 seconds, got {s.fanout.batch_max_wait}")
+    if s.fanout.batch_min_rows < 1:
+        raise ConfigError("fanout.batch_min_rows", f"must be at least 1, got {s.fanout.batch_min_rows}")
+    for key, seconds in (
+        ("fanout.table_retry_interval", s.fanout.table_retry_interval),
+        ("fanout.stalled_after", s.fanout.stalled_after),
+    ):
+        if seconds <= 0:
+            raise ConfigError(key, f"must be positive, got {seconds}")
+
+
 def _check_intervals(s: Settings) -> None:
     """Times and retention settings (seconds or hours) are in range; [fanout]'s choices are known."""
     if not 0 <= s.publish.min_commit_interval <= 1:  # NaN fails too
@@ -419,16 +441,7 @@ def _check_intervals(s: Settings) -> None:
         )
     if s.delivery.poll_interval <= 0:
         raise ConfigError("delivery.poll_interval", "must be positive")
-    if s.fanout.trigger_interval < 0:
-        raise ConfigError("fanout.trigger_interval", "must not be negative")
-    if not 0 <= s.fanout.unsubscribed_topic_interval < float("inf"):  # NaN fails too
-        raise ConfigError("fanout.unsubscribed_topic_interval", "must be 0 (off) or positive seconds")
-    for key, seconds in (
-        ("fanout.table_retry_interval", s.fanout.table_retry_interval),
-        ("fanout.stalled_after", s.fanout.stalled_after),
-    ):
-        if seconds <= 0:
-            raise ConfigError(key, f"must be positive, got {seconds}")
+    _check_fanout_intervals(s)
     _check_fanout_choices(s)
     if s.maintenance.interval < 0:
         raise ConfigError("maintenance.interval", "must be 0 (off) or positive")

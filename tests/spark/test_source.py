@@ -287,3 +287,28 @@ def test_available_now_holds_nothing_back(root: str) -> None:
     b.publish(root, "t", ["k"])
     r.prepareForTriggerAvailableNow()
     assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 2}
+
+
+def test_under_light_traffic_a_batch_waits_for_company_until_the_oldest_commit_waited(root: str) -> None:
+    b.publish(root, "t", ["k"])
+    r = reader(root, batch_max_wait="0.4", batch_min_rows="5", first_batch_max_commits="100")
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    assert offset_versions(first) == {"t": 1}  # a reader's first batch never waits
+    b.publish(root, "t", ["k", "k"])  # version 2: two rows, fewer than 5
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # waits for company
+    b.publish(root, "t", ["k"])  # version 3: three rows in all
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first
+    time.sleep(0.45)  # version 2 has now waited batch_max_wait
+    assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 3}
+
+
+def test_a_batch_starts_at_once_when_enough_rows_wait(root: str) -> None:
+    b.publish(root, "t", ["k"])
+    r = reader(root, batch_max_wait="3600", batch_min_rows="5", first_batch_max_commits="100", topic_list_interval="0")
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    b.publish(root, "t", ["k"] * 3)
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first
+    b.publish(root, "t", ["k"] * 2)  # five rows wait: no more waiting, however long max_wait
+    assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 3}
+    b.publish(root, "other", ["k"])  # a topic new to the offset starts a batch at once
+    assert "other" in offset_versions(r.latestOffset(make_offset({"t": 3}, offset_ids(first)), r.getDefaultReadLimit()))

@@ -117,6 +117,10 @@ def test_precedence_env_then_flags() -> None:
         ({"fanout": {"source": "kafka"}}, "fanout.source"),
         ({"fanout": {"unsubscribed_topic_interval": -1}}, "fanout.unsubscribed_topic_interval"),
         ({"fanout": {"unsubscribed_topic_interval": "nan"}}, "fanout.unsubscribed_topic_interval"),
+        ({"fanout": {"batch_max_wait": -0.1}}, "fanout.batch_max_wait"),
+        ({"fanout": {"batch_max_wait": "nan"}}, "fanout.batch_max_wait"),
+        ({"fanout": {"batch_max_wait": 11}}, "fanout.batch_max_wait"),
+        ({"fanout": {"batch_min_rows": 0}}, "fanout.batch_min_rows"),
     ],
 )
 def test_invalid_values_name_the_key(doc: dict, key: str) -> None:
