@@ -235,6 +235,29 @@ def ensure_jvm_helpers() -> None:
     say(f"built sharedsub's JVM classes: {built}")
 
 
+def ensure_jvm_archive(*, s3a: bool = False) -> None:
+    """The driver JVM's class data sharing archive for the default settings (jobs/jvm_archive.py),
+    made once per java, pyspark and class path (about half a minute each) into ~/.cache/sharedsub:
+    ``serve`` is ready in about two thirds of the time with it. ``s3a``: also the one for a data
+    dir on a bucket (S3A's jars on the class path). Optional: without it Spark starts as before,
+    and setup says why."""
+    _project_importable()
+    from jobs import jvm_archive
+
+    if jvm_archive.switched_off(os.environ) or jvm_archive.java_binary(os.environ) is None:
+        return
+    for bucket in (False, True) if s3a else (False,):
+        target = jvm_archive.default_path(str(venv_python()), os.environ, s3a=bucket)
+        if target is None or target.is_file():
+            continue
+        what = "on a bucket " if bucket else ""
+        say(f"making the Spark driver's class archive {what}(first time only: about half a minute): {target}")
+        try:
+            jvm_archive.make(str(venv_python()), target, os.environ, s3a=bucket)
+        except (RuntimeError, OSError, subprocess.SubprocessError) as exc:
+            say(f"the driver's class archive could not be made ({exc}); Spark starts without it")
+
+
 def ensure_delta_connector(*, required: bool) -> None:
     """The Delta Spark connector's jars (jobs/delta_jars.py); without them (``serve`` goes on) the
     fan-out reads topics through delta-rs and format('delta') is unavailable."""
@@ -312,12 +335,15 @@ def main(argv: list[str]) -> int:
         return 2
     setup()
     ensure_delta_connector(required=command != "serve")
-    if command == "test" or (command == "setup" and OBJECT_STORAGE in rest):
+    buckets = command == "test" or (command == "setup" and OBJECT_STORAGE in rest)
+    if buckets:
         ensure_s3a_jars()
+    ensure_jvm_archive(s3a=buckets)  # after the jars it puts on the class path
     env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
     if command == "test":
         ensure_jms_tier()
         ensure_jvm_helpers()  # when setup found no JDK, the JMS tier has just installed one
+        ensure_jvm_archive(s3a=True)
         ensure_rhea_tier()
         env["SHAREDSUB_S3_SERVER"] = str(ensure_s3_server())
     if command == "setup":

@@ -38,7 +38,7 @@ import pyspark
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from jobs import delta_jars, jvm_helpers, s3a_jars, s3a_settings
+from jobs import delta_jars, jvm_archive, jvm_helpers, s3a_jars, s3a_settings
 from jobs.sources.deltars_topics import TopicsDataSource
 from sharedsub.core.config import Settings
 
@@ -100,7 +100,16 @@ def spark_conf(
         )
         conf.update(helpers)
     conf.update(extra or {})
-    return with_user_conf(conf, settings.fanout.spark_conf)
+    merged = with_user_conf(conf, settings.fanout.spark_conf)
+    # The driver JVM's class archive (jobs/jvm_archive.py), made by setup for this class path.
+    archive = jvm_archive.java_options(
+        Path(pyspark.__file__).parent, merged.get("spark.driver.extraClassPath", ""), os.environ
+    )
+    if archive:
+        merged["spark.driver.extraJavaOptions"] = " ".join(
+            o for o in (merged.get("spark.driver.extraJavaOptions", ""), archive) if o
+        )
+    return merged
 
 
 def with_user_conf(conf: Mapping[str, str], user: Mapping[str, str]) -> dict[str, str]:
