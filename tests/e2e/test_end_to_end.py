@@ -3,15 +3,20 @@ subscription table → consumer link, driven by python-qpid-proton clients."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from pathlib import Path
 
+import pyspark
 import pytest
 from proton import Data, Described, Message, symbol, ubyte, ulong
 from proton.utils import BlockingConnection
 
-from jobs.fanout import DRIVER_JAVA_OPTIONS
+from jobs import jvm_archive
+from jobs.fanout import DRIVER_CONF, DRIVER_JAVA_OPTIONS
+from jobs.session import spark_conf
 from sharedsub.core import layout
+from sharedsub.core.config import load_settings
 from sharedsub.storage.delta.table_reads import read_table
 from tests.amqp_peer import Subscriber, publish, wait_for
 from tests.service import ServeProcess
@@ -200,19 +205,36 @@ def test_subscriber_leaving_removes_plain_subscription(service: ServeProcess, to
     wait_for(deleted, 30, "the plain subscription to be deleted from the catalog")
 
 
-def test_the_fanout_jvm_compiles_with_c1_only_and_sooner(service: ServeProcess) -> None:
-    # jobs.fanout.DRIVER_CONF: the job's driver JVM, started by its Python driver (pyspark runs
-    # spark-submit, whose java process is the child). C2 kept compiling Spark's planning code
-    # minutes into steady load, and with C1's default thresholds much of it stayed interpreted.
+def _driver_jvm(service: ServeProcess) -> tuple[int, list[str]]:
+    """The fan-out's driver JVM: its pid and argv. pyspark runs spark-submit, whose java process
+    is a child of the job's Python driver."""
     driver = service.fanout_pid()
     assert driver is not None
-    jvm_args = [
-        argv
+    jvms = [
+        (int(child), argv)
         for task in Path(f"/proc/{driver}/task").glob("*")
         for child in (task / "children").read_text().split()
         for argv in [Path(f"/proc/{child}/cmdline").read_bytes().decode().split("\0")]
         if argv[0].endswith("java")
     ]
-    assert len(jvm_args) == 1, jvm_args
-    assert set(DRIVER_JAVA_OPTIONS.split()) <= set(jvm_args[0])
-    assert "-XX:ReservedCodeCacheSize=240m" in jvm_args[0]  # C1 alone gets 48 MB, which Spark filled
+    assert len(jvms) == 1, jvms
+    return jvms[0]
+
+
+def test_the_fanout_jvm_compiles_with_c1_only_and_sooner(service: ServeProcess) -> None:
+    # jobs.fanout.DRIVER_CONF. C2 kept compiling Spark's planning code minutes into steady load,
+    # and with C1's default thresholds much of it stayed interpreted.
+    _, argv = _driver_jvm(service)
+    assert set(DRIVER_JAVA_OPTIONS.split()) <= set(argv)
+    assert "-XX:ReservedCodeCacheSize=240m" in argv  # C1 alone gets 48 MB, which Spark filled
+
+
+def test_the_fanout_jvm_maps_the_class_archive_setup_made(service: ServeProcess) -> None:
+    # jobs/jvm_archive.py: without the archive (setup did not make it, or the JVM refused it: another
+    # java or class path than its key says) serve starts half again as slowly, and nothing else shows it.
+    settings = load_settings(environ={**os.environ, "SHAREDSUB_STORAGE_DATA_DIR": str(service.data_dir)})
+    classpath = spark_conf(settings, extra=DRIVER_CONF).get("spark.driver.extraClassPath", "")
+    archive = jvm_archive.archive_path(Path(pyspark.__file__).parent, classpath, os.environ)
+    assert archive is not None and archive.is_file(), f"no class archive {archive}: `python3 bootstrap.py test` makes it"
+    pid, _ = _driver_jvm(service)
+    assert str(archive) in Path(f"/proc/{pid}/maps").read_text(), f"the driver JVM {pid} has not mapped {archive}"

@@ -1,5 +1,5 @@
 """jobs/jvm_archive.py's keys and options (file names and strings; making an archive is setup's,
-and tests/e2e/test_jvm_archive.py checks a real driver JVM maps it)."""
+and tests/e2e/test_end_to_end.py checks a real driver JVM maps it)."""
 
 from __future__ import annotations
 
