@@ -153,14 +153,20 @@ class S3Server:
         assert self.access_log is not None
         return self.access_log.stat().st_size if self.access_log.exists() else 0
 
-    def requests_since(self, start: int) -> list[tuple[str, str]]:
-        """(S3 operation, key) of every request logged after offset ``start`` of the access log."""
+    def requests_since(self, start: int, bucket: str | None = None) -> list[tuple[str, str]]:
+        """(S3 operation, key) of every request logged after offset ``start`` of the access log
+        (to ``bucket`` only, when given: a test's own data dir, whatever else lands in the log
+        meanwhile, such as an earlier test's requests logged late)."""
         assert self.access_log is not None
         with open(self.access_log, "rb") as fh:
             fh.seek(start)
             lines = fh.read().decode("utf-8", errors="replace").splitlines()
         # OWNER BUCKET [DAY:TIME ZONE] IP REQUESTER ID OPERATION KEY ... (bench/s3_access_log.py)
-        return [(fields[7], fields[8]) for fields in (line.split(" ") for line in lines) if len(fields) > 8]
+        return [
+            (fields[7], fields[8])
+            for fields in (line.split(" ") for line in lines)
+            if len(fields) > 8 and (bucket is None or fields[1] == bucket)
+        ]
 
     def kill(self) -> None:
         """SIGKILL the server (a crashed S3 endpoint); :meth:`start` brings it back."""

@@ -35,6 +35,11 @@ def root(counted_root: str) -> str:
     return counted_root
 
 
+def _bucket(root: str) -> str:
+    """The bucket of ``root`` (each test's data dir has its own): the requests a test counts."""
+    return root.removeprefix("s3://").split("/", 1)[0]
+
+
 def _rows(seqs: list[int], schema: pa.Schema = schemas.TOPIC) -> pa.Table:
     cols = {"seq": seqs, "message": [b"m%d" % s for s in seqs]}
     return pa.table({f.name: pa.array(cols.get(f.name, [None] * len(seqs)), f.type) for f in schema})
@@ -47,7 +52,7 @@ def test_a_commit_of_a_loaded_table_is_a_data_put_and_a_log_put(root: str, count
     start = counted.access_mark()
     for seq in range(1, 6):
         writer.append(_rows([seq]))
-    made = counted.requests_since(start)
+    made = counted.requests_since(start, _bucket(root))
     assert [op for op, _ in made] == ["s3_PutObject"] * 10, made
     assert [key.endswith(".parquet") for _, key in made] == [True, False] * 5
     assert all("_delta_log/" in key for _, key in made[1::2])
@@ -66,7 +71,7 @@ def test_a_fanout_commit_reads_its_marks_from_memory_and_is_two_requests(root: s
         assert writer.transaction_version("fanout-0") == seq - 1
         files = [write_data_file(table, _rows([seq], schemas.SUBSCRIPTION))]
         writer.append_files(files, app_transactions=[("fanout-0", seq)])
-    assert len(counted.requests_since(start)) == 6
+    assert len(counted.requests_since(start, _bucket(root))) == 6
     loaded = DeltaTable(table, storage_options=storage_options(table))
     assert loaded.transaction_version("fanout-0") == 4 and loaded.version() == 3
 
@@ -75,7 +80,8 @@ def test_a_new_tables_first_commit_is_one_list_and_two_puts(root: str, counted: 
     table = f"{root}/subscriptions/new"
     start = counted.access_mark()
     DeltaAppender(table, schemas.SUBSCRIPTION).append(_rows([0], schemas.SUBSCRIPTION))
-    assert sorted(op for op, _ in counted.requests_since(start)) == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
+    made = sorted(op for op, _ in counted.requests_since(start, _bucket(root)))
+    assert made == ["s3_ListObjectsV2", "s3_PutObject", "s3_PutObject"]
     loaded = DeltaTable(table, storage_options=storage_options(table))
     assert loaded.version() == 0 and loaded.to_pyarrow_table().column("seq").to_pylist() == [0]
 
@@ -87,7 +93,7 @@ def test_a_version_another_writer_took_is_read_once_and_stepped_over(root: str, 
     DeltaAppender(table, schemas.TOPIC, blind=False).append(_rows([100]))  # a maintenance-like commit by delta-rs
     start = counted.access_mark()
     version = writer.append(_rows([1]))
-    ops = [op for op, _ in counted.requests_since(start)]
+    ops = [op for op, _ in counted.requests_since(start, _bucket(root))]
     assert version == 3 and sorted(ops) == ["s3_GetObject", "s3_PutObject", "s3_PutObject", "s3_PutObject"], ops
     data = read_table(table, ["seq"])
     assert data is not None and sorted(data.column("seq").to_pylist()) == [0, 1, 100]
@@ -149,7 +155,7 @@ def test_a_checkpoint_is_made_from_the_entries_the_writer_holds_not_a_reread_log
     start = counted.access_mark()
     writer.append(_rows([2 * interval - 1]))  # version 2 * interval: its checkpoint is due
     writer.finish(60)
-    made = counted.requests_since(start)
+    made = counted.requests_since(start, _bucket(root))
     # the commit's two puts; _last_checkpoint and the checkpoint it names read once each; the
     # new checkpoint and _last_checkpoint put: no LIST, no log entry read again
     assert sorted(op for op, _ in made) == ["s3_GetObject"] * 2 + ["s3_PutObject"] * 4, made
@@ -170,10 +176,10 @@ def test_new_versions_are_found_by_two_heads_and_one_list_not_a_head_each(root: 
         writer.append(_rows([seq]))
     start = counted.access_mark()
     assert latest_version(table, 1) == 6
-    assert sorted(op for op, _ in counted.requests_since(start)) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
+    assert sorted(op for op, _ in counted.requests_since(start, _bucket(root))) == ["s3_HeadObject"] * 2 + ["s3_ListObjectsV2"]
     start = counted.access_mark()
     assert latest_version(table, 5) == 6  # one new: two HEADs, no LIST (billed as twelve HEADs)
-    assert [op for op, _ in counted.requests_since(start)] == ["s3_HeadObject"] * 2
+    assert [op for op, _ in counted.requests_since(start, _bucket(root))] == ["s3_HeadObject"] * 2
     start = counted.access_mark()
     assert latest_version(table, 6) == 6  # nothing new: the one HEAD
-    assert [op for op, _ in counted.requests_since(start)] == ["s3_HeadObject"]
+    assert [op for op, _ in counted.requests_since(start, _bucket(root))] == ["s3_HeadObject"]

@@ -3,12 +3,14 @@ from it (jobs/session.spark_conf), and when S3A's jars join the class path (jobs
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 
+import pyspark
 import pytest
 
-from jobs import delta_jars, s3a_jars
+from jobs import delta_jars, jvm_archive, s3a_jars
 from jobs.fanout import DRIVER_CONF, DRIVER_JAVA_OPTIONS
 from jobs.session import spark_conf, wants_s3a
 from sharedsub.core.config import Settings, load_settings, parse_settings
@@ -74,10 +76,11 @@ def test_refused_spark_settings_name_the_key(conf: object, key: str, why: str) -
 
 
 @pytest.fixture
-def no_jars(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Neither jar set fetched (as in a fresh checkout)."""
+def no_jars(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Neither jar set fetched (as in a fresh checkout), and no driver class archive made yet."""
     monkeypatch.setattr(delta_jars, "jars", list)
     monkeypatch.setattr(s3a_jars, "jars", list)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # where jobs/jvm_archive looks
 
 
 @pytest.fixture
@@ -102,6 +105,21 @@ def test_the_child_s_session_gets_the_users_settings_over_the_defaults_file_and_
     assert conf["spark.sql.shuffle.partitions"] == "4"  # jobs/spark-defaults.conf says 2
     assert conf["spark.driver.extraJavaOptions"] == f"{DRIVER_JAVA_OPTIONS} -XX:+UseG1GC"  # added after the service's
     assert conf["spark.ui.enabled"] == "false"  # the rest of the defaults file stays
+
+
+@pytest.mark.usefixtures("no_jars")
+def test_the_driver_class_archive_follows_the_users_java_options_once_setup_made_it(tmp_path: Path) -> None:
+    user = settings({"spark.driver.extraJavaOptions": "-XX:+UseG1GC"})
+    before = spark_conf(user, extra=DRIVER_CONF)
+    assert "SharedArchiveFile" not in before["spark.driver.extraJavaOptions"]  # not made yet
+    archive = jvm_archive.archive_path(
+        Path(pyspark.__file__).parent, before.get("spark.driver.extraClassPath", ""), os.environ
+    )
+    assert archive is not None and archive.is_relative_to(tmp_path / "cache")
+    archive.parent.mkdir(parents=True)
+    archive.write_bytes(b"made by setup")
+    after = spark_conf(user, extra=DRIVER_CONF)["spark.driver.extraJavaOptions"]
+    assert after == f"{DRIVER_JAVA_OPTIONS} -XX:+UseG1GC -XX:SharedArchiveFile={archive} -Xlog:cds*=off"
 
 
 @pytest.mark.usefixtures("both_jar_sets")

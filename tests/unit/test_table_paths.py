@@ -56,6 +56,7 @@ ALLOWED = {
     "jobs/session.py": "spark-defaults.conf",
     "jobs/jar_sets.py": "the jars directories (.jars/)",
     "jobs/jvm_helpers.py": "sharedsub's JVM classes: their sources (jobs/jvm/), javac, the jar in .jars/jvm/",
+    "jobs/jvm_archive.py": "the driver JVM's class archive in ~/.cache/sharedsub: its key (java, pyspark's jars), setup's run",
     "jobs/executor_check.py": "whether the executors' Python (PYSPARK_PYTHON) can be run on the driver's host",
     "jobs/sources/deltars_topics.py": "the fan-out's local Spark checkpoint",
 }
