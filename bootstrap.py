@@ -338,12 +338,13 @@ def main(argv: list[str]) -> int:
     buckets = command == "test" or (command == "setup" and OBJECT_STORAGE in rest)
     if buckets:
         ensure_s3a_jars()
-    ensure_jvm_archive(s3a=buckets)  # after the jars it puts on the class path
+    if command != "test":  # (test makes it after the JMS tier, which may install the JDK)
+        ensure_jvm_archive(s3a=buckets)  # after the jars it puts on the class path
     env = dict(os.environ, PYSPARK_PYTHON=str(venv_python()), PYSPARK_DRIVER_PYTHON=str(venv_python()))
     if command == "test":
         ensure_jms_tier()
         ensure_jvm_helpers()  # when setup found no JDK, the JMS tier has just installed one
-        ensure_jvm_archive(s3a=True)
+        ensure_jvm_archive(s3a=True)  # after the jars and the JDK
         ensure_rhea_tier()
         env["SHAREDSUB_S3_SERVER"] = str(ensure_s3_server())
     if command == "setup":

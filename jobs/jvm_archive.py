@@ -95,18 +95,24 @@ def _environ(environ: Mapping[str, str], s3a: bool) -> dict[str, str]:
     return dict(environ, SHAREDSUB_FANOUT_SPARK_CONF=S3A_CONF) if s3a else dict(environ)
 
 
+def _this_module(python: str, args: list[str], env: Mapping[str, str], *, timeout: float) -> subprocess.CompletedProcess[str]:
+    """``python -m jobs.jvm_archive ARGS`` from the project's root, its output captured."""
+    return subprocess.run(
+        [python, "-m", "jobs.jvm_archive", *args],
+        env=dict(env),
+        cwd=Path(__file__).resolve().parent.parent,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
 def default_path(python: str, environ: Mapping[str, str], *, s3a: bool = False) -> Path | None:
     """The archive a ``serve`` of the default settings (local master) would use, on a local data
     dir or (``s3a``) on a bucket, asked of the venv's ``python`` (the class path comes from
     jobs/session.py, which needs pyspark); None when it would use none."""
-    done = subprocess.run(
-        [python, "-m", "jobs.jvm_archive", "path"],
-        env=_environ(environ, s3a),
-        cwd=Path(__file__).resolve().parent.parent,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = _this_module(python, ["path"], _environ(environ, s3a), timeout=120)
     lines = done.stdout.strip().splitlines()
     return Path(lines[-1]) if done.returncode == 0 and lines and lines[-1] != "-" else None
 
@@ -122,15 +128,8 @@ def make(python: str, target: Path, environ: Mapping[str, str], *, s3a: bool = F
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".making-") as scratch:
         dump = Path(scratch) / "driver.jsa"
-        done = subprocess.run(
-            [python, "-m", "jobs.jvm_archive", "run", str(Path(scratch) / "data")],
-            env=dict(_environ(environ, s3a), **{DUMP_ENV: str(dump)}),
-            cwd=Path(__file__).resolve().parent.parent,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=False,
-        )
+        env = dict(_environ(environ, s3a), **{DUMP_ENV: str(dump)})
+        done = _this_module(python, ["run", str(Path(scratch) / "data")], env, timeout=timeout)
         if done.returncode != 0 or not dump.is_file():
             raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}")
         os.replace(dump, target)

@@ -342,6 +342,8 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 oldest_ms = at_ms if oldest_ms is None else min(oldest_ms, at_ms)
                 if rows >= self.batch_min_rows:
                     break
+            if rows >= self.batch_min_rows:
+                break
         if oldest_ms is None:
             return True
         waited = time.time() - oldest_ms / 1000
