@@ -8,6 +8,14 @@ happens to allocate when a threshold is crossed: the suite's reactor-thread chec
 that way, a proton call racing the reactor's own. So the front end turns the automatic
 collector off once it serves and collects from a timer on the reactor, as often as CPython's
 own trigger would (sharedsub.core.ops.gc_tuning.due_generation) but never elsewhere.
+
+Something else may give automatic collection back: CPython 3.11's ``subprocess`` turns the
+collector off around a fork with a ``preexec_fn`` and back on after it if it was on when the fork
+began (the fan-out's child is started so, sharedsub.runtime.fanout_process). A fork that began
+before :meth:`ReactorCollector.start` turned it on again behind the collector's back, and a full
+run then caught ``pn_decref`` on the committer's thread. So the front end takes the collector over
+before anything spawns (connectors/amqp/server.py ``run``), and every look turns automatic
+collection off again if it finds it on.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ class ReactorCollector(Handler):
         self._thresholds: tuple[int, int, int] = gc.get_threshold()
         self._was_enabled = gc.isenabled()
         self.stopped = False
+        self.taken_back = 0  # looks that found automatic collection on again (tests, diagnostics)
 
     def start(self) -> None:
         """Take the collector over: no automatic collection from now on (on the reactor thread,
@@ -57,9 +66,15 @@ class ReactorCollector(Handler):
         self._loop.schedule(self.interval, self)
 
     def on_timer_task(self, event: object) -> None:
-        """Collect the due generation, if any; reschedule (unless stopped)."""
+        """Collect the due generation, if any; reschedule (unless stopped). Automatic collection
+        found on (see the module's docstring) is turned off again first."""
         if self.stopped:
             return
+        if gc.isenabled():
+            gc.disable()
+            self.taken_back += 1
+            if self.taken_back == 1:
+                log.warning("automatic garbage collection was turned on again; it is off (collected on the reactor only)")
         generation = due_generation(gc.get_count(), self._thresholds)
         if generation is not None:
             try:

@@ -197,12 +197,15 @@ class FrontEndServer:
         """Serve until :meth:`request_stop`."""
         if self.acceptor is None:
             self.listen()
-        if on_started is not None:
-            on_started()
         self.pool_release = ArrowPoolRelease(self.loop)
         self.loop.schedule(self.pool_release.interval, self.pool_release)
-        self.collector = ReactorCollector(self.loop)  # cycles are freed on this thread only
+        # Cycles are freed on this thread only. Taken over before ``on_started`` starts the
+        # fan-out's child: a fork with a preexec_fn under way would give collection back after
+        # it (connectors/amqp/reactor_gc.py).
+        self.collector = ReactorCollector(self.loop)
         self.collector.start()
+        if on_started is not None:
+            on_started()
         try:
             self.loop.run()
         finally:

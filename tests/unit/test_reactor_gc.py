@@ -101,3 +101,27 @@ def test_the_services_stop_leaves_automatic_collection_off() -> None:
             gc.enable()
         else:
             gc.disable()
+
+
+def test_a_look_turns_automatic_collection_off_again_when_something_gave_it_back() -> None:
+    # CPython 3.11's subprocess turns the collector back on after a fork with a preexec_fn that
+    # began while it was on (the fan-out's child is started so): a look must take it back.
+    was = gc.isenabled()
+    loop = _Loop()
+    collector = ReactorCollector(loop)
+    try:
+        collector.start()
+        collector.on_timer_task(None)
+        assert collector.taken_back == 0
+        gc.enable()  # what such a fork does behind the collector's back
+        collector.on_timer_task(None)
+        assert not gc.isenabled() and collector.taken_back == 1
+        collector.on_timer_task(None)
+        assert collector.taken_back == 1
+    finally:
+        collector.stop(give_back=False)
+        if was:
+            gc.enable()
+        else:
+            gc.disable()
+
