@@ -17,7 +17,9 @@ JVM checks an archive against its own version and class path itself and ignores 
 not match (``-Xshare:auto``, the default), so a stale file costs only the time it would save; its
 log lines about that are turned off (``-Xlog:cds*=off``), they would land on serve's stdout.
 
-``SHAREDSUB_JVM_ARCHIVE=off`` switches it off (no archive used or made).
+``SHAREDSUB_JVM_ARCHIVE=off`` switches it off (no archive used or made). Each archive made
+removes all but the :data:`KEEP` newest of the directory (another checkout, java or pyspark makes
+another key; 150 MB each would otherwise pile up).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ ENV = "SHAREDSUB_JVM_ARCHIVE"
 # Set by :func:`make` for the one job whose driver JVM writes the archive at exit (a temporary path).
 DUMP_ENV = "SHAREDSUB_JVM_ARCHIVE_DUMP"
 QUIET = "-Xlog:cds*=off"
+KEEP = 4
+"""Archives kept in :func:`archive_dir` after one is made: a checkout's local and S3A ones, and
+another checkout's (or the previous java's)."""
 
 
 def archive_dir(environ: Mapping[str, str]) -> Path:
@@ -133,6 +138,26 @@ def make(python: str, target: Path, environ: Mapping[str, str], *, s3a: bool = F
         if done.returncode != 0 or not dump.is_file():
             raise RuntimeError(f"exit {done.returncode}: {(done.stderr or done.stdout).strip()[-600:]}")
         os.replace(dump, target)
+    prune(target.parent, KEEP)
+
+
+def prune(directory: Path, keep: int) -> list[Path]:
+    """Remove all but the ``keep`` newest (by modification time) ``driver-*.jsa`` files of
+    ``directory``; return those removed. A file gone meanwhile (another setup pruning) is skipped."""
+    found = []
+    for path in directory.glob("driver-*.jsa"):
+        try:
+            found.append((path.stat().st_mtime_ns, path))
+        except FileNotFoundError:
+            continue
+    removed = []
+    for _, path in sorted(found, reverse=True)[keep:]:
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
 
 
 def _default_path() -> Path | None:

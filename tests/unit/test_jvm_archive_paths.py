@@ -56,3 +56,16 @@ def test_setup_s_run_writes_the_archive_at_exit(pyspark_dir: Path, environ: dict
     dump = {**environ, jvm_archive.DUMP_ENV: "/tmp/x.jsa"}
     assert jvm_archive.java_options(pyspark_dir, "/a.jar", dump) == "-XX:ArchiveClassesAtExit=/tmp/x.jsa -Xlog:cds*=off"
     assert os.environ.get(jvm_archive.DUMP_ENV) is None  # never set in a test process
+
+
+def test_prune_keeps_the_newest_archives_and_nothing_else_is_touched(tmp_path: Path) -> None:
+    for age, name in enumerate(["driver-a.jsa", "driver-b.jsa", "driver-c.jsa", "driver-d.jsa"]):
+        path = tmp_path / name
+        path.write_bytes(b"x")
+        os.utime(path, ns=(0, (100 - age) * 10**9))  # a is the newest
+    (tmp_path / "other.jsa").write_bytes(b"x")
+    (tmp_path / ".making-1").mkdir()
+    removed = jvm_archive.prune(tmp_path, 2)
+    assert sorted(p.name for p in removed) == ["driver-c.jsa", "driver-d.jsa"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".making-1", "driver-a.jsa", "driver-b.jsa", "other.jsa"]
+    assert jvm_archive.prune(tmp_path, 2) == []
