@@ -60,8 +60,9 @@ def client_classpath() -> str:
     raise RuntimeError(f"mvn could not resolve the Qpid JMS client from {POM}")
 
 
-def send(classpath: str, url: str, topic: str, warmup: int, count: int) -> float:
-    """Seconds the client took for ``count`` synchronous sends (after ``warmup``)."""
+def send(classpath: str, url: str, topic: str, warmup: int, count: int) -> dict[str, float]:
+    """What the client printed for ``count`` synchronous sends (after ``warmup``): ``seconds``
+    in all, and the time one send took (``p50_ms``, ``p90_ms``, ``p99_ms``, ``max_ms``)."""
     proc = subprocess.run(
         ["java", "-cp", classpath, SOURCE, url, topic, str(warmup), str(count)],
         capture_output=True, text=True, timeout=max(600, count),
@@ -69,10 +70,12 @@ def send(classpath: str, url: str, topic: str, warmup: int, count: int) -> float
     if proc.returncode != 0:
         raise RuntimeError(f"SyncSend failed (rc {proc.returncode}): {proc.stderr[-2000:]}")
     fields = dict(part.split("=", 1) for part in proc.stdout.split() if "=" in part)
-    return float(fields["seconds"])
+    return {k: float(v) for k, v in fields.items() if k != "sent"}
 
 
-def run_sharedsub(name: str, env: dict[str, str], label: str, measure: Callable[[str, str], float]) -> float:
+def run_sharedsub(
+    name: str, env: dict[str, str], label: str, measure: Callable[[str, str], dict[str, float]]
+) -> dict[str, float]:
     """One run against a fresh ``sharedsub serve`` (variant ``name``)."""
     log_path = os.path.join(tempfile.gettempdir(), f"jms-sync-{name}.log")
     with SharedSubService(log=log, log_path=log_path, name=name, env=env) as service:
@@ -81,7 +84,7 @@ def run_sharedsub(name: str, env: dict[str, str], label: str, measure: Callable[
         return measure(service.url, service.route(label, subscribe=False).publish_address)
 
 
-def run_artemis(label: str, measure: Callable[[str, str], float]) -> float:
+def run_artemis(label: str, measure: Callable[[str, str], dict[str, float]]) -> dict[str, float]:
     """One run against a fresh Artemis instance."""
     log_path = os.path.join(tempfile.gettempdir(), "jms-sync-artemis.log")
     with ArtemisPeer(log=log, log_path=log_path) as peer:
@@ -112,19 +115,22 @@ def main(argv: list[str] | None = None) -> int:
             for broker in brokers:
                 label = f"jms-sync-r{run}"
 
-                def measure(url: str, address: str) -> float:
+                def measure(url: str, address: str) -> dict[str, float]:
                     return send(classpath, url, address, args.warmup, args.count)
 
                 log(f"{broker} run {run}: {args.warmup} + {args.count} synchronous persistent sends")
-                seconds = run_artemis(label, measure) if broker == "artemis" else run_sharedsub(
+                got = run_artemis(label, measure) if broker == "artemis" else run_sharedsub(
                     broker, VARIANTS[broker], label, measure)
+                seconds = got["seconds"]
                 rate = args.count / seconds
                 rates[broker].append(rate)
                 line: dict[str, Any] = {"bench": "jms_sync_publish", "broker": broker, "run": run, "count": args.count,
                                         "warmup": args.warmup, "seconds": seconds, "msgs_per_s": rate,
-                                        "ms_per_send": 1000 * seconds / args.count, "machine": procstat.machine_info()}
+                                        "ms_per_send": 1000 * seconds / args.count,
+                                        **{k: v for k, v in got.items() if k.endswith("_ms")}, "machine": procstat.machine_info()}
                 out.write(json.dumps(line) + "\n")
-                log(f"{broker} run {run}: {rate:,.0f} msg/s ({1000 * seconds / args.count:.2f} ms per send)")
+                spread = ", ".join(f"{k.removesuffix('_ms')} {v:.2f}" for k, v in got.items() if k.endswith("_ms"))
+                log(f"{broker} run {run}: {rate:,.0f} msg/s ({1000 * seconds / args.count:.2f} ms per send; ms {spread})")
     print("| broker | synchronous persistent sends, Qpid JMS, median (msg/s) | ms per send | runs |")
     print("| --- | ---: | ---: | --- |")
     for broker, values in rates.items():

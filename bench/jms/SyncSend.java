@@ -10,7 +10,8 @@ import org.apache.qpid.jms.JmsConnectionFactory;
  * client's defaults: a persistent message outside a transaction is sent synchronously (send()
  * returns once the broker accepted it). Used by bench/jms_sync_publish.py.
  *
- * <p>Arguments: URL TOPIC WARMUP COUNT. Prints one line: {@code sent=COUNT seconds=S}.
+ * <p>Arguments: URL TOPIC WARMUP COUNT. Prints one line: {@code sent=COUNT seconds=S p50_ms=...
+ * p90_ms=... p99_ms=... max_ms=...} (each measured send's time in {@code send()}).
  */
 public final class SyncSend {
     private SyncSend() {}
@@ -28,13 +29,23 @@ public final class SyncSend {
             for (int i = 0; i < warmup; i++) {
                 send(session, producer, body);
             }
+            long[] took = new long[count];
             long start = System.nanoTime();
             for (int i = 0; i < count; i++) {
+                long before = System.nanoTime();
                 send(session, producer, body);
+                took[i] = System.nanoTime() - before;
             }
             double seconds = (System.nanoTime() - start) / 1e9;
-            System.out.printf("sent=%d seconds=%.6f%n", count, seconds);
+            java.util.Arrays.sort(took);
+            System.out.printf(
+                    "sent=%d seconds=%.6f p50_ms=%.3f p90_ms=%.3f p99_ms=%.3f max_ms=%.3f%n",
+                    count, seconds, ms(took, 0.50), ms(took, 0.90), ms(took, 0.99), took[count - 1] / 1e6);
         }
+    }
+
+    private static double ms(long[] sorted, double q) {
+        return sorted[Math.min(sorted.length - 1, (int) (q * sorted.length))] / 1e6;
     }
 
     private static void send(Session session, MessageProducer producer, byte[] body) throws Exception {

@@ -116,3 +116,29 @@ def test_a_group_collects_until_the_interval_is_over_unless_it_is_awaited(
     floor_until: float, now: float, awaited: bool, wait: float
 ) -> None:
     assert collect_for(floor_until, now, awaited) == wait
+
+
+@pytest.mark.parametrize(
+    ("gaps_ms", "awaited"),
+    [
+        # a synchronous publisher late now and then: still awaited once it has shown itself (3 quick sends)
+        ((1, 1, 1, 1, 15), [True, True, True, True, True]),
+        ((1, 1, 1, 15, 1), [True, True, True, True, True]),
+        # late before the streak was built: the timing rule, and the streak starts again
+        ((1, 1, 15, 1, 1, 1, 15), [True, True, False, True, True, True, True]),
+        # later than the stretch (10 x 2 ms): not awaited, and the streak is gone
+        ((1, 1, 1, 1, 25, 15), [True, True, True, True, False, False]),
+        # a slow steady publisher (one message every 50 ms, settled in 5): never
+        ((45, 45, 45, 45), [False, False, False, False]),
+    ],
+)
+def test_a_link_shown_synchronous_is_awaited_when_it_is_late_now_and_then(gaps_ms: tuple[int, ...], awaited: list[bool]) -> None:
+    pace = PublisherPace()
+    assert pace.arrived(0.0, GAP) is False  # its first message
+    t, seen = 0.0, []
+    for gap_ms in gaps_ms:
+        t += 0.005  # its commit
+        pace.settled(1, t)
+        t += gap_ms / 1000  # the client sends the next one this long after the outcome
+        seen.append(pace.arrived(t, GAP))
+    assert seen == awaited, gaps_ms
