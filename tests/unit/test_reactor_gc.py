@@ -124,4 +124,3 @@ def test_a_look_turns_automatic_collection_off_again_when_something_gave_it_back
             gc.enable()
         else:
             gc.disable()
-

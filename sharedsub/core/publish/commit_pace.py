@@ -28,7 +28,7 @@ settlement.
 A synchronous publisher that is slower than ``gap`` to send again now and then (its client's
 thread scheduled late, a garbage collection) would have that message wait the whole interval:
 with Qpid JMS on a 2-core machine 1-10% of sends did (p50 6.2 ms, p90 8.7-11.3 ms, p99 54 ms a
-send at the 0.05 s interval; bench/RESULTS.md, "issue 43's run of 2026-11-29 21:53"). So a link
+send at the 0.05 s interval; bench/RESULTS.md, "2026-11-29 21:49–22:16 UTC"). So a link
 that has shown itself synchronous (its last :data:`SYNC_STREAK` messages each came within ``gap``
 of a settlement, nothing in flight) keeps being taken for one while it sends again within
 :data:`SYNC_STRETCH` times ``gap``; anything else ends the streak. A slow steady publisher never
