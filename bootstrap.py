@@ -10,7 +10,8 @@ Setup is idempotent and only does what is missing: a virtual environment in .ven
 pinned packages (setup.py), and a Java 17 runtime through apt-get when ``java`` is not on PATH
 (PySpark needs one). Needs nothing but Python 3.11. ``test`` also sets up the client tiers: a
 JDK and Maven (the Qpid JMS tier, tests/jms, whose Maven dependencies are fetched once) and
-Node.js with npm (the rhea tier, tests/rhea, ``npm ci``), through apt-get when missing, and a
+Node.js with npm (the rhea tier, tests/rhea, ``npm ci``) and Debian's chromium (the browser tier,
+tests/browser, which drives it with Playwright), through apt-get when missing, and a
 real S3 server for the object-storage tests (versitygw, built once with Go into
 ~/.cache/sharedsub/gobin).
 
@@ -122,6 +123,17 @@ def ensure_rhea_tier() -> None:
     say("installing the rhea tier's npm packages (npm ci)")
     run(["npm", "ci", "--no-audit", "--no-fund", "--prefix", str(tier)])
     stamp.write_text(digest)
+
+
+CHROMIUM = Path("/usr/bin/chromium")
+
+
+def ensure_browser_tier() -> None:
+    """Debian's chromium for tests/browser (driven by Playwright from the venv's pinned package)."""
+    if CHROMIUM.exists():
+        return
+    say("installing chromium with apt-get (the browser tier)")
+    apt_install("chromium")
 
 
 # The test S3 server (tests/s3_server.py): versitygw, a real S3 implementation (Apache-2.0),
@@ -346,6 +358,7 @@ def main(argv: list[str]) -> int:
         ensure_jvm_helpers()  # when setup found no JDK, the JMS tier has just installed one
         ensure_jvm_archive(s3a=True)  # after the jars and the JDK
         ensure_rhea_tier()
+        ensure_browser_tier()
         env["SHAREDSUB_S3_SERVER"] = str(ensure_s3_server())
     if command == "setup":
         return 0

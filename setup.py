@@ -29,6 +29,9 @@ DEV = [
     # static checks in the suite (tests/unit/test_static_checks.py; settings in pyproject.toml)
     "ruff==0.17.6",
     "mypy==2.4.1",
+    # the browser tier (tests/browser): drives Debian's chromium (bootstrap.py installs it), never
+    # a browser Playwright downloads itself
+    "playwright==1.64.1",
 ]
 
 setup(
@@ -38,7 +41,13 @@ setup(
     python_requires=">=3.11",
     packages=find_packages(include=["sharedsub", "sharedsub.*", "connectors", "connectors.*", "jobs", "jobs.*"]),
     # The defaults of every setting and of the Spark job ship with the package (one source each).
-    package_data={"sharedsub": ["py.typed"], "sharedsub.core": ["defaults.toml"], "jobs": ["spark-defaults.conf"]},
+    package_data={
+        "sharedsub": ["py.typed"],
+        "sharedsub.core": ["defaults.toml"],
+        "jobs": ["spark-defaults.conf"],
+        # the web console's page, script and style sheet (connectors/http/console.py serves them)
+        "connectors.http": ["console_assets/*"],
+    },
     install_requires=RUNTIME,
     extras_require={"dev": DEV},
     entry_points={"console_scripts": ["sharedsub = sharedsub.cli:main"]},

@@ -48,6 +48,15 @@ def find(name: str) -> Operation[tuple[str, int]]:
     return op
 
 
+def connections() -> Operation[list[dict[str, object]]]:
+    """This front end's connections and their links (EndpointState.describe), for the console."""
+
+    def op(front: FrontEnd, future: concurrent.futures.Future[list[dict[str, object]]]) -> None:
+        future.set_result(front.endpoints.describe(front.user_of))
+
+    return op
+
+
 def unsubscribe(name: str, *, elsewhere: int = 0) -> Op:
     """``unsubscribe SUB``: delete the subscription ``name`` designates unless consumers are
     attached: here, or on ``elsewhere`` other members (several members share the data dir)."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import uuid
-from collections.abc import Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 
 import proton
 
@@ -124,6 +124,34 @@ class EndpointState:
     def done_oversized(self, dlv: proton.Delivery) -> None:
         """``dlv`` was refused: forget it."""
         self._oversized.discard(dlv)
+
+    def describe(self, user_of: Callable[[proton.Connection], str | None]) -> list[dict[str, object]]:
+        """Each recorded connection with its attached links, JSON-ready (the console's
+        connections page): ``id, container, user, links: [{name, role, address,
+        subscription, credit, unsettled}]``; ``user_of`` names a connection's user."""
+        links: dict[proton.Connection, list[dict[str, object]]] = {}
+        for link, state in self._links.values():
+            if isinstance(state, PublisherLink):
+                described: dict[str, object] = {
+                    "role": "publisher",
+                    "address": state.address.topic if state.address is not None else None,
+                    "subscription": None,
+                }
+            else:
+                described = {"role": "consumer", "address": link.source.address, "subscription": state.key}
+            described |= {"name": link.name, "credit": link.credit, "unsettled": link.unsettled}
+            links.setdefault(link.connection, []).append(described)
+        out: list[dict[str, object]] = []
+        for conn, ident in self._connection_ids.items():
+            out.append(
+                {
+                    "id": ident,
+                    "container": conn.remote_container or "",
+                    "user": user_of(conn),
+                    "links": sorted(links.get(conn, []), key=lambda d: str(d["name"])),
+                }
+            )
+        return sorted(out, key=lambda d: (str(d["container"]), str(d["id"])))
 
     def sizes(self) -> dict[str, int]:
         """Entries held, per table (links, connections, oversized)."""

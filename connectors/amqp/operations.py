@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
 from sharedsub.core.config import Settings
+from sharedsub.core.errors import ConfigError
+from sharedsub.core.layout import is_valid_topic_name
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.metrics import CounterKey
 from sharedsub.core.ops.stage_timing import Histogram
 from sharedsub.runtime.fanout_process import FanoutStatus
+from sharedsub.storage.topics import create_topic
 
 
 class FrontEndOperations:
@@ -60,6 +63,15 @@ class FrontEndOperations:
     def member(self) -> dict[str, object] | None:  # noqa: D102
         status = self._server.cluster.status()
         return None if status is None else {"slot": status.slot, "idle_consumers": status.idle_consumers}
+
+    def connections(self, *, timeout: float) -> list[dict[str, object]]:  # noqa: D102
+        return self._server.call(admin_ops.connections(), timeout)
+
+    def create_topic(self, topic: str) -> dict[str, object]:  # noqa: D102
+        # What ``sharedsub topics create`` does, which runs beside a service too.
+        if not is_valid_topic_name(topic):
+            raise ConfigError("topic", f"invalid topic name {topic!r}: use [A-Za-z0-9][A-Za-z0-9._-]*")
+        return {"ok": True, "topic": topic, "path": create_topic(self.settings.data_dir, topic)}
 
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:  # noqa: D102
         elsewhere = 0

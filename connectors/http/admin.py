@@ -80,6 +80,9 @@ class Request:
     path: str
     query: Mapping[str, str]
     body: Mapping[str, object]
+    # Whether it carried the admin token (a GET needs none to reach its handler; the console's
+    # routes decide with it what a GET may read: sharedsub.core.ops.console_access).
+    authorized: bool = False
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,6 +92,7 @@ class Reply:
     status: int
     body: bytes
     content_type: str = "application/json"
+    headers: tuple[tuple[str, str], ...] = ()  # more response headers (the console's CSP, caching)
 
     @classmethod
     def json(cls, document: object, status: int = 200) -> Reply:
@@ -267,7 +271,8 @@ class AdminHttpServer:
                 reply: Reply | None = None
                 body: Mapping[str, object] = {}
                 length = 0
-                if (method not in READ_ONLY_METHODS or url.path.startswith("/admin/")) and not self._authorized():
+                authorized = self._authorized()
+                if (method not in READ_ONLY_METHODS or url.path.startswith("/admin/")) and not authorized:
                     reply = _error(
                         "unauthorized",
                         f"{method} {url.path} needs the service's admin token (Authorization: Bearer TOKEN; "
@@ -293,10 +298,12 @@ class AdminHttpServer:
                     self.headers.get("Content-Length") not in (None, "0") or self.headers.get("Transfer-Encoding")
                 )
                 if reply is None:
-                    reply = dispatch(routes, Request(method, url.path, query, body))
+                    reply = dispatch(routes, Request(method, url.path, query, body, authorized))
                 self.send_response(reply.status)
                 self.send_header("Content-Type", reply.content_type)
                 self.send_header("Content-Length", str(len(reply.body)))
+                for name, value in reply.headers:
+                    self.send_header(name, value)
                 if reply.status == 401:
                     self.send_header("WWW-Authenticate", 'Bearer realm="sharedsub admin"')
                 if body_unread:

@@ -10,11 +10,14 @@ GET     /health                   ``{"ok", "pid", "amqp", "subscriptions", "fano
                                   503 with ``ok`` false while the fan-out job is not running or
                                   the data dir does not take writes (Committer.storage_status)
 POST    /admin/unsubscribe        ``{"subscription": SUB}`` → ``{"ok": true, "subscription": {...}}``
+POST    /admin/topics/create      ``{"topic": NAME}`` → ``{"ok": true, "topic", "path"}`` (as
+                                  ``sharedsub topics create``)
 POST    /admin/topics/drop        ``{"topic": NAME, "force": bool}`` → ``{"ok": true, "topic",
                                   "deleted_subscriptions": [...]}``
 POST    /admin/replay             ``{"subscription": SUB, "version": V}`` or ``{..., "timestamp":
                                   ISO-8601}`` → ``{"ok": true, "replay": {...}, "message"}``
                                   (connectors/amqp/replays.py; sharedsub.core.ops.replay has the rules)
+GET     /console, /console/...    the web console (connectors/http/console.py: its routes)
 ======  ========================  =========================================================
 
 /health also says how the fan-out is doing: ``"status"`` (``ok``, ``degraded``, ``down``),
@@ -79,7 +82,9 @@ class MetricsView:
     def _records(self) -> list[SubscriptionRecord]:
         return self._ops.subscriptions()
 
-    def _backlogs(self) -> list[tuple[SubscriptionRecord, int, int]]:
+    def backlogs(self) -> list[tuple[SubscriptionRecord, int, int]]:
+        """``(record, messages, bytes)`` of every active subscription's backlog, computed at most
+        every ``backlog_interval`` seconds (scrapes and the console share them)."""
         with self._lock:
             if time.monotonic() - self._backlog_at >= self._interval:
                 out = []
@@ -94,7 +99,7 @@ class MetricsView:
         """Every family of a scrape."""
         snapshot = self._ops.counters()
         out = metrics.counter_families(snapshot)
-        backlogs = self._backlogs()
+        backlogs = self.backlogs()
         out.append(
             metrics.gauge(
                 "sharedsub_backlog_messages",
@@ -317,6 +322,37 @@ def fanout_problems(ops: ServiceOperations, stats: Mapping[str, object]) -> Fano
     }
 
 
+class Health(FanoutProblems):
+    """The service's state as /health and the console's overview report it (:func:`service_health`)."""
+
+    status: str  # ok | degraded | down
+    fanout: Mapping[str, object]
+    fanout_last_batch_at: float | None
+    storage: dict[str, object]
+
+
+def service_health(ops: ServiceOperations, stats: Mapping[str, Any]) -> Health:  # Any: as read_stats
+    """``down`` while the fan-out job (embedded) does not run or the data dir does not take
+    writes, ``degraded`` with failing subscriptions or stalled topics (:func:`fanout_problems`),
+    else ``ok``; with the fan-out's and the storage's state."""
+    # Under ``frontend`` the job runs elsewhere (spark-submit): its own monitoring tells.
+    fanout: Mapping[str, object] = ops.fanout_status() or {"state": "external"}
+    storage = ops.storage_status()
+    storage |= {"data_dir": ops.settings.data_dir, "free_bytes": diskspace.free_bytes(ops.settings.data_dir)}
+    ok = fanout["state"] in ("running", "external") and bool(storage["writable"])
+    problems = fanout_problems(ops, stats)
+    status = "down" if not ok else "degraded" if any(problems.values()) else "ok"
+    last = (stats.get("last_batch") or {}).get("finished_at")
+    return {
+        "status": status,
+        "fanout": fanout,
+        "fanout_last_batch_at": last,
+        "storage": storage,
+        "failing_subscriptions": problems["failing_subscriptions"],
+        "stalled_topics": problems["stalled_topics"],
+    }
+
+
 def build_routes(ops: ServiceOperations) -> Routes:
     """The route table of the HTTP endpoint of the service ``ops`` reaches (add routes here)."""
     root = ops.settings.data_dir
@@ -326,29 +362,22 @@ def build_routes(ops: ServiceOperations) -> Routes:
         return Reply.text(metrics.render(view.families()), metrics.CONTENT_TYPE)
 
     def get_health(_request: Request) -> Reply:
-        stats = read_stats(root) or {}
-        last = (stats.get("last_batch") or {}).get("finished_at")
-        # Under ``frontend`` the job runs elsewhere (spark-submit): its own monitoring tells.
-        fanout = ops.fanout_status() or {"state": "external"}
-        storage = ops.storage_status()
-        storage |= {"data_dir": root, "free_bytes": diskspace.free_bytes(root)}
-        ok = fanout["state"] in ("running", "external") and storage["writable"]
-        problems = fanout_problems(ops, stats)
-        status = "down" if not ok else "degraded" if any(problems.values()) else "ok"
+        health = service_health(ops, read_stats(root) or {})
         return Reply.json(
             {
-                "ok": status == "ok",
-                "status": status,
+                "ok": health["status"] == "ok",
+                "status": health["status"],
                 "pid": os.getpid(),
                 "amqp": ops.amqp_url,
                 "subscriptions": len(ops.subscriptions()),
-                "fanout": fanout,
-                "fanout_last_batch_at": last,
-                **problems,
-                "storage": storage,
+                "fanout": health["fanout"],
+                "fanout_last_batch_at": health["fanout_last_batch_at"],
+                "failing_subscriptions": health["failing_subscriptions"],
+                "stalled_topics": health["stalled_topics"],
+                "storage": health["storage"],
                 **({"member": member} if (member := ops.member()) is not None else {}),
             },
-            status=200 if ok else 503,
+            status=503 if health["status"] == "down" else 200,
         )
 
     def post_unsubscribe(request: Request) -> Reply:
@@ -367,12 +396,24 @@ def build_routes(ops: ServiceOperations) -> Routes:
         version, timestamp_ms = parse_point(request.body.get("version"), request.body.get("timestamp"))
         return Reply.json(ops.replay(name, version=version, timestamp_ms=timestamp_ms, timeout=ADMIN_TIMEOUT))
 
+    def post_create_topic(request: Request) -> Reply:
+        return Reply.json(ops.create_topic(_string_field(request, "topic")))
+
     routes: Routes = {
         ("GET", "/metrics"): get_metrics,
         ("GET", "/health"): get_health,
         ("POST", "/admin/unsubscribe"): post_unsubscribe,
+        ("POST", "/admin/topics/create"): post_create_topic,
         ("POST", "/admin/topics/drop"): post_drop_topic,
         ("POST", "/admin/replay"): post_replay,
     }
+    # The web console (connectors/http/console.py); its sampler runs for the service's life.
+    from connectors.http.console import build_console  # (it imports this module's MetricsView)
+
+    console, sampler = build_console(ops, view)
+    console_routes = console.routes()
+    if console_routes:
+        sampler.start()
+    routes.update(console_routes)
     return routes
 

@@ -20,6 +20,7 @@ from typing import Any
 from sharedsub.core import layout
 from sharedsub.core.errors import ConfigError
 from sharedsub.core.fanout.routing_place import ROUTING_MODES
+from sharedsub.core.ops.console_access import parse_access
 
 DEFAULTS_RESOURCE = "defaults.toml"
 """The packaged defaults file, a resource of this package (``sharedsub/core/defaults.toml``)."""
@@ -47,6 +48,9 @@ class ServerSettings:
     http_request_timeout: float  # seconds one HTTP request may take (slow clients are cut off)
     http_max_connections: int  # HTTP connections served at once; more are answered 503
     metrics_backlog_interval: float  # seconds a computed backlog serves scrapes
+    console: str  # read-only | token | off (sharedsub.core.ops.console_access)
+    console_refresh: float  # seconds between the console's updates and chart samples
+    console_window: float  # seconds of chart samples kept
     gc_tuning: bool  # collector thresholds raised and start-up frozen (sharedsub.core.ops.gc_tuning)
 
 
@@ -528,6 +532,13 @@ def _check_observability(s: Settings) -> None:
         raise ConfigError("server.http_request_timeout", f"must be positive seconds, got {s.server.http_request_timeout}")
     if s.server.http_max_connections <= 0:
         raise ConfigError("server.http_max_connections", f"must be positive, got {s.server.http_max_connections}")
+    parse_access(s.server.console)
+    if not 0 < s.server.console_refresh <= 3600:
+        raise ConfigError("server.console_refresh", f"must be seconds in (0, 3600], got {s.server.console_refresh}")
+    if not s.server.console_refresh <= s.server.console_window <= 7 * 86400:
+        raise ConfigError(
+            "server.console_window", f"must be at least console_refresh and at most 7 days, got {s.server.console_window}"
+        )
     if s.log.format not in LOG_FORMATS:
         raise ConfigError("log.format", f"must be one of {', '.join(LOG_FORMATS)}, got {s.log.format!r}")
     if s.log.level.upper() not in LOG_LEVELS:

@@ -411,3 +411,14 @@ class Unauthorized(SharedSubError):
             text = f"{who} has no {permission} permission on topic {topic!r} ([security] permissions_file)"
         super().__init__(text)
         self.user, self.permission, self.topic = user, permission, topic
+
+
+class AdminTokenRequired(SharedSubError):
+    """An HTTP request needs the service's admin token and came without it (or with another one):
+    an admin call, or a console read of message contents (sharedsub.core.ops.console_access)."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what} needs the service's admin token (Authorization: Bearer TOKEN; the token is "
+            "in <data_dir>/_service.json, readable by the service's user only)"
+        )

@@ -69,6 +69,19 @@ class ServiceOperations(Protocol):
         than their topic has partitions); None otherwise."""
         ...
 
+    def connections(self, *, timeout: float) -> list[dict[str, object]]:
+        """This front end's connections with their links, JSON-ready
+        (connectors.amqp.endpoint_state.EndpointState.describe); runs on the reactor thread."""
+        ...
+
+    def create_topic(self, topic: str) -> dict[str, object]:
+        """Create ``topic``'s table as ``sharedsub topics create`` does; ``{"ok", "topic", "path"}``.
+
+        Raises:
+            ConfigError: not a valid topic name. TopicExists: it is there already.
+        """
+        ...
+
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:
         """Delete the subscription ``name`` designates (sharedsub.core.ops.admin_rules); the JSON result."""
         ...

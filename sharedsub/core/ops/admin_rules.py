@@ -55,6 +55,7 @@ from collections.abc import Mapping, Sequence
 from typing import NotRequired, TypedDict
 
 from sharedsub.core.errors import (
+    AdminTokenRequired,
     AmbiguousSubscription,
     ConfigError,
     DataDirInUse,
@@ -77,6 +78,7 @@ from sharedsub.core.errors import (
     VersionNotFound,
 )
 from sharedsub.core.model import SubscriptionRecord
+from sharedsub.core.selector.lexer import SelectorError
 
 EXIT_OK = 0
 EXIT_ERROR = 1
@@ -119,6 +121,10 @@ _CODE_OF: tuple[tuple[type[SharedSubError], str], ...] = (
     (UserExists, "exists"),
     (UserNotFound, "not-found"),
     (InvalidUser, "usage"),
+    # the HTTP endpoint (connectors/http): no or a wrong admin token
+    (AdminTokenRequired, "unauthorized"),
+    # a console browse's selector (sharedsub.runtime.backlog_browse)
+    (SelectorError, "usage"),
 )
 
 

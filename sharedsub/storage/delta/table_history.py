@@ -60,6 +60,21 @@ def history(table: str) -> list[HistoryEntry]:
     return entries
 
 
+def recent_history(table: str, limit: int) -> list[HistoryEntry]:
+    """The newest ``limit`` commits of ``table`` still in its log, newest first (empty when there
+    is no table); each entry as :func:`history` gives it, but the oldest retained one is not
+    widened to the snapshot: this is a timeline to look at (the console), not a replay's input.
+    Reads the log listing and ``limit`` entries, however long the table's history is."""
+    entries: list[HistoryEntry] = []
+    for version in sorted(log_versions(table), reverse=True)[:limit]:
+        entry = read_log_entry(table, version)
+        if entry is None:  # cleaned up between listing and reading
+            continue
+        timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
+        entries.append(HistoryEntry(version, timestamp, str(entry.info.get("operation", "")), entry.added, entry.removed))
+    return entries
+
+
 class HistoryMissing(Exception):
     """A version's log entry or one of the data files it needs is gone (log cleanup, vacuum)."""
 
