@@ -149,6 +149,9 @@ class Console:
                 Need.FIGURES, lambda r: self.history(_query_field(r, "subscription"))
             ),
             ("GET", "/console/api/browse"): self._guarded(Need.CONTENTS, self.browse),
+            # The other members' consoles sample this (console_sampler): open like /metrics, and
+            # not a look at the console (it would keep both members sampling each other).
+            ("GET", "/console/api/counters"): self._guarded(Need.PAGE, lambda _r: self.counters(), watch=False),
         }
         for name, content_type in ASSETS.items():
             out[("GET", f"/console/static/{name}")] = self._static(name, content_type)
@@ -160,12 +163,15 @@ class Console:
     def _static(self, name: str, content_type: str) -> Callable[[Request], Reply]:
         return lambda _request: Reply(200, _asset(name), content_type, _HEADERS)
 
-    def _guarded(self, need: Need, read: Callable[[Request], Mapping[str, object]]) -> Callable[[Request], Reply]:
+    def _guarded(
+        self, need: Need, read: Callable[[Request], Mapping[str, object]], *, watch: bool = True
+    ) -> Callable[[Request], Reply]:
         def handler(request: Request) -> Reply:
             if not allowed(self.access, need, request.authorized):
                 what = "browsing messages" if need is Need.CONTENTS else "this console"
                 raise AdminTokenRequired(what)
-            self._sampler.watched()
+            if watch:
+                self._sampler.watched()
             return _reply(read(request))
 
         return handler
@@ -184,6 +190,25 @@ class Console:
             "amqp": self._ops.amqp_url,
             "member": self._ops.member(),
         }
+
+    def counters(self) -> dict[str, object]:
+        """This front end's counters (``/metrics``' ``*_total`` families), for the other members."""
+        member = self._ops.member()
+        return {
+            "slot": (member or {}).get("slot", 0),
+            "counters": [[n, t, k, v] for (n, t, k), v in sorted(self._ops.counters().items())],
+        }
+
+    def peers(self) -> list[tuple[int, str]]:
+        """``(slot, HTTP base URL)`` of the other live members (none on a local data dir)."""
+        cluster = self._cluster()
+        mine = (self._ops.member() or {}).get("slot")
+        if cluster is None:
+            return []
+        return [
+            (m.slot, m.http) for m in cluster.members
+            if m.slot is not None and m.slot != mine and m.state == "live" and m.http
+        ]
 
     def _records(self) -> dict[str, SubscriptionRecord]:
         return {r.key: r for r in self._ops.subscriptions()}
@@ -221,9 +246,8 @@ class Console:
 
     def _topic_rows(self) -> list[dict[str, object]]:
         partitions = self._cache.get("topics", lambda: list_topic_partitions(self._root))
-        counters = self._ops.counters()
         published: dict[str, int] = {}
-        for (name, topic, _key), value in counters.items():
+        for (name, topic, _key), value in self._sampler.counters().items():
             if name == "published":
                 published[topic] = published.get(topic, 0) + value
         subs: dict[str, int] = {}
@@ -291,7 +315,7 @@ class Console:
         parts = subscription_backlog(self._root, rec.key, rec.generation)
         consumers = [c for c in self._consumers().get(rec.key, []) if c.generation == rec.generation]
         status = SubscriptionStatus(rec, tuple(consumers), tuple(parts))
-        counters = self._ops.counters()
+        counters = self._sampler.counters()
         local = self._local_connections()
         member = self._ops.member()
         oldest = status.oldest_age()
@@ -400,11 +424,13 @@ class Console:
 
 
 def _cluster_json(status: ClusterStatus) -> dict[str, object]:
+    """The members (each with the partitions it dispatches; the fan-out job's lease as a row of its
+    own, slot null) and the dispatch records, as ``sharedsub cluster status`` reads them."""
     dispatching: dict[int, int] = {}
     for d in status.dispatch:
         if d.owner is not None:
             dispatching[d.owner] = dispatching.get(d.owner, 0) + 1
-    fanout_host = (status.fanout.host, status.fanout.pid) if status.fanout is not None and status.fanout.state == "live" else None
+    rows = [(m, False) for m in status.members] + ([(status.fanout, True)] if status.fanout is not None else [])
     return {
         "members": [
             {
@@ -415,9 +441,9 @@ def _cluster_json(status: ClusterStatus) -> dict[str, object]:
                 "amqp": m.amqp,
                 "http": m.http,
                 "partitions": dispatching.get(m.slot, 0) if m.slot is not None else 0,
-                "fanout": fanout_host is not None and (m.host, m.pid) == fanout_host,
+                "fanout": fanout,
             }
-            for m in status.members
+            for m, fanout in rows
         ],
         "dispatch": [
             {"subscription": d.subscription, "generation": d.generation, "partition": d.partition, "slot": d.owner}
@@ -427,7 +453,13 @@ def _cluster_json(status: ClusterStatus) -> dict[str, object]:
 
 
 def build_console(ops: ServiceOperations, view: MetricsView) -> tuple[Console, ConsoleSampler]:
-    """The console of ``ops`` and its sampler (not started: the caller starts and stops it)."""
+    """The console of ``ops`` and its sampler (not started: the caller starts it)."""
     server = ops.settings.server
-    sampler = ConsoleSampler(ops, view.backlogs, interval=server.console_refresh, window=server.console_window)
-    return Console(ops, view, sampler), sampler
+    console: Console | None = None
+
+    def peers() -> list[tuple[int, str]]:
+        return console.peers() if console is not None else []
+
+    sampler = ConsoleSampler(ops, view.backlogs, interval=server.console_refresh, window=server.console_window, peers=peers)
+    console = Console(ops, view, sampler)
+    return console, sampler

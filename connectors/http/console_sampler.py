@@ -1,42 +1,65 @@
-"""The console's live figures: samples of the front end's counters and the subscriptions'
+"""The console's live figures: samples of the front ends' counters and the subscriptions'
 backlogs, taken every ``[server] console_refresh`` seconds on a daemon thread and kept for
 ``[server] console_window`` seconds (sharedsub.core.ops.figure_series holds them; about 6 KiB a
 figure for an hour at 5 s).
 
 What is sampled, per figure name:
 
-* ``published:TOPIC`` — messages this front end committed to the topic (``/metrics``'
-  ``sharedsub_published_total``, summed over the topic's counters);
-* ``delivered:KEY``, ``acknowledged:KEY`` — sent to and acknowledged by consumers of the
-  subscription on this front end;
+* ``published:TOPIC@SLOT`` — messages member ``SLOT`` committed to the topic (``/metrics``'
+  ``sharedsub_published_total``, summed over the topic's counters; slot 0 on a local data dir);
+* ``delivered:KEY@SLOT`` — sent to consumers of the subscription on member ``SLOT``;
 * ``backlog:KEY`` — the subscription's backlog (routed, not settled for good: the whole cluster's,
-  read from its tables), only while someone watches: a console request came in the last
-  :data:`WATCHED_FOR` seconds. Computing backlogs reads every subscription table and ack log
-  (two requests each on a bucket), so an unwatched console costs no store request at all; the
-  backlog chart has a gap for the time nobody looked. The computation is the one ``/metrics``
-  shares (at most every ``[server] metrics_backlog_interval``).
+  read from its tables).
 
-Counters are in-memory copies: sampling them costs no I/O whatever the traffic.
+This member's counters are in-memory copies: sampling them costs no I/O whatever the traffic, so
+they are sampled always. The rest only while someone watches (a console request came in the last
+:data:`WATCHED_FOR` seconds), because it costs requests: backlogs read every subscription table
+and ack log (two requests each on a bucket; the computation ``/metrics`` shares, at most every
+``[server] metrics_backlog_interval``), and the other live members' counters are one HTTP request
+to each (``GET /console/api/counters``, open like ``/metrics``) after a reading of the members'
+leases. An unwatched console makes no request at all; its charts have gaps for the time nobody
+looked, and rates of other members start when a console opens.
+
+Every counter of every member, as the last sample found it, is kept too (:meth:`counters`: the
+subscription page's counts). Rates of a figure counted by several members add up member by member
+(:meth:`FigureSeries.summed_rates`), so a member that dies or restarts leaves no dip or spike.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+import urllib.request
+from collections.abc import Callable, Mapping
 
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.figure_series import FigureSeries, Point
-from sharedsub.core.ops.metrics import ACKNOWLEDGED, DELIVERED, PUBLISHED
+from sharedsub.core.ops.metrics import DELIVERED, PUBLISHED, CounterKey
 from sharedsub.runtime.operations import ServiceOperations
 
 log = logging.getLogger(__name__)
 
 WATCHED_FOR = 120.0  # seconds after a console request during which backlogs are sampled
-_COUNTERS = {PUBLISHED: "published", DELIVERED: "delivered", ACKNOWLEDGED: "acknowledged"}
+_COUNTERS = {PUBLISHED: "published", DELIVERED: "delivered"}  # the counters charted as rates
 
 Backlogs = Callable[[], list[tuple[SubscriptionRecord, int, int]]]
+Peers = Callable[[], list[tuple[int, str]]]  # (slot, HTTP base URL) of the other live members
+FetchCounters = Callable[[str], Mapping[CounterKey, int]]  # a member's counters, from its base URL
+PEER_TIMEOUT = 2.0  # seconds a member's counters may take to come
+
+
+def fetch_counters(base_url: str) -> dict[CounterKey, int]:
+    """Member ``base_url``'s counters (``GET /console/api/counters``).
+
+    Raises:
+        OSError: it did not answer in :data:`PEER_TIMEOUT` seconds, or not with 200.
+        ValueError: its answer is not the counters document.
+    """
+    with urllib.request.urlopen(f"{base_url}/console/api/counters", timeout=PEER_TIMEOUT) as reply:
+        document = json.loads(reply.read())
+    return {(str(n), str(t), str(k)): int(v) for n, t, k, v in document["counters"]}
 
 
 class ConsoleSampler:
@@ -44,14 +67,18 @@ class ConsoleSampler:
 
     def __init__(
         self, ops: ServiceOperations, backlogs: Backlogs, *, interval: float, window: float,
-        clock: Callable[[], float] = time.time,
+        peers: Peers = lambda: [], fetch: FetchCounters = fetch_counters, clock: Callable[[], float] = time.time,
     ) -> None:
         self._ops = ops
         self._backlogs = backlogs
+        self._peers = peers
+        self._fetch = fetch
         self.interval = interval
         self.window = window
         self._clock = clock
         self._series = FigureSeries(window, interval)
+        self._members_of: dict[str, set[str]] = {}  # figure -> its names per member (figure@slot)
+        self._peer_counters: dict[int, Mapping[CounterKey, int]] = {}  # the last sample's, by slot
         self._lock = threading.Lock()
         self._watched_until = 0.0
         self._stop = threading.Event()
@@ -79,31 +106,66 @@ class ConsoleSampler:
 
     def sample(self) -> None:
         """Take one sample now (the thread calls this every interval)."""
+        member = self._ops.member()
         values: dict[str, float] = {}
-        for (name, topic, key), value in self._ops.counters().items():
-            prefix = _COUNTERS.get(name)
-            if prefix is None:
-                continue
-            figure = f"{prefix}:{topic}" if name == PUBLISHED else f"{prefix}:{key}"
-            values[figure] = values.get(figure, 0.0) + value
+        self._add_counters(values, self._ops.counters(), int(member["slot"]) if member else 0)  # type: ignore[call-overload]
+        peer_counters: dict[int, Mapping[CounterKey, int]] = {}
         if time.monotonic() < self._watched_until:
             for record, messages, _bytes in self._backlogs():
                 values[f"backlog:{record.key}"] = float(messages)
+            for slot, url in self._peers():
+                try:
+                    peer_counters[slot] = self._fetch(url)
+                except (OSError, ValueError, KeyError, TypeError) as exc:  # a member going or gone: a gap
+                    log.debug("console sampler: no counters from member %d (%s): %s", slot, url, exc)
+                    continue
+                self._add_counters(values, peer_counters[slot], slot)
         at = self._clock()
         with self._lock:
+            self._peer_counters = peer_counters
+            for name in values:
+                figure = name.rpartition("@")[0]
+                if figure:
+                    self._members_of.setdefault(figure, set()).add(name)
             self._series.add(at, values)
+            known = set(self._series.names())
+            for figure, names in list(self._members_of.items()):
+                names &= known
+                if not names:
+                    del self._members_of[figure]
+
+    @staticmethod
+    def _add_counters(values: dict[str, float], counters: Mapping[CounterKey, int], slot: int) -> None:
+        for (name, topic, key), value in counters.items():
+            prefix = _COUNTERS.get(name)
+            if prefix is None:
+                continue
+            figure = f"{prefix}:{topic}@{slot}" if name == PUBLISHED else f"{prefix}:{key}@{slot}"
+            values[figure] = values.get(figure, 0.0) + value
 
     def points(self, figure: str) -> list[Point]:
-        """The samples of ``figure``, oldest first."""
+        """The samples of ``figure`` (a backlog), oldest first."""
         with self._lock:
             return self._series.points(figure)
 
     def rates(self, figure: str) -> list[Point]:
-        """Per-second rates of counter ``figure``, oldest first."""
+        """Per-second rates of counter ``figure`` (``published:TOPIC``, ``delivered:KEY``, …),
+        every member's added up, oldest first."""
         with self._lock:
-            return self._series.rates(figure)
+            return self._series.summed_rates(sorted(self._members_of.get(figure, ())))
 
     def latest_rate(self, figure: str) -> float:
-        """The rate of counter ``figure`` over the last interval."""
+        """The rate of counter ``figure`` over the last interval, every member's added up."""
         with self._lock:
-            return self._series.latest_rate(figure)
+            return sum(self._series.latest_rate(n) for n in self._members_of.get(figure, ()))
+
+    def counters(self) -> dict[CounterKey, int]:
+        """Every counter added up over this member (now) and the other members (as the last
+        sample found them: none while nobody watches)."""
+        with self._lock:
+            peers = list(self._peer_counters.values())
+        out = dict(self._ops.counters())
+        for counters in peers:
+            for key, value in counters.items():
+                out[key] = out.get(key, 0) + value
+        return out

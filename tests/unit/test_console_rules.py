@@ -151,3 +151,12 @@ def test_a_page_of_the_backlog(
 ) -> None:
     page = take_page(_rows(*colors), selector, limit, max_scan, more_after)  # type: ignore[arg-type]
     assert ([r["seq"] for r in page.rows], page.next_after, page.scanned) == (seqs, next_after, scanned)
+
+
+def test_rates_of_one_figure_counted_by_several_members_add_up_and_a_member_that_goes_leaves_no_dip() -> None:
+    series = FigureSeries(window_s=100, interval_s=10)
+    series.add(0, {"p@0": 0, "p@1": 0})
+    series.add(10, {"p@0": 10, "p@1": 40})
+    series.add(20, {"p@0": 30})  # member 1 is gone: no value, no rate, no negative spike
+    series.add(30, {"p@0": 60, "p@1": 5})  # it came back, counting from 0 again
+    assert series.summed_rates(["p@0", "p@1"]) == [(10, 5.0), (20, 2.0), (30, 3.0)]

@@ -569,15 +569,15 @@ function renderCluster(section, cluster) {
     return;
   }
   const members = makeTable('members', [['Slot', true], ['State'], ['Host'], ['PID', true], ['Partitions', true], ['Fan-out']]);
-  fillTable(members, (cluster.members || []).map((m) => el('tr', { data: { slot: m.slot } },
+  fillTable(members, (cluster.members || []).map((m) => el('tr', { data: m.fanout ? { fanout: 'yes' } : { slot: m.slot } },
     cell('slot num', fmtInt(m.slot)),
-    cell('state', el('span', { class: `badge ${m.state === 'running' ? 'badge-ok' : 'badge-muted'}`, text: m.state })),
+    cell('state', el('span', { class: `badge ${m.state === 'running' || m.state === 'live' ? 'badge-ok' : 'badge-muted'}`, text: m.state })),
     cell('host', m.host ?? DASH),
     cell('pid num', fmtInt(m.pid)),
     cell('partitions num', fmtInt(m.partitions)),
     cell('fanout', m.fanout ? 'yes' : ''))), 'no members');
   const dispatch = makeTable('dispatch', [['Subscription'], ['Generation', true], ['Partition', true], ['Slot', true]]);
-  fillTable(dispatch, (cluster.dispatch || []).map((r) => el('tr', {},
+  fillTable(dispatch, (cluster.dispatch || []).map((r) => el('tr', { data: { subscription: r.subscription, partition: r.partition } },
     cell('subscription', link(subscriptionHref(r.subscription), r.subscription)),
     cell('generation num', fmtInt(r.generation)),
     cell('partition num', fmtInt(r.partition)),

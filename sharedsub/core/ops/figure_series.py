@@ -83,6 +83,17 @@ class FigureSeries:
             out.append((t1, increase / (t1 - t0)))
         return out
 
+    def summed_rates(self, names: list[str]) -> list[Point]:
+        """The per-second rates of several counters (one figure counted by several processes:
+        a topic's messages published through each member) added up sample by sample, where at
+        least one of them has a rate. Each counter's own drop (its process restarted) or gap is
+        its own: a member that goes away leaves the others' rates as they were."""
+        total: dict[float, float] = {}
+        for name in names:
+            for at, rate in self.rates(name):
+                total[at] = total.get(at, 0.0) + rate
+        return sorted(total.items())
+
     def latest_rate(self, name: str) -> float:
         """The rate between the last two samples, as :meth:`rates` computes it (0.0 when either
         lacks ``name``, or before two samples)."""
