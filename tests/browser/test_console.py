@@ -226,6 +226,15 @@ def test_a_replay_started_from_the_timeline_redelivers_to_an_attached_consumer(s
         _sign_in(page, token)
         expect(page.locator('[data-field="consumers"]')).to_have_text("1")
         expect(page.locator("#consumers tr[data-link]")).to_have_count(1)
+        link = page.locator("#consumers tr[data-link]").get_attribute("data-link")
+        assert link == f"{SUBSCRIPTION}|global"
+        # The connections page: the rhea consumer's connection with its link, and the catalog's record.
+        page.click('a[data-nav="connections"]')
+        consumer_links = page.locator("#connections tr.link", has_text=link)
+        expect(consumer_links).to_have_count(1)
+        expect(consumer_links).to_contain_text("consumer")
+        expect(page.locator("#recorded-consumers")).to_contain_text(key)
+        page.goto(f"{url}/console#/subscription/{key}")
         oldest = page.locator("#history li[data-version]").last  # newest first: the first version
         expect(oldest).to_have_attribute("data-version", "0")
         oldest.locator("button.replay").click()
@@ -240,6 +249,26 @@ def test_a_replay_started_from_the_timeline_redelivers_to_an_attached_consumer(s
     finally:
         if consumer.poll() is None:
             consumer.kill()
+
+
+def test_nothing_a_console_request_sends_stops_the_service(svc: ServeProcess) -> None:
+    url, token = _info(svc)
+    key = _cli_backlog(svc)["key"]
+    refused = {
+        f"/console/api/browse?subscription={key}&limit=100000": 400,  # over the page bound
+        f"/console/api/browse?subscription={key}&after=x": 400,
+        f"/console/api/browse?subscription={key}&selector=" + "(" * 5000: 400,  # the selector limits
+        "/console/api/browse?subscription=nope": 404,
+        "/console/api/subscription?name=nope": 404,
+        "/console/api/subscription": 400,
+        "/console/api/topic?name=nope": 404,
+        "/console/api/history?subscription=nope": 404,
+        "/console/static/../../../etc/passwd": 404,
+    }
+    for path, status in refused.items():
+        got, body = _get(url + path, token)
+        assert (got, body.get("ok")) == (status, False), (path, body)
+    assert _get(f"{url}/console/api/overview", token)[0] == 200
 
 
 @pytest.mark.parametrize("access", ["token", "off"])
