@@ -192,11 +192,13 @@ class Console:
         }
 
     def counters(self) -> dict[str, object]:
-        """This front end's counters (``/metrics``' ``*_total`` families), for the other members."""
+        """This front end's counters (``/metrics``' ``*_total`` families) and connection ids, for
+        the other members' consoles (console_sampler)."""
         member = self._ops.member()
         return {
             "slot": (member or {}).get("slot", 0),
             "counters": [[n, t, k, v] for (n, t, k), v in sorted(self._ops.counters().items())],
+            "connections": sorted(self._local_connections()),
         }
 
     def peers(self) -> list[tuple[int, str]]:
@@ -340,7 +342,7 @@ class Console:
                     "link": c.link,
                     "container": c.container,
                     "connection": c.connection,
-                    "member": (member or {}).get("slot") if c.connection in local else None,
+                    "member": (member or {}).get("slot") if c.connection in local else self._sampler.member_of(c.connection),
                     "here": c.connection in local,
                     "attached_at": _iso(c.attached_at),
                 }

@@ -27,6 +27,7 @@ subscription page's counts). Rates of a figure counted by several members add up
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import threading
@@ -46,20 +47,32 @@ _COUNTERS = {PUBLISHED: "published", DELIVERED: "delivered"}  # the counters cha
 
 Backlogs = Callable[[], list[tuple[SubscriptionRecord, int, int]]]
 Peers = Callable[[], list[tuple[int, str]]]  # (slot, HTTP base URL) of the other live members
-FetchCounters = Callable[[str], Mapping[CounterKey, int]]  # a member's counters, from its base URL
 PEER_TIMEOUT = 2.0  # seconds a member's counters may take to come
 
 
-def fetch_counters(base_url: str) -> dict[CounterKey, int]:
-    """Member ``base_url``'s counters (``GET /console/api/counters``).
+@dataclasses.dataclass(frozen=True, slots=True)
+class MemberFigures:
+    """What another member's ``GET /console/api/counters`` tells: its counters, and the ids of
+    its AMQP connections (which the catalog's link events name: whose consumer a link is)."""
+
+    counters: Mapping[CounterKey, int]
+    connections: frozenset[str]
+
+
+FetchCounters = Callable[[str], MemberFigures]  # a member's figures, from its HTTP base URL
+
+
+def fetch_counters(base_url: str) -> MemberFigures:
+    """Member ``base_url``'s figures (``GET /console/api/counters``).
 
     Raises:
         OSError: it did not answer in :data:`PEER_TIMEOUT` seconds, or not with 200.
-        ValueError: its answer is not the counters document.
+        ValueError, KeyError, TypeError: its answer is not the counters document.
     """
     with urllib.request.urlopen(f"{base_url}/console/api/counters", timeout=PEER_TIMEOUT) as reply:
         document = json.loads(reply.read())
-    return {(str(n), str(t), str(k)): int(v) for n, t, k, v in document["counters"]}
+    counters = {(str(n), str(t), str(k)): int(v) for n, t, k, v in document["counters"]}
+    return MemberFigures(counters, frozenset(str(c) for c in document["connections"]))
 
 
 class ConsoleSampler:
@@ -78,7 +91,7 @@ class ConsoleSampler:
         self._clock = clock
         self._series = FigureSeries(window, interval)
         self._members_of: dict[str, set[str]] = {}  # figure -> its names per member (figure@slot)
-        self._peer_counters: dict[int, Mapping[CounterKey, int]] = {}  # the last sample's, by slot
+        self._peer_figures: dict[int, MemberFigures] = {}  # the last sample's, by slot
         self._lock = threading.Lock()
         self._watched_until = 0.0
         self._stop = threading.Event()
@@ -109,20 +122,20 @@ class ConsoleSampler:
         member = self._ops.member()
         values: dict[str, float] = {}
         self._add_counters(values, self._ops.counters(), int(member["slot"]) if member else 0)  # type: ignore[call-overload]
-        peer_counters: dict[int, Mapping[CounterKey, int]] = {}
+        peer_figures: dict[int, MemberFigures] = {}
         if time.monotonic() < self._watched_until:
             for record, messages, _bytes in self._backlogs():
                 values[f"backlog:{record.key}"] = float(messages)
             for slot, url in self._peers():
                 try:
-                    peer_counters[slot] = self._fetch(url)
+                    peer_figures[slot] = self._fetch(url)
                 except (OSError, ValueError, KeyError, TypeError) as exc:  # a member going or gone: a gap
                     log.debug("console sampler: no counters from member %d (%s): %s", slot, url, exc)
                     continue
-                self._add_counters(values, peer_counters[slot], slot)
+                self._add_counters(values, peer_figures[slot].counters, slot)
         at = self._clock()
         with self._lock:
-            self._peer_counters = peer_counters
+            self._peer_figures = peer_figures
             for name in values:
                 figure = name.rpartition("@")[0]
                 if figure:
@@ -163,9 +176,15 @@ class ConsoleSampler:
         """Every counter added up over this member (now) and the other members (as the last
         sample found them: none while nobody watches)."""
         with self._lock:
-            peers = list(self._peer_counters.values())
+            peers = list(self._peer_figures.values())
         out = dict(self._ops.counters())
-        for counters in peers:
-            for key, value in counters.items():
+        for figures in peers:
+            for key, value in figures.counters.items():
                 out[key] = out.get(key, 0) + value
         return out
+
+    def member_of(self, connection: str) -> int | None:
+        """The slot of the other member that holds AMQP connection ``connection``, as the last
+        sample found it (None: none of them, or nobody watched)."""
+        with self._lock:
+            return next((slot for slot, f in self._peer_figures.items() if connection in f.connections), None)

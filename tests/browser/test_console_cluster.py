@@ -54,6 +54,12 @@ def test_a_member_killed_while_the_console_is_open_shows_gone_and_its_partition_
         dispatch = page.locator(f'#dispatch tr[data-subscription="{key}"][data-partition="1"] td.slot')
         expect(dispatch).to_have_text("1", timeout=60_000)  # the second member dispatches its partition
         expect(page.locator(f'#subscriptions tr[data-subscription="{key}"] td.consumers')).to_have_text("2")
+        # Its consumers, one on each member, each named with the member that serves it.
+        page.goto(_console(first).replace("#/", f"#/subscription/{key}"))
+        members_of = {f"{name}|global": "0", f"{name}|global2": "1"}
+        for link, slot in members_of.items():
+            expect(page.locator(f'#consumers tr[data-link="{link}"] td.member')).to_have_text(slot, timeout=30_000)
+        page.goto(_console(first))
 
         sent = [f"m{i}" for i in range(20)]
         assert {o.state for o in publish(second.url, topic, [Message(body=b) for b in sent])} == {"accepted"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from connectors.http.console_sampler import ConsoleSampler
+from connectors.http.console_sampler import ConsoleSampler, MemberFigures
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.metrics import CounterKey
 
@@ -31,13 +31,13 @@ def _sampler(
     asked: list[int] = []
     backlog_reads: list[int] = []
 
-    def fetch(url: str) -> Mapping[CounterKey, int]:
+    def fetch(url: str) -> MemberFigures:
         slot = int(url.rsplit(":", 1)[1])
         asked.append(slot)
         found = peers[slot]
         if found is None:
             raise OSError("connection refused")
-        return found
+        return MemberFigures(found, frozenset({f"conn-of-{slot}"}))
 
     def backlogs() -> list[tuple[SubscriptionRecord, int, int]]:
         backlog_reads.append(1)
@@ -75,9 +75,11 @@ def test_watched_it_adds_the_other_members_counters_and_a_member_gone_leaves_no_
     sampler.sample()
     assert sampler.latest_rate("published:t") == 5.0  # 1 + 4 msg/s
     assert sampler.counters()[("delivered", "t", "k")] == 7
+    assert (sampler.member_of("conn-of-1"), sampler.member_of("elsewhere")) == (1, None)
     peers[1] = None  # killed: its answer never comes
     service.values[("published", "t", "")] = 30
     sampler.sample()
     assert sampler.rates("published:t") == [(10.0, 5.0), (20.0, 2.0)]
     assert ("delivered", "t", "k") not in sampler.counters()  # only what the last sample found
+    assert sampler.member_of("conn-of-1") is None
     assert asked == [1, 1, 1] and len(backlog_reads) == 3
