@@ -30,7 +30,8 @@ def browser() -> Iterator[Browser]:
 def page(browser: Browser) -> Iterator[Page]:
     """A fresh page (its own context: no token or storage from another test) that fails the test
     on a script error."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    # UTC: a datetime-local field the test fills means the same instant to the page and the test.
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id="UTC")
     tab = context.new_page()
     errors: list[str] = []
     tab.on("pageerror", lambda exc: errors.append(str(exc)))

@@ -10,6 +10,7 @@ rhea consumer. The README's screenshots (docs/console-*.png) are taken here. A `
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -249,6 +250,27 @@ def test_a_replay_started_from_the_timeline_redelivers_to_an_attached_consumer(s
     finally:
         if consumer.poll() is None:
             consumer.kill()
+
+
+def test_a_replay_from_a_time_reopens_the_backlog(svc: ServeProcess, page: Page) -> None:
+    """After the consumer above acknowledged everything twice and went: a replay from a time
+    after the last commit (the page's clock is UTC: see conftest) re-opens the 30 messages."""
+    url, token = _info(svc)
+    assert _cli_backlog(svc)["messages"] == 0
+    key = _cli_backlog(svc)["key"]
+    page.goto(f"{url}/console#/subscription/{key}")
+    _sign_in(page, token)
+    later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=2)
+    page.fill("#replay-time", later.strftime("%Y-%m-%dT%H:%M"))
+    page.click("#replay-time-run")
+    expect(page.locator("#confirm")).to_be_visible()
+    page.click("#confirm-ok")
+    expect(page.locator("#action-result")).to_contain_text("replay", ignore_case=True)
+    deadline = time.monotonic() + 60
+    while _cli_backlog(svc)["messages"] < MESSAGES and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _cli_backlog(svc)["messages"] == MESSAGES
+    expect(page.locator('[data-field="backlog"]')).to_have_text(str(MESSAGES))
 
 
 def test_nothing_a_console_request_sends_stops_the_service(svc: ServeProcess) -> None:
