@@ -45,7 +45,7 @@ from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.console_access import ConsoleAccess, Need, allowed, parse_access
 from sharedsub.core.ops.metrics import ACKNOWLEDGED, DEAD_LETTERED, DELIVERED, EXPIRED, REDELIVERED
 from sharedsub.runtime.backlog_browse import browse_backlog
-from sharedsub.runtime.cluster.cluster_status import ClusterStatus, cluster_status
+from sharedsub.runtime.cluster.cluster_status import ClusterStatus, Dispatch, cluster_status, read_dispatch
 from sharedsub.runtime.inspection import SubscriptionStatus, consumers_by_key, find_subscription
 from sharedsub.runtime.operations import ServiceOperations
 from sharedsub.storage.backlog import subscription_backlog
@@ -62,6 +62,8 @@ _HEADERS = (("Content-Security-Policy", CSP), ("X-Content-Type-Options", "nosnif
 HISTORY_VERSIONS = 200  # newest versions the history timeline shows
 BROWSE_LIMIT = 200  # most messages one browse page holds
 CALL_TIMEOUT = 10.0  # seconds a read that runs on the reactor thread may take
+DISPATCH_SHOWN = 500  # dispatch records (a GET each on the bucket) one reading takes, at most
+DISPATCH_TTL = 30.0  # seconds a reading of the dispatch records serves, at least
 
 _T = TypeVar("_T")
 
@@ -128,6 +130,7 @@ class Console:
         self._sampler = sampler
         self.access: ConsoleAccess = parse_access(ops.settings.server.console)
         self._cache = _Cached(ops.settings.server.console_refresh)
+        self._dispatch_cache = _Cached(max(ops.settings.server.console_refresh, DISPATCH_TTL))
 
     # ------------------------------------------------------------------ routes
 
@@ -221,7 +224,12 @@ class Console:
     def _cluster(self) -> ClusterStatus | None:
         if layout.local_path(self._root) is not None:
             return None
-        return self._cache.get("cluster", lambda: cluster_status(self._root))
+        # The dispatch records cost a GET each: read at most DISPATCH_SHOWN of them, at most every
+        # DISPATCH_TTL seconds (the members' leases, a few requests, every refresh).
+        def dispatch(root: str) -> list[Dispatch]:
+            return self._dispatch_cache.get("dispatch", lambda: read_dispatch(root, DISPATCH_SHOWN))
+
+        return self._cache.get("cluster", lambda: cluster_status(self._root, dispatch=dispatch))
 
     def _subscription_rows(self, topic: str | None = None) -> list[dict[str, object]]:
         backlogs = {rec.key: messages for rec, messages, _bytes in self._view.backlogs()}
@@ -451,6 +459,7 @@ def _cluster_json(status: ClusterStatus) -> dict[str, object]:
             {"subscription": d.subscription, "generation": d.generation, "partition": d.partition, "slot": d.owner}
             for d in status.dispatch
         ],
+        "dispatch_complete": len(status.dispatch) < DISPATCH_SHOWN,
     }
 
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from sharedsub.core import layout
+from sharedsub.runtime.cluster.cluster_status import read_dispatch
 from sharedsub.storage.cluster.claim_objects import Claim, create_claim, read_claim, release_claim, replace_claim
 from sharedsub.storage.cluster.owner_records import OwnerRecord, read_owners, write_owner
 from sharedsub.storage.cluster.presence import clear_presence, read_presence, set_presence
@@ -87,3 +88,14 @@ def test_an_object_that_is_not_a_claim_reads_as_no_member_s(where: tuple[ObjectS
     assert found is not None and found[0] == Claim(-1, -1)
     release_claim(store, key, -1)  # not a claim: left alone
     assert read_claim(store, key) is not None
+
+
+def test_the_dispatch_records_are_read_whole_or_only_the_first_few(s3_server: S3Server, s3_env: dict[str, str]) -> None:
+    """sharedsub cluster status reads every dispatch record; the console only the first few
+    (connectors/http/console.py: a GET each on a bucket)."""
+    root = s3_server.url("dispatch-records")
+    store = open_store(root)
+    for partition in range(3):
+        write_owner(store, "", KEY, 1, partition, OwnerRecord(partition % 2, 1), None)
+    assert [(d.partition, d.owner) for d in read_dispatch(root)] == [(0, 0), (1, 1), (2, 0)]
+    assert len(read_dispatch(root, limit=2)) == 2

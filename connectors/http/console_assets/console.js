@@ -586,7 +586,10 @@ function renderCluster(section, cluster) {
     el('h2', { text: 'Cluster' }),
     el('div', { class: 'two-cols' },
       el('div', {}, el('h3', { text: 'Members' }), scroller(members)),
-      el('div', {}, el('h3', { text: 'Dispatch (partition → member)' }), scroller(dispatch))));
+      el('div', {}, el('h3', { text: 'Dispatch (partition → member)' }), scroller(dispatch),
+        cluster.dispatch_complete === false
+          ? el('p', { class: 'muted', text: `the first ${(cluster.dispatch || []).length} records (the partition counts are theirs)` })
+          : null)));
 }
 
 /* ---------- topic page ---------- */

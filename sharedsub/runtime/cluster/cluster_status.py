@@ -80,9 +80,14 @@ class ClusterStatus:
 
 
 def cluster_status(
-    root: str, *, now_ms: Callable[[], int] = lambda: int(time.time() * 1000), alive: Callable[[int], bool] = pid_alive
+    root: str,
+    *,
+    now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
+    alive: Callable[[int], bool] = pid_alive,
+    dispatch: Callable[[str], list[Dispatch]] | None = None,
 ) -> ClusterStatus:
-    """Read the status of the data dir ``root``.
+    """Read the status of the data dir ``root``; ``dispatch(root)`` reads the dispatch records
+    (default :func:`read_dispatch`: all of them).
 
     Raises:
         StoreFailure: the store did not answer.
@@ -97,19 +102,23 @@ def cluster_status(
         return ClusterStatus(root, members, None, topics)
     store, fanout_key = locate(layout.join(root, layout.FANOUT_LEASE))
     members = read_members(root, now_ms=now_ms, alive=alive)
-    return ClusterStatus(root, members, read_member(store, fanout_key, None, now_ms(), alive), topics, read_dispatch(root))
+    records = (dispatch or read_dispatch)(root)
+    return ClusterStatus(root, members, read_member(store, fanout_key, None, now_ms(), alive), topics, records)
 
 
-def read_dispatch(root: str) -> list[Dispatch]:
+def read_dispatch(root: str, limit: int | None = None) -> list[Dispatch]:
     """The dispatch owner records of the data dir ``root`` on object storage (one LIST, a GET
-    each), by subscription, generation and partition.
+    each), by subscription, generation and partition; with ``limit``, the first ``limit`` records
+    in key order only (at most that many GETs).
 
     Raises:
         StoreFailure: the store did not answer.
     """
     store, base = locate(layout.join(root, layout.DISPATCH_DIR))
-    found = []
+    found: list[Dispatch] = []
     for meta in store.list(base + "/"):
+        if limit is not None and len(found) >= limit:
+            break
         parts = meta.key[len(base) + 1 :].split("/")
         if len(parts) != 3 or not parts[1].startswith("g") or not parts[2].startswith("p"):
             continue
