@@ -411,6 +411,7 @@ class Console:
                     "operation": e.operation,
                     "files_added": len(e.added),
                     "files_removed": e.removed,
+                    "rows_added": e.rows_added,
                 }
                 for e in recent_history(table, HISTORY_VERSIONS)
             ],

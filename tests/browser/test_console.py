@@ -238,6 +238,9 @@ def test_a_replay_started_from_the_timeline_redelivers_to_an_attached_consumer(s
         page.goto(f"{url}/console#/subscription/{key}")
         oldest = page.locator("#history li[data-version]").last  # newest first: the first version
         expect(oldest).to_have_attribute("data-version", "0")
+        expect(oldest).to_contain_text("row(s) added")  # from the log's statistics
+        history = _get(f"{url}/console/api/history?subscription={key}")[1]["versions"]
+        assert sum(v["rows_added"] or 0 for v in history if v["operation"] == "WRITE") == MESSAGES
         oldest.locator("button.replay").click()
         expect(page.locator("#confirm")).to_be_visible()
         page.click("#confirm-ok")

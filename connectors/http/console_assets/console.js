@@ -857,8 +857,9 @@ async function loadHistory(ctx, list, note) {
 
 function historyItem(v) {
   const when = isNum(v.timestamp_ms) ? new Date(v.timestamp_ms).toLocaleString() : DASH;
-  const removed = isNum(v.files_removed) && v.files_removed ? `, ${v.files_removed} removed` : '';
-  const rows = isNum(v.files_added) ? `${v.files_added} file(s) added${removed}` : '';
+  const removed = isNum(v.files_removed) && v.files_removed ? `, ${v.files_removed} file(s) removed` : '';
+  const added = isNum(v.rows_added) ? `${v.rows_added} row(s) added` : isNum(v.files_added) ? `${v.files_added} file(s) added` : '';
+  const rows = `${added}${removed}`;
   return el('li', { data: { version: v.version, when } },
     el('span', { class: 'version', text: `v${v.version}` }),
     el('span', { class: 'when', text: when }),

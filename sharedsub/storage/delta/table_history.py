@@ -32,6 +32,7 @@ class HistoryEntry:
     operation: str
     added: tuple[str, ...]  # absolute paths of the data files the commit added (dataChange)
     removed: int  # data files it removed (dataChange): a delete or rewrite, not a plain append
+    rows_added: int | None = None  # rows of ``added`` from the log's statistics (None: some file has none)
 
     @property
     def is_append(self) -> bool:
@@ -71,7 +72,9 @@ def recent_history(table: str, limit: int) -> list[HistoryEntry]:
         if entry is None:  # cleaned up between listing and reading
             continue
         timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
-        entries.append(HistoryEntry(version, timestamp, str(entry.info.get("operation", "")), entry.added, entry.removed))
+        rows = None if None in entry.added_rows else sum(r for r in entry.added_rows if r is not None)
+        operation = str(entry.info.get("operation", ""))
+        entries.append(HistoryEntry(version, timestamp, operation, entry.added, entry.removed, rows))
     return entries
 
 
