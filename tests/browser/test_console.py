@@ -296,6 +296,25 @@ def test_nothing_a_console_request_sends_stops_the_service(svc: ServeProcess) ->
     assert _get(f"{url}/console/api/overview", token)[0] == 200
 
 
+def test_a_subscription_is_deleted_and_its_topic_dropped_from_the_console(svc: ServeProcess, page: Page) -> None:
+    """The last actions on the module's service: unsubscribe (no consumer is attached now), then
+    drop the topic, which has no subscription left."""
+    url, token = _info(svc)
+    key = _cli_backlog(svc)["key"]
+    page.goto(f"{url}/console#/subscription/{key}")
+    _sign_in(page, token)
+    page.click("#unsubscribe")
+    page.click("#confirm-ok")
+    expect(page.locator("#title")).to_have_text("Overview")  # back on the overview
+    expect(page.locator(f'#subscriptions tr[data-subscription="{key}"]')).to_have_count(0)
+    assert [s["key"] for s in _cli(svc, "subscriptions", "list")] == []
+    page.goto(f"{url}/console#/topic/{TOPIC}")
+    page.click("#topic-drop")
+    page.click("#confirm-ok")
+    expect(page.locator(f'#topics tr[data-topic="{TOPIC}"]')).to_have_count(0)
+    assert _cli(svc, "topics", "list") == []
+
+
 @pytest.mark.parametrize("access", ["token", "off"])
 def test_the_console_can_be_closed_without_the_token_or_turned_off(
     access: str, tmp_path: Path, page: Page
