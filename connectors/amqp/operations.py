@@ -13,7 +13,7 @@ from connectors.amqp import admin_ops, replays
 from connectors.amqp.server import FrontEndServer
 from sharedsub.core.config import Settings
 from sharedsub.core.errors import ConfigError
-from sharedsub.core.layout import is_valid_topic_name
+from sharedsub.core.layout import topic_name_problem
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.metrics import CounterKey
 from sharedsub.core.ops.stage_timing import Histogram
@@ -69,8 +69,9 @@ class FrontEndOperations:
 
     def create_topic(self, topic: str) -> dict[str, object]:  # noqa: D102
         # What ``sharedsub topics create`` does, which runs beside a service too.
-        if not is_valid_topic_name(topic):
-            raise ConfigError("topic", f"invalid topic name {topic!r}: use [A-Za-z0-9][A-Za-z0-9._-]*")
+        problem = topic_name_problem(topic)
+        if problem is not None:
+            raise ConfigError("topic", problem)
         return {"ok": True, "topic": topic, "path": create_topic(self.settings.data_dir, topic)}
 
     def unsubscribe(self, name: str, *, timeout: float) -> dict[str, object]:  # noqa: D102

@@ -34,11 +34,11 @@ import importlib.resources
 import threading
 import time
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from connectors.http.admin import Reply, Request, Routes
 from connectors.http.console_sampler import ConsoleSampler
-from connectors.http.endpoints import MetricsView, service_health, topic_lags
+from connectors.http.endpoints import MetricsView, service_health
 from sharedsub.core import layout
 from sharedsub.core.errors import AdminTokenRequired, ConfigError, TopicNotFound
 from sharedsub.core.model import SubscriptionRecord
@@ -46,7 +46,7 @@ from sharedsub.core.ops.console_access import ConsoleAccess, Need, allowed, pars
 from sharedsub.core.ops.metrics import ACKNOWLEDGED, DEAD_LETTERED, DELIVERED, EXPIRED, REDELIVERED
 from sharedsub.runtime.backlog_browse import browse_backlog
 from sharedsub.runtime.cluster.cluster_status import ClusterStatus, Dispatch, cluster_status, read_dispatch
-from sharedsub.runtime.inspection import SubscriptionStatus, consumers_by_key, find_subscription
+from sharedsub.runtime.inspection import Consumer, SubscriptionStatus, consumers_by_key, find_subscription
 from sharedsub.runtime.operations import ServiceOperations
 from sharedsub.storage.backlog import subscription_backlog
 from sharedsub.storage.delta.table_history import recent_history
@@ -215,10 +215,7 @@ class Console:
             if m.slot is not None and m.slot != mine and m.state == "live" and m.http
         ]
 
-    def _records(self) -> dict[str, SubscriptionRecord]:
-        return {r.key: r for r in self._ops.subscriptions()}
-
-    def _consumers(self) -> dict[str, list[Any]]:  # Any: inspection.Consumer
+    def _consumers(self) -> dict[str, list[Consumer]]:
         return self._cache.get("consumers", lambda: consumers_by_key(self._root))
 
     def _cluster(self) -> ClusterStatus | None:
@@ -278,8 +275,6 @@ class Console:
         """Topics, subscriptions, the fan-out, storage and the cluster's members."""
         stats = read_stats(self._root) or {}
         health = service_health(self._ops, stats)
-        subscriptions = self._subscription_rows()
-        lags = topic_lags(self._root, stats, {str(s["topic"]) for s in subscriptions}, time.time())
         fanout = health["fanout"]
         storage = health["storage"]
         cluster = self._cluster()
@@ -287,12 +282,12 @@ class Console:
             "now": time.time(),
             "health": health["status"],
             "topics": self._topic_rows(),
-            "subscriptions": subscriptions,
+            "subscriptions": self._subscription_rows(),
             "fanout": {
                 "state": fanout.get("state"),
                 "restarts": fanout.get("restarts"),
                 "last_batch_at": health["fanout_last_batch_at"],
-                "lag_seconds": {t: round(v, 3) for t, v in sorted(lags.items())},
+                "lag_seconds": {t: round(v, 3) for t, v in sorted(health["lags"].items())},
                 "failing": len(health["failing_subscriptions"]),
                 "batches": stats.get("batches"),
             },
@@ -317,7 +312,7 @@ class Console:
         }
 
     def _record(self, name: str) -> SubscriptionRecord:
-        return find_subscription(self._records(), name)
+        return find_subscription({r.key: r for r in self._ops.subscriptions()}, name)
 
     def subscription(self, name: str) -> dict[str, object]:
         """One subscription: backlog by partition, consumers, counts, charts."""

@@ -298,8 +298,9 @@ def failing_subscriptions(stats: Mapping[str, object]) -> list[FailingSubscripti
     ]
 
 
-def fanout_problems(ops: ServiceOperations, stats: Mapping[str, object]) -> FanoutProblems:
-    """What /health reports about routing besides the job's state.
+def fanout_problems(ops: ServiceOperations, stats: Mapping[str, object], lags: Mapping[str, float]) -> FanoutProblems:
+    """What /health reports about routing besides the job's state; ``lags``: :func:`topic_lags`
+    of the topics with subscriptions.
 
     ``failing_subscriptions``: subscription tables the fan-out cannot commit to
     (:func:`failing_subscriptions`; their rows are parked and retried, nothing is lost).
@@ -313,8 +314,6 @@ def fanout_problems(ops: ServiceOperations, stats: Mapping[str, object]) -> Fano
     ``ok``/``status`` or on the metrics. ``"status": "down"`` (HTTP 503) is the fan-out job (or
     the data dir) not working at all; ``"ok"`` (200, ``ok`` true) is everything working.
     """
-    topics = {r.topic for r in ops.subscriptions()}
-    lags = topic_lags(ops.settings.data_dir, stats, topics, time.time())
     threshold = ops.settings.fanout.stalled_after
     return {
         "failing_subscriptions": failing_subscriptions(stats),
@@ -326,6 +325,7 @@ class Health(FanoutProblems):
     """The service's state as /health and the console's overview report it (:func:`service_health`)."""
 
     status: str  # ok | degraded | down
+    lags: dict[str, float]  # topic_lags of the topics with subscriptions
     fanout: Mapping[str, object]
     fanout_last_batch_at: float | None
     storage: dict[str, object]
@@ -334,17 +334,19 @@ class Health(FanoutProblems):
 def service_health(ops: ServiceOperations, stats: Mapping[str, Any]) -> Health:  # Any: as read_stats
     """``down`` while the fan-out job (embedded) does not run or the data dir does not take
     writes, ``degraded`` with failing subscriptions or stalled topics (:func:`fanout_problems`),
-    else ``ok``; with the fan-out's and the storage's state."""
+    else ``ok``; with each topic's lag and the fan-out's and the storage's state."""
     # Under ``frontend`` the job runs elsewhere (spark-submit): its own monitoring tells.
     fanout: Mapping[str, object] = ops.fanout_status() or {"state": "external"}
     storage = ops.storage_status()
     storage |= {"data_dir": ops.settings.data_dir, "free_bytes": diskspace.free_bytes(ops.settings.data_dir)}
     ok = fanout["state"] in ("running", "external") and bool(storage["writable"])
-    problems = fanout_problems(ops, stats)
+    lags = topic_lags(ops.settings.data_dir, stats, {r.topic for r in ops.subscriptions()}, time.time())
+    problems = fanout_problems(ops, stats, lags)
     status = "down" if not ok else "degraded" if any(problems.values()) else "ok"
     last = (stats.get("last_batch") or {}).get("finished_at")
     return {
         "status": status,
+        "lags": lags,
         "fanout": fanout,
         "fanout_last_batch_at": last,
         "storage": storage,

@@ -183,10 +183,11 @@ def cmd_topics(args: argparse.Namespace) -> int:
             ),
         )
     if args.action == "create":
-        from sharedsub.core.layout import is_valid_topic_name
+        from sharedsub.core.layout import topic_name_problem
 
-        if not is_valid_topic_name(args.name):
-            console.err(f"error: invalid topic name {args.name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*")
+        problem = topic_name_problem(args.name)
+        if problem is not None:
+            console.err(f"error: {problem}")
             return EXIT_USAGE
         path = create_topic(settings.data_dir, args.name)
         console.out(f"created topic {args.name} at {path}")

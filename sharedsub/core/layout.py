@@ -98,6 +98,12 @@ def is_valid_topic_name(name: str) -> bool:
     return bool(_TOPIC_NAME.match(name))
 
 
+def topic_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a topic, as ``topics create`` and its admin call say it; None when
+    it can (:func:`is_valid_topic_name`)."""
+    return None if is_valid_topic_name(name) else f"invalid topic name {name!r}: use [A-Za-z0-9][A-Za-z0-9._-]*"
+
+
 def join(root: str, *parts: str) -> str:
     """Join a data-dir root (local path or URI) with relative parts using '/'."""
     return "/".join([root.rstrip("/"), *parts])

@@ -67,6 +67,15 @@ class FigureSeries:
                 out.append((self._times[i % self.capacity], value))
         return out
 
+    def _rate(self, ring: array[float], i: int) -> float | None:
+        """The per-second increase of ``ring`` from sample ``i - 1`` to sample ``i`` (a decrease
+        counts from 0: the counter restarted); None when either has no value."""
+        prev, cur = ring[(i - 1) % self.capacity], ring[i % self.capacity]
+        t0, t1 = self._times[(i - 1) % self.capacity], self._times[i % self.capacity]
+        if math.isnan(prev) or math.isnan(cur) or t1 <= t0:
+            return None
+        return (cur - prev if cur >= prev else cur) / (t1 - t0)
+
     def rates(self, name: str) -> list[Point]:
         """Per-second increase of counter ``name`` between samples in a row that both have it,
         at the later one's time (a decrease counts from 0: the counter restarted)."""
@@ -75,12 +84,9 @@ class FigureSeries:
             return []
         out = []
         for i in range(self._count - len(self) + 1, self._count):
-            prev, cur = ring[(i - 1) % self.capacity], ring[i % self.capacity]
-            t0, t1 = self._times[(i - 1) % self.capacity], self._times[i % self.capacity]
-            if math.isnan(prev) or math.isnan(cur) or t1 <= t0:
-                continue
-            increase = cur - prev if cur >= prev else cur
-            out.append((t1, increase / (t1 - t0)))
+            rate = self._rate(ring, i)
+            if rate is not None:
+                out.append((self._times[i % self.capacity], rate))
         return out
 
     def summed_rates(self, names: list[str]) -> list[Point]:
@@ -100,9 +106,5 @@ class FigureSeries:
         ring = self._values.get(name)
         if ring is None or len(self) < 2:
             return 0.0
-        i = self._count - 1
-        prev, cur = ring[(i - 1) % self.capacity], ring[i % self.capacity]
-        t0, t1 = self._times[(i - 1) % self.capacity], self._times[i % self.capacity]
-        if math.isnan(prev) or math.isnan(cur) or t1 <= t0:
-            return 0.0
-        return (cur - prev if cur >= prev else cur) / (t1 - t0)
+        rate = self._rate(ring, self._count - 1)
+        return 0.0 if rate is None else rate

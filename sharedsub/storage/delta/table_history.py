@@ -16,7 +16,7 @@ from deltalake import write_deltalake
 from deltalake.exceptions import CommitFailedError, DeltaError
 
 from sharedsub.storage.delta.appender import APPEND_ATTEMPTS
-from sharedsub.storage.delta.commit_log import latest_version, read_commit, read_log_entry
+from sharedsub.storage.delta.commit_log import LogEntry, latest_version, read_commit, read_log_entry
 from sharedsub.storage.delta.table_maintenance import marked_commit
 from sharedsub.storage.delta.table_reads import read_files, snapshot_files
 from sharedsub.storage.delta.tables import log_versions
@@ -53,12 +53,20 @@ def history(table: str) -> list[HistoryEntry]:
         entry = read_log_entry(table, version)
         if entry is None:  # cleaned up between listing and reading
             continue
-        added, removed = entry.added, entry.removed
         if not entries and version > 0:
-            added, removed = tuple(snapshot_files(table, version)), 0
-        timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
-        entries.append(HistoryEntry(version, timestamp, str(entry.info.get("operation", "")), added, removed))
+            # The oldest retained entry stands for the snapshot: its rows are not the log's count.
+            snapshot = tuple(snapshot_files(table, version))
+            entries.append(dataclasses.replace(_entry(version, entry), added=snapshot, removed=0, rows_added=None))
+        else:
+            entries.append(_entry(version, entry))
     return entries
+
+
+def _entry(version: int, entry: LogEntry) -> HistoryEntry:
+    """Log entry ``version`` as a :class:`HistoryEntry` (its rows from the log's statistics)."""
+    rows = None if None in entry.added_rows else sum(r for r in entry.added_rows if r is not None)
+    timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
+    return HistoryEntry(version, timestamp, str(entry.info.get("operation", "")), entry.added, entry.removed, rows)
 
 
 def recent_history(table: str, limit: int) -> list[HistoryEntry]:
@@ -71,10 +79,7 @@ def recent_history(table: str, limit: int) -> list[HistoryEntry]:
         entry = read_log_entry(table, version)
         if entry is None:  # cleaned up between listing and reading
             continue
-        timestamp = int(entry.info.get("timestamp", entry.mtime_ms))
-        rows = None if None in entry.added_rows else sum(r for r in entry.added_rows if r is not None)
-        operation = str(entry.info.get("operation", ""))
-        entries.append(HistoryEntry(version, timestamp, operation, entry.added, entry.removed, rows))
+        entries.append(_entry(version, entry))
     return entries
 
 
