@@ -130,6 +130,24 @@ def test_with_the_token_the_call_reaches_its_handler(svc: ServeProcess) -> None:
 
 
 @pytest.mark.parametrize(
+    ("body", "status", "error", "says"),
+    [
+        (b'{"topic": "../escape"}', 400, "usage", "invalid topic name '../escape'"),
+        (b'{"topic": ""}', 400, "usage", "non-empty string 'topic'"),
+        (b'{"topic": 7}', 400, "usage", "non-empty string 'topic'"),
+        (b'{"topic": "made-here"}', 200, None, "made-here"),
+        (b'{"topic": "made-here"}', 409, "exists", "made-here"),
+    ],
+)
+def test_a_topic_is_created_by_the_admin_call_and_a_bad_name_is_refused(
+    svc: ServeProcess, body: bytes, status: int, error: str | None, says: str
+) -> None:
+    got, _, document = _exchange(svc, _post("/admin/topics/create", body, f"Content-Length: {len(body)}", _bearer(svc)))
+    assert (got, document.get("error")) == (status, error), document
+    assert says in json.dumps(document)
+
+
+@pytest.mark.parametrize(
     ("length", "status"),
     [("-1", 400), ("abc", 400), ("1e3", 400), (" +5", 400), (str(2 * 1024 * 1024), 413), (str(10**30), 413)],
 )
