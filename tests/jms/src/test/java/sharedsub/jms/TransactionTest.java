@@ -38,6 +38,10 @@ class TransactionTest extends JmsTierSupport {
         p.send(tx.createTextMessage("t1"));
         p.send(tx.createTextMessage("t2"));
         p.send(tx.createTextMessage("t3"));
+        // Positive control: a message published outside the transaction after its sends arrives
+        // first and alone (a quiet wait with nothing received would prove less).
+        publish(topic, "marker");
+        assertEquals(List.of(), textsUntil(consumer, "marker"), "nothing of an uncommitted transaction is delivered");
         expectNothing(consumer, "nothing of an uncommitted transaction is delivered");
         tx.commit();
         expectTexts(consumer, "t1", "t2", "t3");
