@@ -92,6 +92,7 @@ from sharedsub.core import layout
 from sharedsub.core.config import (
     Settings,
     fanout_idle_probe_interval,
+    fanout_starts_on_commit,
     fanout_trigger_interval,
     load_settings,
     on_object_store,
@@ -217,6 +218,12 @@ def build_fanout_query(
     if not on_object_store(settings):  # (on a bucket object_poll_interval paces the batches)
         options["batch_max_wait"] = str(settings.fanout.batch_max_wait)
         options["batch_min_rows"] = str(settings.fanout.batch_min_rows)
+    held = fanout_starts_on_commit(settings) and not available_now
+    if held:
+        # Batches start at the front ends' commit signals, at most once per trigger interval;
+        # each latestOffset call waits up to that long (sharedsub.core.fanout.batch_hold).
+        options["batch_interval"] = str(fanout_trigger_interval(settings))
+        options["hold"] = str(fanout_trigger_interval(settings) or HOLD_WITHOUT_INTERVAL)
     idle = fanout_idle_probe_interval(settings)
     if idle > 0:  # object storage: every probe is requests (sharedsub.core.ops.poll_backoff)
         options["probe_interval"] = str(fanout_trigger_interval(settings))
@@ -236,10 +243,16 @@ def build_fanout_query(
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{fanout_trigger_interval(settings)} seconds")
+        interval = 0.0 if held else fanout_trigger_interval(settings)
+        writer = writer.trigger(processingTime=f"{interval} seconds")
     with stream_conf(spark, STREAM_CONF):
         return writer.start()
 
+
+# With start_on_commit and a trigger_interval of 0 (batches back to back), the longest one wait
+# for a commit signal lasts: Spark asks again 10 ms after a call that found nothing, so without a
+# wait an idle job would probe every topic a hundred times a second.
+HOLD_WITHOUT_INTERVAL = 0.1
 
 # The fan-out job's driver JVM (its own session: a notebook's or a test tier's keeps Java's
 # defaults) compiles with C1 only, and sooner. Spark's planning code is large and each micro-batch

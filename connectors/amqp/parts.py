@@ -27,6 +27,7 @@ from connectors.amqp.wire.engine_loop import Injector
 from sharedsub.core.config import (
     Settings,
     ack_commit_interval,
+    fanout_starts_on_commit,
     group_commit_interval,
     on_object_store,
     several_members,
@@ -41,6 +42,7 @@ from sharedsub.core.publish.publish_window import PublishWindow
 from sharedsub.core.security.authenticated import Identities
 from sharedsub.runtime.cluster.membership import MemberSlot, build_membership
 from sharedsub.runtime.commit_requests import Result
+from sharedsub.runtime.commit_wake import CommitSignal
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.runtime.permissions_file import PolicyStore
@@ -173,6 +175,9 @@ def build_parts(
             if epoch is not None and on_object_store(settings)
             else None
         ),
+        # On a local data dir the fan-out's source starts a batch at this signal, not at its next
+        # probe (sharedsub.core.fanout.batch_hold).
+        commit_signal=CommitSignal(root) if fanout_starts_on_commit(settings) else None,
     )
     tailer = Tailer(
         root,

@@ -39,6 +39,11 @@ Contracts:
   ``unsubscribed_topic_interval`` seconds (``0``: with every commit); a commit of such a topic
   alone starts no micro-batch. Not under ``Trigger.AvailableNow``, whose target is reached in
   full. The rule and why it loses nothing: :mod:`sharedsub.core.fanout.fanout_pacing`.
+* With ``hold`` (seconds, > 0: on a local data dir under a trigger of 0) each ``latestOffset``
+  call is held until the commits waiting may start a batch (admitted, and ``batch_interval``
+  seconds since the last batch began), woken by the front ends' commit signal, for at most
+  ``hold`` seconds: batches start at commits rather than on a trigger grid
+  (:mod:`sharedsub.core.fanout.batch_hold`). Not under ``Trigger.AvailableNow``.
 * With ``change_notes`` (``true`` on object storage) a topic table is probed only while the
   writers' change notes say it may have news, and every one at a sweep (at start, when a writer
   starts again, a new note appears, and every ``change_sweep_interval`` seconds, default 3600);
@@ -76,10 +81,12 @@ from pyspark.sql.streaming.datasource import (
 from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
-from sharedsub.core.fanout.batch_admission import admits
+from sharedsub.core.fanout.batch_admission import admitted_in
+from sharedsub.core.fanout.batch_hold import next_step
 from sharedsub.core.fanout.change_notes import NOTE_LIST_INTERVAL, SWEEP_INTERVAL, ChangeWatch
 from sharedsub.core.fanout.fanout_pacing import takes_commits
 from sharedsub.core.ops.poll_backoff import next_interval
+from sharedsub.runtime.commit_wake import CommitListener
 from sharedsub.storage import schemas
 from sharedsub.storage.catalog import CatalogReader
 from sharedsub.storage.change_notes import list_notes, note_location, read_notes
@@ -233,6 +240,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.batch_max_wait = float(options.get("batch_max_wait", 0) or 0)
         self.batch_min_rows = _int_option(options, "batch_min_rows", DEFAULT_BATCH_MIN_ROWS)
         self._pending: dict[tuple[str, int], tuple[int, int]] = {}  # (table, version) -> (rows, ms)
+        # Under a trigger of 0 the source holds each latestOffset call up to ``hold`` seconds
+        # (0 = never), starting a batch at a front end's commit signal and at most once per
+        # ``batch_interval`` seconds (sharedsub.core.fanout.batch_hold).
+        self.hold = float(options.get("hold", 0) or 0)
+        self.batch_interval = float(options.get("batch_interval", 0) or 0)
+        self._started_at = float("-inf")  # time.monotonic() of the last batch this reader started
+        self._signals: CommitListener | None = None  # made by the first held call
 
     # ------------------------------------------------------------------ offsets (driver side)
 
@@ -265,8 +279,11 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return start  # backing off: nothing probed, so nothing new (no micro-batch)
         first = not self._planned_once
         offset = self._latest(begin, begin_ids, limit)
-        if not first and self._target is None and not self._admitted(begin, begin_ids, offset):
+        if self.hold > 0 and self._target is None:
+            return self._held(start, begin, begin_ids, limit, offset, now, first=first)
+        if not first and self._target is None and self._admission_wait(begin, begin_ids, offset) > 0:
             return start  # waiting for company (sharedsub.core.fanout.batch_admission)
+        self._pending.clear()  # (the commits counted so far are in this batch)
         if self.idle_probe_interval > 0:
             found = offset != make_offset(begin, begin_ids)
             self._probe_interval = next_interval(
@@ -275,6 +292,45 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             # The trigger after the interval probes (a trigger comes every probe_interval).
             self._next_probe = now + self._probe_interval - self.probe_interval / 2
         return offset
+
+    def _held(
+        self,
+        start: dict,
+        begin: dict[str, int],
+        begin_ids: dict[str, str],
+        limit: ReadLimit,
+        offset: Offset,
+        called: float,
+        *,
+        first: bool,
+    ) -> Offset:
+        """The latestOffset call under a trigger of 0: ``offset`` (just probed) once it may start a
+        batch, probing again after each sleep, or ``start`` (no batch) when the hold is over
+        (sharedsub.core.fanout.batch_hold). A reader's ``first`` batch starts as soon as it finds
+        anything, as without the hold; while it finds nothing it holds like any other."""
+        if self._signals is None:
+            self._signals = CommitListener(self.root)
+        while True:
+            now = time.monotonic()
+            waiting = offset != make_offset(begin, begin_ids)
+            step = next_step(
+                waiting=waiting,
+                admitted_in=self._admission_wait(begin, begin_ids, offset) if waiting and not first else 0.0,
+                since_start=now - self._started_at,
+                interval=self.batch_interval,
+                hold_left=called + self.hold - now,
+            )
+            if step.start:
+                self._started_at = now
+                self._pending.clear()
+                return offset
+            if step.sleep <= 0:
+                return start
+            if step.signal:
+                self._signals.wait(step.sleep)
+            else:
+                time.sleep(step.sleep)
+            offset = self._latest(begin, begin_ids, limit)
 
     def _latest(self, begin: dict[str, int], begin_ids: dict[str, str], limit: ReadLimit) -> Offset:
         """LatestOffset's probe of every topic (see latestOffset)."""
@@ -319,24 +375,24 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._planned_once = True
         return offset
 
-    def _admitted(self, begin: Mapping[str, int], begin_ids: Mapping[str, str], offset: Offset) -> bool:
-        """Whether the commits ``offset`` takes after ``begin`` start a micro-batch now
-        (sharedsub.core.fanout.batch_admission): counts their rows from their log entries (each
-        read once; counting stops at ``batch_min_rows``) and how long the oldest has waited (its
-        log file's time). A topic new to the offset, or whose table changed, starts one at once.
+    def _admission_wait(self, begin: Mapping[str, int], begin_ids: Mapping[str, str], offset: Offset) -> float:
+        """Seconds until the commits ``offset`` takes after ``begin`` start a micro-batch
+        (sharedsub.core.fanout.batch_admission; 0: now): counts their rows from their log entries
+        (each read once; counting stops at ``batch_min_rows``) and how long the oldest has waited
+        (its log file's time). A topic new to the offset, or whose table changed, starts one at once.
         """
         if self.batch_max_wait <= 0:
-            return True
+            return 0.0
         end, end_ids = offset_versions(offset), offset_ids(offset)
         rows, oldest_ms = 0, None
         for topic, version in end.items():
             known = begin.get(topic)
             if known is None or end_ids.get(topic) != begin_ids.get(topic):
-                return True
+                return 0.0
             for v in range(known + 1, version + 1):
                 commit = self._pending_commit(self._table(topic), v)
                 if commit is None:
-                    return True  # gone (or not readable): as before, no waiting
+                    return 0.0  # gone (or not readable): as before, no waiting
                 added, at_ms = commit
                 rows += added
                 oldest_ms = at_ms if oldest_ms is None else min(oldest_ms, at_ms)
@@ -345,12 +401,9 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if rows >= self.batch_min_rows:
                 break
         if oldest_ms is None:
-            return True
+            return 0.0
         waited = time.time() - oldest_ms / 1000
-        admitted = admits(rows=rows, waited=waited, min_rows=self.batch_min_rows, max_wait=self.batch_max_wait)
-        if admitted:
-            self._pending.clear()
-        return admitted
+        return admitted_in(rows=rows, waited=waited, min_rows=self.batch_min_rows, max_wait=self.batch_max_wait)
 
     def _pending_commit(self, table: str, version: int) -> tuple[int, int] | None:
         """``(rows it adds, its log file's time in ms)`` of a topic commit, read once; None when

@@ -122,6 +122,10 @@ class FanoutSettings:
     # unless batch_min_rows rows wait (sharedsub.core.fanout.batch_admission; local data dirs).
     batch_max_wait: float
     batch_min_rows: int
+    # On a local data dir a micro-batch starts at a front end's commit (its signal ends the
+    # source's wait), at most once per trigger_interval, not on the trigger's fixed grid
+    # (sharedsub.core.fanout.batch_hold); false: Spark's processing-time trigger.
+    start_on_commit: bool
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/sources/delta_streaming.py).
     source: str
@@ -339,6 +343,13 @@ def fanout_idle_probe_interval(settings: Settings) -> float:
     if not on_object_store(settings):
         return 0.0
     return max(fanout_trigger_interval(settings), settings.storage.object_idle_poll_interval)
+
+
+def fanout_starts_on_commit(settings: Settings) -> bool:
+    """Whether the fan-out's batches start at the front ends' commit signals
+    (``[fanout] start_on_commit``; a local data dir only: on object storage the writers' change
+    notes and ``object_poll_interval`` pace it)."""
+    return settings.fanout.start_on_commit and not on_object_store(settings)
 
 
 def fanout_trigger_interval(settings: Settings) -> float:

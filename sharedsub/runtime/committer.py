@@ -52,6 +52,7 @@ from sharedsub.runtime.commit_requests import (
     Result,
     SaveSubscription,
 )
+from sharedsub.runtime.commit_wake import CommitSignal
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage import schemas
 from sharedsub.storage.change_notes import NoteWriter
@@ -116,6 +117,7 @@ class Committer:
         shared_catalog: bool = False,
         ack_interval: float = 0.0,
         change_notes: NoteWriter | None = None,
+        commit_signal: CommitSignal | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -141,7 +143,9 @@ class Committer:
         ``change_notes``: on object storage, this writer's note (sharedsub.core.fanout.change_notes):
         the topic tables it commits are noted after each group, once its results are handed on;
         a note the store does not take is tried again after the next group, or within
-        :data:`NOTE_RETRY` seconds when none comes."""
+        :data:`NOTE_RETRY` seconds when none comes. ``commit_signal``: on a local data dir, told
+        after each group that committed a topic table, before its results are handed on (the
+        fan-out's source starts a batch then: sharedsub.core.fanout.batch_hold)."""
         self.store = store
         self._shared_catalog = shared_catalog
         self._on_fenced = on_fenced
@@ -180,6 +184,8 @@ class Committer:
         # read by the metrics endpoint with dict.copy() (sharedsub.core.ops.metrics: threading contract).
         self.published_at: dict[str, float] = {}
         self._notes = change_notes
+        self._signal = commit_signal
+        self._topic_committed = False  # a topic table got a commit in the group being committed
 
     def start(self) -> None:
         """Load the catalog's last revision and start the thread."""
@@ -275,6 +281,9 @@ class Committer:
             except BaseException as exc:  # last-resort guard: report, never lose silently
                 log.exception("group commit failed")
                 results = [Result(r, error=exc) for r in group]
+            if self._topic_committed and self._signal is not None:
+                self._signal.send()
+            self._topic_committed = False
             if results:
                 try:
                     self._on_done(results)
@@ -322,7 +331,9 @@ class Committer:
     # ------------------------------------------------------------------ change notes
 
     def _noted(self, path: str) -> None:
-        """The topic table at ``path`` got a commit just now (its note follows the group)."""
+        """The topic table at ``path`` got a commit just now (its note and the commit signal
+        follow the group)."""
+        self._topic_committed = True
         if self._notes is not None:
             self._notes.committed([_relative(self.root, path).removeprefix(layout.TOPICS_DIR + "/")])
 

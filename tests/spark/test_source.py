@@ -6,6 +6,7 @@ streaming path through Spark is covered by test_fanout.py.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pyarrow as pa
@@ -22,6 +23,7 @@ from jobs.sources.deltars_topics import (
     offset_ids,
     offset_versions,
 )
+from sharedsub.runtime.commit_wake import CommitSignal
 from sharedsub.storage import schemas
 from tests import builders as b
 
@@ -300,6 +302,80 @@ def test_under_light_traffic_a_batch_waits_for_company_until_the_oldest_commit_w
     assert r.latestOffset(first, r.getDefaultReadLimit()) == first
     time.sleep(0.45)  # version 2 has now waited batch_max_wait
     assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 3}
+
+
+def _held_reader(root: str, **options: str) -> tuple[TopicsStreamReader, dict]:
+    """A reader holding its latestOffset calls, past its first batch (which is never held)."""
+    b.publish(root, "t", ["k"])
+    r = reader(root, first_batch_max_commits="100", topic_list_interval="0", **options)
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    assert offset_versions(first) == {"t": 1}
+    return r, first
+
+
+def _publish_then_signal(root: str, delay: float, *, signal: bool = True) -> threading.Thread:
+    """After ``delay`` seconds a commit to topic t, then (``signal``) the front end's signal."""
+
+    def later() -> None:
+        time.sleep(delay)
+        b.publish(root, "t", ["k"] * 5)
+        if signal:
+            sender = CommitSignal(root)
+            sender.send()
+            sender.close()
+
+    thread = threading.Thread(target=later)
+    thread.start()
+    return thread
+
+
+def test_a_held_call_starts_the_batch_at_the_commit_signal_not_at_the_end_of_the_hold(root: str) -> None:
+    r, first = _held_reader(root, hold="60", batch_interval="0.05", batch_max_wait="0.15", batch_min_rows="5")
+    thread = _publish_then_signal(root, 0.3)
+    began = time.monotonic()
+    end = r.latestOffset(first, r.getDefaultReadLimit())
+    thread.join()
+    assert offset_versions(end) == {"t": 2}
+    assert time.monotonic() - began < 30  # the signal ended the 60-second hold
+
+
+def test_without_a_signal_a_held_call_gives_up_after_the_hold_and_the_next_one_finds_the_commit(root: str) -> None:
+    r, first = _held_reader(root, hold="0.3", batch_interval="0.05")
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # nothing came: no batch
+    thread = _publish_then_signal(root, 0.0, signal=False)  # a writer that sends no signal
+    thread.join()
+    assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 2}
+
+
+def test_a_held_call_waits_for_company_until_the_oldest_commit_waited_then_starts_unsignalled(root: str) -> None:
+    r, first = _held_reader(root, hold="60", batch_interval="0", batch_max_wait="0.4", batch_min_rows="50")
+    b.publish(root, "t", ["k"])  # one row, far fewer than 50: it waits batch_max_wait
+    began = time.monotonic()
+    end = r.latestOffset(first, r.getDefaultReadLimit())
+    assert offset_versions(end) == {"t": 2}
+    assert 0.3 <= time.monotonic() - began < 30  # it waited for company, then started by itself
+
+
+def test_batches_start_at_most_once_per_interval_under_load(root: str) -> None:
+    r, first = _held_reader(root, hold="60", batch_interval="0.5")
+    b.publish(root, "t", ["k"])
+    second = r.latestOffset(first, r.getDefaultReadLimit())  # the first held batch: at once
+    assert offset_versions(second) == {"t": 2}
+    began = time.monotonic()
+    b.publish(root, "t", ["k"])
+    third = r.latestOffset(second, r.getDefaultReadLimit())
+    assert offset_versions(third) == {"t": 3}
+    assert time.monotonic() - began >= 0.4  # not before the interval since the last start
+
+
+def test_available_now_is_never_held(root: str) -> None:
+    b.publish(root, "t", ["k"])
+    r = reader(root, hold="60", batch_interval="60", first_batch_max_commits="100")
+    r.prepareForTriggerAvailableNow()
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # the target reached: at once
+    assert time.monotonic() - began < 30
 
 
 def test_a_batch_starts_at_once_when_enough_rows_wait(root: str) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.fanout.batch_admission import admits
+from sharedsub.core.fanout.batch_admission import admits, admitted_in
 
 
 @pytest.mark.parametrize(
@@ -25,3 +25,20 @@ from sharedsub.core.fanout.batch_admission import admits
 )
 def test_admits(rows: int | None, waited: float, min_rows: int, max_wait: float, starts: bool) -> None:
     assert admits(rows=rows, waited=waited, min_rows=min_rows, max_wait=max_wait) is starts
+
+
+@pytest.mark.parametrize(
+    ("rows", "waited", "min_rows", "max_wait", "seconds"),
+    [
+        (1, 0.0, 100, 0.0, 0.0),  # waiting off
+        (None, 0.0, 100, 0.2, 0.0),  # rows unknown
+        (100, 0.0, 100, 0.2, 0.0),  # enough rows
+        (5, 0.05, 100, 0.2, 0.15),  # the oldest has 0.15 s to go
+        (5, 0.2, 100, 0.2, 0.0),
+        (5, 3.0, 100, 0.2, 0.0),  # never negative
+    ],
+)
+def test_admitted_in(rows: int | None, waited: float, min_rows: int, max_wait: float, seconds: float) -> None:
+    got = admitted_in(rows=rows, waited=waited, min_rows=min_rows, max_wait=max_wait)
+    assert got == pytest.approx(seconds)
+    assert (got <= 0) is admits(rows=rows, waited=waited, min_rows=min_rows, max_wait=max_wait)

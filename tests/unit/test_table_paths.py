@@ -45,6 +45,7 @@ ALLOWED = {
     "sharedsub/storage/owner_only.py": "owner-only (0600) files of this host",
     "sharedsub/storage/diskspace.py": "free space of a local data dir's file system",
     "sharedsub/storage/fanout_stats.py": "the fan-out's statistics file, a local file",
+    "sharedsub/runtime/commit_wake.py": "the real path of a local data dir names its commit signal (a URL is taken as it is)",
     "sharedsub/runtime/discovery.py": "_service.json of a local data dir, the host state dir",
     "sharedsub/runtime/cluster/data_dir_owner.py": "the owner lock of a local data dir",
     "sharedsub/runtime/users.py": "a local users file (one in a bucket goes through the store)",

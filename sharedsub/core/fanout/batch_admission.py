@@ -32,6 +32,12 @@ def admits(*, rows: int | None, waited: float, min_rows: int, max_wait: float) -
     ``rows``: rows of the commits waiting (None when a commit does not say how many; counting may
     stop once ``min_rows`` is reached); ``waited``: seconds since the oldest of them was committed.
     """
-    if max_wait <= 0 or rows is None:
-        return True
-    return rows >= min_rows or waited >= max_wait
+    return admitted_in(rows=rows, waited=waited, min_rows=min_rows, max_wait=max_wait) <= 0
+
+
+def admitted_in(*, rows: int | None, waited: float, min_rows: int, max_wait: float) -> float:
+    """Seconds until the commits waiting now start a micro-batch if no more come: 0 when
+    :func:`admits` says they do, else the time their oldest still has to wait."""
+    if max_wait <= 0 or rows is None or rows >= min_rows:
+        return 0.0
+    return max(0.0, max_wait - waited)

@@ -1,0 +1,77 @@
+"""When the fan-out's source starts a micro-batch: at a front end's commit, not on a fixed grid; pure.
+
+Spark's processing-time trigger starts a micro-batch only at multiples of its interval, so a
+message committed just after a trigger found nothing waited most of an interval before Spark even
+looked (half an interval on average: ~50 ms at 0.1 s, the largest single part of the
+publish->delivery median under light traffic, bench/RESULTS.md, issue 43). On a local data dir
+the source therefore runs under a trigger of 0 (Spark asks again as soon as it finished) and
+*holds* its ``latestOffset`` call: it returns a new offset, which starts a batch, as soon as the
+commits waiting are admitted (sharedsub.core.fanout.batch_admission) and the last batch started
+at least ``interval`` seconds ago; otherwise it sleeps until whichever comes first of
+
+* a front end's commit signal (sharedsub.runtime.commit_wake: a datagram after each group that
+  committed a topic table), after which it probes again,
+* the moment the waiting commits are admitted (their oldest reaches ``batch_max_wait``),
+* the moment ``interval`` has passed since the last batch started (under load batches still
+  come at most once per interval, growing with the traffic, as on the grid),
+* the end of the hold, ``hold`` seconds after the call came: then it returns what it has (no new
+  batch, or the admitted commits once the interval allows), Spark asks again, and the source
+  probes again. A writer that sends no signal (a front end on another host, a lost datagram) is
+  so seen within ``hold`` seconds, as a trigger interval saw it; and the query's stop, which
+  waits for the call to return, is never held longer than that.
+
+Holding is safe for the same reason waiting for company is: the offset stays where the last batch
+ended and the commits stay in their tables; nothing is skipped or read twice.
+
+    waiting commits    admitted   since last start   hold left   step
+    -----------------  ---------  -----------------  ----------  ---------------------------------
+    any                any        any                <= 0        give up: no batch now
+    none               -          any                > 0         sleep(hold left), or a signal
+    some               yes        >= interval        > 0         start
+    some               yes        < interval         > 0         sleep(until interval; hold left),
+                                                                 deaf to signals
+    some               no         any                > 0         sleep(until admitted; hold left)
+
+"Give up" with commits admitted and the interval passed still starts the batch: the hold only
+ever delays a batch, never drops one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    """One step of a held ``latestOffset``: ``start`` the batch now, or ``sleep`` this many
+    seconds and probe again (``signal``: a commit signal ends the sleep early; not while the
+    commits waiting are admitted already and only the interval is awaited, when another commit
+    changes nothing); neither: return with no batch."""
+
+    start: bool = False
+    sleep: float = 0.0
+    signal: bool = True
+
+
+START = Hold(start=True)
+GIVE_UP = Hold()
+
+
+def next_step(*, waiting: bool, admitted_in: float, since_start: float, interval: float, hold_left: float) -> Hold:
+    """The step for the commits waiting now (see the table above).
+
+    ``waiting``: the probe found commits after the query's offset; ``admitted_in``: seconds until
+    they are admitted (0 or less: they are); ``since_start``: seconds since the last batch
+    started (inf before the first); ``interval``: the least seconds between two batches'
+    starts; ``hold_left``: seconds left of this call's hold.
+    """
+    gap_left = interval - since_start
+    if waiting and admitted_in <= 0 and gap_left <= 0:
+        return START
+    if hold_left <= 0:
+        return GIVE_UP
+    if not waiting:
+        return Hold(sleep=hold_left)
+    if admitted_in <= 0:
+        return Hold(sleep=min(hold_left, gap_left), signal=False)
+    return Hold(sleep=min(hold_left, max(gap_left, admitted_in)))

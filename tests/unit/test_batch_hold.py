@@ -1,0 +1,44 @@
+"""sharedsub.core.fanout.batch_hold as a table: when a held latestOffset starts a batch, sleeps or gives up."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from sharedsub.core.fanout.batch_hold import GIVE_UP, START, Hold, next_step
+
+INF = math.inf
+
+
+@pytest.mark.parametrize(
+    ("waiting", "admitted_in", "since_start", "interval", "hold_left", "step"),
+    [
+        # Nothing new: sleep out the hold, woken by a commit signal; then give up (Spark asks again).
+        (False, 0.0, INF, 0.1, 0.1, Hold(sleep=0.1)),
+        (False, 0.0, 0.02, 0.1, 0.03, Hold(sleep=0.03)),
+        (False, 0.0, INF, 0.1, 0.0, GIVE_UP),
+        # Admitted commits and the interval passed: start, even when the hold is over.
+        (True, 0.0, INF, 0.1, 0.1, START),
+        (True, 0.0, 0.1, 0.1, 0.05, START),
+        (True, 0.0, 0.5, 0.1, -0.01, START),
+        (True, -0.3, 0.2, 0.1, 0.05, START),
+        (True, 0.0, 0.0, 0.0, 0.1, START),  # interval 0: back to back
+        # Admitted, but the last batch began less than an interval ago: sleep until it has, deaf to
+        # signals (another commit changes nothing); within the hold.
+        (True, 0.0, 0.03, 0.1, 0.1, Hold(sleep=0.07, signal=False)),
+        (True, 0.0, 0.03, 0.1, 0.02, Hold(sleep=0.02, signal=False)),
+        (True, 0.0, 0.03, 0.1, 0.0, GIVE_UP),
+        # Waiting for company: until admitted (or the interval, whichever is later), woken by a
+        # signal (more rows may admit them sooner); within the hold.
+        (True, 0.04, INF, 0.1, 0.1, Hold(sleep=0.04)),
+        (True, 0.04, 0.08, 0.1, 0.1, Hold(sleep=0.04)),
+        (True, 0.01, 0.05, 0.1, 0.1, Hold(sleep=0.05)),
+        (True, 0.12, INF, 0.1, 0.1, Hold(sleep=0.1)),
+        (True, 0.12, INF, 0.1, 0.0, GIVE_UP),
+    ],
+)
+def test_next_step(waiting: bool, admitted_in: float, since_start: float, interval: float, hold_left: float, step: Hold) -> None:
+    got = next_step(waiting=waiting, admitted_in=admitted_in, since_start=since_start, interval=interval, hold_left=hold_left)
+    assert got.start == step.start and got.signal == step.signal
+    assert got.sleep == pytest.approx(step.sleep)
