@@ -38,7 +38,8 @@ from typing import TypeVar
 
 from connectors.http.admin import Reply, Request, Routes
 from connectors.http.console_sampler import ConsoleSampler
-from connectors.http.endpoints import MetricsView, service_health
+from connectors.http.metrics_view import MetricsView
+from connectors.http.service_health import service_health
 from sharedsub.core import layout
 from sharedsub.core.errors import AdminTokenRequired, ConfigError, TopicNotFound
 from sharedsub.core.model import SubscriptionRecord
