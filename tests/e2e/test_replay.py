@@ -193,7 +193,9 @@ def test_replay_restores_deleted_rows_and_refuses_history_beyond_retention(tmp_p
 
 
 def test_replay_without_a_running_service_is_refused(tmp_path: Path) -> None:
-    service = ServeProcess(tmp_path, env=NO_MAINTENANCE).start()
+    # `frontend` (no fan-out job, so no Spark to start) makes the durable subscription as `serve`
+    # does; the refusal only asks whether a service runs on the data dir.
+    service = ServeProcess(tmp_path, command="frontend", env=NO_MAINTENANCE).start()
     try:
         create_topic(str(tmp_path), "quiet")
         with Subscriber(service.url, "quiet", container_id="quiet-client", **jms_durable("q")) as sub:
