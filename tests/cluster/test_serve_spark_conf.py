@@ -34,6 +34,9 @@ def test_serve_on_a_local_cluster_with_spark_conf_comes_up_and_routes(tmp_path: 
             assert [o.state for o in outcomes] == ["accepted"]
             got = sub.wait_count(1, timeout=300)
             assert [r.message.body for r in got] == ["order 1"]
+        # The job's executor check (jobs/executor_check.py) passed on the cluster's executors,
+        # which run the driver's Python (ServeProcess sets PYSPARK_PYTHON).
+        assert f"executors checked (master {CLUSTER_MASTER}):" in svc.log()
     finally:
         code = svc.stop()
     assert code == 0, svc.log()[-3000:]
