@@ -245,7 +245,7 @@ def build_fanout_query(
     else:
         interval = 0.0 if held else fanout_trigger_interval(settings)
         writer = writer.trigger(processingTime=f"{interval} seconds")
-    with stream_conf(spark, STREAM_CONF):
+    with stream_conf(spark, STREAM_CONF | (HELD_STREAM_CONF if held else {})):
         return writer.start()
 
 
@@ -278,7 +278,18 @@ STREAM_CONF = {
     # query thread's samples in a JFR profile of the latency bench); the fan-out never runs
     # that plan on the driver's default path, and elsewhere reads files in Python.
     "spark.sql.codegen.wholeStage": "false",
+    # Every micro-batch runs under a new SQL execution id, whose start event carries the plan
+    # described for the UI, in the "formatted" mode by default (ExplainUtils, one line per
+    # operator with its id: seen in a JFR profile of the 1k msg/s bench). The job's UI is off
+    # (spark-defaults.conf); the short form costs less and says the same to a listener.
+    "spark.sql.ui.explainMode": "simple",
 }
+
+# With batches started at commits (held latestOffset calls: sharedsub.core.fanout.batch_hold),
+# Spark's wait after a call that found nothing (spark-defaults.conf: 50 ms, which bounds an idle
+# job's asks under a bare trigger of 0) only delays the next held call, during which a signal
+# would have been taken: the hold itself bounds the asks, to one per trigger interval.
+HELD_STREAM_CONF = {"spark.sql.streaming.pollingDelay": "1ms"}
 
 
 @contextlib.contextmanager

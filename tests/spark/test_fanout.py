@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from jobs.executor_routing import ExecutorRouter, worker_setup
-from jobs.fanout import STREAM_CONF, build_fanout_query
+from jobs.fanout import HELD_STREAM_CONF, STREAM_CONF, build_fanout_query
 from jobs.fanout_sink import FanoutSink
 from jobs.sources.deltars_topics import SPARK_SCHEMA, TopicsStreamReader
 from jobs.table_commits import TableCommits
@@ -292,9 +292,10 @@ def test_topic_created_while_the_query_runs_is_routed(spark: SparkSession, root:
         b.publish(root, "late", ["x.1", "y.1", "x.2"])
         assert wait_until(lambda: b.routed_seqs(root, sub), timeout=60, what="rows routed from the new topic") == [0, 2]
         assert query.exception() is None
-        # The query's own settings (jobs.fanout.STREAM_CONF) are in its copy of the session only.
+        # The query's own settings (jobs.fanout.STREAM_CONF, and HELD_STREAM_CONF as its batches
+        # start at commits: [fanout] start_on_commit) are in its copy of the session only.
         streaming = query._jsq.streamingQuery().sparkSessionForStream().conf()  # type: ignore[union-attr]
-        for key, value in STREAM_CONF.items():
+        for key, value in (STREAM_CONF | HELD_STREAM_CONF).items():
             assert streaming.get(key) == value
             assert spark.conf.get(key) != value
     finally:
