@@ -94,6 +94,7 @@ from sharedsub.core.config import (
     fanout_idle_probe_interval,
     fanout_starts_on_commit,
     fanout_trigger_interval,
+    group_commit_interval,
     load_settings,
     on_object_store,
 )
@@ -224,6 +225,8 @@ def build_fanout_query(
         # each latestOffset call waits up to that long (sharedsub.core.fanout.batch_hold).
         options["batch_interval"] = str(fanout_trigger_interval(settings))
         options["hold"] = str(fanout_trigger_interval(settings) or HOLD_WITHOUT_INTERVAL)
+        # ... and a batch held for the interval waits up to one commit interval for the next commit.
+        options["align"] = str(group_commit_interval(settings))
     idle = fanout_idle_probe_interval(settings)
     if idle > 0:  # object storage: every probe is requests (sharedsub.core.ops.poll_backoff)
         options["probe_interval"] = str(fanout_trigger_interval(settings))

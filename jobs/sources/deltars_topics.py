@@ -42,7 +42,8 @@ Contracts:
 * With ``hold`` (seconds, > 0: on a local data dir under a trigger of 0) each ``latestOffset``
   call is held until the commits waiting may start a batch (admitted, and ``batch_interval``
   seconds since the last batch began), woken by the front ends' commit signal, for at most
-  ``hold`` seconds: batches start at commits rather than on a trigger grid
+  ``hold`` seconds: batches start at commits rather than on a trigger grid; a batch that waited
+  for the interval waits up to ``align`` seconds more for the next commit
   (:mod:`sharedsub.core.fanout.batch_hold`). Not under ``Trigger.AvailableNow``.
 * With ``change_notes`` (``true`` on object storage) a topic table is probed only while the
   writers' change notes say it may have news, and every one at a sweep (at start, when a writer
@@ -245,6 +246,9 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # ``batch_interval`` seconds (sharedsub.core.fanout.batch_hold).
         self.hold = float(options.get("hold", 0) or 0)
         self.batch_interval = float(options.get("batch_interval", 0) or 0)
+        # A batch held for the interval waits at most this much longer for the next commit (the
+        # front ends' commit interval; 0 = not at all): batches start as commits land.
+        self.align = float(options.get("align", 0) or 0)
         self._started_at = float("-inf")  # time.monotonic() of the last batch this reader started
         self._signals: CommitListener | None = None  # made by the first held call
 
@@ -310,6 +314,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         anything, as without the hold; while it finds nothing it holds like any other."""
         if self._signals is None:
             self._signals = CommitListener(self.root)
+        gated = False  # the commits were admitted before the interval was over (the fan-out keeps up)
         while True:
             now = time.monotonic()
             waiting = offset != make_offset(begin, begin_ids)
@@ -319,6 +324,9 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 since_start=now - self._started_at,
                 interval=self.batch_interval,
                 hold_left=called + self.hold - now,
+                gated=gated,
+                newest_age=self._newest_age(begin, offset) if gated and waiting and self.align > 0 else 0.0,
+                align=self.align,
             )
             if step.start:
                 self._started_at = now
@@ -328,7 +336,8 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 return start
             if step.signal:
                 self._signals.wait(step.sleep)
-            else:
+            else:  # admitted, held for the interval only
+                gated = True
                 time.sleep(step.sleep)
             offset = self._latest(begin, begin_ids, limit)
 
@@ -404,6 +413,19 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return 0.0
         waited = time.time() - oldest_ms / 1000
         return admitted_in(rows=rows, waited=waited, min_rows=self.batch_min_rows, max_wait=self.batch_max_wait)
+
+    def _newest_age(self, begin: Mapping[str, int], offset: Offset) -> float:
+        """Seconds since the newest of the commits ``offset`` takes after ``begin`` landed (its log
+        file's time); 0 when one cannot be read (the batch is then not held for alignment)."""
+        newest_ms = None
+        for topic, version in offset_versions(offset).items():
+            if version <= begin.get(topic, -1):
+                continue
+            commit = self._pending_commit(self._table(topic), version)
+            if commit is None:
+                return 0.0
+            newest_ms = commit[1] if newest_ms is None else max(newest_ms, commit[1])
+        return 0.0 if newest_ms is None else max(0.0, time.time() - newest_ms / 1000)
 
     def _pending_commit(self, table: str, version: int) -> tuple[int, int] | None:
         """``(rows it adds, its log file's time in ms)`` of a topic commit, read once; None when

@@ -368,6 +368,24 @@ def test_batches_start_at_most_once_per_interval_under_load(root: str) -> None:
     assert time.monotonic() - began >= 0.4  # not before the interval since the last start
 
 
+def test_a_batch_held_for_the_interval_waits_for_the_next_commit_and_starts_with_it(root: str) -> None:
+    r, first = _held_reader(root, hold="60", batch_interval="0.3", align="30")
+    time.sleep(0.35)  # the interval is over: the next batch is not held for it
+    b.publish(root, "t", ["k"])
+    time.sleep(0.05)  # (older than batch_hold.FRESH)
+    began = time.monotonic()
+    second = r.latestOffset(first, r.getDefaultReadLimit())  # not held for the interval: at once
+    assert offset_versions(second) == {"t": 2}
+    assert time.monotonic() - began < 20  # no wait for alignment (30 s)
+    b.publish(root, "t", ["k"])  # version 3, held for the interval; old by the time it is over
+    thread = _publish_then_signal(root, 1.0)  # version 4 and its signal a second later
+    began = time.monotonic()
+    third = r.latestOffset(second, r.getDefaultReadLimit())
+    thread.join()
+    assert offset_versions(third) == {"t": 4}  # it waited for the next commit and took it too
+    assert time.monotonic() - began < 20  # the signal, not align (30 s), ended the wait
+
+
 def test_available_now_is_never_held(root: str) -> None:
     b.publish(root, "t", ["k"])
     r = reader(root, hold="60", batch_interval="60", first_batch_max_commits="100")

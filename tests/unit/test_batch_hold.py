@@ -42,3 +42,39 @@ def test_next_step(waiting: bool, admitted_in: float, since_start: float, interv
     got = next_step(waiting=waiting, admitted_in=admitted_in, since_start=since_start, interval=interval, hold_left=hold_left)
     assert got.start == step.start and got.signal == step.signal
     assert got.sleep == pytest.approx(step.sleep)
+
+
+@pytest.mark.parametrize(
+    ("gated", "newest_age", "since_start", "hold_left", "step"),
+    [
+        # The fan-out keeps up (the call waited for the interval), the newest commit is old: wait
+        # for the next commit's signal, at most align (0.05) past the interval, within the hold.
+        (True, 0.03, 0.1, 0.2, Hold(sleep=0.05)),
+        (True, 0.03, 0.12, 0.2, Hold(sleep=0.03)),
+        (True, 0.03, 0.12, 0.01, Hold(sleep=0.01)),
+        (True, 0.03, 0.15, 0.2, START),  # waited align already
+        (True, 0.03, 0.12, 0.0, START),  # the hold is over: the batch starts all the same
+        (True, 0.005, 0.1, 0.2, START),  # a commit just landed: aligned
+        (False, 0.03, 0.1, 0.2, START),  # behind (the call came after the interval): at once
+    ],
+)
+def test_a_gated_batch_waits_for_the_next_commit(
+    gated: bool, newest_age: float, since_start: float, hold_left: float, step: Hold
+) -> None:
+    got = next_step(
+        waiting=True,
+        admitted_in=0.0,
+        since_start=since_start,
+        interval=0.1,
+        hold_left=hold_left,
+        gated=gated,
+        newest_age=newest_age,
+        align=0.05,
+    )
+    assert got.start == step.start and got.signal == step.signal
+    assert got.sleep == pytest.approx(step.sleep)
+
+
+def test_without_align_a_gated_batch_starts_with_the_interval() -> None:
+    got = next_step(waiting=True, admitted_in=0.0, since_start=0.1, interval=0.1, hold_left=0.2, gated=True, newest_age=0.05)
+    assert got == START
