@@ -16,6 +16,7 @@ from bench.delay_proxy import DelayProxy
 from connectors.amqp.wire.reactor_thread import ENV as PROTON_THREAD_CHECK
 from connectors.amqp.wire.reactor_thread import REPORT_PREFIX
 from tests.s3_server import S3Server, client_env
+from tests.service import ServeProcess
 
 SLOW_S3_DELAY_MS = 20.0  # what the proxy adds to each answer: a stand-in for S3 Standard (issue 42)
 
@@ -56,6 +57,22 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="session")
+def client_tier_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """The ``sharedsub serve`` on a local data dir that the client tiers' full runs drive:
+    tests/jms/test_jms_tier.py::test_qpid_jms_tier and tests/rhea/test_rhea_tier.py::test_rhea_tier.
+    Each tier's tests make their own topics, subscription names and ClientIDs (as they do within
+    a tier), so one service takes both and a serve start (~10 s) is saved. Each tier checks it is
+    still running after its run; it must stop cleanly when the session ends."""
+    data = tmp_path_factory.mktemp("client-tier-data")
+    proc = ServeProcess(data).start()
+    try:
+        yield proc
+    finally:
+        code = proc.stop()
+        assert code == 0, f"the client tiers' serve exited with {code}:\n" + "\n".join(proc.stderr_lines[-40:])
 
 
 @pytest.fixture(scope="module")
