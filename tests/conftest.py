@@ -61,11 +61,13 @@ def s3_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Server]:
 
 @pytest.fixture(scope="session")
 def client_tier_serve(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    """The ``sharedsub serve`` on a local data dir that the client tiers' full runs drive:
-    tests/jms/test_jms_tier.py::test_qpid_jms_tier and tests/rhea/test_rhea_tier.py::test_rhea_tier.
-    Each tier's tests make their own topics, subscription names and ClientIDs (as they do within
-    a tier), so one service takes both and a serve start (~10 s) is saved. Each tier checks it is
-    still running after its run; it must stop cleanly when the session ends."""
+    """The session's default ``sharedsub serve`` on a local data dir: the e2e tier's shared
+    ``service`` (tests/e2e/conftest.py) and the one the client tiers' full runs drive
+    (tests/jms/test_jms_tier.py::test_qpid_jms_tier, tests/rhea/test_rhea_tier.py::test_rhea_tier).
+    Their tests make their own topics, subscription names and ClientIDs (as they do within a
+    tier), so one service takes all three and two serve starts (~10 s each) are saved. The
+    client tiers check it is still running after their runs; it must stop cleanly when the
+    session ends."""
     data = tmp_path_factory.mktemp("client-tier-data")
     proc = ServeProcess(data).start()
     try:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,15 +12,11 @@ from tests.service import ServeProcess
 
 
 @pytest.fixture(scope="session")
-def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
-    """A running ``sharedsub serve`` on a free port, shared across the e2e session."""
-    data = tmp_path_factory.mktemp("serve-data")
-    proc = ServeProcess(data).start()
-    try:
-        yield proc
-    finally:
-        code = proc.stop()
-        assert code == 0, f"serve exited with {code}:\n{proc.log()[-4000:]}"
+def service(client_tier_serve: ServeProcess) -> ServeProcess:
+    """A running ``sharedsub serve`` on a free port, shared across the e2e session: the session's
+    default serve on a local data dir (tests/conftest.py), which the client tiers drive after the
+    e2e tier; it must stop cleanly when the session ends."""
+    return client_tier_serve
 
 
 @pytest.fixture
