@@ -13,6 +13,7 @@ from sharedsub.core import layout
 from sharedsub.core.errors import SubscriptionMoved
 from sharedsub.core.model import ExpiryPolicy, SubscriptionKey, SubscriptionRecord, SubscriptionState
 from sharedsub.runtime.commit_requests import Barrier, CommitTransaction, DropTopic, Publish, Result, SaveSubscription
+from sharedsub.runtime.commit_wake import CommitListener, CommitSignal
 from sharedsub.runtime.committer import Committer
 from sharedsub.runtime.payloads import PayloadCache
 from sharedsub.storage.catalog import load_catalog
@@ -69,6 +70,25 @@ def test_group_commit_assigns_gap_free_seqs_and_caches(root: str) -> None:
     assert data is not None
     assert sorted(data.column("seq").to_pylist()) == list(range(500))
     assert cache.get("t", 499) is not None
+
+
+def test_a_group_that_commits_a_topic_sends_the_commit_signal_and_one_without_does_not(root: str) -> None:
+    listener = CommitListener(root)  # the fan-out's source, held ([fanout] start_on_commit)
+    done = Collector()
+    c = Committer(DeltaStore(root), cache=PayloadCache(1 << 20), on_done=done, commit_signal=CommitSignal(root))
+    c.start()
+    try:
+        assert listener.listening
+        c.submit(Barrier(token="b"))  # a group without a topic commit: no signal
+        done.wait(1)
+        assert listener.wait(0.3) is False
+        c.submit(_publish("t", "m", 1))
+        (result,) = done.wait(2)[1:]
+        assert result.error is None
+        assert listener.wait(10.0) is True  # the topic commit's signal
+    finally:
+        c.stop()
+        listener.close()
 
 
 def test_seq_continues_after_restart_and_subscription_starts_after_existing(root: str) -> None:
