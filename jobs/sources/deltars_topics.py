@@ -327,6 +327,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 gated=gated,
                 newest_age=self._newest_age(begin, offset) if gated and waiting and self.align > 0 else 0.0,
                 align=self.align,
+                hold=self.hold,
             )
             if step.start:
                 self._started_at = now

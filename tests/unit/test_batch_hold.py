@@ -78,3 +78,24 @@ def test_a_gated_batch_waits_for_the_next_commit(
 def test_without_align_a_gated_batch_starts_with_the_interval() -> None:
     got = next_step(waiting=True, admitted_in=0.0, since_start=0.1, interval=0.1, hold_left=0.2, gated=True, newest_age=0.05)
     assert got == START
+
+
+@pytest.mark.parametrize(
+    ("admitted_in", "since_start", "hold_left", "step"),
+    [
+        # Waiting for company, due within this hold and one more: waited for here, even past the
+        # hold (a give-up would cost Spark an ask for nothing).
+        (0.12, INF, 0.1, Hold(sleep=0.12)),
+        (0.05, INF, 0.0, Hold(sleep=0.05)),
+        (0.05, 0.02, 0.0, Hold(sleep=0.08)),  # the interval is later than the admission
+        # Due later than that: the hold's rules as before.
+        (0.25, INF, 0.1, Hold(sleep=0.1)),
+        (0.15, INF, 0.0, GIVE_UP),
+    ],
+)
+def test_a_batch_due_within_one_more_hold_is_waited_for_in_this_call(
+    admitted_in: float, since_start: float, hold_left: float, step: Hold
+) -> None:
+    got = next_step(waiting=True, admitted_in=admitted_in, since_start=since_start, interval=0.1, hold_left=hold_left, hold=0.1)
+    assert got.start == step.start and got.signal == step.signal
+    assert got.sleep == pytest.approx(step.sleep)

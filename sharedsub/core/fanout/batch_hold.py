@@ -23,17 +23,21 @@ at least ``interval`` seconds ago; otherwise it sleeps until whichever comes fir
 Holding is safe for the same reason waiting for company is: the offset stays where the last batch
 ended and the commits stay in their tables; nothing is skipped or read twice.
 
-    waiting commits    admitted   since last start   hold left   step
+    waiting commits    admitted   since last start   hold left   step (the first row that fits)
     -----------------  ---------  -----------------  ----------  ---------------------------------
+    some               yes        >= interval        any         start
+    some               no         any                any         sleep(until admitted and the
+                                                                 interval), when that is within
+                                                                 hold left + one hold: giving up
+                                                                 first would cost Spark an ask
     any                any        any                <= 0        give up: no batch now
     none               -          any                > 0         sleep(hold left), or a signal
-    some               yes        >= interval        > 0         start
     some               yes        < interval         > 0         sleep(until interval; hold left),
                                                                  deaf to signals
     some               no         any                > 0         sleep(until admitted; hold left)
 
-"Give up" with commits admitted and the interval passed still starts the batch: the hold only
-ever delays a batch, never drops one.
+The hold only ever delays a batch, never drops one: admitted commits start it even when the hold
+is over.
 
 Under steady load the interval, not the commits, starts each batch, and the front ends commit
 on a cadence of their own (``[publish] min_commit_interval``); a batch that starts at a random
@@ -91,6 +95,7 @@ def next_step(
     gated: bool = False,
     newest_age: float = 0.0,
     align: float = 0.0,
+    hold: float = 0.0,
 ) -> Hold:
     """The step for the commits waiting now (see the tables above).
 
@@ -99,7 +104,9 @@ def next_step(
     started (inf before the first); ``interval``: the least seconds between two batches'
     starts; ``hold_left``: seconds left of this call's hold. ``gated``: the call held the
     commits, admitted already, for the interval; ``newest_age``: seconds since the newest commit waiting landed;
-    ``align``: the most seconds past the interval a gated batch waits for the next commit.
+    ``align``: the most seconds past the interval a gated batch waits for the next commit;
+    ``hold``: the hold's whole length (a batch waiting for company and due within one more hold
+    is waited for in this call).
     """
     gap_left = interval - since_start
     if waiting and admitted_in <= 0 and gap_left <= 0:
@@ -107,6 +114,10 @@ def next_step(
         if gated and newest_age > FRESH and align_left > 0.001 and hold_left > 0:
             return Hold(sleep=min(hold_left, align_left))
         return START
+    if waiting and admitted_in > 0:
+        due = max(gap_left, admitted_in)
+        if due <= max(hold_left, 0.0) + hold:
+            return Hold(sleep=due)  # (giving up first would cost Spark an ask for nothing)
     if hold_left <= 0:
         return GIVE_UP
     if not waiting:
