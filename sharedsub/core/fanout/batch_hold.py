@@ -3,9 +3,10 @@
 Spark's processing-time trigger starts a micro-batch only at multiples of its interval, so a
 message committed just after a trigger found nothing waited most of an interval before Spark even
 looked (half an interval on average: ~50 ms at 0.1 s, the largest single part of the
-publish->delivery median under light traffic, bench/RESULTS.md, issue 43). On a local data dir
-the source therefore runs under a trigger of 0 (Spark asks again as soon as it finished) and
-*holds* its ``latestOffset`` call: it returns a new offset, which starts a batch, as soon as the
+publish->delivery median under light traffic, bench/RESULTS.md, issue 43). With ``[fanout]
+start_on_commit`` (off by default: bench/RESULTS.md measured it on two hours, see the setting's
+comment), on a local data dir the source runs under a trigger of 0 (Spark asks again as soon as
+it finished) and *holds* its ``latestOffset`` call: it returns a new offset, which starts a batch, as soon as the
 commits waiting are admitted (sharedsub.core.fanout.batch_admission) and the last batch started
 at least ``interval`` seconds ago; otherwise it sleeps until whichever comes first of
 
@@ -18,7 +19,8 @@ at least ``interval`` seconds ago; otherwise it sleeps until whichever comes fir
   batch, or the admitted commits once the interval allows), Spark asks again, and the source
   probes again. A writer that sends no signal (a front end on another host, a lost datagram) is
   so seen within ``hold`` seconds, as a trigger interval saw it; and the query's stop, which
-  waits for the call to return, is never held longer than that.
+  waits for the call to return, is never held longer than that (twice that when a batch
+  waiting for company is due within one more hold: the table's second row).
 
 Holding is safe for the same reason waiting for company is: the offset stays where the last batch
 ended and the commits stay in their tables; nothing is skipped or read twice.
