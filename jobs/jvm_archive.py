@@ -64,7 +64,13 @@ def java_binary(environ: Mapping[str, str]) -> str | None:
 def archive_path(pyspark_dir: Path, classpath: str, environ: Mapping[str, str]) -> Path | None:
     """The archive for a driver JVM of pyspark at ``pyspark_dir`` with ``classpath`` as
     ``spark.driver.extraClassPath``; None without a java binary or pyspark's jars. The key covers
-    the java binary (path, size, time), every jar of pyspark (name, size) and the class path."""
+    the java binary (path, size, time), every jar of pyspark (name, size), the class path and the
+    size and time of each of its files.
+
+    The JVM refuses an archive whose class path file changed since the dump (it compares their
+    sizes and times). A checkout cloned again at the same path rebuilds sharedsub's JVM classes
+    (jobs/jvm_helpers.py) under the same name while the cache outside it keeps the old archive:
+    without the times in the key, setup found that archive "there" and the JVM ran without any."""
     java = java_binary(environ)
     jars = pyspark_dir / "jars"
     if java is None or not jars.is_dir():
@@ -72,6 +78,10 @@ def archive_path(pyspark_dir: Path, classpath: str, environ: Mapping[str, str]) 
     digest = hashlib.sha256()
     stat = os.stat(java)
     digest.update(f"{java}\0{stat.st_size}\0{stat.st_mtime_ns}\0{classpath}\0".encode())
+    for entry in classpath.split(os.pathsep):
+        if entry and os.path.isfile(entry):
+            found = os.stat(entry)
+            digest.update(f"{entry}\0{found.st_size}\0{found.st_mtime_ns}\0".encode())
     for jar in sorted(jars.iterdir()):
         digest.update(f"{jar.name}\0{jar.stat().st_size}\0".encode())
     return archive_dir(environ) / f"driver-{digest.hexdigest()[:20]}.jsa"

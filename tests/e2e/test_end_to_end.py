@@ -4,6 +4,7 @@ subscription table → consumer link, driven by python-qpid-proton clients."""
 from __future__ import annotations
 
 import os
+import subprocess
 import uuid
 from pathlib import Path
 
@@ -236,5 +237,16 @@ def test_the_fanout_jvm_maps_the_class_archive_setup_made(service: ServeProcess)
     classpath = spark_conf(settings, extra=DRIVER_CONF).get("spark.driver.extraClassPath", "")
     archive = jvm_archive.archive_path(Path(pyspark.__file__).parent, classpath, os.environ)
     assert archive is not None and archive.is_file(), f"no class archive {archive}: `python3 bootstrap.py test` makes it"
-    pid, _ = _driver_jvm(service)
-    assert str(archive) in Path(f"/proc/{pid}/maps").read_text(), f"the driver JVM {pid} has not mapped {archive}"
+    pid, argv = _driver_jvm(service)
+    if str(archive) not in Path(f"/proc/{pid}/maps").read_text():
+        pytest.fail(f"the driver JVM {pid} has not mapped {archive}; the JVM says why:\n{_archive_refusal(argv, archive)}")
+
+
+def _archive_refusal(argv: list[str], archive: Path) -> str:
+    """What the driver's java says of ``archive`` with the driver's class path when it must use it
+    (``-Xshare:on`` stops with the reason that ``-Xshare:auto`` and ``-Xlog:cds*=off`` keep quiet)."""
+    classpath = argv[argv.index("-cp") + 1]
+    share = ["-Xshare:on", f"-XX:SharedArchiveFile={archive}", "-Xlog:class+path=info"]
+    cmd = [argv[0], "-Xmx1g", *share, "-cp", classpath, "-version"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False)
+    return "\n".join(line[:300] for line in (done.stdout + done.stderr).strip().splitlines()[-8:])

@@ -69,3 +69,17 @@ def test_prune_keeps_the_newest_archives_and_nothing_else_is_touched(tmp_path: P
     assert sorted(p.name for p in removed) == ["driver-c.jsa", "driver-d.jsa"]
     assert sorted(p.name for p in tmp_path.iterdir()) == [".making-1", "driver-a.jsa", "driver-b.jsa", "other.jsa"]
     assert jvm_archive.prune(tmp_path, 2) == []
+
+
+def test_the_key_follows_the_class_path_files_size_and_time(pyspark_dir: Path, environ: dict[str, str], tmp_path: Path) -> None:
+    # The JVM refuses an archive whose class path jar was rewritten since the dump: a clone at the
+    # same path rebuilds sharedsub's JVM classes under the same name, so the name alone is no key.
+    jar = tmp_path / "sharedsub-jvm.jar"
+    jar.write_bytes(b"classes")
+    first = jvm_archive.archive_path(pyspark_dir, str(jar), environ)
+    assert jvm_archive.archive_path(pyspark_dir, str(jar), environ) == first  # stable
+    os.utime(jar, ns=(jar.stat().st_atime_ns, jar.stat().st_mtime_ns + 1_000_000_000))
+    rebuilt = jvm_archive.archive_path(pyspark_dir, str(jar), environ)
+    assert rebuilt != first
+    jar.write_bytes(b"other classes")
+    assert jvm_archive.archive_path(pyspark_dir, str(jar), environ) != rebuilt
