@@ -315,9 +315,10 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._signals is None:
             self._signals = CommitListener(self.root)
         gated = False  # the commits were admitted before the interval was over (the fan-out keeps up)
+        nothing_new = make_offset(begin, begin_ids)
         while True:
             now = time.monotonic()
-            waiting = offset != make_offset(begin, begin_ids)
+            waiting = offset != nothing_new
             step = next_step(
                 waiting=waiting,
                 admitted_in=self._admission_wait(begin, begin_ids, offset) if waiting and not first else 0.0,

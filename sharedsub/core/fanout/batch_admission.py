@@ -26,18 +26,13 @@ that adds no rows (a topic's creation) waits like any other: it starts a batch o
 from __future__ import annotations
 
 
-def admits(*, rows: int | None, waited: float, min_rows: int, max_wait: float) -> bool:
-    """True when the commits waiting now start a micro-batch (see the table above).
+def admitted_in(*, rows: int | None, waited: float, min_rows: int, max_wait: float) -> float:
+    """Seconds until the commits waiting now start a micro-batch if no more come: 0 when they
+    start one now (the table above), else the time their oldest still has to wait.
 
     ``rows``: rows of the commits waiting (None when a commit does not say how many; counting may
     stop once ``min_rows`` is reached); ``waited``: seconds since the oldest of them was committed.
     """
-    return admitted_in(rows=rows, waited=waited, min_rows=min_rows, max_wait=max_wait) <= 0
-
-
-def admitted_in(*, rows: int | None, waited: float, min_rows: int, max_wait: float) -> float:
-    """Seconds until the commits waiting now start a micro-batch if no more come: 0 when
-    :func:`admits` says they do, else the time their oldest still has to wait."""
     if max_wait <= 0 or rows is None or rows >= min_rows:
         return 0.0
     return max(0.0, max_wait - waited)
