@@ -34,6 +34,7 @@ from pathlib import Path
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionKey
+from sharedsub.runtime.commit_wake import wake_address
 from sharedsub.storage.catalog import load_catalog
 from tests.crash import invariants
 from tests.crash.batch_watch import AtKill, BatchWatch, MidBatch, batch_topic_rows, mid_batch
@@ -99,9 +100,11 @@ class BatchLoad(LoadedService):
         recovery_timeout: float,
         logs_dir: Path | None,
         progress: Callable[[str], None],
+        env: dict[str, str] | None = None,
     ) -> None:
         super().__init__(
-            data_dir, seed=seed, rate=rate, recovery_timeout=recovery_timeout, logs_dir=logs_dir, progress=progress
+            data_dir, seed=seed, env=env, rate=rate, recovery_timeout=recovery_timeout, logs_dir=logs_dir,
+            progress=progress,
         )
         self.identities = identities()
         self.watch: BatchWatch | None = None
@@ -289,18 +292,24 @@ def mid_batch_run(
     drain_timeout: float = 120.0,
     logs_dir: Path | None = None,
     progress: Callable[[str], None] = lambda _line: None,
+    env: dict[str, str] | None = None,
+    before_stop: Callable[[BatchLoad], list[Violation]] | None = None,
 ) -> BatchCrashResult:
     """Run the load and ``kills`` kills of ``kind`` (FRONTEND: ``serve``; FANOUT: its fan-out job)
     in the middle of fan-out batches, then the invariants (module docstring); never raises on a
     violation. A kill that found no batch in progress within ``find_timeout`` comes anyway (its
-    verdict then says where it landed).
+    verdict then says where it landed). ``env`` is added to every ``serve``'s environment;
+    ``before_stop`` checks the running service once the invariants were read (its violations join
+    theirs).
 
     Raises:
         AssertionError: the service did not come back (or start) within ``recovery_timeout``.
     """
     assert kind in (FRONTEND, FANOUT), kind
     rng = random.Random(seed)
-    run = BatchLoad(data_dir, seed=seed, rate=rate, recovery_timeout=recovery_timeout, logs_dir=logs_dir, progress=progress)
+    run = BatchLoad(
+        data_dir, seed=seed, rate=rate, recovery_timeout=recovery_timeout, logs_dir=logs_dir, progress=progress, env=env
+    )
     at_kills: list[AtKill] = []
     try:
         run.start()
@@ -338,10 +347,53 @@ def mid_batch_run(
                 note=f" ({seen}; once dead: batch {at_kill.batch} in {len(at_kill.holding)} of {len(at_kill.versions)})",
             )
             time.sleep(rng.uniform(0.0, 1.0))
-        run.finish(drain_timeout)
+        run.finish(drain_timeout, (lambda: before_stop(run)) if before_stop is not None else None)
     finally:
         run.close()
     landed = [mid_batch(a) for a in at_kills]
     for n, m in enumerate(landed):
         progress(f"kill {n + 1}: {m}")
     return BatchCrashResult(run.result(), landed, len(run.watch.tables) if run.watch else 0)
+
+
+def commit_listener_violations(run: BatchLoad) -> list[Violation]:
+    """With ``[fanout] start_on_commit``: the running fan-out job (a process of its group) holds
+    the data dir's commit-signal socket (sharedsub.runtime.commit_wake). A killed job's listener
+    left bound would keep the new job's from binding, and its batches would then start only at
+    the end of each hold; nothing of it shows in the invariants."""
+    job = run.serve.fanout_pid()
+    if job is None:
+        return [Violation("commit-signal", "no fan-out job running at the end of the run")]
+    holders = commit_listener_pids(run.root)
+    if not holders:
+        return [Violation("commit-signal", f"nobody listens for the commit signal of {run.root} (job {job})")]
+    strays = [pid for pid in holders if _process_group(pid) != job]
+    if strays:
+        return [Violation("commit-signal", f"the commit signal is held by {strays}, not by the job {job}'s group")]
+    return []
+
+
+def commit_listener_pids(data_dir: str) -> set[int]:
+    """PIDs with a socket bound to ``data_dir``'s abstract commit-signal name (/proc/net/unix)."""
+    name = "@" + wake_address(data_dir)[1:].decode("ascii")
+    inodes = set()
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7] == name:
+            inodes.add(f"socket:[{fields[6]}]")
+    pids = set()
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            links = {os.readlink(fd) for fd in fd_dir.iterdir()}
+        except OSError:  # gone, or not ours to read
+            continue
+        if links & inodes:
+            pids.add(int(fd_dir.parent.name))
+    return pids
+
+
+def _process_group(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None

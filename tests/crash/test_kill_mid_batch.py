@@ -1,6 +1,7 @@
 """Exactly once per subscription table when a fan-out micro-batch that commits hundreds of
-tables is cut short: SIGKILLs of ``sharedsub serve``, and of only its fan-out job, while a batch
-has committed some of its tables and not the others (tests/crash/batch_scenarios.py).
+tables is cut short: SIGKILLs of ``sharedsub serve``, and of only its fan-out job (batches started
+at commits: ``[fanout] start_on_commit``), while a batch has committed some of its tables and not
+the others (tests/crash/batch_scenarios.py).
 
 Each test draws a seed (``SHAREDSUB_CRASH_SEED`` replays one), prints it and names it in every
 failure message; the invariants are those of tests/crash/invariants.py, with each subscription
@@ -28,9 +29,16 @@ pytestmark = pytest.mark.e2e
 KILLS = int(os.environ.get("SHAREDSUB_CRASH_BATCH_KILLS", "2"))
 
 
-def _run(tmp_path: Path, kind: str, what: str) -> None:
+def _run(tmp_path: Path, kind: str, what: str, *, on_commit: bool = False) -> None:
     result = batch_scenarios.mid_batch_run(
-        tmp_path / "data", seed=seed_for(what), kind=kind, kills=KILLS, logs_dir=tmp_path / "logs", progress=print
+        tmp_path / "data",
+        seed=seed_for(what),
+        kind=kind,
+        kills=KILLS,
+        logs_dir=tmp_path / "logs",
+        progress=print,
+        env={"SHAREDSUB_FANOUT_START_ON_COMMIT": "true"} if on_commit else None,
+        before_stop=batch_scenarios.commit_listener_violations if on_commit else None,
     )
     passed(result.crash)
     report = result.report()
@@ -48,6 +56,12 @@ def test_sigkill_of_serve_in_the_middle_of_a_batch_committing_hundreds_of_tables
     _run(tmp_path, FRONTEND, "mid-batch serve kill run")
 
 
+# The job's own kill runs with batches started at commits ([fanout] start_on_commit: trigger 0, held
+# latestOffset calls): a job killed while its source holds a call, or mid-batch, and its successor
+# binding the commit signal again. The serve kill above covers the trigger grid's job dying mid-batch
+# (the job dies with serve), and the random SIGKILL run kills the grid's job alone.
 @pytest.mark.timeout(900)
-def test_sigkill_of_the_fanout_job_in_the_middle_of_a_batch_committing_hundreds_of_tables(tmp_path: Path) -> None:
-    _run(tmp_path, FANOUT, "mid-batch fan-out kill run")
+def test_sigkill_of_the_fanout_job_started_at_commits_in_the_middle_of_a_batch_committing_hundreds_of_tables(
+    tmp_path: Path,
+) -> None:
+    _run(tmp_path, FANOUT, "mid-batch fan-out kill run, batches started at commits", on_commit=True)
