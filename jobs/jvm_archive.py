@@ -10,9 +10,9 @@ at start (``-XX:SharedArchiveFile``). Measured on a quiet 2-core machine (a sess
 stop; ``build_session``): 17.3 s without, 8.7-9.5 s with; the archive is ~150 MB.
 
 The archive is made once per (java binary, pyspark's jars, the driver's class path and the size
-and time of each of its files): setup runs
-the fan-out over a scratch data dir with ``-XX:ArchiveClassesAtExit`` (the JVM writes the
-classes it loaded when it exits) into a temporary name, renamed into place when whole. A session
+and time of each of its files): setup runs the fan-out over a scratch data dir with
+``-XX:ArchiveClassesAtExit`` (the JVM writes the classes it loaded when it exits) into a
+temporary name, renamed into place when whole. A session
 whose class path differs (S3A's jars, a notebook's own) has another key and runs without one. The
 JVM checks an archive against its own version and class path itself and ignores one that does
 not match (``-Xshare:auto``, the default), so a stale file costs only the time it would save; its
