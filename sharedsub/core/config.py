@@ -21,6 +21,7 @@ from sharedsub.core import layout
 from sharedsub.core.errors import ConfigError
 from sharedsub.core.fanout.routing_place import ROUTING_MODES
 from sharedsub.core.ops.console_access import parse_access
+from sharedsub.core.publish.commit_pace import slot_period
 
 DEFAULTS_RESOURCE = "defaults.toml"
 """The packaged defaults file, a resource of this package (``sharedsub/core/defaults.toml``)."""
@@ -88,6 +89,7 @@ class PublishSettings:
     max_uncommitted_bytes: int  # over all publishers; 0 = unlimited
     min_commit_interval: float  # seconds from one group commit's start to the next one's; 0 = back to back
     sync_send_gap: float  # seconds: a publisher sending again this soon after its last settlement is not held (commit_pace)
+    commit_lead: float  # seconds a group commit starts before the fan-out's trigger (commit_pace.next_slot); 0 = off
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -345,6 +347,17 @@ def fanout_idle_probe_interval(settings: Settings) -> float:
     return max(fanout_trigger_interval(settings), settings.storage.object_idle_poll_interval)
 
 
+def commit_slots(settings: Settings) -> tuple[float, float] | None:
+    """``(period, lead)`` of the group commits' slots (sharedsub.core.publish.commit_pace.next_slot)
+    when ``[publish] commit_lead`` is set and the embedded fan-out runs on Spark's trigger grid: a
+    local data dir, ``[fanout] start_on_commit`` off, both intervals above 0. None otherwise."""
+    lead, interval = settings.publish.commit_lead, group_commit_interval(settings)
+    trigger = fanout_trigger_interval(settings)
+    if lead <= 0 or interval <= 0 or trigger <= 0 or on_object_store(settings) or fanout_starts_on_commit(settings):
+        return None
+    return slot_period(interval, trigger), lead
+
+
 def fanout_starts_on_commit(settings: Settings) -> bool:
     """Whether the fan-out's batches start at the front ends' commit signals
     (``[fanout] start_on_commit``; a local data dir only: on object storage the writers' change
@@ -448,6 +461,8 @@ def _check_intervals(s: Settings) -> None:
     _check_object_intervals(s)
     if not 0 <= s.publish.sync_send_gap <= 1:  # NaN fails too
         raise ConfigError("publish.sync_send_gap", f"must be 0..1 seconds, got {s.publish.sync_send_gap}")
+    if not 0 <= s.publish.commit_lead <= 1:  # NaN fails too
+        raise ConfigError("publish.commit_lead", f"must be 0..1 seconds, got {s.publish.commit_lead}")
     if s.server.idle_timeout < 0:
         raise ConfigError("server.idle_timeout", "must be 0 (never) or positive")
     if not 0 <= s.storage.full_disk_timeout < float("inf"):  # NaN fails too

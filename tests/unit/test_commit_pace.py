@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.publish.commit_pace import PublisherPace, collect_for
+from sharedsub.core.config import commit_slots, load_settings
+from sharedsub.core.errors import ConfigError
+from sharedsub.core.publish.commit_pace import PublisherPace, collect_for, next_slot, slot_period
 
 GAP = 0.002
 
@@ -142,3 +144,59 @@ def test_a_link_shown_synchronous_is_awaited_when_it_is_late_now_and_then(gaps_m
         t += gap_ms / 1000  # the client sends the next one this long after the outcome
         seen.append(pace.arrived(t, GAP))
     assert seen == awaited, gaps_ms
+
+
+@pytest.mark.parametrize(
+    ("min_interval", "trigger", "period"),
+    [
+        (0.05, 0.1, 0.05),  # two slots a trigger
+        (0.03, 0.1, 0.1 / 3),  # three
+        (0.04, 0.1, 0.05),  # stretched: never more commits than the interval allows
+        (0.1, 0.1, 0.1),
+        (0.15, 0.1, 0.2),  # one slot every other trigger
+        (0.1, 0.05, 0.1),
+    ],
+)
+def test_slot_period(min_interval: float, trigger: float, period: float) -> None:
+    got = slot_period(min_interval, trigger)
+    assert got == pytest.approx(period)
+    assert got >= min_interval - 1e-9
+    # one phase to the triggers: a whole number of slots fills a trigger, or the reverse
+    ratio = trigger / got if got <= trigger else got / trigger
+    assert ratio == pytest.approx(round(ratio))
+
+
+@pytest.mark.parametrize(
+    ("at", "period", "lead", "slot"),
+    [
+        (1000.00, 0.05, 0.02, 1000.03),  # the next multiple is 1000.05: 0.02 before it
+        (1000.03, 0.05, 0.02, 1000.03),  # on a slot: that slot
+        (1000.031, 0.05, 0.02, 1000.08),
+        (999.98, 0.05, 0.02, 999.98),
+        (1000.00, 0.1, 0.015, 1000.085),
+    ],
+)
+def test_next_slot(at: float, period: float, lead: float, slot: float) -> None:
+    assert next_slot(at, period=period, lead=lead) == pytest.approx(slot)
+
+
+@pytest.mark.parametrize(
+    ("environ", "slots"),
+    [
+        ({}, (0.05, 0.02)),  # the defaults: two slots per 0.1 s trigger, 20 ms before each
+        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0"}, None),  # off
+        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_FANOUT_START_ON_COMMIT": "true"}, None),
+        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "0"}, None),
+        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "0"}, None),
+        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_STORAGE_DATA_DIR": "s3://bucket/data"}, None),
+    ],
+)
+def test_commit_slots_only_on_the_trigger_grid_of_a_local_data_dir(
+    environ: dict[str, str], slots: tuple[float, float] | None
+) -> None:
+    assert commit_slots(load_settings(environ=environ)) == slots
+
+
+def test_commit_lead_is_checked() -> None:
+    with pytest.raises(ConfigError, match="publish.commit_lead"):
+        load_settings(environ={"SHAREDSUB_PUBLISH_COMMIT_LEAD": "-1"})

@@ -295,3 +295,29 @@ def test_one_acknowledgement_log_commits_at_most_once_per_ack_interval(store: Me
     finally:
         committer.stop()
     assert store.rows(log).column("seq").to_pylist() == [0, 1, 2, 3, 4]  # the stop wrote the last
+
+
+def test_with_commit_slots_a_group_held_by_the_interval_starts_at_a_slot(store: MemoryStore) -> None:
+    """``[publish] commit_lead`` (sharedsub.core.publish.commit_pace.next_slot): a group that waits
+    for the interval starts at the first slot after it, ``lead`` before a multiple of ``period``
+    on the wall clock (where Spark's trigger starts the fan-out's batches); one that need not
+    wait starts at once."""
+    period, lead = 1.0, 0.2
+    done = Collector()
+    committer = Committer(
+        store, cache=PayloadCache(1 << 20), on_done=done, min_commit_interval=0.5, commit_slots=(period, lead)
+    )
+    committer.start()
+    try:
+        began = time.monotonic()
+        committer.submit(_publish("t", "m0", 0))
+        done.wait(1)
+        assert time.monotonic() - began < 0.4  # nothing held it: at once
+        for i in (1, 2):
+            committer.submit(_publish("t", f"m{i}", i))  # held by the interval, then by the slot
+            done.wait(1 + i)
+            phase = (time.time() + lead) % period
+            assert phase < 0.15, f"group {i} committed {phase:.3f} s after its slot"
+        assert committer.commits == 3
+    finally:
+        committer.stop()

@@ -33,11 +33,22 @@ that has shown itself synchronous (its last :data:`SYNC_STREAK` messages each ca
 of a settlement, nothing in flight) keeps being taken for one while it sends again within
 :data:`SYNC_STRETCH` times ``gap``; anything else ends the streak. A slow steady publisher never
 builds a streak: its clock, not its outcomes, says when it sends.
+
+Where a paced group starts (``[publish] commit_lead``): the embedded fan-out runs one micro-batch
+at each multiple of ``[fanout] trigger_interval`` since the epoch (Spark's processing-time trigger
+waits for the next multiple of its interval on the wall clock), and a commit that lands just after
+such a tick waits a whole interval for the next. So a group held by the interval starts at the
+*slot* nearest the interval's end instead (the committer's ``_next_floor``): slots come every :func:`slot_period` (the commit
+interval, stretched so that a whole number of them fills a trigger interval), each ``lead``
+seconds before a multiple of it (:func:`next_slot`), so that one group a trigger interval ends
+just before the tick. A group that need not wait (awaited, or the interval over) starts at once
+as before.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 
 SYNC_STREAK = 3
 """Messages in a row sent within ``gap`` of a settlement, nothing in flight, after which a link is
@@ -79,6 +90,32 @@ class PublisherPace:
         self.unsettled = max(0, self.unsettled - count)
         if self.unsettled == 0:
             self.settled_at = now
+
+
+def slot_period(min_interval: float, trigger_interval: float) -> float:
+    """Seconds between two commit slots: at least ``min_interval``, and a whole number of them
+    fills ``trigger_interval`` (or a whole number of trigger intervals fills one), so that the
+    slots keep one phase to the fan-out's ticks.
+
+        min_interval  trigger_interval  period
+        ------------  ----------------  ----------------------------
+        0.05          0.1               0.05   (two slots a tick)
+        0.03          0.1               0.0333 (three)
+        0.1           0.1               0.1
+        0.15          0.1               0.2    (one slot every other tick)
+    """
+    if min_interval <= 0 or trigger_interval <= 0:
+        raise ValueError("both intervals must be above 0")
+    per_tick = math.floor(trigger_interval / min_interval + 1e-9)
+    if per_tick >= 1:
+        return trigger_interval / per_tick
+    return trigger_interval * math.ceil(min_interval / trigger_interval - 1e-9)
+
+
+def next_slot(at: float, *, period: float, lead: float) -> float:
+    """The first slot at or after ``at`` (seconds since the epoch): a time ``lead`` seconds
+    before a multiple of ``period``."""
+    return math.ceil((at + lead) / period - 1e-9) * period - lead
 
 
 def collect_for(floor_until: float, now: float, awaited: bool) -> float:
