@@ -38,7 +38,8 @@ Where a paced group starts (``[publish] commit_lead``): the embedded fan-out run
 at each multiple of ``[fanout] trigger_interval`` since the epoch (Spark's processing-time trigger
 waits for the next multiple of its interval on the wall clock), and a commit that lands just after
 such a tick waits a whole interval for the next. So a group held by the interval starts at the
-*slot* nearest the interval's end instead (the committer's ``_next_floor``): slots come every :func:`slot_period` (the commit
+first *slot* from the interval's end instead (the committer's ``_next_floor``): slots come every
+:func:`slot_period` (the commit
 interval, stretched so that a whole number of them fills a trigger interval), each ``lead``
 seconds before a multiple of it (:func:`next_slot`), so that one group a trigger interval ends
 just before the tick. A group that need not wait (awaited, or the interval over) starts at once
