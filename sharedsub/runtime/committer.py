@@ -38,7 +38,7 @@ from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicEx
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
-from sharedsub.core.publish.commit_pace import collect_for, next_slot
+from sharedsub.core.publish.commit_pace import collect_for, slot_floor
 from sharedsub.runtime.commit_requests import (
     Ack,
     CommitTransaction,
@@ -305,22 +305,13 @@ class Committer:
 
     def _next_floor(self, started: float) -> float:
         """The time (``time.monotonic()``) before which a group after the one ``started`` then
-        waits for more: the interval's end, or with commit slots the first slot from a tenth of
-        a period before it (sharedsub.core.publish.commit_pace.next_slot, on the wall clock as
-        Spark's trigger).
-
-        That tenth is the thread's wake-up: a group held for a slot starts a little after it, and
-        the first slot after its start plus the interval would be a whole period late, one
-        commit per two slots (measured: half the commits, 164 against 131 ms median at 1k
-        msg/s). No more than that: a group that started off the slots (awaited, or after a
-        quiet spell) is followed no sooner than the interval less a tenth (the nearest slot,
-        up to half a period sooner, made 8-13% more commits at 100 msg/s)."""
-        floor = started + self._min_interval
+        waits for more: the interval's end, or with commit slots
+        sharedsub.core.publish.commit_pace.slot_floor (on the wall clock, as Spark's trigger)."""
         if self._slots is None:
-            return floor
+            return started + self._min_interval
         period, lead = self._slots
         wall = time.time() - time.monotonic()
-        return next_slot(floor - period / 10 + wall, period=period, lead=lead) - wall
+        return slot_floor(started + wall, min_interval=self._min_interval, period=period, lead=lead) - wall
 
     def _fill(self, group: list[Request], first: Request) -> bool:
         """Add to ``group`` (which ends with ``first``, just taken) what else is queued, up to the

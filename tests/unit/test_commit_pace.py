@@ -7,7 +7,7 @@ import pytest
 
 from sharedsub.core.config import commit_slots, load_settings
 from sharedsub.core.errors import ConfigError
-from sharedsub.core.publish.commit_pace import PublisherPace, collect_for, next_slot, slot_period
+from sharedsub.core.publish.commit_pace import PublisherPace, collect_for, next_slot, slot_floor, slot_period
 
 GAP = 0.002
 
@@ -178,6 +178,23 @@ def test_slot_period(min_interval: float, trigger: float, period: float) -> None
 )
 def test_next_slot(at: float, period: float, lead: float, slot: float) -> None:
     assert next_slot(at, period=period, lead=lead) == pytest.approx(slot)
+
+
+@pytest.mark.parametrize(
+    ("started", "floor"),
+    [
+        # Slots (period 0.05, lead 0.02) at ...0.03 and ...0.08; interval 0.05.
+        (1000.030, 1000.080),  # started on a slot: the next one
+        (1000.034, 1000.080),  # woken 4 ms late: still the next one, not one later
+        (1000.040, 1000.130),  # 10 ms late: 40 ms to the next would be under the interval less a tenth
+        (1000.050, 1000.130),  # off the slots (an awaited group): no sooner than 45 ms after it
+        (1000.056, 1000.130),
+    ],
+)
+def test_slot_floor(started: float, floor: float) -> None:
+    got = slot_floor(started, min_interval=0.05, period=0.05, lead=0.02)
+    assert got == pytest.approx(floor)
+    assert got - started >= 0.05 - 0.05 / 10 - 1e-9
 
 
 @pytest.mark.parametrize(
