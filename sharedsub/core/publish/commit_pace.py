@@ -1,6 +1,6 @@
 """When a group commit may start: the commit interval, and the publishers it must not hold; pure.
 
-The group committer starts at most one group per ``[publish] min_commit_interval`` (0.02 s by
+The group committer starts at most one group per ``[publish] min_commit_interval`` (0.05 s by
 default): what arrives meanwhile joins the next group, so a steady trickle of messages makes
 fewer, larger commits (each commit is a data file and a log entry that every reader of the topic
 reads again). That wait pays only when it lets more messages join a group.
