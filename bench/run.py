@@ -58,7 +58,8 @@ python-qpid-proton:
    1,000 above) keep a consumer with ``--prefetch`` credit, the others are detached (not
    closed) once made. Then ``--many-subs-count`` (default 10,000) 1 KB durable messages,
    properties ``k = n % 100`` and ``bench_seq = n``, from one unsettled publisher with
-   ``--window`` in flight; every delivery accepted. One ``many_subs`` line per broker and N:
+   ``--window`` in flight; every delivery accepted. ``--runs`` runs of each N, each on a fresh
+   broker (the table gives their median). One ``many_subs`` line per broker, N and run:
    attach rate (N ÷ first attach sent → last answered, subs/s), publish msg/s (first send →
    last accepted), deliveries/s (expected deliveries, M × C / 100, ÷ first send → last expected
    delivery in; the span in s too), correctness (per consumer counts; duplicates: a bench_seq
@@ -763,17 +764,17 @@ def many_subs_shape(n: int, s: Settings) -> many_subs.Shape:
     )
 
 
-def measure_many_subs(broker: str, n: int, s: Settings, rec: Recorder, keep: bool) -> None:
-    """A fresh broker for ``n`` subscriptions (sharedsub: serve on a fresh data dir holding the
-    topic; Artemis: a fresh instance): start, prime, bench/many_subs.py's run, stop; the
-    subscriptions go with the broker's state."""
+def measure_many_subs(broker: str, n: int, s: Settings, rec: Recorder, keep: bool, run: int = 1) -> None:
+    """Run ``run`` of ``n`` subscriptions on a fresh broker (sharedsub: serve on a fresh data dir
+    holding the topic; Artemis: a fresh instance): start, prime, bench/many_subs.py's run, stop;
+    the subscriptions go with the broker's state."""
     shape = many_subs_shape(n, s)
     t: SharedSubService | ArtemisPeer
     if broker == "sharedsub":
-        t = SharedSubService(log=log, log_path=rec.side_file(f"serve-many{n}.log"), keep_data=keep)
+        t = SharedSubService(log=log, log_path=rec.side_file(f"serve-many{n}-r{run}.log"), keep_data=keep)
         address = topic_name(many_subs.LABEL)
     else:
-        t = ArtemisPeer(log=log, keep_state=keep, log_path=rec.side_file(f"artemis-many{n}.log"))
+        t = ArtemisPeer(log=log, keep_state=keep, log_path=rec.side_file(f"artemis-many{n}-r{run}.log"))
         address = topic_address(many_subs.LABEL)
     with t:
         if isinstance(t, SharedSubService):
@@ -790,10 +791,16 @@ def measure_many_subs(broker: str, n: int, s: Settings, rec: Recorder, keep: boo
             at_end: dict[str, Any] = t.subscription_tables(address)
         else:
             at_end = {"subscription_queues": t.subscription_queues(address)}
-        rec.emit({"bench": "many_subs", "broker": t.name, "start_s": round(start_s, 2), "version": version,
-                  **pre, **line, **at_end})
-        rec.emit({"bench": "many_subs_footprint", "broker": t.name, **footprint})
+        rec.emit({"bench": "many_subs", "broker": t.name, "run": run, "start_s": round(start_s, 2),
+                  "version": version, **pre, **line, **at_end})
+        rec.emit({"bench": "many_subs_footprint", "broker": t.name, "run": run, **footprint})
         log(f"{t.name} many-subs N={n}: {many_subs.correctness(line)}; at the end {at_end}")
+
+
+def many_subs_plan(s: Settings) -> list[tuple[int, int]]:
+    """The many-subs runs, ``(subscriptions, run)``: ``--runs`` of each count, a count's runs
+    one after the other (the report gives their median)."""
+    return [(n, r) for n in s.many_subs for r in range(1, s.runs + 1)]
 
 
 def cpu_per_1k(cpu_s: float | None, messages: int | None) -> float | None:
@@ -870,9 +877,9 @@ def main(argv: list[str] | None = None) -> int:
                                   "subscribers": s.fanout_latency_subs},
                             lambda: measure_fanout_latency_artemis(s, rec, args.keep_state))
                 if "many-subs" in args.only:
-                    for n in s.many_subs:
-                        guarded(rec, {"bench": "many_subs", "broker": "artemis", "subscribers": n},
-                                lambda n=n: measure_many_subs("artemis", n, s, rec, args.keep_state))
+                    for n, r in many_subs_plan(s):
+                        guarded(rec, {"bench": "many_subs", "broker": "artemis", "subscribers": n, "run": r},
+                                lambda n=n, r=r: measure_many_subs("artemis", n, s, rec, args.keep_state, r))
             if "proton-floor" in args.brokers and {"publish", "consume"} & set(args.only):
                 floor = ProtonFloorPeer(log=log, log_path=rec.side_file("proton-floor.log"))
                 run_broker(floor, tuple(b for b in args.only if b in ("publish", "consume")), s, rec,
@@ -905,9 +912,9 @@ def main(argv: list[str] | None = None) -> int:
                     if "rabbitmq" in args.brokers:
                         log(RABBITMQ_NO_MANY_SUBS)
                         rec.emit({"bench": "many_subs_note", "broker": "rabbitmq", "skipped": RABBITMQ_NO_MANY_SUBS})
-                    for n in s.many_subs:
-                        guarded(rec, {"bench": "many_subs", "broker": "sharedsub", "subscribers": n},
-                                lambda n=n: measure_many_subs("sharedsub", n, s, rec, args.keep_state))
+                    for n, r in many_subs_plan(s):
+                        guarded(rec, {"bench": "many_subs", "broker": "sharedsub", "subscribers": n, "run": r},
+                                lambda n=n, r=r: measure_many_subs("sharedsub", n, s, rec, args.keep_state, r))
                 if "amplification" in args.only:
                     for n in s.amp_subscribers:
                         guarded(rec, {"bench": "amplification", "broker": "sharedsub", "subscribers": n},
