@@ -38,7 +38,7 @@ from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicEx
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
-from sharedsub.core.publish.commit_pace import collect_for, slot_floor
+from sharedsub.core.publish.commit_pace import FULL_GROUP, collect_for, slot_floor
 from sharedsub.runtime.commit_requests import (
     Ack,
     CommitTransaction,
@@ -163,7 +163,13 @@ class Committer:
         self._min_interval = min_commit_interval
         self._floor_until = 0.0  # time.monotonic() before which a new group waits for more (commit_pace)
         self._slots = commit_slots
-        self._wake = threading.Event()  # set by an awaited request or a stop: the group waits no longer
+        self._wake = threading.Event()  # set by an awaited request, a full group or a stop: the group waits no longer
+        # Publishes of the group waiting in _fill, and publishes queued and taken so far: submit
+        # tells from them when that group is full (commit_pace.FULL_GROUP). Each count has one
+        # writing thread (the committer's; the submitting one's) and is read by the other; one
+        # lost to two submitting threads at once only has that group wait for its interval.
+        self._collecting = 0
+        self._publishes_in = self._publishes_out = 0
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, Appender] = {}  # by table path
@@ -200,8 +206,12 @@ class Committer:
 
     def submit(self, request: Request) -> None:
         """Queue a request (any thread)."""
+        full = False
+        if isinstance(request, Publish):
+            self._publishes_in += 1
+            full = self._collecting + self._publishes_in - self._publishes_out >= FULL_GROUP
         self._queue.put(request)
-        if request.awaited:
+        if request.awaited or full:
             self._wake.set()  # the group being collected is committed now (_fill)
 
     def stop(self, timeout: float = 30.0) -> None:
@@ -266,6 +276,8 @@ class Committer:
             first: Request | None = None
             try:
                 first = self._queue.get(timeout=wait)
+                if isinstance(first, Publish):
+                    self._publishes_out += 1
             except queue.Empty:
                 idle = True
             # Parked settlement records go first: they are older than anything queued.
@@ -319,10 +331,12 @@ class Committer:
         request of the group is awaited (sharedsub.core.publish.commit_pace). Returns whether a
         stop was asked for (it ends the wait: what is queued is committed at once).
 
-        The thread sleeps through the interval and is woken only by an awaited request (or a
-        stop), then takes what is queued: taking requests one by one as they came woke it (and
+        The thread sleeps through the interval and is woken only by an awaited request, by the
+        group's publishes reaching commit_pace.FULL_GROUP with those queued, or by a stop; then
+        it takes what is queued: taking requests one by one as they came woke it (and
         had it take the GIL from the reactor) for every acknowledgement of a fast consumer."""
         taken, size, awaited = 1, first.size, first.awaited
+        publishes = int(isinstance(first, Publish))
         while True:
             self._wake.clear()  # before draining: an awaited request queued after this sets it again
             while taken < self._max_msgs and size < self._max_bytes:
@@ -336,12 +350,19 @@ class Committer:
                 taken += 1
                 size += nxt.size
                 awaited = awaited or nxt.awaited
+                if isinstance(nxt, Publish):
+                    publishes += 1
+                    self._publishes_out += 1
             if taken >= self._max_msgs or size >= self._max_bytes:
                 return False
-            left = collect_for(self._floor_until, time.monotonic(), awaited)
+            left = collect_for(self._floor_until, time.monotonic(), awaited, publishes)
             if left <= 0:
                 return False
-            self._wake.wait(left)
+            self._collecting = publishes
+            # (publishes queued before submit could see this group's count are counted here)
+            if publishes + self._publishes_in - self._publishes_out < FULL_GROUP:
+                self._wake.wait(left)
+            self._collecting = 0
 
     # ------------------------------------------------------------------ change notes
 

@@ -7,7 +7,7 @@ import pytest
 
 from sharedsub.core.config import commit_slots, load_settings
 from sharedsub.core.errors import ConfigError
-from sharedsub.core.publish.commit_pace import PublisherPace, collect_for, next_slot, slot_floor, slot_period
+from sharedsub.core.publish.commit_pace import FULL_GROUP, PublisherPace, collect_for, next_slot, slot_floor, slot_period
 
 GAP = 0.002
 
@@ -106,18 +106,20 @@ def test_a_pipelining_publisher_is_never_awaited() -> None:
 
 
 @pytest.mark.parametrize(
-    ("floor_until", "now", "awaited", "wait"),
+    ("floor_until", "now", "awaited", "publishes", "wait"),
     [
-        (10.02, 10.0, False, pytest.approx(0.02)),  # the interval is not over: collect until it is
-        (10.02, 10.0, True, 0.0),  # someone waits for this group: commit now
-        (10.0, 10.5, False, 0.0),  # the interval is over
-        (0.0, 10.0, False, 0.0),  # no group before
+        (10.02, 10.0, False, 1, pytest.approx(0.02)),  # the interval is not over: collect until it is
+        (10.02, 10.0, True, 1, 0.0),  # someone waits for this group: commit now
+        (10.0, 10.5, False, 1, 0.0),  # the interval is over
+        (0.0, 10.0, False, 1, 0.0),  # no group before
+        (10.02, 10.0, False, FULL_GROUP - 1, pytest.approx(0.02)),  # a large group, not yet full
+        (10.02, 10.0, False, FULL_GROUP, 0.0),  # full of publishes: the wait would not lower its cost per message
     ],
 )
-def test_a_group_collects_until_the_interval_is_over_unless_it_is_awaited(
-    floor_until: float, now: float, awaited: bool, wait: float
+def test_a_group_collects_until_the_interval_is_over_unless_it_is_awaited_or_full(
+    floor_until: float, now: float, awaited: bool, publishes: int, wait: float
 ) -> None:
-    assert collect_for(floor_until, now, awaited) == wait
+    assert collect_for(floor_until, now, awaited, publishes) == wait
 
 
 @pytest.mark.parametrize(

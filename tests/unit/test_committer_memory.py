@@ -16,6 +16,7 @@ import pytest
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
+from sharedsub.core.publish.commit_pace import FULL_GROUP
 from sharedsub.runtime import committer as committer_module
 from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
 from sharedsub.runtime.committer import Committer
@@ -321,3 +322,23 @@ def test_with_commit_slots_a_group_held_by_the_interval_starts_at_a_slot(store: 
         assert committer.commits == 3
     finally:
         committer.stop()
+
+
+def test_a_group_that_fills_up_is_committed_without_waiting_for_the_interval(
+    running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    """commit_pace.FULL_GROUP: a fast publisher's group does not wait out the interval once it
+    holds that many requests (its commit's fixed cost is spread thin already, and the wait held
+    a window of 1,000 to fewer commits in flight: bench/RESULTS.md, issue 43); one request fewer
+    waits."""
+    committer, done = running(min_interval=30.0)
+    committer.submit(_publish("t", "m0", 0))
+    done.wait(1)  # nothing before it: at once; the next group waits for the interval
+    for i in range(1, FULL_GROUP):
+        committer.submit(_publish("t", f"m{i}", i))
+    time.sleep(0.5)
+    assert len(done.results) == 1 and committer.commits == 1  # FULL_GROUP - 1 queued: they wait
+    began = time.monotonic()
+    committer.submit(_publish("t", f"m{FULL_GROUP}", FULL_GROUP))
+    done.wait(FULL_GROUP + 1, timeout=10)
+    assert time.monotonic() - began < 10 and committer.commits == 2  # one group, long before the interval's end

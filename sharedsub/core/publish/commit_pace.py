@@ -132,10 +132,22 @@ def slot_floor(started: float, *, min_interval: float, period: float, lead: floa
     return next_slot(started + min_interval - period / 10, period=period, lead=lead)
 
 
-def collect_for(floor_until: float, now: float, awaited: bool) -> float:
-    """Seconds a group that has requests may still wait for more before it is committed: until
-    ``floor_until`` (the previous group's start plus the interval), none when a request of it is
-    awaited or the interval is over."""
-    if awaited:
+FULL_GROUP = 512
+"""Publishes from which a group is committed without waiting for the interval (:func:`collect_for`).
+
+The interval is there for light traffic, where each commit's fixed cost falls on a few messages.
+A group of hundreds has that cost spread thin already; what the wait did to a fast publisher with
+a window of 1,000 was leave fewer groups in flight: at 0.05 s it published 16-18k msg/s where it
+had 19-20k at 0.02 s. Alternating against the code before issue 43 (0.02 s, no such rule), three
+runs each of ``bench/run.py --only publish``: 256 -> 18.1k against 20.5k and 19.2k (more,
+smaller commits: 72-76 against 54); 512 -> 20.7k median against 19.4k, 45 commits against 55,
+the same CPU per message (bench/RESULTS.md, issue 43). At 1k msg/s a group holds ~50: unchanged."""
+
+
+def collect_for(floor_until: float, now: float, awaited: bool, publishes: int = 1) -> float:
+    """Seconds a group that holds ``publishes`` may still wait for more before it is committed:
+    until ``floor_until`` (the previous group's start plus the interval), none when a request of
+    it is awaited, the interval is over, or it holds :data:`FULL_GROUP` publishes already."""
+    if awaited or publishes >= FULL_GROUP:
         return 0.0
     return max(0.0, floor_until - now)
