@@ -164,12 +164,12 @@ class Committer:
         self._floor_until = 0.0  # time.monotonic() before which a new group waits for more (commit_pace)
         self._slots = commit_slots
         self._wake = threading.Event()  # set by an awaited request, a full group or a stop: the group waits no longer
-        # Publishes of the group waiting in _fill, and publishes queued and taken so far: submit
-        # tells from them when that group is full (commit_pace.FULL_GROUP). Each count has one
-        # writing thread (the committer's; the submitting one's) and is read by the other; one
-        # lost to two submitting threads at once only has that group wait for its interval.
-        self._collecting = 0
-        self._publishes_in = self._publishes_out = 0
+        # Publishes submitted, and publishes in groups already collected: their difference is
+        # the group being collected and what is queued, which submit and _fill compare with
+        # commit_pace.FULL_GROUP. Each count has one writing thread (the submitting one's; the
+        # committer's) and is read by the other; one lost to two submitting threads at once only
+        # has that group wait for its interval.
+        self._publishes_in = self._publishes_grouped = 0
         self._queue: queue.SimpleQueue[Request | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._run, name="sharedsub-committer", daemon=True)
         self._appenders: dict[str, Appender] = {}  # by table path
@@ -209,7 +209,7 @@ class Committer:
         full = False
         if isinstance(request, Publish):
             self._publishes_in += 1
-            full = self._collecting + self._publishes_in - self._publishes_out >= FULL_GROUP
+            full = self._publishes_in - self._publishes_grouped >= FULL_GROUP
         self._queue.put(request)
         if request.awaited or full:
             self._wake.set()  # the group being collected is committed now (_fill)
@@ -276,8 +276,6 @@ class Committer:
             first: Request | None = None
             try:
                 first = self._queue.get(timeout=wait)
-                if isinstance(first, Publish):
-                    self._publishes_out += 1
             except queue.Empty:
                 idle = True
             # Parked settlement records go first: they are older than anything queued.
@@ -337,32 +335,32 @@ class Committer:
         had it take the GIL from the reactor) for every acknowledgement of a fast consumer."""
         taken, size, awaited = 1, first.size, first.awaited
         publishes = int(isinstance(first, Publish))
-        while True:
-            self._wake.clear()  # before draining: an awaited request queued after this sets it again
-            while taken < self._max_msgs and size < self._max_bytes:
-                try:
-                    nxt = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if nxt is None:
-                    return True
-                group.append(nxt)
-                taken += 1
-                size += nxt.size
-                awaited = awaited or nxt.awaited
-                if isinstance(nxt, Publish):
-                    publishes += 1
-                    self._publishes_out += 1
-            if taken >= self._max_msgs or size >= self._max_bytes:
-                return False
-            left = collect_for(self._floor_until, time.monotonic(), awaited, publishes)
-            if left <= 0:
-                return False
-            self._collecting = publishes
-            # (publishes queued before submit could see this group's count are counted here)
-            if publishes + self._publishes_in - self._publishes_out < FULL_GROUP:
-                self._wake.wait(left)
-            self._collecting = 0
+        try:
+            while True:
+                self._wake.clear()  # before draining: an awaited request queued after this sets it again
+                while taken < self._max_msgs and size < self._max_bytes:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is None:
+                        return True
+                    group.append(nxt)
+                    taken += 1
+                    size += nxt.size
+                    awaited = awaited or nxt.awaited
+                    publishes += isinstance(nxt, Publish)
+                if taken >= self._max_msgs or size >= self._max_bytes:
+                    return False
+                # The group's publishes and those queued (submit wakes the thread on the same sum).
+                pending = self._publishes_in - self._publishes_grouped
+                left = collect_for(self._floor_until, time.monotonic(), awaited, publishes)
+                if left <= 0:
+                    return False
+                if pending < FULL_GROUP:
+                    self._wake.wait(left)
+        finally:
+            self._publishes_grouped += publishes
 
     # ------------------------------------------------------------------ change notes
 
