@@ -6,22 +6,19 @@ one group per trigger interval lands just before Spark starts a micro-batch.
 
 The committer's unit test (tests/unit/test_committer_memory.py) checks the rule on a memory
 store; this one checks that serve composes it: each group's ``published_at`` (the time its topic
-append started) is read back from the topic table."""
+append started) is read back from the topic table. So does the check that a publisher paced a
+little slower than a lone commit is not taken for a synchronous one (one commit per message)."""
 
 from __future__ import annotations
 
-import threading
 import time
-from typing import Any
 
 import pytest
-from proton import Message
-from proton.handlers import MessagingHandler
-from proton.reactor import Container
 
 from sharedsub.core import config, layout
 from sharedsub.core.publish.commit_pace import next_slot
 from sharedsub.storage.delta.table_reads import read_table
+from tests.paced_publisher import publish_at
 from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
@@ -33,48 +30,6 @@ BURST = 100  # sent at once first: the link's window, as the committer sees it (
 EPISODE = 150  # paced messages an episode: ~6 groups
 PAUSE = 0.25  # seconds between episodes: the next one's first group is not held
 OFFSETS = (0.010, 0.020, 0.030, 0.040)  # where each episode starts, seconds past a slot
-
-
-class _PacedPublisher(MessagingHandler):
-    """Sends a message at each of ``times`` (``time.time()`` values, ascending), several at the
-    same time at once, without waiting for outcomes; closes when all are accepted."""
-
-    def __init__(self, url: str, address: str, times: list[float]) -> None:
-        super().__init__(auto_settle=True)
-        self.url, self.address, self.times = url, address, times
-        self.sent = self.accepted = 0
-        self.error: str | None = None
-        self._sender: Any = None  # Any: proton's Sender
-
-    def on_start(self, event: Any) -> None:
-        conn = event.container.connect(self.url, reconnect=False)
-        self._sender = event.container.create_sender(conn, self.address)
-
-    def on_link_opened(self, event: Any) -> None:
-        self._send_due(event)
-
-    def on_timer_task(self, event: Any) -> None:
-        self._send_due(event)
-
-    def _send_due(self, event: Any) -> None:
-        now = time.time()
-        while self.sent < len(self.times) and self.times[self.sent] <= now and self._sender.credit:
-            self._sender.send(Message(body=f"m{self.sent}", durable=True))
-            self.sent += 1
-        if self.sent < len(self.times):
-            event.container.schedule(max(0.0, self.times[self.sent] - time.time()), self)
-
-    def on_accepted(self, event: Any) -> None:
-        self.accepted += 1
-        if self.accepted == len(self.times):
-            event.connection.close()
-
-    def on_rejected(self, event: Any) -> None:
-        self.error = f"rejected: {event.delivery.remote.condition}"
-        event.connection.close()
-
-    def on_transport_error(self, event: Any) -> None:
-        self.error = str(event.transport.condition)
 
 
 def _send_times(period: float, lead: float) -> list[float]:
@@ -89,19 +44,6 @@ def _send_times(period: float, lead: float) -> list[float]:
     return times
 
 
-def _publish(url: str, address: str, times: list[float]) -> None:
-    handler = _PacedPublisher(url, address, times)
-    done = threading.Event()
-
-    def run() -> None:
-        Container(handler).run()
-        done.set()
-
-    threading.Thread(target=run, daemon=True).start()
-    assert done.wait(60), f"paced publish: {handler.accepted} of {handler.sent} accepted in 60 s"
-    assert handler.error is None, handler.error
-
-
 def test_held_groups_start_on_the_slots_before_the_fanouts_ticks(service: ServeProcess, topic: str) -> None:
     """Each episode's first group starts at once, at its offset past a slot. The groups after it
     are held by the interval: with slots they start just after a slot (the committer thread's
@@ -111,7 +53,7 @@ def test_held_groups_start_on_the_slots_before_the_fanouts_ticks(service: ServeP
     assert slots is not None, "the defaults commit on slots (a local data dir, the trigger grid)"
     period, lead = slots
     times = _send_times(period, lead)
-    _publish(service.url, topic, times)
+    publish_at(service.url, topic, times)
     rows = read_table(layout.topic_table(str(service.data_dir), topic))
     assert rows is not None and rows.num_rows == len(times)
     starts = sorted({t.timestamp() for t in rows.column("published_at").to_pylist()})
@@ -125,4 +67,35 @@ def test_held_groups_start_on_the_slots_before_the_fanouts_ticks(service: ServeP
     assert len(on_slot) >= 0.6 * len(held), (
         f"{len(on_slot)} of {len(held)} held groups started within 5 ms after a slot "
         f"(period {period} s, lead {lead} s); their phases in ms: {[round(1e3 * p, 1) for p in phases]}"
+    )
+
+
+LOCK_SPACINGS = (0.006, 0.007, 0.008)  # one message this often: each settled ~1-2 ms before the
+# next when committed alone, as a synchronous publisher's (sharedsub.core.publish.commit_pace)
+LOCK_COUNT = 300
+
+
+def test_a_publisher_paced_a_little_slower_than_a_commit_is_grouped(service: ServeProcess, topic: str) -> None:
+    """Sent one at a time on the publisher's clock, several a commit interval: its messages are
+    grouped by the interval, not committed one by one as a synchronous publisher's are. Before
+    the in-flight rule (commit_pace.PIPELINED_FOR) such a publisher, once one message was
+    committed at once, had every next one come within ``sync_send_gap`` of a settlement and be
+    committed at once too: 300 messages every 6-8 ms made 82-136 groups, against 36-48 at the
+    interval (bench/paced_groups.py; bench/RESULTS.md, issue 43)."""
+    interval = config.defaults().publish.min_commit_interval
+    episodes = []
+    for spacing in LOCK_SPACINGS:
+        at = time.time() + 0.5
+        times = [at + i * spacing for i in range(LOCK_COUNT)]
+        publish_at(service.url, topic, times)
+        episodes.append((spacing, times[0], time.time()))
+    rows = read_table(layout.topic_table(str(service.data_dir), topic))
+    assert rows is not None and rows.num_rows == LOCK_COUNT * len(LOCK_SPACINGS)
+    starts = {t.timestamp() for t in rows.column("published_at").to_pylist()}
+    seen = {}
+    for spacing, first, done in episodes:
+        seen[spacing] = sum(1 for s in starts if first - 0.1 <= s <= done)
+    expected = {spacing: LOCK_COUNT * spacing / interval for spacing in LOCK_SPACINGS}
+    assert all(seen[sp] <= 1.5 * expected[sp] + 2 for sp in LOCK_SPACINGS), (
+        f"groups by spacing: {seen}; at the interval ~{ {sp: round(e) for sp, e in expected.items()} }"
     )

@@ -7,7 +7,15 @@ import pytest
 
 from sharedsub.core.config import commit_slots, load_settings
 from sharedsub.core.errors import ConfigError
-from sharedsub.core.publish.commit_pace import FULL_GROUP, PublisherPace, collect_for, next_slot, slot_floor, slot_period
+from sharedsub.core.publish.commit_pace import (
+    FULL_GROUP,
+    PIPELINED_FOR,
+    PublisherPace,
+    collect_for,
+    next_slot,
+    slot_floor,
+    slot_period,
+)
 
 GAP = 0.002
 
@@ -101,8 +109,44 @@ def test_a_pipelining_publisher_is_never_awaited() -> None:
     pace = PublisherPace()
     seen = [pace.arrived(0.001 * i, GAP) for i in range(5)]  # five sent before any outcome
     pace.settled(5, 0.01)
-    seen += [pace.arrived(0.0101 + 0.001 * i, GAP) for i in range(1, 3)]  # sent on after the batch
-    assert seen == [False] * 5 + [True, False]
+    # sent on right after the batch's outcomes: timed as a synchronous send, but the link had
+    # messages in flight at once just before
+    seen += [pace.arrived(0.0101 + 0.001 * i, GAP) for i in range(1, 3)]
+    assert seen == [False] * 7
+
+
+def test_a_message_arriving_while_another_is_in_flight_ends_the_timing_rules_for_a_while() -> None:
+    # One message every 7 ms; each committed at once in 5.5 ms comes 1.5 ms after the outcome
+    # before it, as a synchronous send does.
+    pace = PublisherPace()
+    seen = [pace.arrived(0.000, GAP)]  # its first: nothing to go by
+    pace.settled(1, 0.0055)
+    seen.append(pace.arrived(0.007, GAP))  # 1.5 ms after: taken for a synchronous send
+    pace.settled(1, 0.0125)
+    seen.append(pace.arrived(0.014, GAP))
+    seen.append(pace.arrived(0.021, GAP))  # that commit took 9 ms: this one comes while it is in flight
+    pace.settled(1, 0.023)
+    pace.settled(1, 0.060)  # its group, held by the interval
+    seen.append(pace.arrived(0.0615, GAP))  # 1.5 ms after, nothing in flight: still not awaited
+    seen.append(pace.arrived(0.0615 + PIPELINED_FOR, GAP, credit_left=0))  # the credit rule still holds
+    assert seen == [False, True, True, False, False, True]
+
+
+def test_the_timing_rules_come_back_once_nothing_was_in_flight_at_once_for_a_while() -> None:
+    pace = PublisherPace()
+    pace.arrived(0.0, GAP)
+    pace.arrived(0.001, GAP)  # two in flight: a burst
+    pace.settled(2, 0.005)
+    seen, t = [], 0.005
+    for _ in range(3):  # then synchronous sends, each 0.5 ms after the outcome of the one before
+        t += 0.0005
+        seen.append(pace.arrived(t, GAP))
+        t += 0.004
+        pace.settled(1, t)
+    t = 0.001 + PIPELINED_FOR + 0.0005
+    pace.settled(0, t)
+    later = pace.arrived(t + 0.0005, GAP)
+    assert seen == [False, False, False] and later is True
 
 
 @pytest.mark.parametrize(

@@ -34,6 +34,17 @@ of a settlement, nothing in flight) keeps being taken for one while it sends aga
 :data:`SYNC_STRETCH` times ``gap``; anything else ends the streak. A slow steady publisher never
 builds a streak: its clock, not its outcomes, says when it sends.
 
+The timing alone cannot tell a synchronous publisher from one paced a little slower than a lone
+commit: a message every 7 ms, each committed at once in ~5 ms, comes ~2 ms after its
+settlement, as a synchronous send does, and once committed at once it stays so, one commit per
+message (measured through serve: 300 messages in 125-136 groups against ~42 at the interval;
+bench/RESULTS.md, issue 43). What does tell them apart: a synchronous publisher never has a
+message arrive while another of its messages is in flight, and a paced one does as soon as a
+commit takes longer than its pace, or a group holds two. So a link seen with a message in flight
+when the next arrived is not awaited by the timing rules for :data:`PIPELINED_FOR` seconds from
+then (a group it is in keeps it so); a synchronous publisher that sent a burst first is awaited
+again that long after it.
+
 Where a paced group starts (``[publish] commit_lead``): the embedded fan-out runs one micro-batch
 at each multiple of ``[fanout] trigger_interval`` since the epoch (Spark's processing-time trigger
 waits for the next multiple of its interval on the wall clock), and a commit that lands just after
@@ -54,6 +65,9 @@ SYNC_STREAK = 3
 taken for a synchronous publisher's."""
 SYNC_STRETCH = 10.0
 """How many times ``gap`` such a link may take to send again and still be awaited."""
+PIPELINED_FOR = 1.0
+"""Seconds after a link's message arrived while another of its messages was in flight during
+which its messages are not awaited by the timing rules (the credit and window rules still apply)."""
 
 
 @dataclasses.dataclass(slots=True)
@@ -66,11 +80,14 @@ class PublisherPace:
     settled_at: float | None = None
     window: int = 0
     streak: int = 0  # messages in a row sent within ``gap`` of a settlement (at most SYNC_STREAK)
+    pipelined_until: float = -math.inf  # timing rules off until then (PIPELINED_FOR)
 
     def arrived(self, now: float, gap: float, credit_left: int | None = None) -> bool:
         """Count a message handed to the committer at ``now``; whether it is awaited (the module
         docstring's rules). ``credit_left``: the credit its link still has after it (None: not
         known); 0 means its publisher can send nothing more until a settlement."""
+        if self.unsettled > 0:
+            self.pipelined_until = now + PIPELINED_FOR
         since = now - self.settled_at if gap > 0 and self.unsettled == 0 and self.settled_at is not None else None
         quick = since is not None and since <= gap
         known = since is not None and self.streak >= SYNC_STREAK and since <= gap * SYNC_STRETCH
@@ -78,7 +95,7 @@ class PublisherPace:
             self.streak = min(SYNC_STREAK, self.streak + 1)
         elif not known:
             self.streak = 0
-        awaited = quick or known
+        awaited = (quick or known) and now >= self.pipelined_until
         self.unsettled += 1
         full = self.window > 1 and self.unsettled >= self.window
         return awaited or full or credit_left == 0
