@@ -81,10 +81,15 @@ def process_cpu_seconds(pid: int) -> float | None:
     return None if fields is None else (int(fields[11]) + int(fields[12])) / _CLK_TCK
 
 
-def tree_cpu_by_command(root: int) -> dict[str, float]:
-    """Return CPU seconds (user + system) of ``root`` and its live descendants, summed per command
-    name (``/proc/<pid>/comm``, e.g. ``sharedsub``, ``java``, ``python``)."""
-    out: dict[str, float] = {}
+CpuSnapshot = dict[tuple[int, str], float]
+"""CPU seconds (user + system) per live process of a tree, keyed by (pid, command name)."""
+
+
+def tree_cpu_by_command(root: int) -> CpuSnapshot:
+    """Return CPU seconds (user + system) of ``root`` and each of its live descendants, keyed by
+    pid and command name (``/proc/<pid>/comm``, e.g. ``sharedsub``, ``java``, ``python``); sum
+    two of them with :func:`cpu_by_command_delta`."""
+    out: CpuSnapshot = {}
     for pid in tree_pids(root):
         fields = _stat_fields(pid)
         try:
@@ -93,18 +98,25 @@ def tree_cpu_by_command(root: int) -> dict[str, float]:
         except OSError:
             continue
         if fields is not None:
-            out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / _CLK_TCK
+            out[(pid, name)] = (int(fields[11]) + int(fields[12])) / _CLK_TCK
     return out
 
 
-def cpu_by_command_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    """Return ``after - before`` per command name, rounded, leaving out the ones that did not move."""
-    out = {}
-    for name, value in after.items():
-        d = round(value - before.get(name, 0.0), 2)
-        if d > 0:
-            out[name] = d
-    return out
+def cpu_by_command_delta(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, float]:
+    """Return the CPU seconds spent between two snapshots per command name, rounded, leaving out
+    the ones that did not move.
+
+    Per process: a process in both counts what it spent in between, one that started in between
+    counts all it spent, one that ended in between counts nothing (what it spent before it ended
+    is not known). Summing per command name first, as this did before 2026-11-30, let a process
+    that ended (an idle Spark Python worker) take its whole lifetime's CPU off the others of its
+    name: the idle bench showed the fan-out's Python processes at 0.008 cores where they spent
+    0.024 (bench/RESULTS.md, issue 43).
+    """
+    out: dict[str, float] = {}
+    for key, value in after.items():
+        out[key[1]] = out.get(key[1], 0.0) + value - before.get(key, 0.0)
+    return {name: round(d, 2) for name, d in out.items() if round(d, 2) > 0}
 
 
 def cpu_reader(root: int) -> Callable[[], float]:
@@ -114,14 +126,16 @@ def cpu_reader(root: int) -> Callable[[], float]:
     cheap enough to call inside a reactor callback.
     """
     pids = tree_pids(root)
+    last: dict[int, int] = {}  # each process's CPU at the last read it was alive at
 
     def read() -> float:
-        total = 0
+        # A process that has ended keeps what it had spent at the last read: dropping it would
+        # take its whole lifetime's CPU off the next difference.
         for pid in pids:
             fields = _stat_fields(pid)
             if fields is not None:
-                total += int(fields[11]) + int(fields[12])
-        return total / _CLK_TCK
+                last[pid] = int(fields[11]) + int(fields[12])
+        return sum(last.values()) / _CLK_TCK
 
     return read
 
@@ -208,7 +222,6 @@ def dir_bytes(path: str) -> dict[str, int]:
     return {"apparent_bytes": apparent, "du_bytes": allocated, "files": files}
 
 
-
 class BrokerMetrics:
     """CPU and memory probes of a broker process tree; subclasses say which pid is the broker."""
 
@@ -221,8 +234,8 @@ class BrokerMetrics:
         pid = self.broker_pid()
         return cpu_reader(pid) if pid else (lambda: None)
 
-    def cpu_by_command(self) -> dict[str, float]:
-        """Return CPU seconds used so far by the broker's processes, per command name."""
+    def cpu_by_command(self) -> CpuSnapshot:
+        """Return CPU seconds used so far by each of the broker's processes (:func:`tree_cpu_by_command`)."""
         pid = self.broker_pid()
         return tree_cpu_by_command(pid) if pid else {}
 
