@@ -26,13 +26,14 @@ from typing import Protocol
 
 from proton import Handler
 
-from sharedsub.core.ops.gc_tuning import due_generation
+from sharedsub.core.ops.gc_tuning import due_generation, next_look
 
 log = logging.getLogger(__name__)
 
 INTERVAL = 0.05
-"""Seconds between two looks at the collector's counts (a look that collects nothing costs a
-call to ``gc.get_count``)."""
+"""Seconds between two looks at the collector's counts while the process allocates (a look that
+collects nothing costs a call to ``gc.get_count``, and a wake-up of the loop); an idle process
+looks less often, down to once a second (sharedsub.core.ops.gc_tuning.next_look)."""
 
 
 class Scheduler(Protocol):
@@ -44,8 +45,9 @@ class Scheduler(Protocol):
 
 class ReactorCollector(Handler):
     """A timer task on the reactor's loop: collects when a generation is due, then schedules
-    itself again. :meth:`start` turns the automatic collector off (process-wide) and schedules
-    the first look; :meth:`stop` turns it back on."""
+    itself again, sooner while the process allocates than while it is idle. :meth:`start` turns
+    the automatic collector off (process-wide) and schedules the first look; :meth:`stop` turns
+    it back on."""
 
     def __init__(self, loop: Scheduler, interval: float = INTERVAL) -> None:
         super().__init__()
@@ -56,6 +58,8 @@ class ReactorCollector(Handler):
         self._was_enabled = gc.isenabled()
         self.stopped = False
         self.taken_back = 0  # looks that found automatic collection on again (tests, diagnostics)
+        self.next_in = interval  # seconds to the next look (sharedsub.core.ops.gc_tuning.next_look)
+        self._young = 0  # the young count at the last look
 
     def start(self) -> None:
         """Take the collector over: no automatic collection from now on (on the reactor thread,
@@ -75,14 +79,18 @@ class ReactorCollector(Handler):
             self.taken_back += 1
             if self.taken_back == 1:
                 log.warning("automatic garbage collection was turned on again; it is off (collected on the reactor only)")
-        generation = due_generation(gc.get_count(), self._thresholds)
+        counts = gc.get_count()
+        generation = due_generation(counts, self._thresholds)
         if generation is not None:
             try:
                 gc.collect(generation)
             except Exception:  # a finalizer's error must not end the reactor
                 log.exception("garbage collection failed")
             self.collections[generation] += 1
-        self._loop.schedule(self.interval, self)
+        grown = counts[0] - self._young
+        self.next_in = next_look(self.next_in, base=self.interval, grown=grown, collected=generation is not None)
+        self._young = gc.get_count()[0]
+        self._loop.schedule(self.next_in, self)
 
     def stop(self, *, give_back: bool = True) -> None:
         """Stop collecting here; with ``give_back``, give the collector back to CPython. The

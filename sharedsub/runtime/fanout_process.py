@@ -28,6 +28,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -222,17 +223,27 @@ class FanoutProcess:
         id, stays reserved for :meth:`_kill_group`). A child that has neither come up nor exited
         by ``deadline`` is killed with its group; True when that happened."""
         killed = False
-        while True:
-            try:
-                if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+        exited = _exit_watch(proc.pid)
+        try:
+            while True:
+                try:
+                    if os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is not None:
+                        return killed
+                except ChildProcessError:  # reaped by stop()
                     return killed
-            except ChildProcessError:  # reaped by stop()
-                return killed
-            if not killed and not came_up.is_set() and not self._stopping and time.monotonic() > deadline:
-                log.error("fan-out job (pid %d) neither came up nor exited in time; killing it", proc.pid)
-                self._kill_group(proc)
-                killed = True
-            time.sleep(0.2)
+                if not killed and not came_up.is_set() and not self._stopping and time.monotonic() > deadline:
+                    log.error("fan-out job (pid %d) neither came up nor exited in time; killing it", proc.pid)
+                    self._kill_group(proc)
+                    killed = True
+                if exited is None or not came_up.is_set():
+                    time.sleep(0.2)  # (the deadline is checked at each look)
+                else:
+                    # Running: wake at its exit only, not five times a second (an idle
+                    # service's CPU, issue 43); the bound is a safety net.
+                    select.select([exited], [], [], EXIT_WATCH_BOUND)
+        finally:
+            if exited is not None:
+                os.close(exited)
 
     @staticmethod
     def _kill_group(proc: subprocess.Popen[str]) -> None:
@@ -325,3 +336,16 @@ class FanoutProcess:
             log.error("fan-out job did not stop in %.0f s; killing it", timeout)
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+EXIT_WATCH_BOUND = 30.0
+"""Seconds a running job's supervisor waits on its exit watch before it looks again anyway."""
+
+
+def _exit_watch(pid: int) -> int | None:
+    """A descriptor that turns readable when child ``pid`` exits (Linux's pidfd: no reaping), or
+    None where there is none (then the supervisor looks five times a second)."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):  # not Linux 5.3+, or the pid is gone already
+        return None

@@ -10,7 +10,7 @@ import weakref
 import pytest
 
 from connectors.amqp.reactor_gc import ReactorCollector
-from sharedsub.core.ops.gc_tuning import THRESHOLDS, due_generation
+from sharedsub.core.ops.gc_tuning import IDLE_LOOK, QUIET_GROWTH, THRESHOLDS, due_generation, next_look
 
 
 @pytest.mark.parametrize(
@@ -118,6 +118,46 @@ def test_a_look_turns_automatic_collection_off_again_when_something_gave_it_back
         assert not gc.isenabled() and collector.taken_back == 1
         collector.on_timer_task(None)
         assert collector.taken_back == 1
+    finally:
+        collector.stop(give_back=False)
+        if was:
+            gc.enable()
+        else:
+            gc.disable()
+
+
+@pytest.mark.parametrize(
+    ("interval", "grown", "collected", "expected"),
+    [
+        (0.05, 100, False, 0.05),
+        (1.0, 5_000, False, 0.05),
+        (1.0, -100, False, 0.05),
+        (0.4, 3, True, 0.05),
+        (0.05, 0, False, 0.1),
+        (0.05, 99, False, 0.1),
+        (0.1, -99, False, 0.2),
+        (0.8, 10, False, 1.0),
+        (1.0, 10, False, 1.0),
+    ],
+)
+def test_an_idle_process_is_looked_at_less_often_down_to_once_a_second(
+    interval: float, grown: int, collected: bool, expected: float
+) -> None:
+    assert next_look(interval, base=0.05, grown=grown, collected=collected) == pytest.approx(expected)
+
+
+def test_the_collector_backs_off_while_nothing_is_allocated_and_comes_back_at_the_next_allocations() -> None:
+    was = gc.isenabled()
+    loop = _Loop()
+    collector = ReactorCollector(loop)
+    try:
+        collector.start()
+        for _ in range(6):
+            collector.on_timer_task(None)
+        assert loop.scheduled[-1][0] == pytest.approx(IDLE_LOOK)  # 0.1, 0.2, 0.4, 0.8, 1.0, 1.0
+        kept = [[i] for i in range(QUIET_GROWTH * 3)]  # traffic resumes: allocations net of frees
+        collector.on_timer_task(None)
+        assert loop.scheduled[-1][0] == pytest.approx(collector.interval) and len(kept) == QUIET_GROWTH * 3
     finally:
         collector.stop(give_back=False)
         if was:

@@ -50,3 +50,38 @@ def due_generation(counts: tuple[int, int, int], thresholds: tuple[int, int, int
     if middle >= thresholds[1]:
         return 2 if old >= thresholds[2] else 1
     return 0
+
+
+QUIET_GROWTH = 100
+"""Change of the young generation's count (allocations net of frees, either way) since the last
+look below which the process counts as idle: a timer's own allocations and a console sample stay
+under it; a message published or delivered does not."""
+
+IDLE_LOOK = 1.0
+"""Seconds between two looks, at most, while the process is idle."""
+
+
+def next_look(interval: float, *, base: float, grown: int, collected: bool) -> float:
+    """Seconds to the reactor collector's next look (connectors/amqp/reactor_gc.py), given the one
+    just waited (``interval``), its busy cadence (``base``), the young count's growth since the
+    last look (``grown``: allocations net of frees, negative when frees outnumbered them) and
+    whether this look collected.
+
+    Busy, it looks every ``base`` seconds, as often as CPython's own trigger would find a young
+    collection due; idle, it waits twice as long at each look, up to :data:`IDLE_LOOK`, so an
+    idle front end wakes about once a second for it instead of ``1 / base`` times (issue 43: an
+    idle service's CPU). The first look after traffic resumes comes at most :data:`IDLE_LOOK`
+    late: one young collection a little larger than usual::
+
+        grown      collected   interval   ->  next (base 0.05)
+        ---------  ----------  ---------      ----------------
+        >= 100     any         any            0.05
+        <= -100    any         any            0.05
+        any        yes         any            0.05
+        -99..99    no          0.05           0.1
+        -99..99    no          0.8            1.0
+        -99..99    no          1.0            1.0
+    """
+    if collected or abs(grown) >= QUIET_GROWTH:
+        return base
+    return min(max(interval, base) * 2, max(IDLE_LOOK, base))
