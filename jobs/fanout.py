@@ -81,6 +81,7 @@ if __package__ in (None, ""):
         )
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.streaming import StreamingQuery
 
 from jobs.executor_check import check_executors
 from jobs.executor_routing import ExecutorRouter, worker_setup
@@ -91,6 +92,7 @@ from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.core.config import (
     Settings,
+    fanout_idle_hold,
     fanout_idle_probe_interval,
     fanout_starts_on_commit,
     fanout_trigger_interval,
@@ -227,6 +229,10 @@ def build_fanout_query(
         options["hold"] = str(fanout_trigger_interval(settings) or HOLD_WITHOUT_INTERVAL)
         # ... and a batch held for the interval waits up to one commit interval for the next commit.
         options["align"] = str(group_commit_interval(settings))
+    elif not available_now and fanout_idle_hold(settings) > 0:
+        # On the grid, an idle source holds an ask that found nothing until a commit's signal
+        # (sharedsub.core.fanout.idle_hold).
+        options["idle_hold"] = str(fanout_idle_hold(settings))
     idle = fanout_idle_probe_interval(settings)
     if idle > 0:  # object storage: every probe is requests (sharedsub.core.ops.poll_backoff)
         options["probe_interval"] = str(fanout_trigger_interval(settings))
@@ -267,9 +273,12 @@ HOLD_WITHOUT_INTERVAL = 0.1
 # tenth took the JVM from 0.16 to 0.11 of a core at 10 batches a second (bench/RESULTS.md, issue
 # 31). C1 alone gets a 48 MB code cache, which Spark's code filled with those thresholds ("Out of
 # space in CodeCache for adapters", a fatal error, in a notebook's session): the tiered default,
-# 240 MB, is reserved. Under spark-submit the driver JVM is already running: pass these with
-# --driver-java-options. On a cluster the executors keep the defaults: they run the long tasks.
-DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=0.1 -XX:ReservedCodeCacheSize=240m"
+# 240 MB, is reserved. Without performance data (-XX:-UsePerfData: jps and jstat do not see the
+# JVM; jcmd PID still does) no thread samples its counters every 50 ms: ~0.003 of an idle job's
+# ~0.05 cores (bench/RESULTS.md, issue 43). Under spark-submit the driver JVM is already running:
+# pass these with --driver-java-options. On a cluster the executors keep the defaults: they run
+# the long tasks.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:CompileThresholdScaling=0.1 -XX:ReservedCodeCacheSize=240m -XX:-UsePerfData"
 DRIVER_CONF = {"spark.driver.extraJavaOptions": DRIVER_JAVA_OPTIONS}
 
 # SQL settings of the fan-out's query only (a query runs in a copy of the session made when it
@@ -424,6 +433,28 @@ def _announcer(settings: Settings, lines: bool, epoch: int | None) -> Callable[[
     return announce
 
 
+def _watch_end(query: FanoutQuery, wake: threading.Event) -> bool:
+    """Set ``wake`` when ``query`` ends, from a thread blocked in its ``awaitTermination`` (a
+    wait in the JVM that costs nothing, where asking ``isActive`` twice a second cost an idle
+    job ~0.01 cores: issue 43). True when watching. False for the one-query-per-topic form
+    (jobs.sources.delta_streaming), whose ``awaitTermination`` waits for every query, not for
+    the first to fail: the caller asks ``isActive`` then. The query's error is raised by the
+    caller's own ``awaitTermination``."""
+    if not isinstance(query, StreamingQuery):
+        return False
+
+    def watch() -> None:
+        try:
+            query.awaitTermination()
+        except Exception:  # noqa: BLE001 (the main thread's awaitTermination raises it)
+            pass
+        finally:
+            wake.set()
+
+    threading.Thread(target=watch, name="fanout-query-end", daemon=True).start()
+    return True
+
+
 def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None, epoch: int | None) -> int:
     """The fan-out query until stopped, writing under ``epoch`` (object storage), and under
     ``lease`` when this job holds it itself."""
@@ -472,8 +503,11 @@ def _run(args: argparse.Namespace, settings: Settings, lease: DataDirLock | None
         elif not stop.is_set():
             log.error("no micro-batch within %.0f s (fanout.startup_timeout)", settings.fanout.startup_timeout)
             return 1
-        while not stop.is_set() and query.isActive:
-            sink.tick(query.lastProgress)  # routed versions; retries of failing tables between batches
+        watched = _watch_end(query, stop)
+        while not stop.is_set() and (watched or query.isActive):
+            # Routed versions (asked for only around batches: sharedsub.core.fanout.progress_asks);
+            # retries of failing tables between batches.
+            sink.tick(query.lastProgress if sink.progress_due() else None)
             stop.wait(0.5)  # the signal handler sets ``stop``, which wakes this at once
         if query.isActive:
             query.stop()

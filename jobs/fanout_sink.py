@@ -44,6 +44,7 @@ from jobs.sources.deltars_topics import ARROW_SCHEMA, DriverBatchReader
 from jobs.table_commits import TableCommits
 from sharedsub.core import layout
 from sharedsub.core.fanout.fanout_faults import TableState
+from sharedsub.core.fanout.progress_asks import ask_progress
 from sharedsub.core.fanout.routing import RoutingPlan, plan_for
 from sharedsub.core.fanout.routing_place import Placement
 from sharedsub.core.model import SubscriptionRecord
@@ -100,6 +101,8 @@ class FanoutSink:
         self._records: tuple[SubscriptionRecord, ...] = ()  # the active records the last plan was made of
         self._warned: set[tuple[str, int]] = set()
         self._lock = threading.Lock()
+        self._routed_at: float | None = None  # time.monotonic() when the last batch ended
+        self._asked_at: float | None = None  # ... and when progress_due last said yes
         self._faults = ThrottledLog(log)
 
     @property
@@ -156,28 +159,47 @@ class FanoutSink:
         (always routed here); see :meth:`route_batch`."""
         given = batch if isinstance(batch, BatchInput) else ReadBatch(batch)
         with self._lock:
-            started = time.monotonic()
-            started_wall = time.time()
-            plan = self.plan()
-            if not plan.routes:
-                log.debug("batch %d: no active subscriptions", batch_id)
-                reported = self.stats.failing
-                self.write_routed(route_rows(plan, ARROW_SCHEMA.empty_table()), plan, batch_id)  # drops stale parked rows
-                if self.stats.failing != reported:
-                    self.stats.write()
-                return {}
-            routed = self.routing.route(given, plan, self._records, batch_id, started=started, stages=self.stats.stages)
-            if routed.files is None:
-                written = self.write_routed(routed.rows, plan, batch_id)
-            else:
-                in_tasks, files = self.commits.commit_in_tasks(routed.files, self.parking.tables, batch_id)
-                written = self.write_routed(None, plan, batch_id, files=files, routed_at=routed.routed_at)
-                if in_tasks:
-                    written.update((layout.join(self.root, rel), rows) for rel, rows in in_tasks.items() if rows)
-                    if self.on_routed is not None and any(in_tasks.values()):
-                        self.on_routed([rel for rel, rows in in_tasks.items() if rows])
-            self.report.batch_done(batch_id, plan, routed, written, started=started, started_wall=started_wall)
-            return written
+            try:
+                return self._route(given, batch_id)
+            finally:
+                self._routed_at = time.monotonic()
+
+    def _route(self, given: BatchInput, batch_id: int) -> dict[str, int]:
+        """:meth:`route` under the sink's lock."""
+        started = time.monotonic()
+        started_wall = time.time()
+        plan = self.plan()
+        if not plan.routes:
+            log.debug("batch %d: no active subscriptions", batch_id)
+            reported = self.stats.failing
+            self.write_routed(route_rows(plan, ARROW_SCHEMA.empty_table()), plan, batch_id)  # drops stale parked rows
+            if self.stats.failing != reported:
+                self.stats.write()
+            return {}
+        routed = self.routing.route(given, plan, self._records, batch_id, started=started, stages=self.stats.stages)
+        if routed.files is None:
+            written = self.write_routed(routed.rows, plan, batch_id)
+        else:
+            in_tasks, files = self.commits.commit_in_tasks(routed.files, self.parking.tables, batch_id)
+            written = self.write_routed(None, plan, batch_id, files=files, routed_at=routed.routed_at)
+            if in_tasks:
+                written.update((layout.join(self.root, rel), rows) for rel, rows in in_tasks.items() if rows)
+                if self.on_routed is not None and any(in_tasks.values()):
+                    self.on_routed([rel for rel, rows in in_tasks.items() if rows])
+        self.report.batch_done(batch_id, plan, routed, written, started=started, started_wall=started_wall)
+        return written
+
+    def progress_due(self) -> bool:
+        """Whether the job's main loop should ask the query for its last progress report now and
+        pass it to :meth:`tick` (sharedsub.core.fanout.progress_asks): while batches are routed
+        and shortly after, and every few seconds otherwise. Counts a yes as an ask."""
+        now = time.monotonic()
+        since_routed = None if self._routed_at is None else now - self._routed_at
+        since_asked = None if self._asked_at is None else now - self._asked_at
+        if not ask_progress(routing=self._lock.locked(), since_routed=since_routed, since_asked=since_asked):
+            return False
+        self._asked_at = now
+        return True
 
     def tick(self, progress: dict[str, Any] | None = None) -> bool:  # Any: lastProgress's JSON values (see FanoutQuery)
         """Between batches (the driver's main thread): record the routed versions of the query's

@@ -27,8 +27,8 @@ from connectors.amqp.wire.engine_loop import Injector
 from sharedsub.core.config import (
     Settings,
     ack_commit_interval,
+    commit_signals,
     commit_slots,
-    fanout_starts_on_commit,
     group_commit_interval,
     on_object_store,
     several_members,
@@ -178,7 +178,7 @@ def build_parts(
         ),
         # On a local data dir the fan-out's source starts a batch at this signal, not at its next
         # probe (sharedsub.core.fanout.batch_hold).
-        commit_signal=CommitSignal(root) if fanout_starts_on_commit(settings) else None,
+        commit_signal=CommitSignal(root) if commit_signals(settings) else None,
         # On Spark's trigger grid, one group per trigger lands just before it (commit_pace).
         commit_slots=commit_slots(settings),
     )

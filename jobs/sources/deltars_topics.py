@@ -45,6 +45,10 @@ Contracts:
   ``hold`` seconds: batches start at commits rather than on a trigger grid; a batch that waited
   for the interval waits up to ``align`` seconds more for the next commit
   (:mod:`sharedsub.core.fanout.batch_hold`). Not under ``Trigger.AvailableNow``.
+* With ``idle_hold`` (seconds, > 0: on a local data dir under the trigger grid) an ask that finds
+  nothing, once nothing was found for a while, is held up to ``idle_hold`` seconds and probes
+  again at each commit signal (:mod:`sharedsub.core.fanout.idle_hold`). Not under
+  ``Trigger.AvailableNow``.
 * With ``change_notes`` (``true`` on object storage) a topic table is probed only while the
   writers' change notes say it may have news, and every one at a sweep (at start, when a writer
   starts again, a new note appears, and every ``change_sweep_interval`` seconds, default 3600);
@@ -86,6 +90,7 @@ from sharedsub.core.fanout.batch_admission import admitted_in
 from sharedsub.core.fanout.batch_hold import next_step
 from sharedsub.core.fanout.change_notes import NOTE_LIST_INTERVAL, SWEEP_INTERVAL, ChangeWatch
 from sharedsub.core.fanout.fanout_pacing import takes_commits
+from sharedsub.core.fanout.idle_hold import idle_wait
 from sharedsub.core.ops.poll_backoff import next_interval
 from sharedsub.runtime.commit_wake import CommitListener
 from sharedsub.storage import schemas
@@ -251,6 +256,10 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.align = float(options.get("align", 0) or 0)
         self._started_at = float("-inf")  # time.monotonic() of the last batch this reader started
         self._signals: CommitListener | None = None  # made by the first held call
+        # On the grid, once nothing came for a while, an ask that found nothing is held up to
+        # ``idle_hold`` seconds until a commit's signal (sharedsub.core.fanout.idle_hold).
+        self.idle_hold = float(options.get("idle_hold", 0) or 0)
+        self._found_at = time.monotonic()  # when a probe last found commits (the start counts)
 
     # ------------------------------------------------------------------ offsets (driver side)
 
@@ -285,6 +294,8 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         offset = self._latest(begin, begin_ids, limit)
         if self.hold > 0 and self._target is None:
             return self._held(start, begin, begin_ids, limit, offset, now, first=first)
+        if self.idle_hold > 0 and self._target is None and not first:
+            offset = self._idle(begin, begin_ids, limit, offset, now)
         if not first and self._target is None and self._admission_wait(begin, begin_ids, offset) > 0:
             return start  # waiting for company (sharedsub.core.fanout.batch_admission)
         self._pending.clear()  # (the commits counted so far are in this batch)
@@ -342,6 +353,26 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 gated = True
                 time.sleep(step.sleep)
             offset = self._latest(begin, begin_ids, limit)
+
+    def _idle(self, begin: dict[str, int], begin_ids: dict[str, str], limit: ReadLimit, offset: Offset, called: float) -> Offset:
+        """On the grid: ``offset`` (just probed), or, when it holds nothing new and the source has
+        found nothing for a while, what a probe finds at the first commit signal within the hold
+        (``offset`` again when none comes: the next ask probes). sharedsub.core.fanout.idle_hold."""
+        nothing_new = make_offset(begin, begin_ids)
+        if offset != nothing_new:
+            self._found_at = called
+            return offset
+        if self._signals is None:
+            self._signals = CommitListener(self.root)
+        wait = idle_wait(waiting=False, listening=self._signals.listening, quiet_for=called - self._found_at, hold=self.idle_hold)
+        deadline = called + wait
+        while wait > 0 and self._signals.wait(wait):
+            offset = self._latest(begin, begin_ids, limit)
+            if offset != nothing_new:
+                self._found_at = time.monotonic()
+                return offset
+            wait = deadline - time.monotonic()  # a signal of a commit probed already: hold on
+        return offset
 
     def _latest(self, begin: dict[str, int], begin_ids: dict[str, str], limit: ReadLimit) -> Offset:
         """LatestOffset's probe of every topic (see latestOffset)."""

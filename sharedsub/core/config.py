@@ -128,6 +128,10 @@ class FanoutSettings:
     # source's wait), at most once per trigger_interval, not on the trigger's fixed grid
     # (sharedsub.core.fanout.batch_hold); false: Spark's processing-time trigger.
     start_on_commit: bool
+    # On the trigger grid on a local data dir, once nothing came for a second, the source holds
+    # an ask that found nothing up to this many seconds, until a front end's commit signal (0 =
+    # never): sharedsub.core.fanout.idle_hold.
+    idle_hold: float
     # Where the job reads topics: "deltars" (delta-rs through a Python data source) or "delta"
     # (Delta Lake's streaming source; needs the connector's jars: jobs/sources/delta_streaming.py).
     source: str
@@ -365,6 +369,22 @@ def fanout_starts_on_commit(settings: Settings) -> bool:
     return settings.fanout.start_on_commit and not on_object_store(settings)
 
 
+def fanout_idle_hold(settings: Settings) -> float:
+    """Seconds the fan-out's source holds an ask that found nothing once traffic stopped
+    (``[fanout] idle_hold``, sharedsub.core.fanout.idle_hold): on the trigger grid of a local data
+    dir only (batches started at commits hold every ask already; on object storage no signal
+    comes, and the writers' change notes pace the source), and not with a trigger of 0."""
+    if on_object_store(settings) or fanout_starts_on_commit(settings) or fanout_trigger_interval(settings) <= 0:
+        return 0.0
+    return settings.fanout.idle_hold
+
+
+def commit_signals(settings: Settings) -> bool:
+    """Whether the front ends signal each topic commit to the fan-out's source on this host
+    (sharedsub.runtime.commit_wake): when batches start at commits, or idle asks are held."""
+    return fanout_starts_on_commit(settings) or fanout_idle_hold(settings) > 0
+
+
 def fanout_trigger_interval(settings: Settings) -> float:
     """The fan-out's trigger interval: ``[fanout] trigger_interval``, at least ``[storage]
     object_poll_interval`` on object storage (each trigger probes every topic's log)."""
@@ -444,6 +464,8 @@ def _check_fanout_intervals(s: Settings) -> None:
         raise ConfigError("fanout.unsubscribed_topic_interval", "must be 0 (off) or positive seconds")
     if not 0 <= s.fanout.batch_max_wait <= 10:  # NaN fails too
         raise ConfigError("fanout.batch_max_wait", f"must be 0 (off) to 10 seconds, got {s.fanout.batch_max_wait}")
+    if not 0 <= s.fanout.idle_hold <= 10:  # NaN fails too
+        raise ConfigError("fanout.idle_hold", f"must be 0 (off) to 10 seconds, got {s.fanout.idle_hold}")
     if s.fanout.batch_min_rows < 1:
         raise ConfigError("fanout.batch_min_rows", f"must be at least 1, got {s.fanout.batch_min_rows}")
     for key, seconds in (

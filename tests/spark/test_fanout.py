@@ -15,7 +15,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 from jobs.executor_routing import ExecutorRouter, worker_setup
 from jobs.fanout import HELD_STREAM_CONF, STREAM_CONF, build_fanout_query
 from jobs.fanout_sink import FanoutSink
-from jobs.sources.deltars_topics import SPARK_SCHEMA, TopicsStreamReader
+from jobs.sources.deltars_topics import ARROW_SCHEMA, SPARK_SCHEMA, TopicsStreamReader
 from jobs.table_commits import TableCommits
 from sharedsub.core import layout
 from sharedsub.core.fanout.routing_place import Placement
@@ -350,6 +350,21 @@ def test_the_gap_before_a_batch_whose_messages_waited_is_timed(root: str) -> Non
         sink.close()
     assert "fanout_between_batches" not in first or sum(first["fanout_between_batches"].counts) == 0
     assert sum(second["fanout_between_batches"].counts) == 1
+
+
+def test_the_main_loop_asks_for_progress_around_batches_and_seldom_when_idle(root: str) -> None:
+    """FanoutSink.progress_due (sharedsub.core.fanout.progress_asks): the first look asks; an idle
+    sink then says no until IDLE_ASK passes; a routed batch makes it ask again."""
+    b.publish(root, "t", ["k"])
+    b.register(root, b.subscription("t"))
+    sink = FanoutSink(root)
+    try:
+        assert sink.progress_due() is True
+        assert sink.progress_due() is False  # asked just now, nothing routed
+        sink.route(lambda _topics: pa.Table.from_pylist([], schema=ARROW_SCHEMA), 0)
+        assert sink.progress_due() is True and sink.progress_due() is True  # a batch just ended
+    finally:
+        sink.close()
 
 
 P1, P2 = 1 << 40, 2 << 40  # the first seqs of topic partitions 1 and 2 (sharedsub.core.layout)

@@ -23,6 +23,7 @@ from jobs.sources.deltars_topics import (
     offset_ids,
     offset_versions,
 )
+from sharedsub.core.fanout import idle_hold
 from sharedsub.runtime.commit_wake import CommitSignal
 from sharedsub.storage import schemas
 from tests import builders as b
@@ -406,3 +407,63 @@ def test_a_batch_starts_at_once_when_enough_rows_wait(root: str) -> None:
     assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 3}
     b.publish(root, "other", ["k"])  # a topic new to the offset starts a batch at once
     assert "other" in offset_versions(r.latestOffset(make_offset({"t": 3}, offset_ids(first)), r.getDefaultReadLimit()))
+
+
+def _idle_reader(root: str, monkeypatch: pytest.MonkeyPatch, **options: str) -> tuple[TopicsStreamReader, dict]:
+    """A reader on the trigger grid that holds idle asks, past its first batch, already quiet for
+    longer than idle_hold.QUIET (shortened to 0.2 s here)."""
+    monkeypatch.setattr(idle_hold, "QUIET", 0.2)
+    r, first = _held_reader(root, **options)
+    time.sleep(0.25)
+    return r, first
+
+
+def test_an_idle_ask_is_held_until_a_commit_signal_and_finds_the_commit(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, first = _idle_reader(root, monkeypatch, idle_hold="60")
+    thread = _publish_then_signal(root, 0.3)
+    began = time.monotonic()
+    end = r.latestOffset(first, r.getDefaultReadLimit())
+    thread.join()
+    assert offset_versions(end) == {"t": 2}
+    assert time.monotonic() - began < 30  # the signal ended the 60-second hold
+
+
+def test_an_idle_ask_without_a_signal_returns_nothing_new_after_the_hold_and_the_next_finds_the_commit(
+    root: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r, first = _idle_reader(root, monkeypatch, idle_hold="0.3")
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first
+    assert time.monotonic() - began >= 0.25  # held, not asked again at once
+    _publish_then_signal(root, 0.0, signal=False).join()  # a writer that sends no signal
+    assert offset_versions(r.latestOffset(first, r.getDefaultReadLimit())) == {"t": 2}
+
+
+def test_a_signal_of_a_commit_probed_already_does_not_end_an_idle_hold(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    r, first = _idle_reader(root, monkeypatch, idle_hold="0.5")
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # (makes the listener)
+    sender = CommitSignal(root)
+    sender.send()  # nothing new behind it
+    sender.close()
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first
+    assert time.monotonic() - began >= 0.4
+
+
+def test_asks_are_not_held_while_commits_come(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(idle_hold, "QUIET", 30.0)
+    r, first = _held_reader(root, idle_hold="60")
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # found something less than QUIET ago
+    assert time.monotonic() - began < 10
+
+
+def test_available_now_is_never_held_when_idle(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(idle_hold, "QUIET", 0.0)
+    b.publish(root, "t", ["k"])
+    r = reader(root, idle_hold="60", first_batch_max_commits="100")
+    r.prepareForTriggerAvailableNow()
+    first = r.latestOffset(r.initialOffset(), r.getDefaultReadLimit())
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first
+    assert time.monotonic() - began < 10
