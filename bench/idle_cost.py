@@ -7,8 +7,8 @@ tailer's polls of each subscription with consumers), attaches ``--consumers`` co
 shared durable subscription with python-qpid-proton (holding credit, receiving nothing), waits
 ``--warmup`` seconds and then reads the CPU seconds of serve's process tree (serve, the append
 child, the fan-out's Python and JVM) over ``--window`` seconds. Prints one JSON line: cores busy
-in all and per command. "Latency is never bought with a busy loop": issue 31 keeps this under
-0.05 cores.
+in all, per command, and the busiest threads. "Latency is never bought with a busy loop": issue
+31 keeps this under 0.05 cores.
 """
 
 from __future__ import annotations
@@ -80,9 +80,11 @@ def main() -> int:
         time.sleep(args.warmup)
         pid = service.broker_pid()
         assert pid is not None
+        threads_before = procstat.tree_cpu_by_thread(pid)
         before, t0 = procstat.tree_cpu_by_command(pid), time.monotonic()
         time.sleep(args.window)
         after, elapsed = procstat.tree_cpu_by_command(pid), time.monotonic() - t0
+        threads_after = procstat.tree_cpu_by_thread(pid)
         container.stop()
     delta = procstat.cpu_by_command_delta(before, after)
     print(json.dumps({
@@ -93,6 +95,7 @@ def main() -> int:
         "window_s": round(elapsed, 1),
         "cores": round(sum(delta.values()) / elapsed, 4),
         "cores_by_command": {name: round(cpu / elapsed, 4) for name, cpu in sorted(delta.items())},
+        "busiest_threads": procstat.busiest_threads(threads_before, threads_after, elapsed),
         "machine": procstat.machine_info(),
     }))
     return 0 if holders.opened == args.consumers and not holders.errors else 1

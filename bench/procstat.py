@@ -119,6 +119,44 @@ def cpu_by_command_delta(before: CpuSnapshot, after: CpuSnapshot) -> dict[str, f
     return {name: round(d, 2) for name, d in out.items() if round(d, 2) > 0}
 
 
+ThreadSnapshot = dict[tuple[int, int], tuple[str, float]]
+"""CPU seconds per live thread of a tree, keyed by (pid, tid), with "process/thread" names."""
+
+
+def tree_cpu_by_thread(root: int) -> ThreadSnapshot:
+    """Return each live thread's CPU seconds (user + system) in ``root``'s tree, named
+    ``<process comm>/<thread comm>`` (e.g. ``java/stream executio``, ``python/python``)."""
+    out: ThreadSnapshot = {}
+    for pid in tree_pids(root):
+        try:
+            with open(f"/proc/{pid}/comm", encoding="utf-8", errors="replace") as f:
+                process = f.read().strip()
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat", encoding="ascii", errors="replace") as f:
+                    raw = f.read()
+                with open(f"/proc/{pid}/task/{tid}/comm", encoding="utf-8", errors="replace") as f:
+                    thread = f.read().strip()
+            except OSError:
+                continue
+            fields = raw[raw.rindex(")") + 2 :].split()
+            out[(pid, int(tid))] = (f"{process}/{thread}", (int(fields[11]) + int(fields[12])) / _CLK_TCK)
+    return out
+
+
+def busiest_threads(before: ThreadSnapshot, after: ThreadSnapshot, seconds: float, top: int = 12) -> dict[str, float]:
+    """The ``top`` thread names by cores busy between two snapshots ``seconds`` apart (threads of
+    one name summed; a thread counts as in :func:`cpu_by_command_delta`)."""
+    by_name: dict[str, float] = {}
+    for key, (name, cpu) in after.items():
+        by_name[name] = by_name.get(name, 0.0) + cpu - before.get(key, (name, 0.0))[1]
+    ranked = sorted(by_name.items(), key=lambda item: -item[1])[:top]
+    return {name: round(cpu / seconds, 4) for name, cpu in ranked if cpu > 0}
+
+
 def cpu_reader(root: int) -> Callable[[], float]:
     """Return a cheap function giving CPU seconds of the tree under ``root`` as it is now.
 
