@@ -3,9 +3,11 @@ rule that says which generation is due (sharedsub.core.ops.gc_tuning.due_generat
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import threading
 import weakref
+from collections.abc import Iterator
 
 import pytest
 
@@ -39,6 +41,23 @@ class _Loop:
     def schedule(self, delay: float, target: ReactorCollector) -> object:
         self.scheduled.append((delay, target))
         return None
+
+
+@contextlib.contextmanager
+def _collecting(loop: _Loop) -> Iterator[ReactorCollector]:
+    """A started collector on ``loop``; stopped after without giving collection back, and the
+    test process's own setting (on or off) restored."""
+    was = gc.isenabled()
+    collector = ReactorCollector(loop)
+    try:
+        collector.start()
+        yield collector
+    finally:
+        collector.stop(give_back=False)
+        if was:
+            gc.enable()
+        else:
+            gc.disable()
 
 
 class _Cycle:
@@ -106,11 +125,7 @@ def test_the_services_stop_leaves_automatic_collection_off() -> None:
 def test_a_look_turns_automatic_collection_off_again_when_something_gave_it_back() -> None:
     # CPython 3.11's subprocess turns the collector back on after a fork with a preexec_fn that
     # began while it was on (the fan-out's child is started so): a look must take it back.
-    was = gc.isenabled()
-    loop = _Loop()
-    collector = ReactorCollector(loop)
-    try:
-        collector.start()
+    with _collecting(_Loop()) as collector:
         collector.on_timer_task(None)
         assert collector.taken_back == 0
         gc.enable()  # what such a fork does behind the collector's back
@@ -118,12 +133,6 @@ def test_a_look_turns_automatic_collection_off_again_when_something_gave_it_back
         assert not gc.isenabled() and collector.taken_back == 1
         collector.on_timer_task(None)
         assert collector.taken_back == 1
-    finally:
-        collector.stop(give_back=False)
-        if was:
-            gc.enable()
-        else:
-            gc.disable()
 
 
 @pytest.mark.parametrize(
@@ -147,20 +156,11 @@ def test_an_idle_process_is_looked_at_less_often_down_to_once_a_second(
 
 
 def test_the_collector_backs_off_while_nothing_is_allocated_and_comes_back_at_the_next_allocations() -> None:
-    was = gc.isenabled()
     loop = _Loop()
-    collector = ReactorCollector(loop)
-    try:
-        collector.start()
+    with _collecting(loop) as collector:
         for _ in range(6):
             collector.on_timer_task(None)
         assert loop.scheduled[-1][0] == pytest.approx(IDLE_LOOK)  # 0.1, 0.2, 0.4, 0.8, 1.0, 1.0
         kept = [[i] for i in range(QUIET_GROWTH * 3)]  # traffic resumes: allocations net of frees
         collector.on_timer_task(None)
         assert loop.scheduled[-1][0] == pytest.approx(collector.interval) and len(kept) == QUIET_GROWTH * 3
-    finally:
-        collector.stop(give_back=False)
-        if was:
-            gc.enable()
-        else:
-            gc.disable()
