@@ -104,6 +104,9 @@ def test_a_publisher_paced_a_little_slower_than_a_commit_is_grouped(service: Ser
     for spacing, first, done in episodes:
         seen[spacing] = sum(1 for s in starts if first - 0.1 <= s <= done)
     expected = {spacing: LOCK_COUNT * spacing / interval for spacing in LOCK_SPACINGS}
-    assert all(seen[sp] <= 1.5 * expected[sp] + 2 for sp in LOCK_SPACINGS), (
+    # Twice the interval's count: a grouped publisher makes up to ~1.6x that after another
+    # test's traffic on the same serve (the window rule's transient: 49-69 groups here); one
+    # committed message by message makes 120-190 (b20328f).
+    assert all(seen[sp] <= 2 * expected[sp] + 2 for sp in LOCK_SPACINGS), (
         f"groups by spacing: {seen}; at the interval ~{ {sp: round(e) for sp, e in expected.items()} }"
     )
