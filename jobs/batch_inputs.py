@@ -77,13 +77,13 @@ class SparkBatch:
         return self._df.where(F.col("topic").isin(sorted(topics)))
 
 
-class PlannedBatch(SparkBatch):
+class PlannedBatch:
     """A batch the driver plans from the offsets Spark logged (``[fanout] driver_reads``,
     jobs/sources/deltars_topics.DriverBatchReader): read here without a Spark job, or its planned
-    files routed on the executors. Spark's DataFrame is never run."""
+    files routed on the executors. Spark's DataFrame of the batch is never run, so it is not
+    kept (the query passes a one-column one: jobs.fanout.build_fanout_query)."""
 
-    def __init__(self, df: DataFrame, reader: DriverBatchReader, batch_id: int) -> None:
-        super().__init__(df)
+    def __init__(self, reader: DriverBatchReader, batch_id: int) -> None:
         self._reader = reader
         self._batch_id = batch_id
 
@@ -94,3 +94,7 @@ class PlannedBatch(SparkBatch):
     def read(self, topics: Collection[str], parts: list[TopicFiles] | None) -> pa.Table:
         """The batch's rows of ``topics``, read here."""
         return read_parts(parts if parts is not None else self._reader.plan(self._batch_id, topics))
+
+    def frame(self, topics: Collection[str]) -> DataFrame | None:
+        """None: the executors route the planned files (:meth:`parts`), not a DataFrame."""
+        return None

@@ -248,6 +248,11 @@ def build_fanout_query(
     batches: Callable[[DataFrame, int], None] = routing
     if settings.fanout.driver_reads and local is not None:
         batches = ReadOnDriver(routing, DriverBatchReader(local, options))
+        # Spark still plans each batch's DataFrame before foreachBatch (analysis, optimisation,
+        # its RDD, the Row encoder of every column), though nothing runs it here: one column
+        # instead of the source's 25 cut the driver JVM's CPU by a tenth at 100 msg/s
+        # (bench/RESULTS.md, issue 43, "the batch's DataFrame, one column").
+        source = source.select("topic")
     writer = source.writeStream.foreachBatch(batches).option("checkpointLocation", location)
     if available_now:
         writer = writer.trigger(availableNow=True)

@@ -277,9 +277,10 @@ class ReadOnDriver:
         self.reader = reader
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Route micro-batch ``batch_id``. On object storage the catalog's next entry (the
-        routing plan's refresh) and the batch's log entries (its files' plan) are fetched in one
-        round trip, not one after the other (sharedsub.storage.objects.prefetch)."""
+        """Route micro-batch ``batch_id`` (``df``, Spark's DataFrame of it, is not run). On object
+        storage the catalog's next entry (the routing plan's refresh) and the batch's log entries
+        (its files' plan) are fetched in one round trip, not one after the other
+        (sharedsub.storage.objects.prefetch)."""
         catalog = self.sink.catalog.next_entry()
         with prefetch.prefetched([*([catalog] if catalog else []), *self.reader.plan_reads(batch_id)]):
-            self.sink.route(PlannedBatch(df, self.reader, batch_id), batch_id)
+            self.sink.route(PlannedBatch(self.reader, batch_id), batch_id)
