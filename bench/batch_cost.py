@@ -9,8 +9,9 @@ service's own Spark settings. The CPU of the job's whole process tree (its Pytho
 driver JVM, the source's Python runner; read from /proc every 0.1 s, each process's last
 reading kept) and its wall time are measured per run; the difference between the two runs,
 divided by the difference in batches, is what one more batch costs, start-up and the query's
-planning left out. Rounds alternate small and large so that a machine that slows down slows
-both. Prints one line per round and the median; nothing else runs on the machine meanwhile.
+planning left out. Each round runs the small data dir, then the large one, straight after: a
+machine whose speed drifts moves a round's two runs alike, not the whole measurement. Prints one
+line per round and the median; nothing else should run on the machine meanwhile.
 """
 
 from __future__ import annotations
@@ -47,24 +48,27 @@ def make_data_dir(commits: int, rows: int) -> str:
 def route(root: str) -> tuple[float, float]:
     """Route ``root``'s commits one batch each; the job tree's CPU seconds and the wall seconds."""
     env = dict(os.environ, SHAREDSUB_FANOUT_MAX_COMMITS_PER_BATCH="1")
-    errors = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a full pipe would stall the job
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "jobs.fanout", "--data-dir", root, "--available-now"],
-        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors,
-    )
-    spent: dict[int, float] = {}  # pid -> its CPU seconds at the last reading
-    while proc.poll() is None:
-        for pid in procstat.tree_pids(proc.pid):
-            cpu = procstat.process_cpu_seconds(pid)
-            if cpu is not None:
-                spent[pid] = cpu
-        time.sleep(0.1)
-    wall = time.monotonic() - started
-    if proc.returncode != 0:
-        errors.seek(0)
-        raise RuntimeError(f"the fan-out job failed ({proc.returncode}): {errors.read()[-2000:]}")
-    errors.close()
+    # Its stderr goes to a file, not a pipe: a full pipe would stall the job.
+    with tempfile.TemporaryFile(mode="w+") as errors:
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jobs.fanout", "--data-dir", root, "--available-now"],
+            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=errors,
+        )
+        # The tree is listed again at each reading (the JVM and the source runner start after
+        # the driver); a process that ended keeps its last reading (procstat.cpu_reader lists
+        # the tree once, at its start).
+        spent: dict[int, float] = {}
+        while proc.poll() is None:
+            for pid in procstat.tree_pids(proc.pid):
+                cpu = procstat.process_cpu_seconds(pid)
+                if cpu is not None:
+                    spent[pid] = cpu
+            time.sleep(0.1)
+        wall = time.monotonic() - started
+        if proc.returncode != 0:
+            errors.seek(0)
+            raise RuntimeError(f"the fan-out job failed ({proc.returncode}): {errors.read()[-2000:]}")
     return sum(spent.values()), wall
 
 
