@@ -136,6 +136,12 @@ _MIN_SEQ_CACHE_LIMIT = 100_000
 _min_seqs: dict[str, Holds] = {}
 
 
+def _empty_local(location: str) -> bool:
+    """Whether ``location`` is a local file of no bytes (FileNotFoundError when it is gone)."""
+    local = local_path(location)
+    return local is not None and os.path.getsize(local) == 0
+
+
 def lowest_retained_seqs(table: str) -> Holds:
     """Per topic partition, the lowest ``seq`` in any data file under ``table`` (a partition it
     has none of is not a key): every file a version inside the history retention reads is there
@@ -148,6 +154,11 @@ def lowest_retained_seqs(table: str) -> Holds:
             low = _min_seqs[location]
         else:
             try:
+                if _empty_local(location):
+                    # Made ahead for a commit that has not written it yet (no version names it:
+                    # sharedsub.storage.delta.prepared_commit): it holds nothing, and is not
+                    # remembered, since its rows come.
+                    continue
                 low = _file_min_seqs(location)
             except FileNotFoundError:  # vacuumed between the listing and the read
                 continue

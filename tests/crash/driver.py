@@ -2,7 +2,7 @@
 
 :func:`crash_run` creates a topic, starts ``sharedsub serve`` (port 0 the first time, the same
 port after every restart, so clients reconnect to one URL), attaches the consumers, starts the
-publisher, and then, ``kills`` times, waits a random gap and either
+publishers (one in bursts, one that waits for each message's outcome), and then, ``kills`` times, waits a random gap and either
 
 * SIGKILLs the front end (``sharedsub serve``; its fan-out child gets its parent-death signal)
   and starts a new ``serve`` on the same data dir; or
@@ -45,6 +45,7 @@ from tests.crash.tables import read_stored
 from tests.service import ServeProcess
 
 TOPIC = "crash-orders"
+SYNC_RATE = 5.0  # msg/s of the publisher that waits for each outcome (LoadedService.sync_publisher)
 FRONTEND = "frontend"
 FANOUT = "fanout"
 
@@ -189,6 +190,11 @@ class LoadedService:
         self.url = ""
         self.port = 0
         self.publisher: Publisher | None = None
+        # One message at a time, as a JMS synchronous send: each is committed alone, and the
+        # append child makes the next commit's files ahead after answering it
+        # (sharedsub.storage.delta.prepared_commit), so kills land between commits that left
+        # made-ahead files behind, and the next incarnation writes beside them.
+        self.sync_publisher: Publisher | None = None
         self.log: invariants.ClientLog | None = None
         self.violations: list[Violation] = []
 
@@ -228,6 +234,9 @@ class LoadedService:
         self.publisher = Publisher(self.url, self.recorder, topic=TOPIC, name="p1", rate=self.rate)
         self.publisher.start()
         self.clients.append(self.publisher)
+        self.sync_publisher = Publisher(self.url, self.recorder, topic=TOPIC, name="p2", rate=SYNC_RATE, burst=1, window=1)
+        self.sync_publisher.start()
+        self.clients.append(self.sync_publisher)
         _wait(lambda: self.delivered() > 0, self.recovery_timeout, "the first delivery")
 
     def _consumer(self, subscription: str, link: str, container: str, caps: list[str]) -> Consumer:
@@ -315,6 +324,8 @@ class LoadedService:
         running service; then the last ``serve`` must stop cleanly on SIGTERM."""
         assert self.publisher is not None
         self.publisher.finish()
+        if self.sync_publisher is not None:
+            self.sync_publisher.finish()
         self.progress(f"publisher finished at {self.elapsed():.1f} s; draining")
 
         def draining() -> bool:

@@ -32,8 +32,10 @@ write of a service that was killed cannot land after another service started on 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
+import functools
 import json
 import logging
 import os
@@ -51,7 +53,7 @@ from deltalake.exceptions import CommitFailedError
 
 from sharedsub.core.ops.gc_tuning import tune_for_serving
 from sharedsub.core.publish.write_faults import fault_errno
-from sharedsub.storage.commits.py_columns import PyColumns
+from sharedsub.storage.commits.py_columns import PyColumns, as_table
 from sharedsub.storage.delta.appender import CommitNotSynced, DeltaAppender, Fenced
 
 log = logging.getLogger(__name__)
@@ -257,17 +259,25 @@ def _error_reply(exc: BaseException) -> dict[str, object]:
     }
 
 
+# Tables whose appender keeps the next commit's files made ahead (DeltaAppender.prepare), the
+# most recently appended to: two empty files beside each table, and a child appends to every topic.
+MAX_AHEAD = 8
+
+
 def serve(requests: BinaryIO, replies: BinaryIO) -> None:
     """The child's loop: answer requests until ``requests`` closes."""
     appenders: dict[str, DeltaAppender] = {}
     try:
-        _serve(requests, replies, appenders)
+        _serve(requests, replies, appenders, collections.OrderedDict())
     finally:
         for appender in appenders.values():
             appender.finish()  # before the interpreter shuts down (DeltaAppender.finish)
 
 
-def _serve(requests: BinaryIO, replies: BinaryIO, appenders: dict[str, DeltaAppender]) -> None:
+def _serve(
+    requests: BinaryIO, replies: BinaryIO, appenders: dict[str, DeltaAppender], ahead: collections.OrderedDict[str, None]
+) -> None:
+    """Answer requests; ``ahead``: the tables whose appender made files ahead, oldest first."""
     while True:
         raw = requests.read(_HEADER.size)
         if not raw or len(raw) < _HEADER.size:
@@ -277,14 +287,15 @@ def _serve(requests: BinaryIO, replies: BinaryIO, appenders: dict[str, DeltaAppe
         path = header["path"]
         reply: dict[str, object]
         if header["op"] == "forget":
+            ahead.pop(path, None)
             forgotten = appenders.pop(path, None)
             if forgotten is not None:
                 forgotten.finish()
             reply = {"version": -1}
         else:
+            appender = appenders.get(path)
             try:
                 data = _rows(header, body)
-                appender = appenders.get(path)
                 if appender is None:
                     epoch = header.get("epoch")
                     appender = appenders[path] = DeltaAppender(
@@ -297,14 +308,27 @@ def _serve(requests: BinaryIO, replies: BinaryIO, appenders: dict[str, DeltaAppe
         out = json.dumps(reply).encode()
         replies.write(_HEADER.pack(len(out)) + out)
         replies.flush()
+        if header["op"] == "append" and "error" not in reply and appender is not None:
+            # The answer is on its way: a synchronous publisher's next message is not here yet.
+            appender.prepare()
+            ahead[path] = None
+            ahead.move_to_end(path)
+            while len(ahead) > MAX_AHEAD:
+                appenders[ahead.popitem(last=False)[0]].unprepare()
 
 
 def _rows(header: Mapping[str, object], body: bytes) -> pa.Table:
     """The rows of an append request as an Arrow table (see the module docstring's wire)."""
     if header.get("rows") == "pickle":
         schema_bytes, columns = pickle.loads(body)
-        return pa.Table.from_pydict(columns, schema=pa.ipc.read_schema(pa.py_buffer(schema_bytes)))
+        return as_table(PyColumns(_schema(schema_bytes), columns))
     return pa.ipc.open_stream(body).read_all()
+
+
+@functools.lru_cache(maxsize=64)
+def _schema(serialized: bytes) -> pa.Schema:
+    """A schema the service sent (a few: the topic's, the catalog's, ...), read once."""
+    return pa.ipc.read_schema(pa.py_buffer(serialized))
 
 
 def main(argv: list[str] | None = None) -> None:

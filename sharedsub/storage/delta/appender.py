@@ -231,6 +231,18 @@ class DeltaAppender:
         if self._remote is not None:
             self._remote.finish(timeout)
 
+    def prepare(self) -> None:
+        """Make the next append's files now, while nothing waits on this appender: only a
+        synced blind append to a local table has any (FastPathAppender.prepare). Never raises
+        for a file system's refusal (the next append then makes its own)."""
+        if self._blind is not None:
+            self._blind.prepare()
+
+    def unprepare(self) -> None:
+        """Remove the files :meth:`prepare` made, if any."""
+        if self._blind is not None:
+            self._blind.unprepare()
+
     def _open(self) -> DeltaTable | None:
         if self._table is None or self._commits >= self._reopen_every:
             self._commits = 0

@@ -35,6 +35,7 @@ Only tables this module can write are taken (:func:`supported`): protocol reader
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -50,8 +51,16 @@ from deltalake import DeltaTable, write_deltalake
 
 from sharedsub.core.layout import local_path
 from sharedsub.storage.delta.checkpoint_rows import CannotCheckpoint
-from sharedsub.storage.delta.data_files import DataFile, add_action, file_location, write_data_file
+from sharedsub.storage.delta.data_files import DataFile, add_action, file_location, write_all, write_data_file
 from sharedsub.storage.delta.object_checkpoint import write_checkpoint
+from sharedsub.storage.delta.prepared_commit import (
+    OpenCommit,
+    PreparedCommit,
+    fsync_together,
+    prepare_commit,
+    sweep_stale_temps,
+    temp_name,
+)
 from sharedsub.storage.delta.tables import DEFAULT_TABLE_CONFIG, delta_table, log_file, table_exists
 from sharedsub.storage.durable_files import fsync_path
 from sharedsub.storage.objects.local_store import LocalStore
@@ -252,6 +261,8 @@ class FastPathAppender:
         # Its files are put atomically through local_store.
         self._checkpoints = Checkpoints(path, LocalStore(local_path(path) or path), "")
         self._unsupported = False  # the table cannot be written here: never looked at again
+        self._prepared: PreparedCommit | None = None  # the next append's files, made ahead (prepare)
+        self._swept = False  # temporary commit files left beside the log were looked for
 
     def ready(self) -> int | None:
         """The latest version known, which the next append's commit lands above (where a search
@@ -269,7 +280,38 @@ class FastPathAppender:
                 return None
             self._version = table.version()
             self._checkpoints.forget()
+            if self._sync and not self._swept:
+                self._swept = True
+                sweep_stale_temps(os.path.dirname(log_file(self.path, 0)))
         return self._version
+
+    def prepare(self) -> None:
+        """With ``sync``, make the next append's files now (sharedsub.storage.delta.prepared_commit):
+        call between appends, when nothing waits on this appender. Nothing when they are made
+        already, the table cannot be written here, or making them fails (the next append then
+        makes its own)."""
+        if not self._sync or self._prepared is not None or self.ready() is None:
+            return
+        try:
+            self._prepared = prepare_commit(local_path(self.path) or self.path, os.path.dirname(log_file(self.path, 0)))
+        except OSError as exc:
+            log.warning("could not make the next commit's files of %s ahead: %s", self.path, exc)
+
+    def unprepare(self) -> None:
+        """Remove the files made ahead, if any (the next append makes its own)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is not None:
+            prepared.discard()
+
+    def _open_prepared(self) -> OpenCommit | None:
+        """The files made ahead, open, when there are and they may still be used (else they are removed)."""
+        prepared, self._prepared = self._prepared, None
+        if prepared is None:
+            return None
+        if not prepared.fresh(time.monotonic()):
+            prepared.discard()
+            return None
+        return prepared.open()
 
     def absent(self) -> bool:
         """Whether there is no table yet and :meth:`create` may make it."""
@@ -313,7 +355,14 @@ class FastPathAppender:
         """
         if self.ready() is None:
             raise TableChanged(self.path)
-        return self.append_files([write_data_file(self.path, data)], marker, app_transactions)
+        opened = self._open_prepared()
+        if opened is None:
+            return self.append_files([write_data_file(self.path, data)], marker, app_transactions)
+        try:
+            files = [write_data_file(self.path, data, into=(opened.data_name, opened.data_fd))]
+            return self._commit(files, marker, app_transactions, prepared=opened)
+        finally:
+            opened.close()
 
     def append_files(self, files: Sequence[DataFile], marker: str, app_transactions: Sequence[tuple[str, int]] = ()) -> int:
         """Commit data files already written into the table's directory (one ``add`` each, in
@@ -329,12 +378,25 @@ class FastPathAppender:
         app_transactions: Sequence[tuple[str, int]],
         *,
         first: FirstCommit | None = None,
+        prepared: OpenCommit | None = None,
     ) -> int:
         """Write the commit of ``files`` at the first free version after the known one (version 0
-        with ``first``'s actions; FileExistsError when it is taken)."""
+        with ``first``'s actions; FileExistsError when it is taken). ``prepared``: the files made
+        ahead, the first of ``files`` written into its data file (only with ``sync``)."""
         body = commit_body(files, {self._mark: marker}, app_transactions, now_ms=int(time.time() * 1000), first=first)
         log_dir = os.path.dirname(log_file(self.path, 0))
-        temp = os.path.join(log_dir, f"_commit_{uuid.uuid4()}.json.tmp")
+        if prepared is not None:
+            temp = prepared.temp_path
+            try:
+                write_all(prepared.temp_fd, body.encode())
+                # As below, but the data file's name was made durable with the file.
+                fsync_together(prepared.data_fd, prepared.temp_fd)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    os.unlink(temp)
+                raise
+            return self._link_commit(temp, body, first)
+        temp = os.path.join(log_dir, temp_name())
         with open(temp, "w", encoding="utf-8") as fh:
             fh.write(body)
         if self._sync:
@@ -346,6 +408,11 @@ class FastPathAppender:
                 fsync_path(file_location(self.path, f.name))
             fsync_path(local_path(self.path) or self.path, directory=True)
             fsync_path(temp)
+        return self._link_commit(temp, body, first)
+
+    def _link_commit(self, temp: str, body: str, first: FirstCommit | None) -> int:
+        """Link the written commit file ``temp`` (holding ``body``) to its version and remove
+        ``temp``; return the version (as :meth:`_commit`)."""
         try:
             if first is not None:
                 os.link(temp, log_file(self.path, 0))  # FileExistsError: another writer made it
@@ -363,7 +430,9 @@ class FastPathAppender:
         return self._checkpoints.running()
 
     def finish(self, timeout: float | None = None) -> None:
-        """Wait (at most ``timeout`` seconds) for the checkpoint being written (Checkpoints.finish)."""
+        """Wait (at most ``timeout`` seconds) for the checkpoint being written (Checkpoints.finish)
+        and remove the files made ahead, if any."""
+        self.unprepare()
         self._checkpoints.finish(timeout)
 
     def _link(self, temp: str) -> int:
