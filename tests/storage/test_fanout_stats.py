@@ -7,13 +7,15 @@ import json
 import logging
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from sharedsub.core import layout
+from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage.delta.tables import log_file
-from sharedsub.storage.fanout_stats import read_stats, topic_lag
+from sharedsub.storage.fanout_stats import StatsRecorder, read_stats, topic_lag
 from tests import builders as b
 
 
@@ -48,3 +50,25 @@ def test_topic_lag_is_the_age_of_the_first_commit_not_routed(tmp_path: Path) -> 
     assert topic_lag(root, "t", 1, made + 30.0) == pytest.approx(30.0)  # version 2 waits
     assert topic_lag(root, "t", 1, made - 1.0) == 0.0  # never negative (clock steps)
     assert topic_lag(root, "gone", -1, time.time()) == 0.0  # no such topic: nothing waits
+
+
+def test_routed_rows_are_counted_per_subscription_reading_the_plan_only_for_new_tables(tmp_path: Path) -> None:
+    """A batch's rows per table go to the subscription of that table; the plan's records are
+    read when a table was not seen before, not at every batch; a table of no record is not counted."""
+    root = str(tmp_path)
+    first, second = b.subscription("t"), b.subscription("u")
+    stats = StatsRecorder(root)
+
+    def table(record: SubscriptionRecord) -> str:
+        return layout.join(root, record.table)
+
+    def unread() -> Iterator[SubscriptionRecord]:
+        raise AssertionError("the records were read for tables already seen")
+        yield first  # (a generator)
+
+    stats.count({table(first): 3}, [first, second])
+    stats.count({table(first): 2}, unread())
+    stats.count({table(first): 1, table(second): 4, layout.join(root, "subscriptions/gone/g1"): 9}, [first, second])
+    stats.write()
+    document = read_stats(root)
+    assert document is not None and document["routed"] == {first.key: {"topic": "t", "rows": 6}, second.key: {"topic": "u", "rows": 4}}
