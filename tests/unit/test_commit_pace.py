@@ -96,6 +96,24 @@ def test_a_publisher_whose_window_is_full_is_awaited_from_its_second_round_on() 
     assert pace.window == 4
 
 
+def test_a_window_full_counts_only_when_its_last_message_came_right_after_the_one_before() -> None:
+    # One message every 7 ms on its own clock, its first two sent together: the pair's outcomes
+    # show a window of 2, and each later pair would be committed at once (in 2.4 ms, before its
+    # next message) though the publisher was never held by it.
+    pace = PublisherPace()
+    pace.arrived(0.0, GAP, credit_left=1000)
+    pace.arrived(0.0001, GAP, credit_left=1000)  # its first two together
+    pace.settled(2, 0.030)  # their group, held by the interval
+    assert pace.window == 2
+    seen = []
+    for i in range(6):
+        seen.append(pace.arrived(0.035 + 0.007 * i, GAP, credit_left=1000))
+    assert seen == [False] * 6
+    # A window publisher sends what its outcomes free one message right after the other.
+    pace = PublisherPace(window=3)
+    assert [pace.arrived(1.0 + 0.0002 * i, GAP, credit_left=1000) for i in range(3)] == [False, False, True]
+
+
 def test_a_window_seen_as_one_message_leaves_it_to_the_timing_rule() -> None:
     pace = PublisherPace()
     seen = []

@@ -17,7 +17,13 @@ settled: the group that holds its last one gains no company by waiting (a publis
 window of W would otherwise be held to W messages per interval). Its message is awaited too
 when it uses up the credit its link was given, or when it brings the link's unsettled messages
 to the most the link had when outcomes came back before (its own window, as seen; at least 2,
-so that a slow publisher with one message in flight at a time is left to the timing rule below).
+so that a slow publisher with one message in flight at a time is left to the timing rule below)
+within ``gap`` of its message before: a publisher held by its window sends what its outcomes
+free at once, one message after the other. One paced on its own clock whose first group held two
+messages would otherwise have every later pair committed at once: with commits faster than its
+pace (~2.4 ms once a commit's files are made ahead), each pair is settled before its next message,
+and 300 messages every 6-8 ms made 101-151 groups against ~36-48 at the interval
+(bench/paced_groups.py; bench/RESULTS.md, issue 43, "the window rule").
 
 Telling a synchronous publisher apart, per publisher link (:class:`PublisherPace`): a message is
 awaited when its link had nothing unsettled when it arrived and the link's last settlement was
@@ -81,6 +87,7 @@ class PublisherPace:
     window: int = 0
     streak: int = 0  # messages in a row sent within ``gap`` of a settlement (at most SYNC_STREAK)
     pipelined_until: float = -math.inf  # timing rules off until then (PIPELINED_FOR)
+    arrived_at: float = -math.inf  # when the link's last message came
 
     def arrived(self, now: float, gap: float, credit_left: int | None = None) -> bool:
         """Count a message handed to the committer at ``now``; whether it is awaited (the module
@@ -97,7 +104,9 @@ class PublisherPace:
             self.streak = 0
         awaited = (quick or known) and now >= self.pipelined_until
         self.unsettled += 1
-        full = self.window > 1 and self.unsettled >= self.window
+        in_a_row = now - self.arrived_at <= gap
+        self.arrived_at = now
+        full = self.window > 1 and self.unsettled >= self.window and in_a_row
         return awaited or full or credit_left == 0
 
     def settled(self, count: int, now: float) -> None:
