@@ -71,4 +71,5 @@ def test_routed_rows_are_counted_per_subscription_reading_the_plan_only_for_new_
     stats.count({table(first): 1, table(second): 4, layout.join(root, "subscriptions/gone/g1"): 9}, [first, second])
     stats.write()
     document = read_stats(root)
-    assert document is not None and document["routed"] == {first.key: {"topic": "t", "rows": 6}, second.key: {"topic": "u", "rows": 4}}
+    assert document is not None
+    assert document["routed"] == {first.key: {"topic": "t", "rows": 6}, second.key: {"topic": "u", "rows": 4}}
