@@ -18,7 +18,7 @@ window of W would otherwise be held to W messages per interval). Its message is 
 when it uses up the credit its link was given, or when it brings the link's unsettled messages
 to the most the link had when outcomes came back before (its own window, as seen; at least 2,
 so that a slow publisher with one message in flight at a time is left to the timing rule below)
-within ``gap`` of its message before: a publisher held by its window sends what its outcomes
+within :data:`IN_A_ROW` of its message before: a publisher held by its window sends what its outcomes
 free at once, one message after the other. One paced on its own clock whose first group held two
 messages would otherwise have every later pair committed at once: with commits faster than its
 pace (~2.4 ms once a commit's files are made ahead), each pair is settled before its next message,
@@ -71,6 +71,10 @@ SYNC_STREAK = 3
 taken for a synchronous publisher's."""
 SYNC_STRETCH = 10.0
 """How many times ``gap`` such a link may take to send again and still be awaited."""
+IN_A_ROW = 0.002
+"""Seconds within which a link's message came after its message before for a full window to await
+it (a window publisher sends what its outcomes free one message right after the other). Not
+``sync_send_gap``: the window rule holds with the synchronous-send rule off (gap 0)."""
 PIPELINED_FOR = 1.0
 """Seconds after a link's message arrived while another of its messages was in flight during
 which its messages are not awaited by the timing rules (the credit and window rules still apply)."""
@@ -104,7 +108,7 @@ class PublisherPace:
             self.streak = 0
         awaited = (quick or known) and now >= self.pipelined_until
         self.unsettled += 1
-        in_a_row = now - self.arrived_at <= gap
+        in_a_row = now - self.arrived_at <= IN_A_ROW
         self.arrived_at = now
         full = self.window > 1 and self.unsettled >= self.window and in_a_row
         return awaited or full or credit_left == 0
