@@ -92,6 +92,7 @@ from jobs.sources.deltars_topics import SOURCE_NAME, DriverBatchReader
 from sharedsub.core import layout
 from sharedsub.core.config import (
     Settings,
+    fanout_batch_max_wait,
     fanout_idle_hold,
     fanout_idle_probe_interval,
     fanout_starts_on_commit,
@@ -219,7 +220,8 @@ def build_fanout_query(
         ),
     }
     if not on_object_store(settings):  # (on a bucket object_poll_interval paces the batches)
-        options["batch_max_wait"] = str(settings.fanout.batch_max_wait)
+        # (0 when batches start at commits: the front ends' groups waited for company: config.group_company)
+        options["batch_max_wait"] = str(fanout_batch_max_wait(settings))
         options["batch_min_rows"] = str(settings.fanout.batch_min_rows)
     held = fanout_starts_on_commit(settings) and not available_now
     if held:
@@ -229,9 +231,9 @@ def build_fanout_query(
         options["hold"] = str(fanout_trigger_interval(settings) or HOLD_WITHOUT_INTERVAL)
         # ... and a batch held for the interval waits up to one commit interval for the next commit.
         options["align"] = str(group_commit_interval(settings))
-    elif not available_now and fanout_idle_hold(settings) > 0:
-        # On the grid, an idle source holds an ask that found nothing until a commit's signal
-        # (sharedsub.core.fanout.idle_hold).
+    if not available_now and fanout_idle_hold(settings) > 0:
+        # An idle source holds an ask that found nothing until a commit's signal
+        # (sharedsub.core.fanout.idle_hold), longer than a held call's hold.
         options["idle_hold"] = str(fanout_idle_hold(settings))
     idle = fanout_idle_probe_interval(settings)
     if idle > 0:  # object storage: every probe is requests (sharedsub.core.ops.poll_backoff)

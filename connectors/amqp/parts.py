@@ -30,6 +30,7 @@ from sharedsub.core.config import (
     commit_signals,
     commit_slots,
     group_commit_interval,
+    group_company,
     on_object_store,
     several_members,
     tail_idle_poll_interval,
@@ -181,6 +182,8 @@ def build_parts(
         commit_signal=CommitSignal(root) if commit_signals(settings) else None,
         # On Spark's trigger grid, one group per trigger lands just before it (commit_pace).
         commit_slots=commit_slots(settings),
+        # When each commit starts a micro-batch, a group waits for the company a batch would.
+        company=group_company(settings),
     )
     tailer = Tailer(
         root,

@@ -45,8 +45,8 @@ Contracts:
   ``hold`` seconds: batches start at commits rather than on a trigger grid; a batch that waited
   for the interval waits up to ``align`` seconds more for the next commit
   (:mod:`sharedsub.core.fanout.batch_hold`). Not under ``Trigger.AvailableNow``.
-* With ``idle_hold`` (seconds, > 0: on a local data dir under the trigger grid) an ask that finds
-  nothing, once nothing was found for a while, is held up to ``idle_hold`` seconds and probes
+* With ``idle_hold`` (seconds, > 0: on a local data dir) an ask that finds nothing, once nothing
+  was found for a while, is held up to ``idle_hold`` seconds (at least ``hold``) and probes
   again at each commit signal (:mod:`sharedsub.core.fanout.idle_hold`). Not under
   ``Trigger.AvailableNow``.
 * With ``change_notes`` (``true`` on object storage) a topic table is probed only while the
@@ -256,8 +256,8 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.align = float(options.get("align", 0) or 0)
         self._started_at = float("-inf")  # time.monotonic() of the last batch this reader started
         self._signals: CommitListener | None = None  # made by the first held call
-        # On the grid, once nothing came for a while, an ask that found nothing is held up to
-        # ``idle_hold`` seconds until a commit's signal (sharedsub.core.fanout.idle_hold).
+        # Once nothing came for a while, an ask that found nothing is held up to ``idle_hold``
+        # seconds until a commit's signal (sharedsub.core.fanout.idle_hold).
         self.idle_hold = float(options.get("idle_hold", 0) or 0)
         self._found_at = time.monotonic()  # when a probe last found commits (the start counts)
 
@@ -327,19 +327,27 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._signals = CommitListener(self.root)
         gated = False  # the commits were admitted before the interval was over (the fan-out keeps up)
         nothing_new = make_offset(begin, begin_ids)
+        # Once nothing came for a while, an ask that finds nothing is held longer: an idle
+        # service costs Spark one ask per idle_hold, not one per hold (sharedsub.core.fanout.idle_hold).
+        hold = self.hold
+        if offset == nothing_new:
+            listening, quiet_for = self._signals.listening, called - self._found_at
+            hold = max(hold, idle_wait(waiting=False, listening=listening, quiet_for=quiet_for, hold=self.idle_hold))
         while True:
             now = time.monotonic()
             waiting = offset != nothing_new
+            if waiting:
+                self._found_at = now
             step = next_step(
                 waiting=waiting,
                 admitted_in=self._admission_wait(begin, begin_ids, offset) if waiting and not first else 0.0,
                 since_start=now - self._started_at,
                 interval=self.batch_interval,
-                hold_left=called + self.hold - now,
+                hold_left=called + hold - now,
                 gated=gated,
                 newest_age=self._newest_age(begin, offset) if gated and waiting and self.align > 0 else 0.0,
                 align=self.align,
-                hold=self.hold,
+                hold=hold,
             )
             if step.start:
                 self._started_at = now

@@ -21,7 +21,7 @@ from sharedsub.core import layout
 from sharedsub.core.errors import ConfigError
 from sharedsub.core.fanout.routing_place import ROUTING_MODES
 from sharedsub.core.ops.console_access import parse_access
-from sharedsub.core.publish.commit_pace import slot_period
+from sharedsub.core.publish.commit_pace import Company, slot_period
 
 DEFAULTS_RESOURCE = "defaults.toml"
 """The packaged defaults file, a resource of this package (``sharedsub/core/defaults.toml``)."""
@@ -362,6 +362,24 @@ def commit_slots(settings: Settings) -> tuple[float, float] | None:
     return slot_period(interval, trigger), lead
 
 
+def group_company(settings: Settings) -> Company | None:
+    """The company a group commit waits for under light traffic (sharedsub.core.publish.commit_pace.Company):
+    ``[fanout] batch_min_rows`` and ``batch_max_wait`` when the fan-out starts a micro-batch at
+    each commit (:func:`fanout_starts_on_commit`), where a group is a batch; None otherwise (on
+    the trigger grid the fan-out's source waits for company: :func:`fanout_batch_max_wait`), or
+    with ``batch_max_wait`` 0."""
+    if not fanout_starts_on_commit(settings) or settings.fanout.batch_max_wait <= 0:
+        return None
+    return Company(publishes=settings.fanout.batch_min_rows, wait=settings.fanout.batch_max_wait)
+
+
+def fanout_batch_max_wait(settings: Settings) -> float:
+    """Seconds the fan-out's source holds commits for company (sharedsub.core.fanout.batch_admission):
+    ``[fanout] batch_max_wait`` on the trigger grid; 0 when batches start at commits, whose
+    groups waited for it already (:func:`group_company`)."""
+    return 0.0 if fanout_starts_on_commit(settings) else settings.fanout.batch_max_wait
+
+
 def fanout_starts_on_commit(settings: Settings) -> bool:
     """Whether the fan-out's batches start at the front ends' commit signals
     (``[fanout] start_on_commit``; a local data dir only: on object storage the writers' change
@@ -371,10 +389,11 @@ def fanout_starts_on_commit(settings: Settings) -> bool:
 
 def fanout_idle_hold(settings: Settings) -> float:
     """Seconds the fan-out's source holds an ask that found nothing once traffic stopped
-    (``[fanout] idle_hold``, sharedsub.core.fanout.idle_hold): on the trigger grid of a local data
-    dir only (batches started at commits hold every ask already; on object storage no signal
-    comes, and the writers' change notes pace the source), and not with a trigger of 0."""
-    if on_object_store(settings) or fanout_starts_on_commit(settings) or fanout_trigger_interval(settings) <= 0:
+    (``[fanout] idle_hold``, sharedsub.core.fanout.idle_hold): on a local data dir only (on object
+    storage no signal comes, and the writers' change notes pace the source), and not on a
+    trigger grid of 0 (batches started at commits hold every ask for a trigger interval, and
+    this much once idle)."""
+    if on_object_store(settings) or (fanout_trigger_interval(settings) <= 0 and not fanout_starts_on_commit(settings)):
         return 0.0
     return settings.fanout.idle_hold
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import logging
+import math
 import os
 import queue
 import threading
@@ -38,7 +39,7 @@ from sharedsub.core.errors import StorageUnavailable, SubscriptionMoved, TopicEx
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.core.ops.stage_timing import StageTimes
 from sharedsub.core.publish import write_faults
-from sharedsub.core.publish.commit_pace import FULL_GROUP, collect_for, slot_floor
+from sharedsub.core.publish.commit_pace import FULL_GROUP, Company, collect_for, slot_floor
 from sharedsub.runtime.commit_requests import (
     Ack,
     CommitTransaction,
@@ -119,6 +120,7 @@ class Committer:
         change_notes: NoteWriter | None = None,
         commit_signal: CommitSignal | None = None,
         commit_slots: tuple[float, float] | None = None,
+        company: Company | None = None,
     ) -> None:
         """``store``: where everything is written (sharedsub.storage.commits.commit_store: the Delta
         tables of a data dir, with or without fsync and an append child process; or memory, in
@@ -149,7 +151,9 @@ class Committer:
         fan-out's source starts a batch then: sharedsub.core.fanout.batch_hold). ``commit_slots``:
         ``(period, lead)``: a group held by the interval starts at the first slot at its end, so that
         one group per fan-out trigger lands just before the trigger (sharedsub.core.publish.commit_pace,
-        ``[publish] commit_lead``); None: at the interval's end."""
+        ``[publish] commit_lead``); None: at the interval's end. ``company``: under light traffic a
+        group waits for company after the interval (when the fan-out starts a micro-batch at each
+        commit: sharedsub.core.publish.commit_pace.Company); None: it does not."""
         self.store = store
         self._shared_catalog = shared_catalog
         self._on_fenced = on_fenced
@@ -163,6 +167,8 @@ class Committer:
         self._min_interval = min_commit_interval
         self._floor_until = 0.0  # time.monotonic() before which a new group waits for more (commit_pace)
         self._slots = commit_slots
+        self._company = company
+        self._group_started = -math.inf  # time.monotonic() when the last group started (commit_pace.Company)
         self._wake = threading.Event()  # set by an awaited request, a full group or a stop: the group waits no longer
         # Publishes submitted, and publishes in groups already collected: their difference is
         # the group being collected and what is queued, which submit and _fill compare with
@@ -209,7 +215,9 @@ class Committer:
         full = False
         if isinstance(request, Publish):
             self._publishes_in += 1
-            full = self._publishes_in - self._publishes_grouped >= FULL_GROUP
+            pending = self._publishes_in - self._publishes_grouped
+            # (== for company: woken once as the group gets it, not by every publish after)
+            full = pending >= FULL_GROUP or (self._company is not None and pending == self._company.publishes)
         self._queue.put(request)
         if request.awaited or full:
             self._wake.set()  # the group being collected is committed now (_fill)
@@ -306,6 +314,7 @@ class Committer:
                     log.exception("committer callback failed")
             self._write_note()
             self._floor_until = self._next_floor(started)  # what arrives before then makes the next group
+            self._group_started = started
         if self._parked:
             log.error(
                 "stopping with %d settlement record(s) not written (data dir %s cannot take writes): "
@@ -330,7 +339,8 @@ class Committer:
         stop was asked for (it ends the wait: what is queued is committed at once).
 
         The thread sleeps through the interval and is woken only by an awaited request, by the
-        group's publishes reaching commit_pace.FULL_GROUP with those queued, or by a stop; then
+        group's publishes reaching commit_pace.FULL_GROUP with those queued (or the company it
+        waits for: commit_pace.Company), or by a stop; then
         it takes what is queued: taking requests one by one as they came woke it (and
         had it take the GIL from the reactor) for every acknowledgement of a fast consumer."""
         taken, size, awaited = 1, first.size, first.awaited
@@ -354,7 +364,9 @@ class Committer:
                     return False
                 # The group's publishes and those queued (submit wakes the thread on the same sum).
                 pending = self._publishes_in - self._publishes_grouped
-                left = collect_for(self._floor_until, time.monotonic(), awaited, publishes)
+                left = collect_for(
+                    self._floor_until, time.monotonic(), awaited, publishes, company=self._company, started=self._group_started
+                )
                 if left <= 0:
                     return False
                 if pending < FULL_GROUP:

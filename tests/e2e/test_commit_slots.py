@@ -1,5 +1,6 @@
-"""Group commits on the fan-out's ticks, through a real ``sharedsub serve`` with the defaults
-(``[publish] commit_lead``, sharedsub.core.publish.commit_pace.next_slot): a publisher that keeps
+"""Group commits on the fan-out's ticks, through a real ``sharedsub serve`` on the trigger grid
+(``[fanout] start_on_commit = false``; ``[publish] commit_lead``,
+sharedsub.core.publish.commit_pace.next_slot): a publisher that keeps
 several messages in flight at a steady pace has its groups held by the commit interval, and those
 start at *slots*, ``lead`` seconds before a multiple of the slot period on the wall clock, so that
 one group per trigger interval lands just before Spark starts a micro-batch.
@@ -11,13 +12,17 @@ little slower than a lone commit is not taken for a synchronous one (one commit 
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import uuid
+from collections.abc import Iterator
 
 import pytest
 
 from sharedsub.core import config, layout
 from sharedsub.core.publish.commit_pace import next_slot
 from sharedsub.storage.delta.table_reads import read_table
+from sharedsub.storage.topics import create_topic
 from tests.paced_publisher import publish_at
 from tests.service import ServeProcess
 
@@ -44,17 +49,33 @@ def _send_times(period: float, lead: float) -> list[float]:
     return times
 
 
-def test_held_groups_start_on_the_slots_before_the_fanouts_ticks(service: ServeProcess, topic: str) -> None:
+@pytest.fixture(scope="module")
+def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeProcess]:
+    """A serve of this module's own on Spark's trigger grid (the defaults start the fan-out's
+    micro-batches at commits, where no slots are kept)."""
+    proc = ServeProcess(tmp_path_factory.mktemp("grid-data"), env={"SHAREDSUB_FANOUT_START_ON_COMMIT": "false"}).start()
+    try:
+        yield proc
+    finally:
+        assert proc.stop() == 0, "\n".join(proc.stderr_lines[-40:])
+
+
+def test_held_groups_start_on_the_slots_before_the_fanouts_ticks(grid: ServeProcess) -> None:
     """Each episode's first group starts at once, at its offset past a slot. The groups after it
     are held by the interval: with slots they start just after a slot (the committer thread's
     wake-up); without, each would start one interval after the one before, keeping its
     episode's offset, 10-40 ms past the slots."""
-    slots = config.commit_slots(config.defaults())
-    assert slots is not None, "the defaults commit on slots (a local data dir, the trigger grid)"
+    defaults = config.defaults()
+    on_grid = dataclasses.replace(defaults, fanout=dataclasses.replace(defaults.fanout, start_on_commit=False))
+    slots = config.commit_slots(on_grid)
+    assert slots is not None, "the defaults on the trigger grid commit on slots (a local data dir)"
+    assert config.commit_slots(defaults) is None  # starting at commits: no slots
     period, lead = slots
+    topic = f"t-{uuid.uuid4().hex[:10]}"
+    create_topic(str(grid.data_dir), topic)
     times = _send_times(period, lead)
-    publish_at(service.url, topic, times)
-    rows = read_table(layout.topic_table(str(service.data_dir), topic))
+    publish_at(grid.url, topic, times)
+    rows = read_table(layout.topic_table(str(grid.data_dir), topic))
     assert rows is not None and rows.num_rows == len(times)
     starts = sorted({t.timestamp() for t in rows.column("published_at").to_pylist()})
     assert times[0] - 1 <= starts[0] and starts[-1] <= time.time()

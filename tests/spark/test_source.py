@@ -451,6 +451,26 @@ def test_a_signal_of_a_commit_probed_already_does_not_end_an_idle_hold(root: str
     assert time.monotonic() - began >= 0.4
 
 
+def test_a_held_call_once_idle_holds_for_idle_hold_and_a_signal_still_ends_it(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Batches started at commits: a call that finds nothing, once nothing came for
+    idle_hold.QUIET, is held for idle_hold, not for the shorter hold (an idle service costs one
+    ask per idle_hold); a commit's signal still starts the batch at once."""
+    r, first = _idle_reader(root, monkeypatch, hold="0.1", batch_interval="0.1", idle_hold="0.6")
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first
+    assert time.monotonic() - began >= 0.5  # idle_hold, not hold
+    r2, first2 = _idle_reader(root + "-2", monkeypatch, hold="0.1", batch_interval="0.1", idle_hold="60")
+    _ended_by_the_signal(root + "-2", r2, first2)
+
+
+def test_a_held_call_is_not_held_longer_while_commits_come(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(idle_hold, "QUIET", 30.0)
+    r, first = _held_reader(root, hold="0.1", batch_interval="0.1", idle_hold="60")
+    began = time.monotonic()
+    assert r.latestOffset(first, r.getDefaultReadLimit()) == first  # found something less than QUIET ago
+    assert time.monotonic() - began < 10  # the hold (0.1 s), not idle_hold
+
+
 def test_asks_are_not_held_while_commits_come(root: str, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(idle_hold, "QUIET", 30.0)
     r, first = _held_reader(root, idle_hold="60")

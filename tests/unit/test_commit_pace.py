@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from sharedsub.core.config import commit_slots, load_settings
+from sharedsub.core.config import commit_slots, fanout_batch_max_wait, group_company, load_settings
 from sharedsub.core.errors import ConfigError
 from sharedsub.core.publish.commit_pace import (
     FULL_GROUP,
     PIPELINED_FOR,
+    Company,
     PublisherPace,
     collect_for,
     next_slot,
@@ -184,6 +185,32 @@ def test_a_group_collects_until_the_interval_is_over_unless_it_is_awaited_or_ful
     assert collect_for(floor_until, now, awaited, publishes) == wait
 
 
+# The previous group started at 10.0; the interval ends at 10.05; company: 50 publishes or 0.15 s.
+@pytest.mark.parametrize(
+    ("now", "awaited", "publishes", "wait"),
+    [
+        (10.01, False, 60, pytest.approx(0.04)),  # the interval first, whatever the group holds
+        (10.05, False, 5, pytest.approx(0.1)),  # light traffic: waits for company up to 0.15 s after 10.0
+        (10.12, False, 49, pytest.approx(0.03)),
+        (10.15, False, 5, 0.0),  # waited long enough
+        (10.3, False, 1, 0.0),  # (a lone message after a quiet spell: at once)
+        (10.05, False, 50, 0.0),  # company enough: under load it waits for the interval only
+        (10.06, True, 5, 0.0),  # awaited: at once
+        (10.01, True, 5, 0.0),
+        (10.06, False, FULL_GROUP, 0.0),
+    ],
+)
+def test_under_light_traffic_a_group_waits_for_company_after_the_interval(
+    now: float, awaited: bool, publishes: int, wait: float
+) -> None:
+    company = Company(publishes=50, wait=0.15)
+    assert collect_for(10.05, now, awaited, publishes, company=company, started=10.0) == wait
+
+
+def test_without_company_a_group_after_the_interval_is_committed() -> None:
+    assert collect_for(10.05, 10.06, False, 1, company=None, started=10.0) == 0.0
+
+
 @pytest.mark.parametrize(
     ("gaps_ms", "awaited"),
     [
@@ -264,18 +291,36 @@ def test_slot_floor(started: float, floor: float) -> None:
 @pytest.mark.parametrize(
     ("environ", "slots"),
     [
-        ({}, (0.05, 0.02)),  # the defaults: two slots per 0.1 s trigger, 20 ms before each
-        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0"}, None),  # off
-        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_FANOUT_START_ON_COMMIT": "true"}, None),
-        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "0"}, None),
-        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "0"}, None),
-        ({"SHAREDSUB_PUBLISH_COMMIT_LEAD": "0.02", "SHAREDSUB_STORAGE_DATA_DIR": "s3://bucket/data"}, None),
+        ({}, None),  # the defaults start micro-batches at commits: no grid to keep slots to
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false"}, (0.05, 0.02)),  # the grid: two slots per 0.1 s trigger, 20 ms before each
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_PUBLISH_COMMIT_LEAD": "0"}, None),  # off
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "0"}, None),
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "0"}, None),
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_STORAGE_DATA_DIR": "s3://bucket/data"}, None),
     ],
 )
 def test_commit_slots_only_on_the_trigger_grid_of_a_local_data_dir(
     environ: dict[str, str], slots: tuple[float, float] | None
 ) -> None:
     assert commit_slots(load_settings(environ=environ)) == slots
+
+
+@pytest.mark.parametrize(
+    ("environ", "company", "source_wait"),
+    [
+        ({}, Company(publishes=50, wait=0.15), 0.0),  # the defaults: the group waits, the source does not
+        ({"SHAREDSUB_FANOUT_BATCH_MIN_ROWS": "20", "SHAREDSUB_FANOUT_BATCH_MAX_WAIT": "0.3"}, Company(20, 0.3), 0.0),
+        ({"SHAREDSUB_FANOUT_BATCH_MAX_WAIT": "0"}, None, 0.0),  # nobody waits
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false"}, None, 0.15),  # the grid: the source waits
+        ({"SHAREDSUB_STORAGE_DATA_DIR": "s3://bucket/data"}, None, 0.15),  # (the job does not pass it on a bucket)
+    ],
+)
+def test_company_is_waited_for_where_the_micro_batch_begins(
+    environ: dict[str, str], company: Company | None, source_wait: float
+) -> None:
+    settings = load_settings(environ=environ)
+    assert group_company(settings) == company
+    assert fanout_batch_max_wait(settings) == source_wait
 
 
 def test_commit_lead_is_checked() -> None:

@@ -10,13 +10,14 @@ import dataclasses
 import errno
 import time
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import proton
 import pytest
 
 from sharedsub.core import layout
 from sharedsub.core.errors import StorageUnavailable
-from sharedsub.core.publish.commit_pace import FULL_GROUP
+from sharedsub.core.publish.commit_pace import FULL_GROUP, Company
 from sharedsub.runtime import committer as committer_module
 from sharedsub.runtime.commit_requests import Ack, Barrier, Publish
 from sharedsub.runtime.committer import Committer
@@ -38,9 +39,16 @@ def store() -> MemoryStore:
 def _publish(topic: str, body: str, token: int) -> Publish:
     return publish_request(topic, proton.Message(body=body, subject="s"), token)
 
-def _start(store: MemoryStore, done: Collector, *, timeout: float = 30.0, min_interval: float = 0.0) -> Committer:
+def _start(
+    store: MemoryStore, done: Collector, *, timeout: float = 30.0, min_interval: float = 0.0, company: Company | None = None
+) -> Committer:
     committer = Committer(
-        store, cache=PayloadCache(1 << 20), on_done=done, full_disk_timeout=timeout, min_commit_interval=min_interval
+        store,
+        cache=PayloadCache(1 << 20),
+        on_done=done,
+        full_disk_timeout=timeout,
+        min_commit_interval=min_interval,
+        company=company,
     )
     committer.start()
     return committer
@@ -50,7 +58,7 @@ def _start(store: MemoryStore, done: Collector, *, timeout: float = 30.0, min_in
 def running(store: MemoryStore) -> Iterator[Callable[..., tuple[Committer, Collector]]]:
     started: list[Committer] = []
 
-    def start(**kwargs: float) -> tuple[Committer, Collector]:
+    def start(**kwargs: Any) -> tuple[Committer, Collector]:
         done = Collector()
         committer = _start(store, done, **kwargs)
         started.append(committer)
@@ -342,3 +350,32 @@ def test_a_group_that_fills_up_is_committed_without_waiting_for_the_interval(
     committer.submit(_publish("t", f"m{FULL_GROUP}", FULL_GROUP))
     done.wait(FULL_GROUP + 1, timeout=10)
     assert time.monotonic() - began < 10 and committer.commits == 2  # one group, long before the interval's end
+
+
+def test_under_light_traffic_a_group_waits_for_company_until_it_has_it_or_the_wait_is_over(
+    store: MemoryStore, running: Callable[..., tuple[Committer, Collector]]
+) -> None:
+    """commit_pace.Company: after the interval a group holding fewer than the company's publishes
+    waits, up to the company's wait from the previous group's start; it goes as soon as it has
+    them (woken by the publish that brings them), and an awaited publish does not wait."""
+    committer, done = running(min_interval=0.05, company=Company(publishes=5, wait=1.5))
+    committer.submit(_publish("t", "m0", 0))
+    done.wait(1)  # nothing before it: at once
+    began = time.monotonic()
+    committer.submit(_publish("t", "m1", 1))
+    time.sleep(0.6)  # past the interval, one publish: still waiting for company
+    assert committer.commits == 1
+    done.wait(2, timeout=5)
+    assert committer.commits == 2 and 1.3 < time.monotonic() - began < 3.0  # the wait's end, ~1.5 s after m0's group
+    for i in range(2, 6):  # the fifth publish of the group ends its wait
+        committer.submit(_publish("t", f"m{i}", i))
+        time.sleep(0.05)
+    began = time.monotonic()
+    committer.submit(_publish("t", "m6", 6))
+    done.wait(7, timeout=5)
+    assert committer.commits == 3 and time.monotonic() - began < 0.9
+    began = time.monotonic()
+    committer.submit(dataclasses.replace(_publish("t", "sync", 7), awaited=True))
+    done.wait(8, timeout=5)
+    assert committer.commits == 4 and time.monotonic() - began < 0.9
+    assert topic_seqs(store) == list(range(8))

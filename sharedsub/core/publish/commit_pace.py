@@ -174,10 +174,54 @@ smaller commits: 72-76 against 54); 512 -> 20.7k median against 19.4k, 45 commit
 the same CPU per message (bench/RESULTS.md, issue 43). At 1k msg/s a group holds ~50: unchanged."""
 
 
-def collect_for(floor_until: float, now: float, awaited: bool, publishes: int = 1) -> float:
+@dataclasses.dataclass(frozen=True, slots=True)
+class Company:
+    """Under light traffic a group waits for company (``[fanout] batch_min_rows`` and
+    ``batch_max_wait`` when the fan-out starts its micro-batches at commits): one that holds
+    fewer than ``publishes`` when the interval is over waits for them, up to ``wait`` seconds
+    from the previous group's start.
+
+    Why in the group: when each commit's signal starts a micro-batch (sharedsub.core.fanout.batch_hold),
+    a group commit *is* a micro-batch, and each has a fixed cost (the commit's files and fsyncs
+    in the append child, ~5 ms of CPU; Spark's planning and the sink's call, ~20-30 ms). At 100
+    msg/s the interval made 20 commits a second, which the fan-out's source then held for
+    company and routed in 5 batches on the trigger grid: ~157 ms publish->delivery median. One
+    commit per micro-batch, each waiting for company here, routed the same traffic with fewer
+    commits and batches in all: ~114 ms, and less CPU (bench/RESULTS.md, issue 43, "one commit,
+    one batch"). Under load a group holds ``publishes`` by the interval's end and waits no longer.
+    """
+
+    publishes: int
+    wait: float
+
+
+def collect_for(
+    floor_until: float,
+    now: float,
+    awaited: bool,
+    publishes: int = 1,
+    *,
+    company: Company | None = None,
+    started: float = -math.inf,
+) -> float:
     """Seconds a group that holds ``publishes`` may still wait for more before it is committed:
-    until ``floor_until`` (the previous group's start plus the interval), none when a request of
-    it is awaited, the interval is over, or it holds :data:`FULL_GROUP` publishes already."""
+    until ``floor_until`` (the previous group's start plus the interval); then, with
+    ``company``, while it holds fewer than ``company.publishes``, until ``company.wait`` seconds
+    after ``started`` (the previous group's start). None when a request of it is awaited, or it
+    holds :data:`FULL_GROUP` publishes already.
+
+        awaited  publishes        now                        wait
+        -------  ---------------  -------------------------  -----------------------------
+        yes      any              any                        0
+        no       >= FULL_GROUP    any                        0
+        no       any              < floor_until              floor_until - now
+        no       < company's      < started + company.wait   started + company.wait - now
+        no       any other        any other                  0
+    """
     if awaited or publishes >= FULL_GROUP:
         return 0.0
-    return max(0.0, floor_until - now)
+    if now < floor_until:
+        return floor_until - now
+    if company is not None and publishes < company.publishes:
+        return max(0.0, started + company.wait - now)
+    return 0.0
