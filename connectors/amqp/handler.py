@@ -479,7 +479,7 @@ class FrontEnd(Handler):
         # link.credit: what the publisher may still send; none left, it waits for this group.
         awaited = state.pace.arrived(received, self.settings.publish.sync_send_gap, link.credit)
         token = self.publishes.put(PublishContext(transfer, link, state))
-        self.committer.submit(Publish(topic, columns, data, token, received, awaited))
+        self.committer.submit(Publish(topic, columns, data, token, received, awaited, state.pace.wants_company(received)))
         self.stages.observe("decode", time.perf_counter() - received)
 
     def _oversized(self, transfer: Transfer | DeliveryTransfer, link: proton.Receiver) -> bool:

@@ -85,6 +85,9 @@ class Publish:
     # Its publisher waits for its outcome before sending again: its group is committed without
     # waiting for the commit interval (sharedsub.core.publish.commit_pace).
     awaited: bool = False
+    # Its group may wait for company under light traffic (commit_pace.PublisherPace.wants_company:
+    # not a synchronous publisher's message).
+    company: bool = True
 
     def join(self, group: Group) -> None:
         """Go into ``group``'s bucket for this kind (see :class:`Group`)."""

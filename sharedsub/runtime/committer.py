@@ -345,6 +345,7 @@ class Committer:
         had it take the GIL from the reactor) for every acknowledgement of a fast consumer."""
         taken, size, awaited = 1, first.size, first.awaited
         publishes = int(isinstance(first, Publish))
+        social = isinstance(first, Publish) and first.company  # a publish of the group may wait for company
         try:
             while True:
                 self._wake.clear()  # before draining: an awaited request queued after this sets it again
@@ -359,14 +360,16 @@ class Committer:
                     taken += 1
                     size += nxt.size
                     awaited = awaited or nxt.awaited
-                    publishes += isinstance(nxt, Publish)
+                    if isinstance(nxt, Publish):
+                        publishes += 1
+                        social = social or nxt.company
                 if taken >= self._max_msgs or size >= self._max_bytes:
                     return False
                 # The group's publishes and those queued (submit wakes the thread on the same sum).
                 pending = self._publishes_in - self._publishes_grouped
-                left = collect_for(
-                    self._floor_until, time.monotonic(), awaited, publishes, company=self._company, started=self._group_started
-                )
+                company = self._company if social else None
+                now = time.monotonic()
+                left = collect_for(self._floor_until, now, awaited, publishes, company=company, started=self._group_started)
                 if left <= 0:
                     return False
                 if pending < FULL_GROUP:

@@ -69,6 +69,34 @@ def test_a_synchronous_publisher_is_awaited_from_its_second_message_on() -> None
     assert seen == [False, True, True, True]
 
 
+def test_company_is_not_awaited_for_a_synchronous_publisher_even_when_it_is_late() -> None:
+    """A synchronous publisher late now and then (not awaited: the timing rules) does not wait
+    for company; one paced on its own clock, or with several in flight, does."""
+    pace = PublisherPace()
+    t = 0.0
+    wants = []
+    for late in (0.0005, 0.0005, 0.0005, 0.0005, 0.05, 0.0005):  # the fifth is late past the stretch
+        t += late
+        awaited = pace.arrived(t, GAP)
+        wants.append((awaited, pace.wants_company(t)))
+        t += 0.003
+        pace.settled(1, t)
+    assert wants == [(False, True), (True, False), (True, False), (True, False), (False, False), (True, False)]
+    # ... a second and more after its last synchronous send, it is taken as any other
+    assert pace.arrived(t + 1.5, GAP) is False and pace.wants_company(t + 1.5)
+    # paced on its own clock, each settled before the next: never synchronous, so company
+    paced = PublisherPace()
+    for i in range(5):
+        paced.arrived(0.1 * i, GAP)
+        assert paced.wants_company(0.1 * i)
+        paced.settled(1, 0.1 * i + 0.05)
+    # several in flight: company, even right after a synchronous-looking send
+    pipelined = PublisherPace()
+    pipelined.arrived(0.0, GAP)
+    pipelined.arrived(0.001, GAP)
+    assert pipelined.wants_company(0.001)
+
+
 @pytest.mark.parametrize(
     ("unsettled", "credit_left", "awaited", "why"),
     [

@@ -378,4 +378,11 @@ def test_under_light_traffic_a_group_waits_for_company_until_it_has_it_or_the_wa
     committer.submit(dataclasses.replace(_publish("t", "sync", 7), awaited=True))
     done.wait(8, timeout=5)
     assert committer.commits == 4 and time.monotonic() - began < 0.9
-    assert topic_seqs(store) == list(range(8))
+    # A group none of whose publishes wants company (a synchronous publisher's, late to send
+    # again: commit_pace.PublisherPace.wants_company) waits for the interval only.
+    time.sleep(0.1)
+    began = time.monotonic()
+    committer.submit(dataclasses.replace(_publish("t", "late sync", 8), company=False))
+    done.wait(9, timeout=5)
+    assert committer.commits == 5 and time.monotonic() - began < 0.9
+    assert topic_seqs(store) == list(range(9))

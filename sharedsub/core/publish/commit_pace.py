@@ -75,6 +75,10 @@ IN_A_ROW = 0.002
 """Seconds within which a link's message came after its message before for a full window to await
 it (a window publisher sends what its outcomes free one message right after the other). Not
 ``sync_send_gap``: the window rule holds with the synchronous-send rule off (gap 0)."""
+SYNC_LATELY = 1.0
+"""Seconds after a link's message was last taken for a synchronous send (by the timing rules)
+during which its messages, unless it keeps several in flight, do not wait for company
+(:meth:`PublisherPace.wants_company`)."""
 PIPELINED_FOR = 1.0
 """Seconds after a link's message arrived while another of its messages was in flight during
 which its messages are not awaited by the timing rules (the credit and window rules still apply)."""
@@ -92,6 +96,7 @@ class PublisherPace:
     streak: int = 0  # messages in a row sent within ``gap`` of a settlement (at most SYNC_STREAK)
     pipelined_until: float = -math.inf  # timing rules off until then (PIPELINED_FOR)
     arrived_at: float = -math.inf  # when the link's last message came
+    synced_at: float = -math.inf  # when a message of the link was last taken for a synchronous send
 
     def arrived(self, now: float, gap: float, credit_left: int | None = None) -> bool:
         """Count a message handed to the committer at ``now``; whether it is awaited (the module
@@ -106,12 +111,24 @@ class PublisherPace:
             self.streak = min(SYNC_STREAK, self.streak + 1)
         elif not known:
             self.streak = 0
+        if quick or known:
+            self.synced_at = now
         awaited = (quick or known) and now >= self.pipelined_until
         self.unsettled += 1
         in_a_row = now - self.arrived_at <= IN_A_ROW
         self.arrived_at = now
         full = self.window > 1 and self.unsettled >= self.window and in_a_row
         return awaited or full or credit_left == 0
+
+    def wants_company(self, now: float) -> bool:
+        """Whether the group of the message that just :meth:`arrived` at ``now`` may wait for
+        company (:class:`Company`): yes, unless the link was taken for a synchronous publisher's
+        within :data:`SYNC_LATELY` and keeps no other message in flight. Such a publisher that
+        was late to send again now and then (its client's thread scheduled late: 1-10% of Qpid
+        JMS sends on a slow hour) would have that message wait for company, ~0.15 s, and a few
+        such waits took its sends from ~290 to 52-143 msg/s (bench/RESULTS.md, issue 43, "one
+        commit, one batch"); it waits for the interval at most, as before company."""
+        return now < self.pipelined_until or now - self.synced_at > SYNC_LATELY
 
     def settled(self, count: int, now: float) -> None:
         """``count`` of the link's messages were settled at ``now`` (accepted or refused)."""
@@ -208,7 +225,8 @@ def collect_for(
     until ``floor_until`` (the previous group's start plus the interval); then, with
     ``company``, while it holds fewer than ``company.publishes``, until ``company.wait`` seconds
     after ``started`` (the previous group's start). None when a request of it is awaited, or it
-    holds :data:`FULL_GROUP` publishes already.
+    holds :data:`FULL_GROUP` publishes already. (The caller passes no ``company`` for a group none
+    of whose publishes wants it: :meth:`PublisherPace.wants_company`.)
 
         awaited  publishes        now                        wait
         -------  ---------------  -------------------------  -----------------------------
