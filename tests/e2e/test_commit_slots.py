@@ -131,3 +131,30 @@ def test_a_publisher_paced_a_little_slower_than_a_commit_is_grouped(service: Ser
     assert all(seen[sp] <= 2 * expected[sp] + 2 for sp in LOCK_SPACINGS), (
         f"groups by spacing: {seen}; at the interval ~{ {sp: round(e) for sp, e in expected.items()} }"
     )
+
+
+COMPANY_RATE_SPACING = 0.01  # 100 msg/s: ~15 messages a group at the company wait, far fewer than batch_min_rows
+COMPANY_COUNT = 200
+
+
+def test_under_light_traffic_a_group_waits_for_company_with_the_defaults(service: ServeProcess, topic: str) -> None:
+    """The defaults start a micro-batch at each commit, so a light-traffic group waits for
+    company (sharedsub.core.publish.commit_pace.Company: ``[fanout] batch_min_rows`` messages or
+    ``batch_max_wait`` from the previous group's start) instead of committing at every
+    ``min_commit_interval``: 200 messages 10 ms apart make ~13 groups, not ~40, and not the ~4 of
+    a group that waited for 50 messages however long they took."""
+    defaults = config.defaults()
+    company = config.group_company(defaults)
+    assert company is not None and company.publishes > COMPANY_COUNT * COMPANY_RATE_SPACING / company.wait
+    at = time.time() + 0.5
+    times = [at + i * COMPANY_RATE_SPACING for i in range(COMPANY_COUNT)]
+    publish_at(service.url, topic, times)
+    rows = read_table(layout.topic_table(str(service.data_dir), topic))
+    assert rows is not None and rows.num_rows == COMPANY_COUNT
+    groups = len({t.timestamp() for t in rows.column("published_at").to_pylist()})
+    span = COMPANY_COUNT * COMPANY_RATE_SPACING
+    at_company = span / company.wait  # ~13
+    at_interval = span / defaults.publish.min_commit_interval  # ~40
+    assert 0.6 * at_company <= groups <= (at_company + at_interval) / 2, (
+        f"{groups} groups; ~{at_company:.0f} waiting for company, ~{at_interval:.0f} at the interval"
+    )
