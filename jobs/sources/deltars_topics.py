@@ -87,7 +87,7 @@ from pyspark.sql.types import StructType
 
 from sharedsub.core import layout
 from sharedsub.core.fanout.batch_admission import admitted_in
-from sharedsub.core.fanout.batch_hold import next_step
+from sharedsub.core.fanout.batch_hold import Pace, next_step
 from sharedsub.core.fanout.change_notes import NOTE_LIST_INTERVAL, SWEEP_INTERVAL, ChangeWatch
 from sharedsub.core.fanout.fanout_pacing import takes_commits
 from sharedsub.core.fanout.idle_hold import idle_wait
@@ -248,13 +248,13 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._pending: dict[tuple[str, int], tuple[int, int]] = {}  # (table, version) -> (rows, ms)
         # Under a trigger of 0 the source holds each latestOffset call up to ``hold`` seconds
         # (0 = never), starting a batch at a front end's commit signal and at most once per
-        # ``batch_interval`` seconds (sharedsub.core.fanout.batch_hold).
+        # ``batch_interval`` seconds on average (sharedsub.core.fanout.batch_hold).
         self.hold = float(options.get("hold", 0) or 0)
         self.batch_interval = float(options.get("batch_interval", 0) or 0)
         # A batch held for the interval waits at most this much longer for the next commit (the
         # front ends' commit interval; 0 = not at all): batches start as commits land.
         self.align = float(options.get("align", 0) or 0)
-        self._started_at = float("-inf")  # time.monotonic() of the last batch this reader started
+        self._pace = Pace(self.batch_interval)  # when this reader may start its next batch
         self._signals: CommitListener | None = None  # made by the first held call
         # Once nothing came for a while, an ask that found nothing is held up to ``idle_hold``
         # seconds until a commit's signal (sharedsub.core.fanout.idle_hold).
@@ -341,8 +341,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             step = next_step(
                 waiting=waiting,
                 admitted_in=self._admission_wait(begin, begin_ids, offset) if waiting and not first else 0.0,
-                since_start=now - self._started_at,
-                interval=self.batch_interval,
+                pace_left=self._pace.left(now),
                 hold_left=called + hold - now,
                 gated=gated,
                 newest_age=self._newest_age(begin, offset) if gated and waiting and self.align > 0 else 0.0,
@@ -350,7 +349,7 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 hold=hold,
             )
             if step.start:
-                self._started_at = now
+                self._pace = self._pace.started(now)
                 self._pending.clear()
                 return offset
             if step.sleep <= 0:
