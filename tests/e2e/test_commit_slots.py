@@ -28,7 +28,7 @@ from tests.service import ServeProcess
 
 pytestmark = pytest.mark.e2e
 
-SPACING = 0.002  # seconds between two paced sends: ~25 messages a group at the 0.05 s interval, so
+SPACING = 0.002  # seconds between two paced sends: ~35 messages a group at the 0.07 s interval, so
 # that some are always in flight (a publisher whose every message is settled before it sends the
 # next is taken for a synchronous one, and its groups start at once: commit_pace)
 BURST = 100  # sent at once first: the link's window, as the committer sees it (commit_pace.PublisherPace)

@@ -320,7 +320,7 @@ def test_slot_floor(started: float, floor: float) -> None:
     ("environ", "slots"),
     [
         ({}, None),  # the defaults start micro-batches at commits: no grid to keep slots to
-        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false"}, (0.05, 0.02)),  # the grid: two slots per 0.1 s trigger, 20 ms before each
+        ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false"}, (0.07, 0.02)),  # the grid: a slot per 0.07 s trigger, 20 ms before it
         ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_PUBLISH_COMMIT_LEAD": "0"}, None),  # off
         ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "0"}, None),
         ({"SHAREDSUB_FANOUT_START_ON_COMMIT": "false", "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "0"}, None),

@@ -219,15 +219,17 @@ def test_probes_on_object_storage_are_spaced_by_object_poll_interval() -> None:
     assert tail_poll_interval(s3) == fanout_trigger_interval(s3) == s3.storage.object_poll_interval == 0.1
     slow = load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss", "SHAREDSUB_FANOUT_TRIGGER_INTERVAL": "2"})
     assert fanout_trigger_interval(slow) == 2.0
-    assert fanout_trigger_interval(load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "file:///x"})) == 0.1  # the default
+    assert fanout_trigger_interval(load_settings(environ={"SHAREDSUB_STORAGE_DATA_DIR": "file:///x"})) == 0.07  # the default
 
 
 def test_group_commits_on_object_storage_are_spaced_by_object_commit_interval() -> None:
-    assert group_commit_interval(load_settings(environ={})) == 0.05  # [publish] min_commit_interval, locally
+    assert group_commit_interval(load_settings(environ={})) == 0.07  # [publish] min_commit_interval, locally
     s3 = {"SHAREDSUB_STORAGE_DATA_DIR": "s3://lake/ss"}
     assert group_commit_interval(load_settings(environ=s3)) == 0.1  # [storage] object_commit_interval
-    faster = load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "0.05"})
-    assert group_commit_interval(faster) == 0.05
+    faster = load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "0.08"})
+    assert group_commit_interval(faster) == 0.08
+    below = load_settings(environ={**s3, "SHAREDSUB_STORAGE_OBJECT_COMMIT_INTERVAL": "0.05"})
+    assert group_commit_interval(below) == 0.07  # never below min_commit_interval
     slower = load_settings(environ={**s3, "SHAREDSUB_PUBLISH_MIN_COMMIT_INTERVAL": "0.3"})
     assert group_commit_interval(slower) == 0.3  # the larger of the two
     with pytest.raises(ConfigError, match="storage.object_commit_interval"):
