@@ -23,7 +23,6 @@ INF = math.inf
         (True, 0.0, 0.0, 0.05, START),
         (True, 0.0, -0.4, -0.01, START),
         (True, -0.3, -0.1, 0.05, START),
-        (True, 0.0, -0.0, 0.1, START),  # (interval 0: always allowed)
         # Admitted, but the pace does not allow a batch yet: sleep until it does, deaf to
         # signals (another commit changes nothing); within the hold.
         (True, 0.0, 0.07, 0.1, Hold(sleep=0.07, signal=False)),
@@ -133,3 +132,10 @@ def test_a_pace_follows_a_jittery_cadence_as_long_as_its_own_and_bounds_a_faster
             pace, started = pace.started(n * 0.02), started + 1
     assert started <= 1 + (10 + 0.05) / 0.1
     assert started >= 10 / 0.1
+
+
+def test_a_pace_of_0_always_allows_a_batch() -> None:
+    pace = Pace(0.0).started(5.0)
+    assert pace.left(5.0) <= 0 and pace.started(5.0).left(5.0) <= 0  # back to back
+    got = next_step(waiting=True, admitted_in=0.0, pace_left=pace.left(5.0), hold_left=0.1)
+    assert got == START

@@ -4,10 +4,11 @@ Spark's processing-time trigger starts a micro-batch only at multiples of its in
 message committed just after a trigger found nothing waited most of an interval before Spark even
 looked (half an interval on average: ~50 ms at 0.1 s, the largest single part of the
 publish->delivery median under light traffic, bench/RESULTS.md, issue 43). With ``[fanout]
-start_on_commit`` (the default), on a local data dir the source runs under a trigger of 0 (Spark asks again as soon as
-it finished) and *holds* its ``latestOffset`` call: it returns a new offset, which starts a batch, as soon as the
-commits waiting are admitted (sharedsub.core.fanout.batch_admission) and the pace lets a batch
-start (:class:`Pace`: at most one per ``interval`` on average); otherwise it sleeps until whichever comes first of
+start_on_commit`` (the default), on a local data dir the source runs under a trigger of 0 (Spark
+asks again as soon as it finished) and *holds* its ``latestOffset`` call: it returns a new offset,
+which starts a batch, as soon as the commits waiting are admitted
+(sharedsub.core.fanout.batch_admission) and the pace lets a batch start (:class:`Pace`: at most one
+per ``interval`` on average); otherwise it sleeps until whichever comes first of
 
 * a front end's commit signal (sharedsub.runtime.commit_wake: a datagram after each group that
   committed a topic table), after which it probes again,
@@ -50,15 +51,15 @@ start up to half an interval early after one that came late, so batches follow a
 long as theirs, and over any T seconds still start at most 1 + (T + interval / 2) / interval
 times.
 
-When commits come more often than the pace allows, the pace, not the commits, starts each batch;
-a batch that starts at a random moment between two commits leaves the newest messages waiting a
-whole interval for the next. So when this call held admitted commits for the pace alone
-(``gated``: the last batch ran shorter than the interval, so the fan-out keeps up) and the newest commit waiting landed more than
-:data:`FRESH` ago, the batch waits at most ``align`` seconds more for the next commit's signal
-and starts with it. Batches then start as commits land: at 1k msg/s with commits every ~40 ms
-and an interval of 0.1 s, a message waits ~40 ms on average for its batch instead of ~50, and
-batches come a little less often. A fan-out that cannot keep up (its batches take longer than
-the interval) never waits for alignment, nor does a batch held for company (its commits come
+When commits come more often than the pace allows, the pace, not the commits, starts each batch; a
+batch that starts at a random moment between two commits leaves the newest messages waiting a whole
+interval for the next. So when this call held admitted commits for the pace alone (``gated``: the
+last batch ran shorter than the interval, so the fan-out keeps up) and the newest commit waiting
+landed more than :data:`FRESH` ago, the batch waits at most ``align`` seconds more for the next
+commit's signal and starts with it. Batches then start as commits land: at 1k msg/s with commits
+every ~40 ms and an interval of 0.1 s, a message waits ~40 ms on average for its batch instead of
+~50, and batches come a little less often. A fan-out that cannot keep up (its batches take longer
+than the interval) never waits for alignment, nor does a batch held for company (its commits come
 too seldom to align with).
 
     gated   newest commit age   waited past the pace       step
