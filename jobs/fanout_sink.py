@@ -126,9 +126,11 @@ class FanoutSink:
 
     def close(self) -> None:
         """Stop the commit threads; let the appenders' checkpoints being written end (a process
-        that ends during one dies of SIGSEGV: DeltaAppender.finish)."""
+        that ends during one dies of SIGSEGV: DeltaAppender.finish); write the statistics a
+        trailing write still held."""
         self.parking.close()
         self.commits.finish()
+        self.stats.flush()
 
     def plan(self) -> RoutingPlan:
         """Routing plan from the catalog as it is now (refreshed); logs records it must skip."""
@@ -216,7 +218,7 @@ class FanoutSink:
                 written = self.write_routed(route_rows(plan, ARROW_SCHEMA.empty_table()), plan, -1)
                 self.stats.count(written, (r.record for r in plan.routes))
             if changed or due:
-                self.stats.write()
+                self.stats.write_soon()
         except Exception as exc:  # noqa: BLE001 (a tick's fault is logged and retried at the next tick)
             self._faults.fault("tick", "retrying parked rows between batches failed", error=exc)
             return False

@@ -1,10 +1,12 @@
 """The fan-out job's batch statistics, shared with the metrics endpoint through one JSON file.
 
 The job (jobs/batch_report.py) calls :meth:`StatsRecorder.record` after each micro-batch that routed
-something, and :meth:`StatsRecorder.write` when what it reports changed between batches (the
-query's routed versions, failing subscription tables); it replaces
-``<data>/_checkpoints/fanout-stats.json`` atomically (a temporary file in the same directory, then
-``os.replace``), so a reader sees the previous or the new document, never half of one.
+something, and :meth:`StatsRecorder.write_soon` or :meth:`StatsRecorder.write` when what it reports
+changed between batches (the query's routed versions, failing subscription tables); a write
+replaces ``<data>/_checkpoints/fanout-stats.json`` atomically (a temporary file in the same
+directory, then ``os.replace``), so a reader sees the previous or the new document, never half of
+one. Counters and routed versions are written at most every :data:`WRITE_INTERVAL` (the last
+change always within it, by a trailing write); a change of the failing tables at once.
 :func:`read_stats` is the reader (``sharedsub serve``/``frontend``'s ``/metrics`` and ``/health``).
 Totals count from the start of the job process (a restarted job starts again at 0: Prometheus
 sees a counter reset).
@@ -114,9 +116,18 @@ class RoutedEntry(TypedDict):
     rows: int
 
 
+# The least time between two writes of the file for counters and routed versions. Under load the
+# job routes ~14 micro-batches a second and each write (the document's JSON, a temporary file, a
+# rename) cost ~0.7 ms of the job's Python: ~5% of the service's CPU at 1k msg/s (bench/RESULTS.md,
+# issue 43, "the statistics file, throttled"). Readers are scrapes and health checks, seconds apart.
+WRITE_INTERVAL = 0.5
+
+
 @dataclasses.dataclass(slots=True)
 class StatsRecorder:
-    """Running totals of one job process, written after each batch (one thread at a time)."""
+    """Running totals of one job process, written to the file at most every ``write_interval``
+    seconds (:meth:`write_soon`) or at once (:meth:`write`). Any thread: each method holds the
+    recorder's lock; a trailing write runs on a daemon thread of its own, started on first use."""
 
     root: str
     started_at: float = dataclasses.field(default_factory=time.time)
@@ -136,6 +147,12 @@ class StatsRecorder:
     # batch looks up only the tables it wrote, instead of the path of every subscription of the
     # plan (~2 ms a batch with 1,000 subscriptions: bench/RESULTS.md, issue 43, "statistics").
     _table_keys: dict[str, tuple[str, str]] = dataclasses.field(default_factory=dict)
+    write_interval: float = WRITE_INTERVAL
+    _cond: threading.Condition = dataclasses.field(default_factory=threading.Condition)
+    _written_at: float | None = None  # time.monotonic() of the last write
+    _written_failing: dict[str, dict[str, object]] | None = None  # ``failing`` as last written
+    _pending: bool = False  # a change waits for the trailing write
+    _trailer: threading.Thread | None = None
 
     def record(
         self,
@@ -147,76 +164,132 @@ class StatsRecorder:
     ) -> None:
         """Add one batch: the summary of its ``source`` rows, ``written`` rows per subscription table
         path (what :meth:`jobs.fanout_sink.FanoutSink.write_routed` returns), the active ``records``
-        it routed for, and its duration; then replace the file. Never raises (a failed write is
+        it routed for, and its duration; then :meth:`write_soon`. Never raises (a failed write is
         logged when it starts failing and when it works again)."""
         try:
-            self.batches += 1
-            self.messages += source.messages
-            self.count(written, records)
-            for topic, when in source.newest.items():
-                self.routed_published_at[topic] = max(when, self.routed_published_at.get(topic, 0.0))
-            self.last_batch = {
-                "id": batch_id,
-                "messages": source.messages,
-                "routed_rows": int(sum(written.values())),
-                "tables": len(written),
-                "seconds": seconds,
-                "finished_at": time.time(),
-            }
+            with self._cond:
+                self._add(batch_id, source, written, records, seconds)
         except Exception as exc:  # noqa: BLE001 (statistics are best effort; throttled log)
             self._faults.fault("write", "could not record the fan-out statistics", error=exc, level=logging.WARNING)
             return
-        self.write()
+        self.write_soon()
+
+    def _add(
+        self,
+        batch_id: int,
+        source: SourceSummary,
+        written: Mapping[str, int],
+        records: Iterable[SubscriptionRecord],
+        seconds: float,
+    ) -> None:
+        """:meth:`record`'s counting, under the lock."""
+        self.batches += 1
+        self.messages += source.messages
+        self.count(written, records)
+        for topic, when in source.newest.items():
+            self.routed_published_at[topic] = max(when, self.routed_published_at.get(topic, 0.0))
+        self.last_batch = {
+            "id": batch_id,
+            "messages": source.messages,
+            "routed_rows": int(sum(written.values())),
+            "tables": len(written),
+            "seconds": seconds,
+            "finished_at": time.time(),
+        }
 
     def count(self, written: Mapping[str, int], records: Iterable[SubscriptionRecord]) -> None:
         """Add ``written`` rows per subscription table path to ``routed`` (no write). The tables
         are those of ``records`` (the plan's subscriptions), which are read only when a table
         was not seen before; a table no records ever named is not counted."""
-        if any(table not in self._table_keys for table in written):
-            if len(self._table_keys) > _TABLE_KEYS_LIMIT:
-                self._table_keys.clear()
-            for rec in records:
-                self._table_keys.setdefault(layout.join(self.root, rec.table), (rec.key, rec.topic))
-        for table, rows in written.items():
-            known = self._table_keys.get(table)
-            if known is None:
-                continue
-            key, topic = known
-            entry = self.routed.setdefault(key, {"topic": topic, "rows": 0})
-            entry["rows"] += int(rows)
+        with self._cond:
+            if any(table not in self._table_keys for table in written):
+                if len(self._table_keys) > _TABLE_KEYS_LIMIT:
+                    self._table_keys.clear()
+                for rec in records:
+                    self._table_keys.setdefault(layout.join(self.root, rec.table), (rec.key, rec.topic))
+            for table, rows in written.items():
+                known = self._table_keys.get(table)
+                if known is None:
+                    continue
+                key, topic = known
+                entry = self.routed.setdefault(key, {"topic": topic, "rows": 0})
+                entry["rows"] += int(rows)
 
     def write(self) -> None:
-        """Replace the file with the current document. Never raises (a failed write is logged
-        when it starts failing and when it works again)."""
-        document: dict[str, object] = {
-            "pid": os.getpid(),
-            "started_at": self.started_at,
-            "updated_at": time.time(),
-            "batches": self.batches,
-            "messages": self.messages,
-            "routed": self.routed,
-            "routed_published_at": self.routed_published_at,
-            "failing": self.failing,
-            "stages": self.stages.to_json(),
-        }
-        if self.last_batch is not None:
-            document["last_batch"] = self.last_batch
-        if self.routed_versions is not None:
-            document["routed_versions"] = self.routed_versions
-        try:
-            self._write(document)
-        except Exception as exc:  # noqa: BLE001 (statistics are best effort; throttled log)
-            self._faults.fault("write", "could not write the fan-out statistics", error=exc, level=logging.WARNING)
-        else:
-            self._faults.clear("write", "the fan-out statistics are written again")
+        """Replace the file with the current document now. Never raises (a failed write is
+        logged when it starts failing and when it works again)."""
+        with self._cond:
+            self._pending = False
+            self._written_at = time.monotonic()
+            self._written_failing = self.failing
+            document: dict[str, object] = {
+                "pid": os.getpid(),
+                "started_at": self.started_at,
+                "updated_at": time.time(),
+                "batches": self.batches,
+                "messages": self.messages,
+                "routed": self.routed,
+                "routed_published_at": self.routed_published_at,
+                "failing": self.failing,
+                "stages": self.stages.to_json(),
+            }
+            if self.last_batch is not None:
+                document["last_batch"] = self.last_batch
+            if self.routed_versions is not None:
+                document["routed_versions"] = self.routed_versions
+            try:
+                # One write: json.dump writes piece by piece (3.2 against 0.9 ms at 1,000 subscriptions).
+                self._write(json.dumps(document))
+            except Exception as exc:  # noqa: BLE001 (statistics are best effort; throttled log)
+                self._faults.fault("write", "could not write the fan-out statistics", error=exc, level=logging.WARNING)
+            else:
+                self._faults.clear("write", "the fan-out statistics are written again")
 
-    def _write(self, document: dict[str, object]) -> None:
+    def write_soon(self) -> None:
+        """:meth:`write` now when nothing was written yet, when the failing tables changed since
+        the last write (health turns at once), or when the last write is ``write_interval`` old;
+        else leave it to the trailing write, ``write_interval`` after the last one. Never raises."""
+        with self._cond:
+            now = time.monotonic()
+            if (
+                self._written_at is not None
+                and self.failing == self._written_failing
+                and now - self._written_at < self.write_interval
+            ):
+                self._pending = True
+                if self._trailer is None:
+                    self._trailer = threading.Thread(target=self._trail, name="fanout-stats-writer", daemon=True)
+                    self._trailer.start()
+                self._cond.notify()
+                return
+            self.write()
+
+    def flush(self) -> None:
+        """Write what waits for the trailing write, now (the job's end). Never raises."""
+        with self._cond:
+            if self._pending:
+                self.write()
+
+    def _trail(self) -> None:
+        """The trailing writer's loop: a pending change is written ``write_interval`` after the
+        last write."""
+        with self._cond:
+            while True:
+                if not self._pending:
+                    self._cond.wait()
+                    continue
+                left = (self._written_at or 0.0) + self.write_interval - time.monotonic()
+                if left > 0:
+                    self._cond.wait(left)
+                    continue
+                self.write()
+
+    def _write(self, text: str) -> None:
         path = _local_file(self.root)
         if path is None:
             return
         directory = os.path.dirname(path)
         os.makedirs(directory, exist_ok=True)
-        text = json.dumps(document)  # one write: json.dump writes piece by piece (3.2 against 0.9 ms at 1,000 subscriptions)
         fd, tmp = tempfile.mkstemp(prefix=".fanout-stats-", suffix=".tmp", dir=directory)
         try:
             with os.fdopen(fd, "w") as fh:
@@ -253,7 +326,6 @@ def read_stats(root: str) -> dict[str, Any] | None:  # Any: json.load's document
     with _read_lock:
         _read_faults.clear(path, "the fan-out statistics %s are readable again", path)
     return document
-
 
 
 def topic_lag(root: str, topic: str, routed_version: int, now: float) -> float:

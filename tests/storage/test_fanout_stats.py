@@ -1,5 +1,6 @@
 """The fan-out statistics file as the front end reads it: an unreadable file is logged once, not on
-every read; the lag of a topic is the age of its first commit past the routed version."""
+every read; the lag of a topic is the age of its first commit past the routed version; counters
+are written at most every write interval, the last change always, a failing table at once."""
 
 from __future__ import annotations
 
@@ -73,3 +74,54 @@ def test_routed_rows_are_counted_per_subscription_reading_the_plan_only_for_new_
     document = read_stats(root)
     assert document is not None
     assert document["routed"] == {first.key: {"topic": "t", "rows": 6}, second.key: {"topic": "u", "rows": 4}}
+
+
+def _batches(root: str) -> object:
+    document = read_stats(root)
+    return None if document is None else document["batches"]
+
+
+def test_counters_are_written_at_most_every_interval_and_the_last_change_always(tmp_path: Path) -> None:
+    """The first batch is written at once; the next ones within the interval wait for the trailing
+    write, which writes the newest counters one interval after the last write, with no further
+    call; flush writes what waits at once."""
+    root = str(tmp_path)
+    stats = StatsRecorder(root, write_interval=0.5)
+    stats.batches = 1
+    stats.write_soon()
+    assert _batches(root) == 1
+    written = time.monotonic()
+    stats.batches = 2
+    stats.write_soon()
+    stats.batches = 3
+    stats.write_soon()
+    if time.monotonic() - written < 0.4:  # (a stalled machine could have passed the interval)
+        assert _batches(root) == 1
+    deadline = time.monotonic() + 10
+    while _batches(root) != 3 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert _batches(root) == 3
+    assert time.monotonic() - written >= 0.5
+    stats.batches = 4
+    stats.write_soon()  # an interval after the trailing write? not yet: it waits
+    stats.flush()
+    assert _batches(root) == 4
+
+
+def test_a_change_of_the_failing_tables_is_written_at_once(tmp_path: Path) -> None:
+    root = str(tmp_path)
+    stats = StatsRecorder(root, write_interval=60.0)
+    stats.write_soon()
+    stats.failing = {"k": {"topic": "t", "error": "boom"}}
+    stats.batches = 7
+    stats.write_soon()
+    document = read_stats(root)
+    assert document is not None and document["failing"] == {"k": {"topic": "t", "error": "boom"}}
+    assert document["batches"] == 7
+    stats.batches = 8
+    stats.write_soon()  # the same failing tables: it waits (an hour here)
+    assert _batches(root) == 7
+    stats.failing = {}
+    stats.write_soon()
+    document = read_stats(root)
+    assert document is not None and (document["failing"], document["batches"]) == ({}, 8)
