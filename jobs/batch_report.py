@@ -3,8 +3,9 @@
 :class:`BatchReport` is called once per routed batch, after its commits (jobs/fanout_sink.py):
 it observes the batch's stages (sharedsub.core.ops.stage_timing: ``fanout_source_read``,
 ``fanout_route`` or ``fanout_executor_route``, ``fanout_commit``, ``fanout_batch``,
-``fanout_wait``, ``fanout_between_batches``), logs one INFO line per batch that routed something
-(idle batches only at DEBUG), and adds the batch to the statistics file
+``fanout_wait``, ``fanout_between_batches``), logs a line per batch at DEBUG, the first batch
+that routed something at INFO and then one INFO line a minute for those that did
+(sharedsub.core.fanout.batch_summary), and adds the batch to the statistics file
 (:meth:`sharedsub.storage.fanout_stats.StatsRecorder.record`). A batch that fails reports none of
 this (the failing tables are in the statistics file already: jobs/parking.py). Never raises but
 what the statistics recorder raises (it raises nothing).
@@ -17,6 +18,7 @@ import time
 from collections.abc import Mapping
 
 from jobs.batch_routing import RoutedBatch
+from sharedsub.core.fanout.batch_summary import Summary
 from sharedsub.core.fanout.routing import RoutingPlan
 from sharedsub.core.fanout.routing_place import Placement
 from sharedsub.storage.fanout_stats import StatsRecorder
@@ -30,6 +32,7 @@ class BatchReport:
     def __init__(self, stats: StatsRecorder) -> None:
         self.stats = stats
         self._last_end_wall: float | None = None  # when the previous micro-batch's routing ended
+        self._summary = Summary()
 
     def batch_done(
         self,
@@ -58,9 +61,13 @@ class BatchReport:
                 # Spark's own work between batches (logs, latestOffset, planning).
                 stages.observe("fanout_between_batches", started_wall - previous)
         self._last_end_wall = time.time()
-        # One INFO line per batch that routed something; idle batches only at DEBUG.
+        now = time.monotonic()
+        committed = sum(written.values())
+        summary = self._summary
+        # The first batch that routed something, and every batch at DEBUG.
+        first = bool(routed.routed_rows) and summary.first()
         log.log(
-            logging.INFO if routed.routed_rows else logging.DEBUG,
+            logging.INFO if first else logging.DEBUG,
             "batch %d: %d messages, %d routed rows for %d subscriptions in %.0f ms%s, "
             "%d rows committed to %d tables in %.0f ms",
             batch_id,
@@ -69,8 +76,21 @@ class BatchReport:
             len(plan.routes),
             (routed.evaluated - started) * 1000,
             " on the executors" if routed.where is Placement.EXECUTORS else "",
-            sum(written.values()),
+            committed,
             len(written),
-            (time.monotonic() - routed.evaluated) * 1000,
+            (now - routed.evaluated) * 1000,
         )
-        self.stats.record(batch_id, routed.summary, written, (r.record for r in plan.routes), time.monotonic() - started)
+        if routed.routed_rows:
+            line = summary.add(now, routed.summary.messages, committed, now - started)
+            if line is not None:
+                log.info(
+                    "batch %d: %d batches in the last %.0f s routed %d messages, %d rows committed to "
+                    "subscription tables; the slowest took %.0f ms",
+                    batch_id,
+                    line.batches,
+                    line.seconds,
+                    line.messages,
+                    line.committed,
+                    line.slowest * 1000,
+                )
+        self.stats.record(batch_id, routed.summary, written, (r.record for r in plan.routes), now - started)
