@@ -261,7 +261,6 @@ def test_replay_of_the_last_batch_after_its_commit_mark_is_lost(spark: SparkSess
     last = max(int(n) for n in os.listdir(commits) if n.isdigit())
     # As if the job died right after foreachBatch, before marking the batch committed.
     os.remove(os.path.join(commits, str(last)))
-    os.remove(os.path.join(commits, f".{last}.crc"))  # Hadoop's checksum file of that mark
     run_available_now(spark, settings, sink=(after := RecordingSink(root)))
     table = layout.join(root, sub.table)
     assert (last, {table: 2}) in before.batches

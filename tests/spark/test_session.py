@@ -59,7 +59,7 @@ def test_an_idle_trigger_waits_the_configured_polling_delay(spark: SparkSession)
 
 def test_local_files_get_their_permissions_without_a_child_process(spark: SparkSession, tmp_path: Path) -> None:
     # jobs/jvm_helpers.py: bootstrap.py builds sharedsub's JVM classes, and a local session makes
-    # file:'s file system the one that sets permissions through java.nio. Hadoop's own runs a
+    # file:'s file system the one that sets permissions through java.nio and writes no checksum files. Hadoop's own runs a
     # chmod process per created file (four per micro-batch of the fan-out's checkpoint), each
     # with a thread of the JVM reading its output: the JVM's count of started threads shows them.
     jvm = spark._jvm  # type: ignore[attr-defined]
@@ -77,7 +77,24 @@ def test_local_files_get_their_permissions_without_a_child_process(spark: SparkS
     assert threads.getTotalStartedThreadCount() - before < files  # a Spark thread or two may start meanwhile
     created = tmp_path / "f0"
     assert created.stat().st_mode & 0o7777 == 0o644  # Hadoop's default 0666 less umask 022
-    assert (tmp_path / ".f0.crc").exists()  # still the checksummed local file system
+    assert not (tmp_path / ".f0.crc").exists()  # no checksum file: half the files
+    assert jvm.org.apache.hadoop.fs.FileSystem.getLocal(conf) is not None  # still a LocalFileSystem (Hadoop casts)
+    # A file Hadoop's own file system wrote (with a checksum file), written over here, loses
+    # its stale checksum file: Hadoop's reads it back unverified, not as corrupt.
+    hadoops = jvm.org.apache.hadoop.fs.LocalFileSystem()
+    hadoops.initialize(jvm.java.net.URI(tmp_path.as_uri()), conf)
+    both = jvm.org.apache.hadoop.fs.Path((tmp_path / "both").as_uri())
+    out = hadoops.create(both, True)
+    out.write(b"old contents")
+    out.close()
+    assert (tmp_path / ".both.crc").exists()
+    out = fs.create(both, True)
+    out.write(b"new")
+    out.close()
+    assert not (tmp_path / ".both.crc").exists()
+    stream = hadoops.open(both)
+    assert bytes(jvm.org.apache.commons.io.IOUtils.toByteArray(stream)) == b"new"
+    stream.close()
     private = jvm.org.apache.hadoop.fs.permission.FsPermission.createImmutable(0o600)
     fs.setPermission(jvm.org.apache.hadoop.fs.Path(created.as_uri()), private)
     assert created.stat().st_mode & 0o7777 == 0o600

@@ -13,20 +13,29 @@ import org.apache.hadoop.fs.permission.FsPermission;
 
 /**
  * Hadoop's local file system ({@code file:}) that sets permissions through java.nio instead of a
- * {@code chmod} child process.
+ * {@code chmod} child process, and writes no checksum files.
  *
  * <p>Without Hadoop's native library (pyspark does not ship it) {@link RawLocalFileSystem} runs
  * {@code chmod} for every file it creates. The fan-out's Spark checkpoint creates four files per
  * micro-batch (an offset file, a commit file and their checksums): four child processes of the
  * driver JVM, each with a thread reading its output, per micro-batch (bench/RESULTS.md, issue 31).
  *
- * <p>Contract: the same files, contents and permission bits as {@link LocalFileSystem}. Modes with
- * bits beyond {@code rwxrwxrwx} (sticky, setuid), and file systems without POSIX attributes, are
- * left to Hadoop's own way. jobs/session.py installs it as {@code fs.file.impl} for local masters.
+ * <p>The checksum files ({@code .NAME.crc}) halve the files a micro-batch writes, and with them a
+ * tenth of the driver JVM's CPU under load (bench/RESULTS.md, issue 43, "checkpoint files without
+ * checksums"). Nothing reads them but this class's parent: a file is read unverified without one,
+ * and the checksum file of a file written over is deleted (Hadoop's {@code ChecksumFileSystem}
+ * when it does not write checksums), so a JVM without this class still reads what it wrote.
+ *
+ * <p>Contract: the same files, contents and permission bits as {@link LocalFileSystem}, without
+ * checksum files. Modes with bits beyond {@code rwxrwxrwx} (sticky, setuid), and file systems
+ * without POSIX attributes, are left to Hadoop's own way. jobs/session.py installs it as
+ * {@code fs.file.impl} for local masters. Still a {@link LocalFileSystem}: Hadoop's
+ * {@code FileSystem.getLocal} casts to one.
  */
 public class NoForkLocalFileSystem extends LocalFileSystem {
     public NoForkLocalFileSystem() {
         super(new Raw());
+        setWriteChecksum(false);
     }
 
     /** The raw (checksum-less) file system underneath, with the java.nio permission setter. */
