@@ -92,15 +92,22 @@ class SourceSummary:
 
 
 def _newest_published(source: pa.Table) -> dict[str, float]:
-    """Newest ``published_at`` per topic of a batch's source rows, as epoch seconds."""
+    """Newest ``published_at`` per topic of a batch's source rows, as epoch seconds.
+
+    A max per topic, not a group-by: a batch holds one topic or a few, and Arrow's grouping
+    engine cost ten times as much per batch (bench/RESULTS.md, issue 43, "the batch's callback
+    and its statistics")."""
     if source.num_rows == 0 or "published_at" not in source.column_names:
         return {}
-    grouped = source.select(["topic", "published_at"]).group_by("topic").aggregate([("published_at", "max")])
+    topics = source.column("topic")
+    published = source.column("published_at")
+    names = [name for name in pc.unique(topics).to_pylist() if name is not None]
     out = {}
-    for row in grouped.to_pylist():
-        when = row["published_at_max"]
+    for name in names:
+        rows = published if len(names) == 1 and topics.null_count == 0 else pc.filter(published, pc.equal(topics, name))
+        when = pc.max(rows).as_py()
         if when is not None:
-            out[str(row["topic"])] = when.timestamp()
+            out[str(name)] = when.timestamp()
     return out
 
 

@@ -4,6 +4,7 @@ are written at most every write interval, the last change always, a failing tabl
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 import os
@@ -11,13 +12,17 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from sharedsub.core import layout
 from sharedsub.core.model import SubscriptionRecord
 from sharedsub.storage.delta.tables import log_file
-from sharedsub.storage.fanout_stats import StatsRecorder, read_stats, topic_lag
+from sharedsub.storage.fanout_stats import SourceSummary, StatsRecorder, read_stats, topic_lag
 from tests import builders as b
+
+_T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
+_S = datetime.timedelta(seconds=1)
 
 
 def test_an_unreadable_stats_file_is_logged_when_it_starts_and_when_it_clears(
@@ -125,3 +130,32 @@ def test_a_change_of_the_failing_tables_is_written_at_once(tmp_path: Path) -> No
     stats.write_soon()
     document = read_stats(root)
     assert document is not None and (document["failing"], document["batches"]) == ({}, 8)
+
+
+def _source(rows: list[tuple[str, datetime.datetime | None]]) -> pa.Table:
+    return pa.table(
+        {
+            "topic": pa.array([topic for topic, _ in rows], pa.string()),
+            "published_at": pa.array([when for _, when in rows], pa.timestamp("us", "UTC")),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("rows", "newest", "oldest"),
+    [
+        ([], {}, None),
+        ([("a", _T0), ("a", _T0 + _S)], {"a": 1.0}, 0.0),
+        ([("a", _T0 + 2 * _S), ("b", _T0), ("a", _T0 + _S), ("b", _T0 + 3 * _S)], {"a": 2.0, "b": 3.0}, 0.0),
+        ([("a", None), ("b", _T0 + _S)], {"b": 1.0}, 1.0),
+        ([("a", None)], {}, None),
+    ],
+    ids=["empty", "one topic", "two topics interleaved", "a topic without times", "no times"],
+)
+def test_a_batch_summary_holds_the_newest_publish_time_per_topic(
+    rows: list[tuple[str, datetime.datetime | None]], newest: dict[str, float], oldest: float | None
+) -> None:
+    summary = SourceSummary.of(_source(rows))
+    assert summary.messages == len(rows)
+    assert {topic: when - _T0.timestamp() for topic, when in summary.newest.items()} == newest
+    assert (None if summary.oldest is None else summary.oldest - _T0.timestamp()) == oldest
