@@ -80,9 +80,10 @@ if __package__ in (None, ""):
             "PYSPARK_PYTHON=<project>/.venv/bin/python (or with the venv activated)"
         )
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import SparkSession
 from pyspark.sql.streaming import StreamingQuery
 
+from jobs.batch_callback import foreach_batch_id
 from jobs.executor_check import check_executors
 from jobs.executor_routing import ExecutorRouter, worker_setup
 from jobs.fanout_sink import FanoutSink, ReadOnDriver
@@ -247,15 +248,16 @@ def build_fanout_query(
     location = checkpoint or layout.fanout_checkpoint(root)
     routing = sink if sink is not None else make_sink(spark, settings)
     local = local_path(location)
-    batches: Callable[[DataFrame, int], None] = routing
     if settings.fanout.driver_reads and local is not None:
-        batches = ReadOnDriver(routing, DriverBatchReader(local, options))
         # Spark still plans each batch's DataFrame before foreachBatch (analysis, optimisation,
         # its RDD, the Row encoder of every column), though nothing runs it here: one column
         # instead of the source's 25 cut the driver JVM's CPU by a tenth at 100 msg/s
         # (bench/RESULTS.md, issue 43, "the batch's DataFrame, one column").
-        source = source.select("topic")
-    writer = source.writeStream.foreachBatch(batches).option("checkpointLocation", location)
+        on_driver = ReadOnDriver(routing, DriverBatchReader(local, options))
+        writer = foreach_batch_id(source.select("topic").writeStream, on_driver)
+    else:
+        writer = source.writeStream.foreachBatch(routing)
+    writer = writer.option("checkpointLocation", location)
     if available_now:
         writer = writer.trigger(availableNow=True)
     else:

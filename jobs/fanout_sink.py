@@ -271,18 +271,18 @@ class FanoutSink:
 
 
 class ReadOnDriver:
-    """A ``foreachBatch`` callback that routes each micro-batch with ``sink``, its files planned
+    """A callback of micro-batch ids (jobs.batch_callback) that routes each micro-batch with ``sink``, its files planned
     on the driver by ``reader`` (``[fanout] driver_reads``): :class:`PlannedBatch`."""
 
     def __init__(self, sink: FanoutSink, reader: DriverBatchReader) -> None:
         self.sink = sink
         self.reader = reader
 
-    def __call__(self, df: DataFrame, batch_id: int) -> None:
-        """Route micro-batch ``batch_id`` (``df``, Spark's DataFrame of it, is not run). On object
-        storage the catalog's next entry (the routing plan's refresh) and the batch's log entries
-        (its files' plan) are fetched in one round trip, not one after the other
-        (sharedsub.storage.objects.prefetch)."""
+    def __call__(self, batch_id: int) -> None:
+        """Route micro-batch ``batch_id`` (called through jobs.batch_callback: Spark's DataFrame
+        of it is neither run nor wrapped in Python). On object storage the catalog's next entry
+        (the routing plan's refresh) and the batch's log entries (its files' plan) are fetched in
+        one round trip, not one after the other (sharedsub.storage.objects.prefetch)."""
         catalog = self.sink.catalog.next_entry()
         with prefetch.prefetched([*([catalog] if catalog else []), *self.reader.plan_reads(batch_id)]):
             self.sink.route(PlannedBatch(self.reader, batch_id), batch_id)
