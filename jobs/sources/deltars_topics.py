@@ -108,6 +108,8 @@ SOURCE_NAME = "sharedsub_topics"
 # The source's row: which topic, then the routing columns in the topic table's order.
 ARROW_SCHEMA = pa.schema([pa.field("topic", pa.string()), *[schemas.TOPIC.field(c) for c in schemas.ROUTING_COLUMNS]])
 SPARK_SCHEMA: StructType = from_arrow_schema(ARROW_SCHEMA)
+# The topic alone: the schema a query gives that never reads the rows through Spark (jobs/fanout.py).
+TOPIC_ONLY: StructType = StructType([SPARK_SCHEMA["topic"]])
 # What Spark checks each returned batch against (exact equality, nullability included).
 _SPARK_ARROW_SCHEMA = to_arrow_schema(SPARK_SCHEMA, timezone="UTC")
 
@@ -202,11 +204,13 @@ def _int_option(options: Mapping[str, str], name: str, default: int) -> int:
 class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Stream reader over all topic tables of one data dir; see the module docstring."""
 
-    def __init__(self, options: Mapping[str, str]) -> None:
+    def __init__(self, options: Mapping[str, str], columns: Sequence[str] | None = None) -> None:
+        """``columns``: the columns :meth:`read` yields, in that order (None: SPARK_SCHEMA's)."""
         root = options.get("data_dir")
         if not root:
             raise ValueError(f"format {SOURCE_NAME!r} needs option 'data_dir'")
         self.root: str = root
+        self.columns = None if columns is None or list(columns) == SPARK_SCHEMA.fieldNames() else list(columns)
         self.max_commits = _int_option(options, "max_commits_per_batch", DEFAULT_MAX_COMMITS)
         self.first_batch_commits = min(
             self.max_commits, _int_option(options, "first_batch_max_commits", DEFAULT_FIRST_BATCH_COMMITS)
@@ -641,9 +645,12 @@ class TopicsStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # ------------------------------------------------------------------ reading (workers)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        """Record batches of the partition's files (:func:`read_topic_files`)."""
+        """Record batches of the partition's files (:func:`read_topic_files`), of the reader's columns."""
         assert isinstance(partition, TopicFiles)
-        return read_topic_files(partition)
+        if self.columns is None:
+            return read_topic_files(partition)
+        columns = self.columns
+        return (batch.select(columns) for batch in read_topic_files(partition))
 
     # ------------------------------------------------------------------ helpers
 
@@ -838,7 +845,8 @@ class TopicsDataSource(DataSource):
     (seconds: while no topic has new commits, probe at most every ``probe_interval`` doubling up
     to ``idle_probe_interval``; 0, the default: at every trigger), ``change_notes``
     (``true``: probe the tables the writers' change notes name) and ``change_sweep_interval``
-    (seconds)."""
+    (seconds). Its schema is SPARK_SCHEMA; ``readStream.schema(...)`` with some of its fields
+    reads those only (e.g. TOPIC_ONLY)."""
 
     def __init__(self, options: dict[str, str]) -> None:
         super().__init__(options)
@@ -856,5 +864,17 @@ class TopicsDataSource(DataSource):
         return SPARK_SCHEMA
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        """A reader of every topic table's new commits under this source's options (``schema`` is SPARK_SCHEMA)."""
-        return TopicsStreamReader(self.options)
+        """A reader of every topic table's new commits under this source's options, of ``schema``'s
+        columns: SPARK_SCHEMA, or some of its fields given with ``readStream.schema(...)`` (the
+        fan-out job reading batches on the driver gives one: jobs/fanout.py).
+
+        Raises:
+            ValueError: ``schema`` has a field SPARK_SCHEMA lacks, or with another type.
+        """
+        known = {field.name: field.dataType for field in SPARK_SCHEMA.fields}
+        wrong = [f.name for f in schema.fields if known.get(f.name) != f.dataType]
+        if wrong:
+            raise ValueError(
+                f"format {SOURCE_NAME!r} has no columns {wrong} of those types; its schema: {SPARK_SCHEMA.simpleString()}"
+            )
+        return TopicsStreamReader(self.options, schema.fieldNames())

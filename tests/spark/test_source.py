@@ -8,15 +8,21 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from pyspark.errors import StreamingQueryException
+from pyspark.sql import Row, SparkSession
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxFiles
+from pyspark.sql.types import StructType
 
 from jobs.sources.deltars_topics import (
     ARROW_SCHEMA,
+    SOURCE_NAME,
     SPARK_SCHEMA,
+    TOPIC_ONLY,
     TopicFiles,
     TopicsStreamReader,
     make_offset,
@@ -109,6 +115,37 @@ def test_partitions_and_read_give_routing_columns_in_the_declared_schema(root: s
     ]
     props = dict(rows[0]["application_properties"])
     assert props["n"]["long"] == 7 and props["s"]["string"] == "x"
+
+
+def _read_all(spark: SparkSession, root: str, checkpoint: Path, schema: StructType | str | None) -> list[Row]:
+    """Every row the source has now, read through Spark with ``schema`` given (None: none)."""
+    rows: list[Row] = []
+    stream = spark.readStream.format(SOURCE_NAME)
+    if schema is not None:
+        stream = stream.schema(schema)
+    df = stream.option("data_dir", root).option("unsubscribed_topic_interval", "0").load()
+    writer = df.writeStream.foreachBatch(lambda batch, _: rows.extend(batch.collect()))
+    query = writer.option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start()
+    query.awaitTermination(120)
+    return rows
+
+
+def test_a_query_given_some_of_the_columns_as_its_schema_reads_those_only(
+    spark: SparkSession, root: str, tmp_path: Path
+) -> None:
+    b.publish(root, "t", ["a.b", "c"])
+    b.publish(root, "u", ["d"])
+    rows = _read_all(spark, root, tmp_path / "topic", TOPIC_ONLY)
+    assert sorted(tuple(row) for row in rows) == [("t",), ("t",), ("u",)]
+    picked = _read_all(spark, root, tmp_path / "two", "routing_key STRING, topic STRING")
+    assert sorted((row.topic, row.routing_key) for row in picked) == [("t", "a.b"), ("t", "c"), ("u", "d")]
+    assert picked[0].__fields__ == ["routing_key", "topic"]
+
+
+def test_a_query_given_a_column_the_source_lacks_fails_naming_it(spark: SparkSession, root: str, tmp_path: Path) -> None:
+    b.publish(root, "t", ["k"])
+    with pytest.raises(StreamingQueryException, match=r"no columns \['colour', 'seq'\]"):
+        _read_all(spark, root, tmp_path / "cp", "topic STRING, colour STRING, seq STRING")
 
 
 def test_partitions_fail_clearly_when_the_log_was_cleaned(root: str) -> None:
