@@ -124,9 +124,10 @@ class RoutedEntry(TypedDict):
 
 
 # The least time between two writes of the file for counters and routed versions. Under load the
-# job routes ~14 micro-batches a second and each write (the document's JSON, a temporary file, a
-# rename) cost ~0.7 ms of the job's Python: ~5% of the service's CPU at 1k msg/s (bench/RESULTS.md,
-# issue 43, "the statistics file, throttled"). Readers are scrapes and health checks, seconds apart.
+# job routes ~14 micro-batches a second; a write after each (the document's JSON, a temporary file,
+# a rename) and an INFO line each (sharedsub.core.fanout.batch_summary) were ~18% of the job's
+# Python CPU at 1k msg/s (bench/RESULTS.md, issue 43, "three cuts per micro-batch"). Readers are
+# scrapes and health checks, seconds apart.
 WRITE_INTERVAL = 0.5
 
 

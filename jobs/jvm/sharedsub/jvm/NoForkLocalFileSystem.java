@@ -21,8 +21,8 @@ import org.apache.hadoop.fs.permission.FsPermission;
  * driver JVM, each with a thread reading its output, per micro-batch (bench/RESULTS.md, issue 31).
  *
  * <p>The checksum files ({@code .NAME.crc}) halve the files a micro-batch writes, and with them a
- * tenth of the driver JVM's CPU under load (bench/RESULTS.md, issue 43, "checkpoint files without
- * checksums"). Nothing reads them but this class's parent: a file is read unverified without one,
+ * seventh of the driver JVM's CPU under load (bench/RESULTS.md, issue 43, "three cuts per
+ * micro-batch"). Nothing reads them but this class's parent: a file is read unverified without one,
  * and the checksum file of a file written over is deleted (Hadoop's {@code ChecksumFileSystem}
  * when it does not write checksums), so a JVM without this class still reads what it wrote.
  *
