@@ -271,8 +271,9 @@ class FanoutSink:
 
 
 class ReadOnDriver:
-    """A callback of micro-batch ids (jobs.batch_callback) that routes each micro-batch with ``sink``, its files planned
-    on the driver by ``reader`` (``[fanout] driver_reads``): :class:`PlannedBatch`."""
+    """A callback of micro-batch ids (jobs.batch_callback) that routes each micro-batch with
+    ``sink``, its files planned on the driver by ``reader`` (``[fanout] driver_reads``):
+    :class:`PlannedBatch`."""
 
     def __init__(self, sink: FanoutSink, reader: DriverBatchReader) -> None:
         self.sink = sink

@@ -6,8 +6,8 @@ Standard library only: ``bootstrap.py`` (system Python, no pyspark) imports it t
 One class today, ``sharedsub.jvm.NoForkLocalFileSystem`` (its source says why): Hadoop's local file
 system without a ``chmod`` child process per created file and without checksum files.
 ``bootstrap.py setup`` compiles the sources with the JDK's ``javac`` against pyspark's Hadoop API
-jar into ``.jars/jvm/sharedsub-jvm-<fingerprint>.jar``; the fingerprint covers the sources and the Hadoop
-jar, so changed sources are rebuilt rather than run stale. Without a JDK (or with
+jar into ``.jars/jvm/sharedsub-jvm-<fingerprint>.jar``; the fingerprint covers the sources and the
+Hadoop jar, so changed sources are rebuilt rather than run stale. Without a JDK (or with
 ``SHAREDSUB_JVM_HELPERS=off``) there is no jar and Spark runs with Hadoop's own class: the same
 files, a few child processes more per micro-batch.
 """

@@ -176,34 +176,23 @@ class StatsRecorder:
         logged when it starts failing and when it works again)."""
         try:
             with self._cond:
-                self._add(batch_id, source, written, records, seconds)
+                self.batches += 1
+                self.messages += source.messages
+                self.count(written, records)
+                for topic, when in source.newest.items():
+                    self.routed_published_at[topic] = max(when, self.routed_published_at.get(topic, 0.0))
+                self.last_batch = {
+                    "id": batch_id,
+                    "messages": source.messages,
+                    "routed_rows": int(sum(written.values())),
+                    "tables": len(written),
+                    "seconds": seconds,
+                    "finished_at": time.time(),
+                }
         except Exception as exc:  # noqa: BLE001 (statistics are best effort; throttled log)
             self._faults.fault("write", "could not record the fan-out statistics", error=exc, level=logging.WARNING)
             return
         self.write_soon()
-
-    def _add(
-        self,
-        batch_id: int,
-        source: SourceSummary,
-        written: Mapping[str, int],
-        records: Iterable[SubscriptionRecord],
-        seconds: float,
-    ) -> None:
-        """:meth:`record`'s counting, under the lock."""
-        self.batches += 1
-        self.messages += source.messages
-        self.count(written, records)
-        for topic, when in source.newest.items():
-            self.routed_published_at[topic] = max(when, self.routed_published_at.get(topic, 0.0))
-        self.last_batch = {
-            "id": batch_id,
-            "messages": source.messages,
-            "routed_rows": int(sum(written.values())),
-            "tables": len(written),
-            "seconds": seconds,
-            "finished_at": time.time(),
-        }
 
     def count(self, written: Mapping[str, int], records: Iterable[SubscriptionRecord]) -> None:
         """Add ``written`` rows per subscription table path to ``routed`` (no write). The tables

@@ -59,9 +59,10 @@ def test_an_idle_trigger_waits_the_configured_polling_delay(spark: SparkSession)
 
 def test_local_files_get_their_permissions_without_a_child_process(spark: SparkSession, tmp_path: Path) -> None:
     # jobs/jvm_helpers.py: bootstrap.py builds sharedsub's JVM classes, and a local session makes
-    # file:'s file system the one that sets permissions through java.nio and writes no checksum files. Hadoop's own runs a
-    # chmod process per created file (four per micro-batch of the fan-out's checkpoint), each
-    # with a thread of the JVM reading its output: the JVM's count of started threads shows them.
+    # file:'s file system the one that sets permissions through java.nio and writes no checksum
+    # files. Hadoop's own runs a chmod process per created file (four per micro-batch of the
+    # fan-out's checkpoint), each with a thread of the JVM reading its output: the JVM's count of
+    # started threads shows them.
     jvm = spark._jvm  # type: ignore[attr-defined]
     conf = spark._jsparkSession.sessionState().newHadoopConf()  # type: ignore[attr-defined]
     # A new instance: Hadoop caches file systems per JVM, and this JVM may have made its file:
